@@ -1,0 +1,74 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+func TestAdminEndpoints(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "admin_test_total", Help: "t"})
+	reg.MustRegister(c)
+	c.Inc()
+	var ready atomic.Bool
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Serve(ctx, lis, Handler(reg, func() error {
+			if !ready.Load() {
+				return errors.New("source not synced")
+			}
+			return nil
+		}))
+	}()
+	base := "http://" + lis.Addr().String()
+	client := &http.Client{Timeout: 5 * time.Second}
+	get := func(path string) (int, string) {
+		t.Helper()
+		resp, err := client.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, _ := get("/live"); code != 200 {
+		t.Fatalf("/live = %d", code)
+	}
+	if code, body := get("/ready"); code != 503 || !strings.Contains(body, "source not synced") {
+		t.Fatalf("/ready before sync = %d %q", code, body)
+	}
+	ready.Store(true)
+	if code, _ := get("/ready"); code != 200 {
+		t.Fatalf("/ready after sync = %d", code)
+	}
+	if code, body := get("/metrics"); code != 200 || !strings.Contains(body, "admin_test_total 1") {
+		t.Fatalf("/metrics = %d %q", code, body)
+	}
+	if code, _ := get("/debug/pprof/"); code != 200 {
+		t.Fatalf("/debug/pprof/ = %d", code)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("admin server did not stop")
+	}
+}

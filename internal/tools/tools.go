@@ -1,0 +1,21 @@
+//go:build tools
+package tools
+import (
+ _ "github.com/linkerd/linkerd2-proxy-api/go/destination"
+ _ "github.com/linkerd/linkerd2-proxy-api/go/identity"
+ _ "github.com/linkerd/linkerd2-proxy-api/go/inbound"
+ _ "k8s.io/client-go/kubernetes"
+ _ "google.golang.org/grpc"
+ _ "github.com/puzpuzpuz/xsync/v3"
+ _ "github.com/prometheus/client_golang/prometheus"
+ _ "go.uber.org/zap"
+ _ "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
+ _ "github.com/hashicorp/memberlist"
+ _ "github.com/cespare/xxhash/v2"
+ _ "sigs.k8s.io/controller-runtime/pkg/envtest"
+ _ "github.com/HdrHistogram/hdrhistogram-go"
+ _ "github.com/schollz/progressbar/v3"
+ _ "sigs.k8s.io/yaml"
+ _ "github.com/fsnotify/fsnotify"
+ _ "go.uber.org/goleak"
+)
