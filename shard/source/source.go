@@ -1,0 +1,31 @@
+package source
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+)
+
+// Handler receives the objects a Source observes. Methods may be called concurrently from
+// several goroutines (one per kind of object) and must not block: implementations record the
+// object and hand work to their own goroutines. Objects passed in must not be modified by
+// either side after the call.
+type Handler interface {
+	// OnService is called for an added or updated Service, or with deleted=true when it is gone.
+	OnService(svc *corev1.Service, deleted bool)
+	// OnEndpointSlice is called for an added, updated or deleted EndpointSlice.
+	OnEndpointSlice(es *discoveryv1.EndpointSlice, deleted bool)
+	// OnPod is called for an added, updated or deleted Pod.
+	OnPod(pod *corev1.Pod, deleted bool)
+}
+
+// Source delivers Services, EndpointSlices and Pods to a Handler.
+type Source interface {
+	// Run delivers the current objects and then every change to h until ctx ends. It returns
+	// nil when ctx ends, or an error if the source cannot work at all.
+	Run(ctx context.Context, h Handler) error
+	// Synced reports whether the initial state has been delivered to the handler.
+	// Safe for concurrent use.
+	Synced() bool
+}

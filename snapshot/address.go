@@ -1,0 +1,122 @@
+package snapshot
+
+import (
+	"net/netip"
+	"slices"
+)
+
+// ProtocolHint tells the proxy how it may speak to an endpoint.
+type ProtocolHint uint8
+
+const (
+	HintNone   ProtocolHint = iota // unmeshed: no hint
+	HintH2                         // meshed: the proxy may upgrade HTTP/1 to HTTP/2
+	HintOpaque                     // meshed opaque port: TCP through the inbound proxy port
+)
+
+func (h ProtocolHint) String() string {
+	switch h {
+	case HintH2:
+		return "h2"
+	case HintOpaque:
+		return "opaque"
+	default:
+		return ""
+	}
+}
+
+// Label is one metric label of an endpoint.
+type Label struct{ Key, Value string }
+
+// Endpoint is one address of a service port as the Destination API serves it.
+// An Endpoint is immutable once it is part of a published AddressSet.
+type Endpoint struct {
+	Addr   netip.AddrPort
+	Weight uint32
+	// Labels are the per-address metric labels, sorted by key.
+	Labels []Label
+	// Identity is the endpoint's TLS identity (DNS-like name); empty when the pod is not meshed
+	// or the port skips the inbound proxy.
+	Identity string
+	Hint     ProtocolHint
+	// OpaqueTransportPort is the proxy's inbound port for opaque traffic (0 when not opaque).
+	OpaqueTransportPort uint32
+	// HTTP2 asks the client to use HTTP/2 client parameters (keep-alive) to meshed endpoints.
+	HTTP2 bool
+	// Pod and Namespace name the pod behind the address, when known.
+	Pod, Namespace string
+}
+
+// Equal reports whether e and o carry the same information.
+func (e *Endpoint) Equal(o *Endpoint) bool {
+	if e == o {
+		return true
+	}
+	if e == nil || o == nil {
+		return false
+	}
+	return e.Addr == o.Addr && e.Weight == o.Weight && e.Identity == o.Identity &&
+		e.Hint == o.Hint && e.OpaqueTransportPort == o.OpaqueTransportPort && e.HTTP2 == o.HTTP2 &&
+		e.Pod == o.Pod && e.Namespace == o.Namespace && slices.Equal(e.Labels, o.Labels)
+}
+
+// Label returns the value of label k, or "".
+func (e *Endpoint) Label(k string) string {
+	for _, l := range e.Labels {
+		if l.Key == k {
+			return l.Value
+		}
+	}
+	return ""
+}
+
+// AddressSet is the full state of one service port. It is immutable once published: a writer
+// that wants a change builds a new AddressSet (copy-on-write) and publishes that.
+type AddressSet struct {
+	// Exists is false when the Service does not exist (deleted, or not yet created).
+	Exists bool
+	// Labels are the set-level metric labels (service, namespace), sorted by key.
+	Labels []Label
+	// Endpoints by address. The map must not be altered after publication.
+	Endpoints map[netip.AddrPort]*Endpoint
+}
+
+// Len returns the number of endpoints.
+func (s *AddressSet) Len() int {
+	if s == nil {
+		return 0
+	}
+	return len(s.Endpoints)
+}
+
+// Sorted returns the endpoints ordered by address (a new slice; the endpoints are shared).
+func (s *AddressSet) Sorted() []*Endpoint {
+	if s == nil {
+		return nil
+	}
+	out := make([]*Endpoint, 0, len(s.Endpoints))
+	for _, e := range s.Endpoints {
+		out = append(out, e)
+	}
+	slices.SortFunc(out, func(a, b *Endpoint) int { return a.Addr.Compare(b.Addr) })
+	return out
+}
+
+// Equal reports whether two sets carry the same information.
+func (s *AddressSet) Equal(o *AddressSet) bool {
+	if s == o {
+		return true
+	}
+	if s == nil || o == nil {
+		return false
+	}
+	if s.Exists != o.Exists || !slices.Equal(s.Labels, o.Labels) || len(s.Endpoints) != len(o.Endpoints) {
+		return false
+	}
+	for a, e := range s.Endpoints {
+		if !e.Equal(o.Endpoints[a]) {
+			return false
+		}
+	}
+	return true
+}

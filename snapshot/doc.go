@@ -1,0 +1,16 @@
+// Package snapshot holds the endpoint state a destination replica serves: one immutable,
+// versioned Snapshot per service port, published by atomic pointer swap so that readers take
+// it without a lock or an allocation, and the subscriptions that carry deltas from one
+// snapshot to the next to the gRPC streams.
+//
+// Writers build the next AddressSet copy-on-write (never mutating a published one) and call
+// Store.Publish. Each Subscription has a bounded queue of deltas; when the queue is full the
+// queued deltas are discarded and the subscription is marked to resynchronise, so that its
+// next delta is the diff between the last snapshot it delivered and the newest one: nothing is
+// dropped, nothing is closed, and a subscriber that never reads costs bounded memory.
+//
+// Diff lives here rather than in translator because resynchronisation needs it and this
+// package must not import translator.
+//
+// It imports the standard library and puzpuzpuz/xsync only.
+package snapshot
