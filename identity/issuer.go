@@ -1,0 +1,222 @@
+package identity
+
+import (
+	"bytes"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"time"
+)
+
+// Material is the raw PEM an issuer is loaded from: the issuer certificate (optionally
+// followed by further intermediates up to the anchors), its private key, and the trust
+// anchor bundle.
+type Material struct {
+	CertPEM    []byte
+	KeyPEM     []byte
+	AnchorsPEM []byte
+}
+
+// Equal reports whether m and o hold the same bytes.
+func (m Material) Equal(o Material) bool {
+	return bytes.Equal(m.CertPEM, o.CertPEM) && bytes.Equal(m.KeyPEM, o.KeyPEM) && bytes.Equal(m.AnchorsPEM, o.AnchorsPEM)
+}
+
+// Issuer is a validated issuer: a CA certificate that chains to the trust anchors and its
+// key. An Issuer never changes after LoadIssuer returns it; reloads build a new one.
+type Issuer struct {
+	// Cert is the issuer certificate; Chain is Cert followed by any further intermediates,
+	// as DER, which is what Certify returns as intermediate_certificates.
+	Cert  *x509.Certificate
+	Chain [][]byte
+	// Anchors holds the trust anchors the issuer was verified against.
+	Anchors *x509.CertPool
+	// NotAfter is the earliest expiry on the verified path from the issuer to its anchor;
+	// no leaf outlives it.
+	NotAfter time.Time
+
+	key crypto.Signer
+}
+
+// LoadIssuer parses and validates m at time now. It refuses an issuer whose key does not
+// match, that is not a CA, that is expired or not yet valid, or that does not chain to the
+// anchors, with a message saying which.
+func LoadIssuer(m Material, now time.Time) (*Issuer, error) {
+	certs, err := parseCertsPEM(m.CertPEM)
+	if err != nil {
+		return nil, fmt.Errorf("issuer certificate: %w", err)
+	}
+	key, err := parsePrivateKeyPEM(m.KeyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("issuer key: %w", err)
+	}
+	anchors, err := parseCertsPEM(m.AnchorsPEM)
+	if err != nil {
+		return nil, fmt.Errorf("trust anchors: %w", err)
+	}
+	crt := certs[0]
+	subj := crt.Subject.String()
+	type equaler interface{ Equal(crypto.PublicKey) bool }
+	if pub, ok := key.Public().(equaler); !ok || !pub.Equal(crt.PublicKey) {
+		return nil, fmt.Errorf("issuer key does not match the issuer certificate %q", subj)
+	}
+	if !crt.BasicConstraintsValid || !crt.IsCA {
+		return nil, fmt.Errorf("issuer certificate %q is not a CA (basic constraints CA=false); it cannot sign workload certificates", subj)
+	}
+	if crt.KeyUsage != 0 && crt.KeyUsage&x509.KeyUsageCertSign == 0 {
+		return nil, fmt.Errorf("issuer certificate %q lacks the certSign key usage", subj)
+	}
+	if now.After(crt.NotAfter) {
+		return nil, fmt.Errorf("issuer certificate %q expired at %s", subj, crt.NotAfter.UTC().Format(time.RFC3339))
+	}
+	if now.Before(crt.NotBefore) {
+		return nil, fmt.Errorf("issuer certificate %q is not valid before %s", subj, crt.NotBefore.UTC().Format(time.RFC3339))
+	}
+	pool := x509.NewCertPool()
+	for _, a := range anchors {
+		pool.AddCert(a)
+	}
+	inter := x509.NewCertPool()
+	for _, c := range certs[1:] {
+		inter.AddCert(c)
+	}
+	paths, err := crt.Verify(x509.VerifyOptions{
+		Roots:         pool,
+		Intermediates: inter,
+		CurrentTime:   now,
+		KeyUsages:     []x509.ExtKeyUsage{x509.ExtKeyUsageAny},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("issuer certificate %q does not chain to the trust anchors: %w", subj, err)
+	}
+	notAfter := crt.NotAfter
+	for _, c := range paths[0] {
+		if c.NotAfter.Before(notAfter) {
+			notAfter = c.NotAfter
+		}
+	}
+	chain := make([][]byte, len(certs))
+	for i, c := range certs {
+		chain[i] = c.Raw
+	}
+	return &Issuer{Cert: crt, Chain: chain, Anchors: pool, NotAfter: notAfter, key: key}, nil
+}
+
+// ErrIssuerExpired is returned by Issue once the issuer chain has expired.
+var ErrIssuerExpired = errors.New("issuer has expired")
+
+// Issue signs a leaf for identity with the public key of csr (already checked by CheckCSR):
+// ECDSA, server and client auth, valid from now-skew to min(now+lifetime, issuer NotAfter).
+func (is *Issuer) Issue(csr *x509.CertificateRequest, identity string, now time.Time, lifetime, skew time.Duration) (der []byte, notAfter time.Time, err error) {
+	notAfter = now.Add(lifetime)
+	if notAfter.After(is.NotAfter) {
+		notAfter = is.NotAfter
+	}
+	notBefore := now.Add(-skew)
+	if !notAfter.After(now) {
+		return nil, time.Time{}, ErrIssuerExpired
+	}
+	serial, err := randomSerial()
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               pkix.Name{CommonName: identity},
+		DNSNames:              []string{identity},
+		NotBefore:             notBefore,
+		NotAfter:              notAfter,
+		KeyUsage:              x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		BasicConstraintsValid: true,
+	}
+	der, err = x509.CreateCertificate(rand.Reader, tmpl, is.Cert, csr.PublicKey, is.key)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("sign certificate for %s: %w", identity, err)
+	}
+	return der, notAfter, nil
+}
+
+func randomSerial() (*big.Int, error) {
+	s, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	if err != nil {
+		return nil, fmt.Errorf("serial number: %w", err)
+	}
+	return s.Add(s, big.NewInt(1)), nil
+}
+
+// parseCertsPEM returns every CERTIFICATE block in data, in order; at least one.
+func parseCertsPEM(data []byte) ([]*x509.Certificate, error) {
+	var out []*x509.Certificate
+	rest := data
+	for {
+		var b *pem.Block
+		b, rest = pem.Decode(rest)
+		if b == nil {
+			break
+		}
+		if b.Type != "CERTIFICATE" {
+			continue
+		}
+		c, err := x509.ParseCertificate(b.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("certificate %d: %w", len(out)+1, err)
+		}
+		out = append(out, c)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no PEM CERTIFICATE block found")
+	}
+	return out, nil
+}
+
+// parsePrivateKeyPEM reads the first private key block: PKCS#8, SEC1 EC or PKCS#1 RSA.
+func parsePrivateKeyPEM(data []byte) (crypto.Signer, error) {
+	rest := data
+	for {
+		var b *pem.Block
+		b, rest = pem.Decode(rest)
+		if b == nil {
+			return nil, errors.New("no PEM private key block found")
+		}
+		var k any
+		var err error
+		switch b.Type {
+		case "PRIVATE KEY":
+			k, err = x509.ParsePKCS8PrivateKey(b.Bytes)
+		case "EC PRIVATE KEY":
+			k, err = x509.ParseECPrivateKey(b.Bytes)
+		case "RSA PRIVATE KEY":
+			k, err = x509.ParsePKCS1PrivateKey(b.Bytes)
+		default:
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("parse %s: %w", b.Type, err)
+		}
+		s, ok := k.(crypto.Signer)
+		if !ok {
+			return nil, fmt.Errorf("%T is not a signing key", k)
+		}
+		return s, nil
+	}
+}
+
+// encodeECKeyPEM encodes k as a PKCS#8 "PRIVATE KEY" block.
+func encodeECKeyPEM(k *ecdsa.PrivateKey) ([]byte, error) {
+	der, err := x509.MarshalPKCS8PrivateKey(k)
+	if err != nil {
+		return nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
+}
+
+func encodeCertPEM(der []byte) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}

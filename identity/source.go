@@ -1,0 +1,107 @@
+package identity
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// IssuerSource reads the issuer material. Load is called from one goroutine at a time
+// (start-up, then the reload loop).
+type IssuerSource interface {
+	Load(ctx context.Context) (Material, error)
+	String() string
+}
+
+// ChangeWatcher is implemented by sources that can tell when their material may have
+// changed. Watch calls changed (which never blocks) on every possible change until ctx ends,
+// then returns nil; it returns an error only if watching cannot start or breaks.
+type ChangeWatcher interface {
+	Watch(ctx context.Context, changed func()) error
+}
+
+// FileSource reads the issuer from a directory holding crt.pem and key.pem (or tls.crt and
+// tls.key, the kubernetes.io/tls scheme), and the anchors from AnchorsFile (default
+// ca-bundle.crt in the same directory), as mounted from Linkerd's Secret and ConfigMap.
+type FileSource struct {
+	IssuerDir   string
+	AnchorsFile string
+}
+
+var (
+	_ IssuerSource  = (*FileSource)(nil)
+	_ ChangeWatcher = (*FileSource)(nil)
+)
+
+func (f *FileSource) String() string { return "files in " + f.IssuerDir }
+
+func (f *FileSource) anchorsPath() string {
+	if f.AnchorsFile != "" {
+		return f.AnchorsFile
+	}
+	return filepath.Join(f.IssuerDir, FileTrustAnchors)
+}
+
+// Load implements IssuerSource.
+func (f *FileSource) Load(context.Context) (Material, error) {
+	var m Material
+	crt, key := filepath.Join(f.IssuerDir, FileIssuerCert), filepath.Join(f.IssuerDir, FileIssuerKey)
+	if _, err := os.Stat(crt); errors.Is(err, fs.ErrNotExist) {
+		crt, key = filepath.Join(f.IssuerDir, FileIssuerCertTLS), filepath.Join(f.IssuerDir, FileIssuerKeyTLS)
+		if _, err := os.Stat(crt); errors.Is(err, fs.ErrNotExist) {
+			return m, fmt.Errorf("no issuer certificate in %s: want %s and %s, or %s and %s",
+				f.IssuerDir, FileIssuerCert, FileIssuerKey, FileIssuerCertTLS, FileIssuerKeyTLS)
+		}
+	}
+	var err error
+	if m.CertPEM, err = os.ReadFile(crt); err != nil {
+		return m, fmt.Errorf("read issuer certificate: %w", err)
+	}
+	if m.KeyPEM, err = os.ReadFile(key); err != nil {
+		return m, fmt.Errorf("read issuer key: %w", err)
+	}
+	if m.AnchorsPEM, err = os.ReadFile(f.anchorsPath()); err != nil {
+		return m, fmt.Errorf("read trust anchors: %w", err)
+	}
+	return m, nil
+}
+
+// Watch implements ChangeWatcher with fsnotify on the issuer directory and the anchors'
+// directory (Kubernetes updates mounted Secrets by swapping a symlink in the directory).
+func (f *FileSource) Watch(ctx context.Context, changed func()) error {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("watch issuer files: %w", err)
+	}
+	defer w.Close()
+	dirs := []string{f.IssuerDir}
+	if d := filepath.Dir(f.anchorsPath()); filepath.Clean(d) != filepath.Clean(f.IssuerDir) {
+		dirs = append(dirs, d)
+	}
+	for _, d := range dirs {
+		if err := w.Add(d); err != nil {
+			return fmt.Errorf("watch %s: %w", d, err)
+		}
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case _, ok := <-w.Events:
+			if !ok {
+				return errors.New("fsnotify watcher closed")
+			}
+			changed()
+		case err, ok := <-w.Errors:
+			if !ok {
+				return errors.New("fsnotify watcher closed")
+			}
+			return fmt.Errorf("watch issuer files: %w", err)
+		}
+	}
+}
