@@ -1,0 +1,267 @@
+package snapshot
+
+import (
+	"fmt"
+	"maps"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func ep(i int) *Endpoint {
+	a := netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})
+	return &Endpoint{Addr: netip.AddrPortFrom(a, 8080), Weight: 10000, Pod: fmt.Sprintf("pod-%d", i)}
+}
+
+// set builds an address set with endpoints for the given ids.
+func set(ids ...int) *AddressSet {
+	s := &AddressSet{Exists: true, Endpoints: make(map[netip.AddrPort]*Endpoint, len(ids))}
+	for _, i := range ids {
+		e := ep(i)
+		s.Endpoints[e.Addr] = e
+	}
+	return s
+}
+
+func rangeSet(lo, hi int) *AddressSet {
+	ids := make([]int, 0, hi-lo)
+	for i := lo; i < hi; i++ {
+		ids = append(ids, i)
+	}
+	return set(ids...)
+}
+
+// view is what a reader holds after applying deltas.
+type view map[netip.AddrPort]*Endpoint
+
+func (v view) apply(d Delta) {
+	if d.Initial {
+		clear(v)
+	}
+	for _, a := range d.Remove {
+		delete(v, a)
+	}
+	for _, e := range d.Add {
+		v[e.Addr] = e
+	}
+}
+
+func (v view) equals(s *AddressSet) bool {
+	if s == nil {
+		return len(v) == 0
+	}
+	return maps.EqualFunc(map[netip.AddrPort]*Endpoint(v), s.Endpoints, func(a, b *Endpoint) bool { return a.Equal(b) })
+}
+
+var key = Key{Namespace: "ns", Name: "svc", Port: 80}
+
+func waitC(t *testing.T, sub *Subscription) {
+	t.Helper()
+	select {
+	case <-sub.C():
+	case <-time.After(5 * time.Second):
+		t.Fatal("no wake-up within 5s")
+	}
+}
+
+func TestPublishVersionsAndNoOp(t *testing.T) {
+	s := NewStore(StoreConfig{})
+	if s.Load(key) != nil {
+		t.Fatal("Load of unknown key should be nil")
+	}
+	s1, changed := s.Publish(key, set(1, 2))
+	if !changed || s1.Version != 1 {
+		t.Fatalf("first publish: changed=%v version=%d", changed, s1.Version)
+	}
+	s2, changed := s.Publish(key, set(1, 2))
+	if changed || s2 != s1 {
+		t.Fatal("publishing an equal set must be a no-op")
+	}
+	s3, changed := s.Publish(key, set(1))
+	if !changed || s3.Version != 2 || s.Load(key) != s3 {
+		t.Fatalf("second publish: changed=%v version=%d", changed, s3.Version)
+	}
+	if s1.Set.Len() != 2 {
+		t.Fatal("an earlier snapshot changed after a later publish")
+	}
+}
+
+func TestSubscriptionInitialThenDeltas(t *testing.T) {
+	s := NewStore(StoreConfig{})
+	s.Publish(key, set(1, 2, 3))
+	sub := s.Subscribe(key, 4)
+	defer sub.Close()
+	waitC(t, sub)
+	d, ok := sub.Next()
+	if !ok || !d.Initial || len(d.Add) != 3 || len(d.Remove) != 0 {
+		t.Fatalf("initial delta = %+v ok=%v", d, ok)
+	}
+	if _, ok := sub.Next(); ok {
+		t.Fatal("nothing more expected")
+	}
+	s.Publish(key, set(1, 2)) // 3 not ready any more
+	waitC(t, sub)
+	d, ok = sub.Next()
+	if !ok || len(d.Add) != 0 || len(d.Remove) != 1 || d.Remove[0] != ep(3).Addr {
+		t.Fatalf("remove delta = %+v", d)
+	}
+	changed := set(1, 2)
+	e := *changed.Endpoints[ep(2).Addr]
+	e.Identity = "web.ns.serviceaccount.identity.linkerd.cluster.local"
+	changed.Endpoints[e.Addr] = &e
+	s.Publish(key, changed)
+	waitC(t, sub)
+	d, _ = sub.Next()
+	if len(d.Add) != 1 || d.Add[0].Identity == "" || len(d.Remove) != 0 {
+		t.Fatalf("changed endpoint should be re-added: %+v", d)
+	}
+}
+
+func TestSubscriptionBeforeFirstPublish(t *testing.T) {
+	s := NewStore(StoreConfig{})
+	sub := s.Subscribe(key, 4)
+	defer sub.Close()
+	d, ok := sub.Next()
+	if !ok || !d.Initial || d.To != nil {
+		t.Fatalf("initial delta before publish = %+v", d)
+	}
+	s.Publish(key, set(1))
+	waitC(t, sub)
+	d, ok = sub.Next()
+	if !ok || len(d.Add) != 1 {
+		t.Fatalf("delta after first publish = %+v", d)
+	}
+}
+
+func TestExistenceChangeWithoutEndpoints(t *testing.T) {
+	s := NewStore(StoreConfig{})
+	s.Publish(key, &AddressSet{Exists: true})
+	sub := s.Subscribe(key, 4)
+	defer sub.Close()
+	sub.Next()
+	s.Publish(key, &AddressSet{Exists: false})
+	waitC(t, sub)
+	d, ok := sub.Next()
+	if !ok || d.To == nil || d.To.Exists {
+		t.Fatalf("deletion of an empty service must be delivered: %+v ok=%v", d, ok)
+	}
+}
+
+// A subscriber that stops reading while 10k updates flow keeps bounded memory, is not
+// closed, and then receives exactly the final set.
+func TestSlowSubscriberCoalesces(t *testing.T) {
+	var overflows atomic.Int64
+	s := NewStore(StoreConfig{OnOverflow: func(Key) { overflows.Add(1) }})
+	s.Publish(key, rangeSet(0, 50))
+	const capacity = 16
+	slow := s.Subscribe(key, capacity)
+	defer slow.Close()
+	held := view{}
+	d, _ := slow.Next()
+	held.apply(d)
+
+	maxQueued := 0
+	for i := 1; i <= 10000; i++ {
+		s.Publish(key, rangeSet(i%200, i%200+50))
+		slow.mu.Lock()
+		if n := len(slow.queue) - slow.head; n > maxQueued {
+			maxQueued = n
+		}
+		slow.mu.Unlock()
+	}
+	if maxQueued > capacity {
+		t.Fatalf("queue grew to %d, bound is %d", maxQueued, capacity)
+	}
+	if overflows.Load() == 0 || slow.Overflows() != uint64(overflows.Load()) {
+		t.Fatalf("overflows: store callback %d, subscription %d", overflows.Load(), slow.Overflows())
+	}
+	for {
+		d, ok := slow.Next()
+		if !ok {
+			break
+		}
+		held.apply(d)
+	}
+	if !held.equals(s.Load(key).Set) {
+		t.Fatalf("slow subscriber holds %d endpoints, want the final %d", len(held), s.Load(key).Set.Len())
+	}
+}
+
+// Concurrent publishers and readers: every reader converges on the final state.
+func TestConcurrentReadersConverge(t *testing.T) {
+	s := NewStore(StoreConfig{})
+	s.Publish(key, rangeSet(0, 10))
+	const readers = 8
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	results := make([]view, readers)
+	for r := range readers {
+		sub := s.Subscribe(key, 1+r) // tiny queues so that some coalesce
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer sub.Close()
+			v := view{}
+			drain := func() {
+				for {
+					d, ok := sub.Next()
+					if !ok {
+						return
+					}
+					v.apply(d)
+				}
+			}
+			for {
+				select {
+				case <-sub.C():
+					drain()
+				case <-done:
+					drain()
+					results[r] = v
+					return
+				}
+			}
+		}()
+	}
+	for i := 0; i < 2000; i++ {
+		s.Publish(key, rangeSet(i%37, i%37+10+i%5))
+	}
+	close(done)
+	waited := make(chan struct{})
+	go func() { wg.Wait(); close(waited) }()
+	select {
+	case <-waited:
+	case <-time.After(30 * time.Second):
+		t.Fatal("readers did not finish")
+	}
+	final := s.Load(key).Set
+	for r, v := range results {
+		if !v.equals(final) {
+			t.Fatalf("reader %d holds %d endpoints, want %d", r, len(v), final.Len())
+		}
+	}
+}
+
+func TestReleaseKeepsSubscribedKeys(t *testing.T) {
+	s := NewStore(StoreConfig{})
+	s.Publish(key, set(1))
+	sub := s.Subscribe(key, 1)
+	if s.Release(key) {
+		t.Fatal("a subscribed key must not be released")
+	}
+	sub.Close()
+	sub.Close() // idempotent
+	if !s.Release(key) || s.Load(key) != nil {
+		t.Fatal("an unsubscribed key should be released")
+	}
+}
+
+func TestLoadAllocatesNothing(t *testing.T) {
+	s := NewStore(StoreConfig{})
+	s.Publish(key, set(1))
+	if n := testing.AllocsPerRun(1000, func() { _ = s.Load(key) }); n != 0 {
+		t.Fatalf("Load allocates %.1f per call", n)
+	}
+}
