@@ -45,6 +45,8 @@ type Endpoint struct {
 	HTTP2 bool
 	// Pod and Namespace name the pod behind the address, when known.
 	Pod, Namespace string
+	// Hostname is the EndpointSlice hostname of the address (for <hostname>.<svc>... lookups).
+	Hostname string
 }
 
 // Equal reports whether e and o carry the same information.
@@ -57,7 +59,7 @@ func (e *Endpoint) Equal(o *Endpoint) bool {
 	}
 	return e.Addr == o.Addr && e.Weight == o.Weight && e.Identity == o.Identity &&
 		e.Hint == o.Hint && e.OpaqueTransportPort == o.OpaqueTransportPort && e.HTTP2 == o.HTTP2 &&
-		e.Pod == o.Pod && e.Namespace == o.Namespace && slices.Equal(e.Labels, o.Labels)
+		e.Pod == o.Pod && e.Namespace == o.Namespace && e.Hostname == o.Hostname && slices.Equal(e.Labels, o.Labels)
 }
 
 // Label returns the value of label k, or "".
