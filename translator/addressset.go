@@ -1,0 +1,280 @@
+package translator
+
+import (
+	"cmp"
+	"net/netip"
+	"slices"
+
+	"github.com/meridian-mesh/meridian/snapshot"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+)
+
+// DefaultWeight is the weight of every address, as in Linkerd.
+const DefaultWeight = 10000
+
+// Metric label keys.
+const (
+	LabelKeyService        = "service"
+	LabelKeyNamespace      = "namespace"
+	LabelKeyPod            = "pod"
+	LabelKeyServiceAccount = "serviceaccount"
+	LabelKeyControlPlaneNS = "control_plane_ns"
+	LabelKeyZone           = "zone"
+	LabelKeyPodTemplate    = "pod_template_hash"
+)
+
+// PodLookup returns the pod named ns/name, or nil when it is unknown. It must be cheap (an
+// index lookup): AddressSet calls it once per endpoint. The pod must not be modified.
+type PodLookup func(ns, name string) *corev1.Pod
+
+// IsExternalName reports whether svc is an ExternalName Service, which has no endpoints and
+// which Get refuses (InvalidArgument).
+func IsExternalName(svc *corev1.Service) bool {
+	return svc != nil && svc.Spec.Type == corev1.ServiceTypeExternalName
+}
+
+// AddressSet computes the address set that Get serves for port of svc, from the Service's
+// EndpointSlices and the pods behind them. port is the Service port the client asked for. A
+// nil svc gives a set with Exists false. See HostAddressSet for the rules.
+func AddressSet(cfg Config, svc *corev1.Service, port uint32, slices []*discoveryv1.EndpointSlice, pods PodLookup) *snapshot.AddressSet {
+	return HostAddressSet(cfg, svc, port, "", slices, pods)
+}
+
+// HostAddressSet is AddressSet restricted, when hostname is not empty, to the endpoints with
+// that hostname (Get for <hostname>.<service>.<namespace>.svc.<cluster-domain>).
+//
+// The rules, Linkerd's:
+//   - Only slices labelled kubernetes.io/service-name=svc.Name in svc's namespace count, and of
+//     those only address types IPv4 and IPv6 (not FQDN), with addresses of that family.
+//   - Port: if svc has a port numbered port, the endpoint port is the slice port with the same
+//     name (so named target ports resolve per slice; a slice without it contributes nothing);
+//     otherwise every endpoint gets port itself. A slice with no ports contributes nothing.
+//   - Only ready endpoints (conditions.ready unset counts as ready).
+//   - An endpoint whose targetRef is a Pod that pods does not know is left out; an endpoint
+//     without a Pod targetRef is kept, unmeshed and without pod labels.
+//   - A pod is meshed when its label linkerd.io/control-plane-ns equals
+//     cfg.ControlPlaneNamespace. A meshed pod's address on a port not in its
+//     config.linkerd.io/skip-inbound-ports gets the identity of its service account, HTTP/2
+//     client parameters and the hint h2, or opaque with cfg.InboundProxyPort as the
+//     opaque-transport port when the port is opaque (IsOpaque). Other addresses get none.
+//   - Labels: the set has namespace and service; an address has pod, its owner kind (Owner),
+//     serviceaccount, control_plane_ns (meshed pods only), pod_template_hash and zone when
+//     known, sorted by key. Weight is DefaultWeight.
+//   - An address found in several slices is taken from the slice with the smallest name, so
+//     the result does not depend on the order of slices.
+//
+// The result shares no memory with the inputs except strings, and nothing in it is modified
+// afterwards.
+func HostAddressSet(cfg Config, svc *corev1.Service, port uint32, hostname string, slices []*discoveryv1.EndpointSlice, pods PodLookup) *snapshot.AddressSet {
+	if svc == nil {
+		return &snapshot.AddressSet{Exists: false}
+	}
+	set := &snapshot.AddressSet{
+		Exists: true,
+		Labels: []snapshot.Label{{Key: LabelKeyNamespace, Value: svc.Namespace}, {Key: LabelKeyService, Value: svc.Name}},
+	}
+	spName, named := servicePortName(svc, port)
+
+	// Keep the slices of this Service, ordered by name, and count their addresses.
+	own := make([]*discoveryv1.EndpointSlice, 0, len(slices))
+	n := 0
+	for _, es := range slices {
+		if !sliceOf(es, svc) {
+			continue
+		}
+		own = append(own, es)
+		for i := range es.Endpoints {
+			n += len(es.Endpoints[i].Addresses)
+		}
+	}
+	sortSlices(own)
+	set.Endpoints = make(map[netip.AddrPort]*snapshot.Endpoint, n)
+
+	for _, es := range own {
+		tp, ok := slicePort(es, port, spName, named)
+		if !ok {
+			continue
+		}
+		for i := range es.Endpoints {
+			ep := &es.Endpoints[i]
+			if len(ep.Addresses) == 0 || (ep.Conditions.Ready != nil && !*ep.Conditions.Ready) {
+				continue
+			}
+			if hostname != "" && (ep.Hostname == nil || *ep.Hostname != hostname) {
+				continue
+			}
+			tmpl, ok := endpointTemplate(cfg, es, ep, tp, pods)
+			if !ok {
+				continue
+			}
+			for _, a := range ep.Addresses {
+				addr, ok := parseAddr(a, es.AddressType)
+				if !ok {
+					continue
+				}
+				ap := netip.AddrPortFrom(addr, uint16(tp))
+				if _, dup := set.Endpoints[ap]; dup {
+					continue
+				}
+				e := new(snapshot.Endpoint)
+				*e = tmpl
+				e.Addr = ap
+				set.Endpoints[ap] = e
+			}
+		}
+	}
+	return set
+}
+
+// servicePortName returns the name of svc's port numbered port (preferring TCP), and whether
+// there is one.
+func servicePortName(svc *corev1.Service, port uint32) (string, bool) {
+	found, name := false, ""
+	for i := range svc.Spec.Ports {
+		sp := &svc.Spec.Ports[i]
+		if sp.Port < 0 || uint32(sp.Port) != port {
+			continue
+		}
+		if sp.Protocol == "" || sp.Protocol == corev1.ProtocolTCP {
+			return sp.Name, true
+		}
+		if !found {
+			found, name = true, sp.Name
+		}
+	}
+	return name, found
+}
+
+func sliceOf(es *discoveryv1.EndpointSlice, svc *corev1.Service) bool {
+	return es != nil && es.Namespace == svc.Namespace && es.Labels[LabelServiceName] == svc.Name &&
+		(es.AddressType == discoveryv1.AddressTypeIPv4 || es.AddressType == discoveryv1.AddressTypeIPv6)
+}
+
+func sortSlices(s []*discoveryv1.EndpointSlice) {
+	if !slices.IsSortedFunc(s, compareSlices) {
+		slices.SortStableFunc(s, compareSlices)
+	}
+}
+
+func compareSlices(a, b *discoveryv1.EndpointSlice) int { return cmp.Compare(a.Name, b.Name) }
+
+// slicePort returns the endpoint port of es for the requested port: the port of the slice
+// port named spName when the Service has the port (named), else port itself. A slice with no
+// ports contributes nothing; so does a named port without a number ("all ports").
+func slicePort(es *discoveryv1.EndpointSlice, port uint32, spName string, named bool) (uint32, bool) {
+	if len(es.Ports) == 0 {
+		return 0, false
+	}
+	if !named {
+		return port, port >= 1 && port <= 65535
+	}
+	for i := range es.Ports {
+		p := &es.Ports[i]
+		name := ""
+		if p.Name != nil {
+			name = *p.Name
+		}
+		if name != spName {
+			continue
+		}
+		if p.Port == nil || *p.Port < 1 || *p.Port > 65535 {
+			return 0, false
+		}
+		return uint32(*p.Port), true
+	}
+	return 0, false
+}
+
+// parseAddr parses an endpoint address of the slice's family.
+func parseAddr(s string, t discoveryv1.AddressType) (netip.Addr, bool) {
+	a, err := netip.ParseAddr(s)
+	if err != nil || a.Zone() != "" {
+		return netip.Addr{}, false
+	}
+	switch t {
+	case discoveryv1.AddressTypeIPv4:
+		return a, a.Is4()
+	case discoveryv1.AddressTypeIPv6:
+		return a, a.Is6()
+	}
+	return netip.Addr{}, false
+}
+
+// endpointTemplate returns everything of the endpoint ep on port tp but its address, or false
+// when ep is left out (its pod is unknown).
+func endpointTemplate(cfg Config, es *discoveryv1.EndpointSlice, ep *discoveryv1.Endpoint, tp uint32, pods PodLookup) (snapshot.Endpoint, bool) {
+	e := snapshot.Endpoint{Weight: DefaultWeight}
+	zone := ""
+	if ep.Zone != nil {
+		zone = *ep.Zone
+	}
+	ref := ep.TargetRef
+	if ref == nil || ref.Kind != "Pod" {
+		if zone != "" {
+			e.Labels = []snapshot.Label{{Key: LabelKeyZone, Value: zone}}
+		}
+		return e, true
+	}
+	ns := ref.Namespace
+	if ns == "" {
+		ns = es.Namespace
+	}
+	var pod *corev1.Pod
+	if pods != nil && ref.Name != "" {
+		pod = pods(ns, ref.Name)
+	}
+	if pod == nil {
+		return e, false
+	}
+	if pod.Namespace != "" {
+		ns = pod.Namespace
+	}
+	e.Pod, e.Namespace = pod.Name, ns
+	if e.Pod == "" {
+		e.Pod = ref.Name
+	}
+	sa := pod.Spec.ServiceAccountName
+	if sa == "" {
+		sa = "default" // what the API server fills in
+	}
+	meshed := cfg.ControlPlaneNamespace != "" && pod.Labels[LabelControlPlaneNS] == cfg.ControlPlaneNamespace
+
+	labels := make([]snapshot.Label, 0, 6)
+	labels = append(labels, snapshot.Label{Key: LabelKeyPod, Value: e.Pod}, snapshot.Label{Key: LabelKeyServiceAccount, Value: sa})
+	if meshed {
+		labels = append(labels, snapshot.Label{Key: LabelKeyControlPlaneNS, Value: cfg.ControlPlaneNamespace})
+	}
+	if zone != "" {
+		labels = append(labels, snapshot.Label{Key: LabelKeyZone, Value: zone})
+	}
+	if h := pod.Labels[LabelPodTemplateHash]; h != "" {
+		labels = append(labels, snapshot.Label{Key: LabelKeyPodTemplate, Value: h})
+	}
+	if kind, name := Owner(pod); kind != "" && !reservedLabel(kind) {
+		labels = append(labels, snapshot.Label{Key: kind, Value: name})
+	}
+	slices.SortFunc(labels, func(a, b snapshot.Label) int { return cmp.Compare(a.Key, b.Key) })
+	e.Labels = labels
+
+	if meshed && !IsSkippedInbound(pod, tp) {
+		e.Identity = Identity(cfg, sa, ns)
+		e.HTTP2 = true
+		e.Hint = snapshot.HintH2
+		if IsOpaque(cfg, pod, tp) {
+			e.Hint = snapshot.HintOpaque
+			e.OpaqueTransportPort = cfg.InboundProxyPort
+		}
+	}
+	return e, true
+}
+
+// reservedLabel reports whether an owner kind would collide with another address label.
+func reservedLabel(k string) bool {
+	switch k {
+	case LabelKeyPod, LabelKeyServiceAccount, LabelKeyControlPlaneNS, LabelKeyZone, LabelKeyPodTemplate,
+		LabelKeyService, LabelKeyNamespace:
+		return true
+	}
+	return false
+}

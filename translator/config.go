@@ -1,0 +1,34 @@
+package translator
+
+// Config holds the cluster facts the translation depends on.
+type Config struct {
+	// ClusterDomain is the cluster's DNS domain ("cluster.local").
+	ClusterDomain string
+	// ControlPlaneNamespace is the namespace of the control plane ("linkerd"); pods labelled
+	// linkerd.io/control-plane-ns with this value are meshed.
+	ControlPlaneNamespace string
+	// TrustDomain is the identity trust domain ("cluster.local").
+	TrustDomain string
+	// DefaultOpaquePorts are the opaque ports of a pod without the
+	// config.linkerd.io/opaque-ports annotation.
+	DefaultOpaquePorts []uint32
+	// InboundProxyPort is the proxy's inbound port, sent as opaque_transport for opaque ports.
+	InboundProxyPort uint32
+}
+
+// DefaultConfig returns Linkerd's defaults.
+func DefaultConfig() Config {
+	return Config{
+		ClusterDomain:         "cluster.local",
+		ControlPlaneNamespace: "linkerd",
+		TrustDomain:           "cluster.local",
+		DefaultOpaquePorts:    []uint32{25, 587, 3306, 4444, 5432, 6379, 9300, 11211},
+		InboundProxyPort:      4143,
+	}
+}
+
+// Identity returns the TLS identity of service account sa in namespace ns:
+// "<sa>.<ns>.serviceaccount.identity.<control-plane-ns>.<trust-domain>".
+func Identity(cfg Config, sa, ns string) string {
+	return sa + "." + ns + ".serviceaccount.identity." + cfg.ControlPlaneNamespace + "." + cfg.TrustDomain
+}

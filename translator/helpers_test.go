@@ -1,0 +1,164 @@
+package translator
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/meridian-mesh/meridian/snapshot"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func ptr[T any](v T) *T { return &v }
+
+func service(ns, name string, ports ...corev1.ServicePort) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec:       corev1.ServiceSpec{Ports: ports},
+	}
+}
+
+func sport(name string, port int32) corev1.ServicePort {
+	return corev1.ServicePort{Name: name, Port: port, Protocol: corev1.ProtocolTCP}
+}
+
+func eport(name string, port int32) discoveryv1.EndpointPort {
+	return discoveryv1.EndpointPort{Name: ptr(name), Port: ptr(port), Protocol: ptr(corev1.ProtocolTCP)}
+}
+
+func eslice(ns, name, svc string, at discoveryv1.AddressType, ports []discoveryv1.EndpointPort, eps ...discoveryv1.Endpoint) *discoveryv1.EndpointSlice {
+	return &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{LabelServiceName: svc}},
+		AddressType: at,
+		Ports:       ports,
+		Endpoints:   eps,
+	}
+}
+
+// endpoint is a ready endpoint for pod (none when pod is "") with the addresses given.
+func endpoint(pod string, addrs ...string) discoveryv1.Endpoint {
+	e := discoveryv1.Endpoint{Addresses: addrs, Conditions: discoveryv1.EndpointConditions{Ready: ptr(true)}}
+	if pod != "" {
+		e.TargetRef = &corev1.ObjectReference{Kind: "Pod", Name: pod}
+	}
+	return e
+}
+
+func withReady(e discoveryv1.Endpoint, r *bool) discoveryv1.Endpoint {
+	e.Conditions.Ready = r
+	return e
+}
+
+func withZone(e discoveryv1.Endpoint, z string) discoveryv1.Endpoint {
+	e.Zone = &z
+	return e
+}
+
+func withHostname(e discoveryv1.Endpoint, h string) discoveryv1.Endpoint {
+	e.Hostname = &h
+	return e
+}
+
+type podOpt func(*corev1.Pod)
+
+func meshed(ns string) podOpt {
+	return func(p *corev1.Pod) { p.Labels[LabelControlPlaneNS] = ns }
+}
+
+func annotate(k, v string) podOpt {
+	return func(p *corev1.Pod) { p.Annotations[k] = v }
+}
+
+func label(k, v string) podOpt {
+	return func(p *corev1.Pod) { p.Labels[k] = v }
+}
+
+func owned(kind, name string) podOpt {
+	return func(p *corev1.Pod) {
+		p.OwnerReferences = append(p.OwnerReferences, metav1.OwnerReference{Kind: kind, Name: name, Controller: ptr(true)})
+	}
+}
+
+func sa(name string) podOpt { return func(p *corev1.Pod) { p.Spec.ServiceAccountName = name } }
+
+func containerPort(name string, port int32) podOpt {
+	return func(p *corev1.Pod) {
+		p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "app", Ports: []corev1.ContainerPort{{Name: name, ContainerPort: port}}})
+	}
+}
+
+func pod(ns, name string, opts ...podOpt) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{}, Annotations: map[string]string{}}}
+	p.Spec.ServiceAccountName = "sa-" + name
+	for _, o := range opts {
+		o(p)
+	}
+	return p
+}
+
+type podIndex map[string]*corev1.Pod
+
+func index(pods ...*corev1.Pod) podIndex {
+	m := podIndex{}
+	for _, p := range pods {
+		m[p.Namespace+"/"+p.Name] = p
+	}
+	return m
+}
+
+func (m podIndex) lookup(ns, name string) *corev1.Pod { return m[ns+"/"+name] }
+
+// render prints an endpoint on one line for comparisons in tables.
+func render(e *snapshot.Endpoint) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s", e.Addr)
+	if e.Pod != "" {
+		fmt.Fprintf(&b, " pod=%s/%s", e.Namespace, e.Pod)
+	}
+	if e.Identity != "" {
+		fmt.Fprintf(&b, " id=%s", e.Identity)
+	}
+	if e.Hint != snapshot.HintNone {
+		fmt.Fprintf(&b, " hint=%s", e.Hint)
+	}
+	if e.OpaqueTransportPort != 0 {
+		fmt.Fprintf(&b, " otp=%d", e.OpaqueTransportPort)
+	}
+	if e.HTTP2 {
+		b.WriteString(" h2c")
+	}
+	if e.Weight != DefaultWeight {
+		fmt.Fprintf(&b, " weight=%d", e.Weight)
+	}
+	if len(e.Labels) > 0 {
+		ls := make([]string, len(e.Labels))
+		for i, l := range e.Labels {
+			ls[i] = l.Key + "=" + l.Value
+		}
+		b.WriteString(" [" + strings.Join(ls, ",") + "]")
+	}
+	return b.String()
+}
+
+func renderSet(s *snapshot.AddressSet) []string {
+	out := []string{}
+	for _, e := range s.Sorted() {
+		out = append(out, render(e))
+	}
+	return out
+}
+
+// labelsStrictlySorted reports whether the keys are sorted and unique.
+func labelsStrictlySorted(ls []snapshot.Label) bool {
+	for i := 1; i < len(ls); i++ {
+		if ls[i-1].Key >= ls[i].Key {
+			return false
+		}
+	}
+	return true
+}
+
+func metav1OwnerRef(kind, name string, controller bool) metav1.OwnerReference {
+	return metav1.OwnerReference{Kind: kind, Name: name, Controller: ptr(controller)}
+}
