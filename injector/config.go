@@ -1,0 +1,142 @@
+package injector
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+)
+
+// Config is the injector's cluster-wide configuration: the defaults that
+// config.linkerd.io/* annotations override per namespace or pod. Build it with DefaultConfig
+// and change fields; the zero value is not useful. A Config is read-only once handed to a
+// Webhook or to the manifest transform.
+type Config struct {
+	// ControlPlaneNamespace is where destination, identity and policy run ("linkerd").
+	ControlPlaneNamespace string
+	// ClusterDomain is the cluster's DNS suffix ("cluster.local").
+	ClusterDomain string
+	// TrustDomain is the identity trust domain ("cluster.local").
+	TrustDomain string
+	// TrustAnchorsPEM is the PEM bundle the proxy trusts (LINKERD2_PROXY_IDENTITY_TRUST_ANCHORS).
+	TrustAnchorsPEM string
+
+	// Service names (in ControlPlaneNamespace) and ports of the control plane.
+	DestinationService string // "linkerd-dst-headless"
+	DestinationPort    int    // 8086
+	IdentityService    string // "linkerd-identity-headless"
+	IdentityPort       int    // 8080
+	PolicyService      string // "linkerd-policy"
+	PolicyPort         int    // 8090
+	// DestinationSA, IdentitySA and PolicySA are the control-plane ServiceAccounts whose
+	// identities the proxy expects the control plane to present.
+	DestinationSA string // "linkerd-destination"
+	IdentitySA    string // "linkerd-identity"
+
+	// CreatedBy is written to linkerd.io/created-by ("meridian/injector dev").
+	CreatedBy string
+
+	// Proxy holds the per-pod defaults that annotations override.
+	Proxy ProxyDefaults
+}
+
+// ProxyDefaults are the defaults of every value a config.linkerd.io/* annotation overrides.
+// Empty resource strings mean "not set" (no request or limit).
+type ProxyDefaults struct {
+	Image            string // "ghcr.io/meridian-mesh/meridian"
+	Version          string // image tag, "latest"
+	InitImage        string // "" means Image
+	InitVersion      string // "" means Version
+	ImagePullPolicy  string // "IfNotPresent"
+	CPURequest       string
+	CPULimit         string
+	MemoryRequest    string
+	MemoryLimit      string
+	EphemeralRequest string
+	EphemeralLimit   string
+	LogLevel         string // "warn,linkerd=info"
+	LogFormat        string // "plain"
+	UID              int64  // 2102
+	GID              int64  // -1: not set
+	InboundPort      int    // 4143
+	OutboundPort     int    // 4140
+	AdminPort        int    // 4191
+	ControlPort      int    // 4190
+	SkipInboundPorts string // comma list of ports or ranges
+	SkipOutbound     string
+	NativeSidecar    bool     // true
+	DefaultInbound   string   // "all-unauthenticated"
+	Args             []string // container args, ["proxy"]
+	InitArgs         []string // capture init subcommand, ["proxy-init"]
+}
+
+// DefaultConfig returns the configuration Meridian ships with: Linkerd's names and ports,
+// and the Meridian image running `meridian proxy` (and `meridian proxy-init` as the capture
+// init container).
+func DefaultConfig() Config {
+	return Config{
+		ControlPlaneNamespace: "linkerd",
+		ClusterDomain:         "cluster.local",
+		TrustDomain:           "cluster.local",
+		DestinationService:    "linkerd-dst-headless",
+		DestinationPort:       8086,
+		IdentityService:       "linkerd-identity-headless",
+		IdentityPort:          8080,
+		PolicyService:         "linkerd-policy",
+		PolicyPort:            8090,
+		DestinationSA:         "linkerd-destination",
+		IdentitySA:            "linkerd-identity",
+		CreatedBy:             "meridian/injector dev",
+		Proxy: ProxyDefaults{
+			Image:           "ghcr.io/meridian-mesh/meridian",
+			Version:         "latest",
+			ImagePullPolicy: "IfNotPresent",
+			LogLevel:        "warn,linkerd=info",
+			LogFormat:       "plain",
+			UID:             2102,
+			GID:             -1,
+			InboundPort:     4143,
+			OutboundPort:    4140,
+			AdminPort:       4191,
+			ControlPort:     4190,
+			NativeSidecar:   true,
+			DefaultInbound:  "all-unauthenticated",
+			Args:            []string{"proxy"},
+			InitArgs:        []string{"proxy-init"},
+		},
+	}
+}
+
+// Validate reports a configuration that cannot produce a working pod.
+func (c *Config) Validate() error {
+	switch {
+	case c.ControlPlaneNamespace == "":
+		return fmt.Errorf("control-plane namespace is empty")
+	case c.ClusterDomain == "" || c.TrustDomain == "":
+		return fmt.Errorf("cluster domain and trust domain must be set")
+	case c.Proxy.Image == "":
+		return fmt.Errorf("proxy image is empty")
+	}
+	if _, err := c.Resolve(Meta{}, nil); err != nil {
+		return fmt.Errorf("proxy defaults: %w", err)
+	}
+	return nil
+}
+
+func (c *Config) svcAddr(name string, port int) string {
+	return fmt.Sprintf("%s.%s.svc.%s.:%d", name, c.ControlPlaneNamespace, c.ClusterDomain, port)
+}
+
+func (c *Config) saIdentity(sa string) string {
+	return fmt.Sprintf("%s.%s.serviceaccount.identity.%s.%s", sa, c.ControlPlaneNamespace, c.ControlPlaneNamespace, c.TrustDomain)
+}
+
+// trustRootSHA256 is the hex SHA-256 of the trust anchors, "" when there are none.
+func (c *Config) trustRootSHA256() string {
+	pem := strings.TrimSpace(c.TrustAnchorsPEM)
+	if pem == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(c.TrustAnchorsPEM))
+	return hex.EncodeToString(sum[:])
+}

@@ -1,0 +1,39 @@
+package injector
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Outcome is the result of reviewing one pod or pod template.
+type Outcome struct {
+	Decision Decision
+	Owner    Owner
+	// Values and Mutation are set when Decision.Inject is true.
+	Values   Values
+	Mutation Mutation
+	// Detail explains a skip in words (for example which annotation was invalid); it may be
+	// empty.
+	Detail string
+}
+
+// Review decides and, when injecting, builds the mutation for a pod template with metadata
+// meta and spec in namespace namespace (whose metadata is ns). It does not modify its
+// arguments. force is true for `meridian inject --manual`, where an absent
+// linkerd.io/inject counts as enabled.
+func (c *Config) Review(ns Meta, namespace string, meta *metav1.ObjectMeta, spec *corev1.PodSpec, force bool) Outcome {
+	w := Workload{Namespace: namespace, Labels: meta.Labels, Annotations: meta.Annotations, Spec: spec}
+	out := Outcome{Owner: OwnerOf(meta), Decision: Decide(ns, w, force)}
+	if !out.Decision.Inject {
+		return out
+	}
+	v, err := c.Resolve(ns, meta.Annotations)
+	if err != nil {
+		out.Decision = Decision{Reason: ReasonInvalidProxyConfig, AnnotationAt: out.Decision.AnnotationAt}
+		out.Detail = err.Error()
+		return out
+	}
+	out.Values = v
+	out.Mutation = c.Build(out.Decision, v, w, out.Owner)
+	return out
+}

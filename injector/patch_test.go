@@ -1,0 +1,313 @@
+package injector
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	jsonpatch "github.com/evanphx/json-patch/v5"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func controller(kind, name string) []metav1.OwnerReference {
+	yes := true
+	return []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: kind, Name: name, UID: "u", Controller: &yes}}
+}
+
+// applyPatch applies ops to pod's JSON, the way the API server does, and decodes the result.
+func applyPatch(t *testing.T, pod *corev1.Pod, ops []PatchOp) *corev1.Pod {
+	t.Helper()
+	raw, err := json.Marshal(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pb, err := MarshalPatch(ops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := jsonpatch.DecodePatch(pb)
+	if err != nil {
+		t.Fatalf("decode patch: %v\n%s", err, pb)
+	}
+	patched, err := p.Apply(raw)
+	if err != nil {
+		t.Fatalf("apply patch: %v\n%s", err, pb)
+	}
+	var out corev1.Pod
+	if err := json.Unmarshal(patched, &out); err != nil {
+		t.Fatal(err)
+	}
+	return &out
+}
+
+func TestPatchPerWorkloadKind(t *testing.T) {
+	base := func() corev1.Pod {
+		return corev1.Pod{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: "apps"},
+			Spec: corev1.PodSpec{
+				ServiceAccountName: "web",
+				Containers: []corev1.Container{{Name: "app", Image: "app:1", Ports: []corev1.ContainerPort{
+					{ContainerPort: 8080}, {ContainerPort: 9090}, {ContainerPort: 8080, Protocol: corev1.ProtocolUDP},
+				}}},
+			},
+		}
+	}
+	cases := []struct {
+		name      string
+		pod       func() corev1.Pod
+		nsAnn     map[string]string
+		wantOwner string // label linkerd.io/proxy-<kind>=<name>, "" for none expected
+		native    bool
+	}{
+		{name: "deployment", native: true, wantOwner: "linkerd.io/proxy-deployment=web", pod: func() corev1.Pod {
+			p := base()
+			p.GenerateName = "web-5d9c7b-"
+			p.Labels = map[string]string{"app": "web", "pod-template-hash": "5d9c7b"}
+			p.OwnerReferences = controller("ReplicaSet", "web-5d9c7b")
+			return p
+		}},
+		{name: "statefulset with existing init containers and volumes", native: true, wantOwner: "linkerd.io/proxy-statefulset=db", pod: func() corev1.Pod {
+			p := base()
+			p.Name = "db-0"
+			p.Labels = map[string]string{"app": "db"}
+			p.Annotations = map[string]string{"a/b~c": "x"}
+			p.OwnerReferences = controller("StatefulSet", "db")
+			p.Spec.InitContainers = []corev1.Container{{Name: "migrate", Image: "m"}}
+			p.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+			return p
+		}},
+		{name: "daemonset as regular container", native: false, wantOwner: "linkerd.io/proxy-daemonset=agent", nsAnn: map[string]string{AnnotationNativeSidecar: "false"}, pod: func() corev1.Pod {
+			p := base()
+			p.GenerateName = "agent-"
+			p.OwnerReferences = controller("DaemonSet", "agent")
+			return p
+		}},
+		{name: "job", native: true, wantOwner: "linkerd.io/proxy-job=batch-1", pod: func() corev1.Pod {
+			p := base()
+			p.GenerateName = "batch-1-"
+			p.Labels = map[string]string{}
+			p.OwnerReferences = controller("Job", "batch-1")
+			return p
+		}},
+		{name: "bare pod regular container via pod annotation", native: false, wantOwner: "linkerd.io/proxy-pod=solo", pod: func() corev1.Pod {
+			p := base()
+			p.Name = "solo"
+			p.Annotations = map[string]string{AnnotationNativeSidecar: "false", AnnotationInject: "enabled"}
+			p.Spec.InitContainers = []corev1.Container{{Name: "setup", Image: "s"}}
+			return p
+		}},
+	}
+	cfg := DefaultConfig()
+	cfg.TrustAnchorsPEM = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := tc.pod()
+			orig := pod.DeepCopy()
+			ns := Meta{Annotations: map[string]string{AnnotationInject: "enabled"}}
+			for k, v := range tc.nsAnn {
+				ns.Annotations[k] = v
+			}
+			out := cfg.Review(ns, "apps", &pod.ObjectMeta, &pod.Spec, false)
+			if !out.Decision.Inject {
+				t.Fatalf("not injected: %+v %s", out.Decision, out.Detail)
+			}
+			if !equality.Semantic.DeepEqual(&pod, orig) {
+				t.Fatal("Review modified its input")
+			}
+			ops := out.Mutation.Patch("", &pod.ObjectMeta, &pod.Spec)
+			got := applyPatch(t, &pod, ops)
+
+			want := pod.DeepCopy()
+			out.Mutation.ApplyTo(&want.ObjectMeta, &want.Spec)
+			// Round-trip want through JSON too, so both sides have the same encoding.
+			wantRT := applyPatch(t, want, nil)
+			if !equality.Semantic.DeepEqual(got, wantRT) {
+				a, _ := json.MarshalIndent(got, "", " ")
+				b, _ := json.MarshalIndent(wantRT, "", " ")
+				t.Fatalf("patched pod differs from ApplyTo:\npatched %s\nwant %s", a, b)
+			}
+			checkInjected(t, got, orig, tc.native)
+			k, v, _ := strings.Cut(tc.wantOwner, "=")
+			if got.Labels[k] != v {
+				t.Errorf("label %s = %q, want %q (labels %v)", k, got.Labels[k], v, got.Labels)
+			}
+			for k, v := range orig.Annotations {
+				if got.Annotations[k] != v {
+					t.Errorf("annotation %s lost", k)
+				}
+			}
+		})
+	}
+}
+
+// checkInjected verifies the shape of an injected pod against the original.
+func checkInjected(t *testing.T, got, orig *corev1.Pod, native bool) {
+	t.Helper()
+	var proxy *corev1.Container
+	if native {
+		if len(got.Spec.InitContainers) != len(orig.Spec.InitContainers)+2 {
+			t.Fatalf("init containers %d, want %d", len(got.Spec.InitContainers), len(orig.Spec.InitContainers)+2)
+		}
+		if got.Spec.InitContainers[0].Name != InitContainerName || got.Spec.InitContainers[1].Name != ProxyContainerName {
+			t.Fatalf("init containers start %s, %s; want linkerd-init, linkerd-proxy", got.Spec.InitContainers[0].Name, got.Spec.InitContainers[1].Name)
+		}
+		proxy = &got.Spec.InitContainers[1]
+		if proxy.RestartPolicy == nil || *proxy.RestartPolicy != corev1.ContainerRestartPolicyAlways {
+			t.Error("native sidecar without restartPolicy Always")
+		}
+		if !equality.Semantic.DeepEqual(got.Spec.Containers, orig.Spec.Containers) {
+			t.Error("containers changed in native mode")
+		}
+	} else {
+		if got.Spec.InitContainers[0].Name != InitContainerName || len(got.Spec.InitContainers) != len(orig.Spec.InitContainers)+1 {
+			t.Fatalf("init containers %v", got.Spec.InitContainers)
+		}
+		if got.Spec.Containers[0].Name != ProxyContainerName || len(got.Spec.Containers) != len(orig.Spec.Containers)+1 {
+			t.Fatalf("containers %v", got.Spec.Containers)
+		}
+		proxy = &got.Spec.Containers[0]
+		if proxy.RestartPolicy != nil {
+			t.Error("regular proxy container has a restartPolicy")
+		}
+	}
+	for i, c := range orig.Spec.InitContainers {
+		if got.Spec.InitContainers[len(got.Spec.InitContainers)-len(orig.Spec.InitContainers)+i].Name != c.Name {
+			t.Errorf("user init container %s moved", c.Name)
+		}
+	}
+	ports := map[string]int32{}
+	for _, p := range proxy.Ports {
+		ports[p.Name] = p.ContainerPort
+	}
+	if ports["linkerd-proxy"] != 4143 || ports["linkerd-admin"] != 4191 {
+		t.Errorf("proxy ports %v", ports)
+	}
+	if proxy.LivenessProbe.HTTPGet.Path != "/live" || proxy.ReadinessProbe.HTTPGet.Path != "/ready" ||
+		proxy.LivenessProbe.HTTPGet.Port.IntValue() != 4191 {
+		t.Errorf("probes %+v %+v", proxy.LivenessProbe, proxy.ReadinessProbe)
+	}
+	env := map[string]corev1.EnvVar{}
+	for _, e := range proxy.Env {
+		env[e.Name] = e
+	}
+	for name, want := range map[string]string{
+		"LINKERD2_PROXY_DESTINATION_SVC_ADDR":   "linkerd-dst-headless.linkerd.svc.cluster.local.:8086",
+		"LINKERD2_PROXY_IDENTITY_SVC_ADDR":      "linkerd-identity-headless.linkerd.svc.cluster.local.:8080",
+		"LINKERD2_PROXY_POLICY_SVC_ADDR":        "linkerd-policy.linkerd.svc.cluster.local.:8090",
+		"LINKERD2_PROXY_IDENTITY_TOKEN_FILE":    "/var/run/secrets/tokens/linkerd-identity-token",
+		"LINKERD2_PROXY_IDENTITY_LOCAL_NAME":    "$(_pod_sa).$(_pod_ns).serviceaccount.identity.$(_l5d_ns).$(_l5d_trustdomain)",
+		"LINKERD2_PROXY_INBOUND_LISTEN_ADDR":    "[::]:4143",
+		"LINKERD2_PROXY_OUTBOUND_LISTEN_ADDR":   "127.0.0.1:4140",
+		"LINKERD2_PROXY_ADMIN_LISTEN_ADDR":      "[::]:4191",
+		"LINKERD2_PROXY_CONTROL_LISTEN_ADDR":    "[::]:4190",
+		"LINKERD2_PROXY_INBOUND_PORTS":          "8080,9090",
+		"LINKERD2_PROXY_POLICY_WORKLOAD":        `{"ns":"$(_pod_ns)", "pod":"$(_pod_name)"}`,
+		"LINKERD2_PROXY_IDENTITY_TRUST_ANCHORS": "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n",
+	} {
+		if env[name].Value != want {
+			t.Errorf("env %s = %q, want %q", name, env[name].Value, want)
+		}
+	}
+	for name, path := range map[string]string{"_pod_name": "metadata.name", "_pod_ns": "metadata.namespace", "_pod_sa": "spec.serviceAccountName"} {
+		if e := env[name]; e.ValueFrom == nil || e.ValueFrom.FieldRef == nil || e.ValueFrom.FieldRef.FieldPath != path {
+			t.Errorf("env %s not from downward API %s", name, path)
+		}
+	}
+	// Every $(VAR) reference must name a variable defined before it.
+	defined := map[string]bool{}
+	for _, e := range proxy.Env {
+		for rest := e.Value; ; {
+			i := strings.Index(rest, "$(")
+			if i < 0 {
+				break
+			}
+			j := strings.Index(rest[i:], ")")
+			ref := rest[i+2 : i+j]
+			if !defined[ref] {
+				t.Errorf("env %s references %s before it is defined", e.Name, ref)
+			}
+			rest = rest[i+j:]
+		}
+		defined[e.Name] = true
+	}
+	var token *corev1.Volume
+	for i := range got.Spec.Volumes {
+		if got.Spec.Volumes[i].Name == "linkerd-identity-token" {
+			token = &got.Spec.Volumes[i]
+		}
+	}
+	if token == nil || token.Projected == nil || token.Projected.Sources[0].ServiceAccountToken.Audience != "identity.l5d.io" {
+		t.Errorf("projected token volume missing or wrong: %+v", token)
+	}
+	for _, v := range orig.Spec.Volumes {
+		if got.Spec.Volumes[0].Name != v.Name {
+			t.Errorf("user volume %s not first", v.Name)
+		}
+	}
+	if got.Labels[LabelControlPlaneNS] != "linkerd" || got.Labels[LabelWorkloadNS] != "apps" {
+		t.Errorf("labels %v", got.Labels)
+	}
+	if got.Annotations[AnnotationCreatedBy] == "" || got.Annotations[AnnotationTrustRootSHA] == "" {
+		t.Errorf("annotations %v", got.Annotations)
+	}
+	init := got.Spec.InitContainers[0]
+	if !strings.Contains(strings.Join(init.Args, " "), "--proxy-uid=2102") || init.SecurityContext.Capabilities == nil {
+		t.Errorf("init container %v", init.Args)
+	}
+}
+
+func TestPatchIngressAndOverrides(t *testing.T) {
+	cfg := DefaultConfig()
+	pod := corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "gw", Annotations: map[string]string{
+			AnnotationInject:            "ingress",
+			AnnotationProxyCPULimit:     "1",
+			AnnotationProxyLogLevel:     "debug",
+			AnnotationSkipInboundPorts:  "9000",
+			AnnotationSkipOutboundPorts: "5432,6000-6100",
+		}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "gw"}}},
+	}
+	out := cfg.Review(Meta{Annotations: map[string]string{AnnotationProxyMemoryRequest: "64Mi"}}, "edge", &pod.ObjectMeta, &pod.Spec, false)
+	if !out.Decision.Inject {
+		t.Fatalf("skipped: %+v", out.Decision)
+	}
+	got := applyPatch(t, &pod, out.Mutation.Patch("", &pod.ObjectMeta, &pod.Spec))
+	proxy := got.Spec.InitContainers[1]
+	env := map[string]string{}
+	for _, e := range proxy.Env {
+		env[e.Name] = e.Value
+	}
+	if env["LINKERD2_PROXY_INGRESS_MODE"] != "true" || env["LINKERD2_PROXY_LOG"] != "debug" {
+		t.Errorf("env %v", env)
+	}
+	if proxy.Resources.Limits.Cpu().String() != "1" || proxy.Resources.Requests.Memory().String() != "64Mi" {
+		t.Errorf("resources %+v", proxy.Resources)
+	}
+	args := strings.Join(got.Spec.InitContainers[0].Args, " ")
+	for _, want := range []string{"--inbound-ports-to-ignore=4190,4191,9000", "--outbound-ports-to-ignore=5432,6000-6100"} {
+		if !strings.Contains(args, want) {
+			t.Errorf("init args %q lack %q", args, want)
+		}
+	}
+}
+
+func TestOwnerOf(t *testing.T) {
+	for _, tc := range []struct {
+		meta metav1.ObjectMeta
+		want Owner
+	}{
+		{metav1.ObjectMeta{Name: "p"}, Owner{"pod", "p"}},
+		{metav1.ObjectMeta{GenerateName: "p-"}, Owner{"pod", "p"}},
+		{metav1.ObjectMeta{OwnerReferences: controller("ReplicaSet", "web-abc"), Labels: map[string]string{"pod-template-hash": "abc"}}, Owner{"deployment", "web"}},
+		{metav1.ObjectMeta{OwnerReferences: controller("ReplicaSet", "web")}, Owner{"replicaset", "web"}},
+		{metav1.ObjectMeta{Name: "x", OwnerReferences: []metav1.OwnerReference{{Kind: "Job", Name: "j"}}}, Owner{"pod", "x"}},
+	} {
+		if got := OwnerOf(&tc.meta); got != tc.want {
+			t.Errorf("OwnerOf(%+v) = %+v, want %+v", tc.meta, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,162 @@
+package injector
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"go.uber.org/zap"
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// MaxReviewBytes bounds an AdmissionReview body. The API server's own request limit is
+// 3 MiB; a larger body is answered with 400 without being read further.
+const MaxReviewBytes = 8 << 20
+
+// namespaceLookupTimeout bounds the namespace GET of one review.
+const namespaceLookupTimeout = 5 * time.Second
+
+// Webhook is the mutating admission webhook: an http.Handler for admission.k8s.io/v1
+// AdmissionReview requests about Pods. It is safe for concurrent use.
+//
+// A body that is not a valid AdmissionReview gets HTTP 400 with the reason. Every valid
+// review gets HTTP 200 and allowed: true; a pod that is skipped or cannot be handled is
+// allowed unmodified, with the reason in response.result.message.
+type Webhook struct {
+	cfg     Config
+	ns      NamespaceLookup
+	metrics *Metrics
+	log     *zap.Logger
+}
+
+// NewWebhook returns a webhook injecting with cfg, reading namespaces through ns and
+// counting into metrics (which may be nil). log may be nil.
+func NewWebhook(cfg Config, ns NamespaceLookup, metrics *Metrics, log *zap.Logger) (*Webhook, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if ns == nil {
+		return nil, errors.New("injector: nil NamespaceLookup")
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &Webhook{cfg: cfg, ns: ns, metrics: metrics, log: log}, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (wh *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		http.Error(w, "admission reviews are POSTed", http.StatusMethodNotAllowed)
+		return
+	}
+	review, err := DecodeReview(http.MaxBytesReader(w, r.Body, MaxReviewBytes))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	resp := wh.Review(r.Context(), review.Request)
+	out := admissionv1.AdmissionReview{TypeMeta: review.TypeMeta, Response: resp}
+	body, err := json.Marshal(&out)
+	if err != nil { // cannot happen for these types; answer precisely anyway
+		http.Error(w, "encode AdmissionReview: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(body)
+}
+
+// DecodeReview reads and checks an admission.k8s.io/v1 AdmissionReview carrying a request.
+// The error says what is wrong, for an HTTP 400.
+func DecodeReview(r io.Reader) (*admissionv1.AdmissionReview, error) {
+	body, err := io.ReadAll(r)
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return nil, fmt.Errorf("AdmissionReview body exceeds %d bytes", tooBig.Limit)
+		}
+		return nil, fmt.Errorf("read AdmissionReview: %w", err)
+	}
+	if len(body) == 0 {
+		return nil, errors.New("empty body: want an admission.k8s.io/v1 AdmissionReview")
+	}
+	var review admissionv1.AdmissionReview
+	if err := json.Unmarshal(body, &review); err != nil {
+		return nil, fmt.Errorf("decode AdmissionReview: %w", err)
+	}
+	if review.APIVersion != "admission.k8s.io/v1" || review.Kind != "AdmissionReview" {
+		return nil, fmt.Errorf("want apiVersion admission.k8s.io/v1 and kind AdmissionReview, got %q %q", review.APIVersion, review.Kind)
+	}
+	if review.Request == nil {
+		return nil, errors.New("AdmissionReview has no request")
+	}
+	if review.Request.UID == "" {
+		return nil, errors.New("AdmissionReview request has no uid")
+	}
+	return &review, nil
+}
+
+// Review answers one admission request. It never fails: anything it cannot handle is
+// allowed unmodified with the reason.
+func (wh *Webhook) Review(ctx context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+	resp := &admissionv1.AdmissionResponse{UID: req.UID, Allowed: true}
+	skip := func(reason, detail string) *admissionv1.AdmissionResponse {
+		msg := "proxy not injected: " + reason
+		if detail != "" {
+			msg += ": " + detail
+		}
+		resp.Result = &metav1.Status{Status: metav1.StatusSuccess, Message: msg}
+		return resp
+	}
+	if req.Kind.Group != "" || req.Kind.Kind != "Pod" {
+		return skip(ReasonUnsupportedResource, fmt.Sprintf("kind %s/%s", req.Kind.Group, req.Kind.Kind))
+	}
+	if req.Operation != admissionv1.Create {
+		return skip(ReasonUnsupportedOperation, string(req.Operation))
+	}
+	var pod corev1.Pod
+	if err := json.Unmarshal(req.Object.Raw, &pod); err != nil {
+		wh.metrics.observe(labelValues(Owner{}, req.Namespace, Decision{Reason: ReasonInvalidPod}, Meta{}, nil))
+		return skip(ReasonInvalidPod, err.Error())
+	}
+	namespace := req.Namespace
+	if namespace == "" {
+		namespace = pod.Namespace
+	}
+	lctx, cancel := context.WithTimeout(ctx, namespaceLookupTimeout)
+	ns, err := wh.ns.Namespace(lctx, namespace)
+	cancel()
+	if err != nil {
+		d := Decision{Reason: ReasonNamespaceLookupFailure}
+		wh.metrics.observe(labelValues(OwnerOf(&pod.ObjectMeta), namespace, d, Meta{}, pod.Annotations))
+		wh.log.Warn("namespace lookup failed; pod admitted without proxy", zap.String("namespace", namespace), zap.Error(err))
+		return skip(ReasonNamespaceLookupFailure, err.Error())
+	}
+
+	out := wh.cfg.Review(ns, namespace, &pod.ObjectMeta, &pod.Spec, false)
+	wh.metrics.observe(labelValues(out.Owner, namespace, out.Decision, ns, pod.Annotations))
+	fields := []zap.Field{
+		zap.String("namespace", namespace), zap.String("owner_kind", out.Owner.Kind),
+		zap.String("owner", out.Owner.Name), zap.String("uid", string(req.UID)),
+	}
+	if !out.Decision.Inject {
+		wh.log.Debug("skipped", append(fields, zap.String("reason", out.Decision.Reason), zap.String("detail", out.Detail))...)
+		return skip(out.Decision.Reason, out.Detail)
+	}
+	patch, err := MarshalPatch(out.Mutation.Patch("", &pod.ObjectMeta, &pod.Spec))
+	if err != nil {
+		return skip(ReasonInvalidPod, "encode patch: "+err.Error())
+	}
+	pt := admissionv1.PatchTypeJSONPatch
+	resp.PatchType = &pt
+	resp.Patch = patch
+	wh.log.Info("injected", append(fields, zap.String("annotation_at", out.Decision.AnnotationAt))...)
+	return resp
+}
