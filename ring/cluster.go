@@ -1,0 +1,451 @@
+package ring
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+)
+
+// Cluster is this replica's membership in the gossip cluster of destination replicas and
+// the ring computed from it.
+//
+// New binds the gossip listener and starts memberlist; Run joins the seeds, keeps the
+// ring current and, when its context ends, leaves the cluster and shuts memberlist down.
+// Ring, Joined, Subscribe and the accessors are safe for concurrent use at any time.
+type Cluster struct {
+	cfg  Config
+	log  *zap.Logger
+	ml   *memberlist.Memberlist
+	self Member
+
+	ring   atomic.Pointer[Ring]
+	joined atomic.Bool
+
+	// changed is the one-slot wake-up from memberlist's callbacks to Run: a send never
+	// blocks, and events arriving while a rebuild is pending coalesce into it.
+	changed chan struct{}
+
+	subMu sync.Mutex
+	subs  map[chan struct{}]struct{}
+
+	membersGauge prometheus.Gauge
+	changesTotal prometheus.Counter
+
+	started  atomic.Bool
+	stopOnce sync.Once
+}
+
+// New validates cfg, binds the gossip listener and starts memberlist. The initial ring
+// holds this member alone. Call Run to join the cluster, or Close to release the
+// listener if Run will not be called.
+func New(cfg Config) (*Cluster, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	metaBytes, err := encodeMeta(cfg.GRPCAddr)
+	if err != nil {
+		return nil, fmt.Errorf("ring: %w", err)
+	}
+	c := &Cluster{
+		cfg:     cfg,
+		log:     cfg.Logger.With(zap.String("node", cfg.NodeName)),
+		self:    Member{Name: cfg.NodeName, Addr: cfg.GRPCAddr},
+		changed: make(chan struct{}, 1),
+		subs:    make(map[chan struct{}]struct{}),
+		membersGauge: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "ring_members",
+			Help: "Members in this replica's current ring (replicas alive in the gossip cluster with valid metadata).",
+		}),
+		changesTotal: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ring_changes_total",
+			Help: "Times this replica's ring changed (a member joined, left or changed its address).",
+		}),
+	}
+	if cfg.Registerer != nil {
+		for _, col := range []prometheus.Collector{c.membersGauge, c.changesTotal} {
+			if err := cfg.Registerer.Register(col); err != nil {
+				return nil, fmt.Errorf("ring: register metrics: %w", err)
+			}
+		}
+	}
+
+	mc, err := memberlistConfig(cfg, c.log)
+	if err != nil {
+		return nil, err
+	}
+	mc.Delegate = metaDelegate(metaBytes)
+	mc.Events = eventDelegate{c}
+	ml, err := memberlist.Create(mc)
+	if err != nil {
+		return nil, fmt.Errorf("ring: start gossip on %s: %w", cfg.GossipAddr, err)
+	}
+	c.ml = ml
+	c.ring.Store(Build([]Member{c.self}, cfg.Hash))
+	c.membersGauge.Set(1)
+	c.log.Info("gossip listening", zap.String("gossip_addr", c.GossipAddr()), zap.String("grpc_addr", cfg.GRPCAddr))
+	return c, nil
+}
+
+// memberlistConfig maps cfg onto memberlist's configuration.
+func memberlistConfig(cfg Config, lg *zap.Logger) (*memberlist.Config, error) {
+	mc := memberlist.DefaultLANConfig()
+	if cfg.Fast {
+		mc = memberlist.DefaultLocalConfig()
+		mc.GossipInterval = 50 * time.Millisecond
+		mc.ProbeInterval = 500 * time.Millisecond
+		mc.ProbeTimeout = 250 * time.Millisecond
+		mc.PushPullInterval = 2 * time.Second
+		mc.GossipToTheDeadTime = 5 * time.Second
+	}
+	mc.Name = cfg.NodeName
+	host, port, err := net.SplitHostPort(cfg.GossipAddr)
+	if err != nil {
+		return nil, fmt.Errorf("ring: gossip address %q: %w", cfg.GossipAddr, err)
+	}
+	if host == "" {
+		host = "0.0.0.0"
+	}
+	if _, err := netip.ParseAddr(host); err != nil {
+		return nil, fmt.Errorf("ring: gossip address %q: want an IP address to bind", cfg.GossipAddr)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 0 || p > 65535 {
+		return nil, fmt.Errorf("ring: gossip address %q: port want 0..65535", cfg.GossipAddr)
+	}
+	mc.BindAddr, mc.BindPort, mc.AdvertisePort = host, p, p
+	if cfg.AdvertiseAddr != "" {
+		ahost, aport, err := net.SplitHostPort(cfg.AdvertiseAddr)
+		if err != nil { // no port: the bound port
+			ahost, aport = cfg.AdvertiseAddr, ""
+		}
+		if _, err := netip.ParseAddr(ahost); err != nil {
+			return nil, fmt.Errorf("ring: advertise address %q: want ip[:port]", cfg.AdvertiseAddr)
+		}
+		mc.AdvertiseAddr = ahost
+		if aport != "" {
+			ap, err := strconv.Atoi(aport)
+			if err != nil || ap < 1 || ap > 65535 {
+				return nil, fmt.Errorf("ring: advertise address %q: port want 1..65535", cfg.AdvertiseAddr)
+			}
+			mc.AdvertisePort = ap
+		} else if p == 0 {
+			// memberlist fills in the automatically bound port when AdvertisePort is 0.
+			mc.AdvertisePort = 0
+		}
+	}
+	if len(cfg.GossipKey) > 0 {
+		mc.SecretKey = append([]byte(nil), cfg.GossipKey...)
+	}
+	mc.Logger = log.New(memberlistLog{lg.WithOptions(zap.AddCallerSkip(3)).Named("memberlist")}, "", 0)
+	return mc, nil
+}
+
+// Run joins the cluster and keeps the ring current until ctx ends; then it leaves the
+// cluster (waiting at most Config.LeaveTimeout for the broadcast), shuts memberlist down
+// and returns nil. It may be called once.
+//
+// Joining: with no seeds the member forms a cluster alone and is joined at once.
+// Otherwise each attempt resolves every seed to all its addresses and contacts them; an
+// attempt that reaches any peer joins. When the seeds resolve to no peer but this member
+// (the first replica behind a headless Service), it counts as joined alone. When peers
+// exist but none answers (down, or a different gossip key), it is not joined and retries
+// with exponential backoff. While joined but alone it retries the seeds every
+// RejoinInterval, so replicas that started apart merge.
+func (c *Cluster) Run(ctx context.Context) error {
+	if !c.started.CompareAndSwap(false, true) {
+		return errors.New("ring: Run called twice")
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		c.joinLoop(ctx)
+	}()
+	c.rebuild()
+	for {
+		select {
+		case <-ctx.Done():
+			wg.Wait()
+			c.stop(true)
+			return nil
+		case <-c.changed:
+			c.rebuild()
+		}
+	}
+}
+
+// Close shuts memberlist down without leaving. It is for a Cluster whose Run was never
+// called (Run cleans up after itself); it is idempotent and a no-op after Run returns.
+func (c *Cluster) Close() error {
+	c.stop(false)
+	return nil
+}
+
+func (c *Cluster) stop(leave bool) {
+	c.stopOnce.Do(func() {
+		c.joined.Store(false)
+		if leave {
+			if err := c.ml.Leave(c.cfg.LeaveTimeout); err != nil {
+				c.log.Warn("leave gossip cluster", zap.Error(err))
+			}
+		}
+		if err := c.ml.Shutdown(); err != nil {
+			c.log.Warn("shut down gossip", zap.Error(err))
+		}
+		c.log.Info("left gossip cluster")
+	})
+}
+
+// Ring returns the current ring. It takes no lock; the result is immutable and never nil.
+func (c *Cluster) Ring() *Ring { return c.ring.Load() }
+
+// Joined reports whether this member has joined the cluster (see Run). It turns false
+// again when Run begins shutting down. Use it for readiness.
+func (c *Cluster) Joined() bool { return c.joined.Load() }
+
+// Self returns this member as it appears in rings.
+func (c *Cluster) Self() Member { return c.self }
+
+// GossipAddr returns the ip:port this member advertises for gossip, with the actual port
+// when the configured port was 0. Seeds of other members can point at it.
+func (c *Cluster) GossipAddr() string { return c.ml.LocalNode().Address() }
+
+// Subscribe returns a channel that receives a value after the ring changes, and a cancel
+// func that stops the notifications (idempotent). The channel holds one value: changes
+// that arrive before the subscriber reads coalesce into it, so the subscriber should call
+// Ring after each receive and never falls behind by more than one notification. The
+// channel is never closed; select on it together with your own context.
+func (c *Cluster) Subscribe() (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	c.subMu.Lock()
+	c.subs[ch] = struct{}{}
+	c.subMu.Unlock()
+	return ch, func() {
+		c.subMu.Lock()
+		delete(c.subs, ch)
+		c.subMu.Unlock()
+	}
+}
+
+// wake asks Run to rebuild the ring. It never blocks.
+func (c *Cluster) wake() {
+	select {
+	case c.changed <- struct{}{}:
+	default:
+	}
+}
+
+// rebuild builds the ring from memberlist's current members and publishes it if it
+// differs from the current one. Only Run's goroutine calls it.
+func (c *Cluster) rebuild() {
+	nodes := c.ml.Members()
+	ms := make([]Member, 0, len(nodes))
+	for _, n := range nodes {
+		addr, err := decodeMeta(n.Meta)
+		if err != nil {
+			c.log.Warn("ignoring gossip member", zap.String("member", n.Name), zap.String("member_gossip_addr", n.Address()), zap.Error(err))
+			continue
+		}
+		ms = append(ms, Member{Name: n.Name, Addr: addr})
+	}
+	r := Build(ms, c.cfg.Hash)
+	c.membersGauge.Set(float64(r.Len()))
+	old := c.ring.Load()
+	if old.Equal(r) {
+		return
+	}
+	c.ring.Store(r)
+	c.changesTotal.Inc()
+	c.log.Info("ring changed", zap.Int("members", r.Len()), zap.Stringer("ring", r))
+	c.subMu.Lock()
+	for ch := range c.subs {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+	c.subMu.Unlock()
+}
+
+// joinLoop joins the seeds and rejoins while alone, until ctx ends.
+func (c *Cluster) joinLoop(ctx context.Context) {
+	if len(c.cfg.Join) == 0 {
+		c.log.Info("no seeds to join: forming a cluster alone")
+		c.joined.Store(true)
+		return
+	}
+	backoff := c.cfg.JoinRetryMin
+	for {
+		wait := c.cfg.RejoinInterval
+		if !c.joined.Load() || c.ml.NumMembers() <= 1 {
+			if c.joinOnce(ctx) {
+				backoff = c.cfg.JoinRetryMin
+			} else {
+				// Full jitter over [backoff/2, backoff).
+				wait = backoff/2 + rand.N(backoff/2+1)
+				backoff = min(2*backoff, c.cfg.JoinRetryMax)
+			}
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// joinOnce makes one join attempt. It reports false when peers were found but none
+// could be reached, or resolution failed for a reason other than a missing name.
+func (c *Cluster) joinOnce(ctx context.Context) bool {
+	peers, resolveErr := c.resolveSeeds(ctx)
+	if len(peers) == 0 {
+		if resolveErr != nil {
+			c.log.Warn("resolve gossip seeds", zap.Strings("seeds", c.cfg.Join), zap.Error(resolveErr))
+			return false
+		}
+		if !c.joined.Load() {
+			c.log.Info("gossip seeds name no other member: forming a cluster alone", zap.Strings("seeds", c.cfg.Join))
+			c.joined.Store(true)
+		}
+		return true
+	}
+	var errs []error
+	reached := 0
+	for _, p := range peers {
+		if ctx.Err() != nil {
+			return false
+		}
+		// One address per call, so that cancellation is seen between attempts; each
+		// attempt is bounded by memberlist's TCPTimeout.
+		if _, err := c.ml.Join([]string{p}); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		reached++
+	}
+	if reached == 0 {
+		c.log.Warn("join gossip cluster: no peer reachable", zap.Strings("peers", peers), zap.Error(errors.Join(errs...)))
+		return false
+	}
+	if !c.joined.Load() {
+		c.log.Info("joined gossip cluster", zap.Int("peers_reached", reached), zap.Int("members", c.ml.NumMembers()))
+	}
+	c.joined.Store(true)
+	return true
+}
+
+// resolveSeeds returns the ip:port of every seed address other than this member's own.
+// Names that do not exist are skipped; other resolution errors are returned (with
+// whatever did resolve).
+func (c *Cluster) resolveSeeds(ctx context.Context) ([]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	self := c.ml.LocalNode()
+	selfAP := netip.AddrPortFrom(addrFromIP(self.Addr), self.Port)
+	seen := make(map[netip.AddrPort]bool)
+	var out []string
+	var errs []error
+	for _, seed := range c.cfg.Join {
+		host, port, err := splitSeed(seed, int(self.Port))
+		if err != nil { // validated in New; kept for safety
+			errs = append(errs, err)
+			continue
+		}
+		var addrs []netip.Addr
+		if a, err := netip.ParseAddr(host); err == nil {
+			addrs = []netip.Addr{a}
+		} else {
+			ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+			var dnsErr *net.DNSError
+			switch {
+			case errors.As(err, &dnsErr) && dnsErr.IsNotFound:
+				c.log.Debug("gossip seed name not found", zap.String("seed", seed))
+			case err != nil:
+				errs = append(errs, fmt.Errorf("resolve %s: %w", host, err))
+			}
+			addrs = ips
+		}
+		for _, a := range addrs {
+			ap := netip.AddrPortFrom(a.Unmap(), uint16(port))
+			if ap == selfAP || seen[ap] {
+				continue
+			}
+			seen[ap] = true
+			out = append(out, ap.String())
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+func addrFromIP(ip net.IP) netip.Addr {
+	a, _ := netip.AddrFromSlice(ip)
+	return a.Unmap()
+}
+
+// metaDelegate serves this member's metadata; the rest of memberlist's Delegate (user
+// messages and state exchange) is unused.
+type metaDelegate []byte
+
+var _ memberlist.Delegate = metaDelegate(nil)
+
+func (d metaDelegate) NodeMeta(limit int) []byte {
+	if len(d) > limit { // checked in New against memberlist.MetaMaxSize
+		return nil
+	}
+	return d
+}
+func (metaDelegate) NotifyMsg([]byte)                {}
+func (metaDelegate) GetBroadcasts(int, int) [][]byte { return nil }
+func (metaDelegate) LocalState(bool) []byte          { return nil }
+func (metaDelegate) MergeRemoteState([]byte, bool)   {}
+
+// eventDelegate turns memberlist's membership callbacks into a wake-up for Run. memberlist
+// calls it with its internal locks held, so it must not block or call back into
+// memberlist: it only does a non-blocking send.
+type eventDelegate struct{ c *Cluster }
+
+var _ memberlist.EventDelegate = eventDelegate{}
+
+func (e eventDelegate) NotifyJoin(*memberlist.Node)   { e.c.wake() }
+func (e eventDelegate) NotifyLeave(*memberlist.Node)  { e.c.wake() }
+func (e eventDelegate) NotifyUpdate(*memberlist.Node) { e.c.wake() }
+
+// memberlistLog adapts memberlist's "[LEVEL] memberlist: message" log lines to zap.
+type memberlistLog struct{ l *zap.Logger }
+
+func (w memberlistLog) Write(p []byte) (int, error) {
+	msg := strings.TrimRight(string(p), "\n")
+	level := "INFO"
+	if strings.HasPrefix(msg, "[") {
+		if i := strings.IndexByte(msg, ']'); i > 0 {
+			level, msg = msg[1:i], strings.TrimSpace(msg[i+1:])
+		}
+	}
+	msg = strings.TrimPrefix(msg, "memberlist: ")
+	switch level {
+	case "DEBUG", "TRACE":
+		w.l.Debug(msg)
+	case "WARN":
+		w.l.Warn(msg)
+	case "ERR", "ERROR":
+		w.l.Error(msg)
+	default:
+		w.l.Info(msg)
+	}
+	return len(p), nil
+}
