@@ -370,7 +370,7 @@ func (c *Cluster) resolveSeeds(ctx context.Context) ([]string, error) {
 		if a, err := netip.ParseAddr(host); err == nil {
 			addrs = []netip.Addr{a}
 		} else {
-			ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+			ips, err := c.cfg.lookupNetIP(ctx, host)
 			var dnsErr *net.DNSError
 			switch {
 			case errors.As(err, &dnsErr) && dnsErr.IsNotFound:

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -60,15 +62,25 @@ var grpcPort = 20000
 // at the end of the test if still running.
 func startNode(t *testing.T, name string, key []byte, seeds ...string) *node {
 	t.Helper()
+	return startNodeWith(t, name, func(cfg *Config) {
+		cfg.Join = seeds
+		cfg.GossipKey = key
+	})
+}
+
+// startNodeWith is startNode with the config adjusted by mod.
+func startNodeWith(t *testing.T, name string, mod func(*Config)) *node {
+	t.Helper()
 	grpcPort++
 	cfg := DefaultConfig()
 	cfg.NodeName = name
 	cfg.GossipAddr = "127.0.0.1:0"
 	cfg.GRPCAddr = fmt.Sprintf("127.0.0.1:%d", grpcPort)
-	cfg.Join = seeds
-	cfg.GossipKey = key
 	cfg.Fast = true
-	cfg.Logger = testLogger().Named(name)
+	mod(&cfg)
+	if cfg.Logger == nil {
+		cfg.Logger = testLogger().Named(name)
+	}
 	reg := prometheus.NewRegistry()
 	cfg.Registerer = reg
 	c, err := New(cfg)
@@ -276,6 +288,110 @@ func TestClusterRestartWithSameName(t *testing.T) {
 		t.Fatalf("test setup: restarted member kept its address")
 	}
 	waitConverged(t, []*node{a2, b, c}, "a,b,c")
+}
+
+// fakeDNS answers seed lookups from a table the test changes; names not in it do not
+// exist.
+type fakeDNS struct {
+	mu    sync.Mutex
+	hosts map[string][]netip.Addr
+}
+
+func (d *fakeDNS) set(host string, addrs ...string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.hosts == nil {
+		d.hosts = map[string][]netip.Addr{}
+	}
+	d.hosts[host] = nil
+	for _, a := range addrs {
+		d.hosts[host] = append(d.hosts[host], netip.MustParseAddr(a))
+	}
+}
+
+func (d *fakeDNS) lookup(_ context.Context, host string) ([]netip.Addr, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if a := d.hosts[host]; len(a) > 0 {
+		return a, nil
+	}
+	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+}
+
+// freePort returns a TCP and UDP port free on all the given loopback addresses.
+func freePort(t *testing.T, ips ...string) int {
+	t.Helper()
+	for try := 0; try < 50; try++ {
+		lis, err := net.Listen("tcp", ips[0]+":0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := lis.Addr().(*net.TCPAddr).Port
+		lis.Close()
+		ok := true
+		for _, ip := range ips {
+			l, err := net.Listen("tcp", fmt.Sprintf("%s:%d", ip, port))
+			if err != nil {
+				ok = false
+				break
+			}
+			l.Close()
+			u, err := net.ListenPacket("udp", fmt.Sprintf("%s:%d", ip, port))
+			if err != nil {
+				ok = false
+				break
+			}
+			u.Close()
+		}
+		if ok {
+			return port
+		}
+	}
+	t.Fatal("no common free port")
+	return 0
+}
+
+// TestClusterHeadlessService plays the Kubernetes start-up: every replica binds the same
+// port on its own IP and has one seed, a DNS name that lists the replicas. At first the
+// name has no records: each replica forms a cluster alone. When the records appear, the
+// replicas, alone, retry and merge. A replica whose records point at a member that is not
+// up yet is not joined until it is.
+func TestClusterHeadlessService(t *testing.T) {
+	ips := []string{"127.0.0.1", "127.0.0.2", "127.0.0.3"}
+	l, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Skipf("127.0.0.2 not usable here: %v", err)
+	}
+	l.Close()
+	port := freePort(t, ips...)
+	dns := &fakeDNS{}
+	start := func(name, ip string) *node {
+		return startNodeWith(t, name, func(cfg *Config) {
+			cfg.GossipAddr = fmt.Sprintf("%s:%d", ip, port)
+			cfg.GRPCAddr = ip + ":8086"
+			cfg.Join = []string{"destination-headless.test"}
+			cfg.lookupNetIP = dns.lookup
+		})
+	}
+	a := start("a", ips[0])
+	b := start("b", ips[1])
+	waitFor(t, converge, "a and b to form clusters alone", func() bool { return a.Joined() && b.Joined() })
+	if memberNames(a.Ring()) != "a" || memberNames(b.Ring()) != "b" {
+		t.Fatalf("before DNS records: a sees %s, b sees %s", memberNames(a.Ring()), memberNames(b.Ring()))
+	}
+
+	dns.set("destination-headless.test", ips...) // includes 127.0.0.3, where nothing runs yet
+	waitConverged(t, []*node{a, b}, "a,b")
+
+	// c's only peers in DNS are down: it must not claim to be joined.
+	dns.set("destination-headless.test", ips[2], "127.0.0.4")
+	c := start("c", ips[2])
+	time.Sleep(time.Second)
+	if c.Joined() {
+		t.Fatalf("c joined with no reachable peer")
+	}
+	dns.set("destination-headless.test", ips...)
+	waitConverged(t, []*node{a, b, c}, "a,b,c")
 }
 
 // TestClusterFirstMember: when the seeds name nothing but this member (the first replica

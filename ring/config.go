@@ -2,6 +2,7 @@ package ring
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"fmt"
 	"net"
@@ -60,6 +61,9 @@ type Config struct {
 	Logger *zap.Logger
 	// Registerer, when set, registers the ring_members and ring_changes_total metrics.
 	Registerer prometheus.Registerer
+
+	// lookupNetIP resolves seed names; nil means net.DefaultResolver. Tests replace it.
+	lookupNetIP func(ctx context.Context, host string) ([]netip.Addr, error)
 }
 
 // DefaultConfig returns the defaults: node name from the hostname, gossip on
@@ -205,6 +209,11 @@ func (c *Config) validate() error {
 	}
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
+	}
+	if c.lookupNetIP == nil {
+		c.lookupNetIP = func(ctx context.Context, host string) ([]netip.Addr, error) {
+			return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+		}
 	}
 	return nil
 }

@@ -1,0 +1,91 @@
+package ring
+
+import (
+	"encoding/base64"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+func FuzzParseGossipKey(f *testing.F) {
+	f.Add([]byte(base64.StdEncoding.EncodeToString(make([]byte, 32))))
+	f.Add([]byte("0123456789abcdef"))
+	f.Add([]byte("0123456789abcdef\n"))
+	f.Add([]byte(" \t\n"))
+	f.Add([]byte("===="))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		k, err := ParseGossipKey(b)
+		if err == nil && !validKeyLen(len(k)) {
+			t.Fatalf("accepted a %d-byte key", len(k))
+		}
+	})
+}
+
+func FuzzDecodeMeta(f *testing.F) {
+	f.Add([]byte(`{"grpc":"10.0.0.1:8086"}`))
+	f.Add([]byte(`{"grpc":"[fd00::1]:8086","zone":"z"}`))
+	f.Add([]byte(`{"grpc":""}`))
+	f.Add([]byte(`[]`))
+	f.Add([]byte{0xff, 0x00})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		addr, err := decodeMeta(b)
+		if err != nil {
+			return
+		}
+		// Whatever decodes re-encodes to metadata that decodes to the same address.
+		enc, err := encodeMeta(addr)
+		if err != nil {
+			if len(addr) > 400 { // over memberlist's metadata limit
+				return
+			}
+			t.Fatalf("decoded %q but cannot encode it: %v", addr, err)
+		}
+		if got, err := decodeMeta(enc); err != nil || got != addr {
+			t.Fatalf("round trip of %q = %q, %v", addr, got, err)
+		}
+	})
+}
+
+func FuzzParseJoin(f *testing.F) {
+	f.Add("a:1,b,[::1]:7946")
+	f.Add(" , ,")
+	f.Add("fd00::1,host:65536,node/10.0.0.1")
+	f.Add("[")
+	f.Fuzz(func(t *testing.T, s string) {
+		for _, seed := range ParseJoin(s) {
+			if seed == "" || strings.Contains(seed, ",") || strings.TrimSpace(seed) != seed {
+				t.Fatalf("ParseJoin(%q) yielded %q", s, seed)
+			}
+			host, port, err := splitSeed(seed, DefaultGossipPort)
+			if err != nil {
+				continue
+			}
+			if host == "" || port < 1 || port > 65535 {
+				t.Fatalf("splitSeed(%q) accepted host %q port %d", seed, host, port)
+			}
+		}
+	})
+}
+
+// FuzzOwner checks that any key, valid UTF-8 or not, maps to a member of the ring and that
+// Owns agrees with Owner.
+func FuzzOwner(f *testing.F) {
+	r := Build(testMembers(5), DefaultHashConfig())
+	f.Add("default/kubernetes")
+	f.Add("")
+	f.Add("\xff\xfe/\x00")
+	f.Fuzz(func(t *testing.T, key string) {
+		m := r.Owner(key)
+		if _, ok := r.Member(m.Name); !ok {
+			t.Fatalf("Owner(%q) = %v, not a member", key, m)
+		}
+		if !r.Owns(key, m.Name) {
+			t.Fatalf("Owns(%q, %q) false but Owner says so", key, m.Name)
+		}
+		p := r.Partition(key)
+		if p < 0 || p >= r.Partitions() || r.PartitionOwner(p) != m {
+			t.Fatalf("Partition(%q) = %d inconsistent with Owner", key, p)
+		}
+		_ = utf8.ValidString(key)
+	})
+}
