@@ -60,7 +60,7 @@ func AddressSet(cfg Config, svc *corev1.Service, port uint32, slices []*discover
 //     opaque-transport port when the port is opaque (IsOpaque). Other addresses get none.
 //   - Labels: the set has namespace and service; an address has pod, its owner kind (Owner),
 //     serviceaccount, control_plane_ns (meshed pods only), pod_template_hash and zone when
-//     known, sorted by key. Weight is DefaultWeight.
+//     known, sorted by key. Weight is DefaultWeight. Hostname is the endpoint's hostname.
 //   - An address found in several slices is taken from the slice with the smallest name, so
 //     the result does not depend on the order of slices.
 //
@@ -205,6 +205,9 @@ func parseAddr(s string, t discoveryv1.AddressType) (netip.Addr, bool) {
 // when ep is left out (its pod is unknown).
 func endpointTemplate(cfg Config, es *discoveryv1.EndpointSlice, ep *discoveryv1.Endpoint, tp uint32, pods PodLookup) (snapshot.Endpoint, bool) {
 	e := snapshot.Endpoint{Weight: DefaultWeight}
+	if ep.Hostname != nil {
+		e.Hostname = *ep.Hostname
+	}
 	zone := ""
 	if ep.Zone != nil {
 		zone = *ep.Zone

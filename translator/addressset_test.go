@@ -275,7 +275,14 @@ func TestAddressSet(t *testing.T) {
 			svc:  web, port: 80, host: "web-0",
 			slices: []*discoveryv1.EndpointSlice{eslice("ns", "web-1", "web", v4, httpPorts,
 				withHostname(endpoint("", "10.0.0.1"), "web-0"), withHostname(endpoint("", "10.0.0.2"), "web-1"), endpoint("", "10.0.0.3"))},
-			want: []string{"10.0.0.1:8080"},
+			want: []string{"10.0.0.1:8080 host=web-0"},
+		},
+		{
+			name: "hostname carried on every endpoint",
+			svc:  web, port: 80,
+			slices: []*discoveryv1.EndpointSlice{eslice("ns", "web-1", "web", v4, httpPorts,
+				withHostname(endpoint("", "10.0.0.1"), "web-0"), withHostname(endpoint("", "10.0.0.2"), "web-1"), endpoint("", "10.0.0.3"))},
+			want: []string{"10.0.0.1:8080 host=web-0", "10.0.0.2:8080 host=web-1", "10.0.0.3:8080"},
 		},
 		{
 			name: "TCP service port preferred over UDP of the same number",

@@ -116,6 +116,9 @@ func render(e *snapshot.Endpoint) string {
 	if e.Pod != "" {
 		fmt.Fprintf(&b, " pod=%s/%s", e.Namespace, e.Pod)
 	}
+	if e.Hostname != "" {
+		fmt.Fprintf(&b, " host=%s", e.Hostname)
+	}
 	if e.Identity != "" {
 		fmt.Fprintf(&b, " id=%s", e.Identity)
 	}

@@ -1,0 +1,331 @@
+package translator
+
+import (
+	"errors"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/meridian-mesh/meridian/snapshot"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+)
+
+func FuzzParseAuthority(f *testing.F) {
+	for _, s := range []string{
+		"web.shop.svc.cluster.local", "web.shop.svc.cluster.local:8080", "web-0.web.shop.svc.cluster.local.:1",
+		"WEB.SHOP.SVC.CLUSTER.LOCAL", "10.0.0.1:80", "[fd00::1]:80", "fd00::1", "[x]", ":", "", "a:b:c",
+		"web.shop.svc.example.org", "web..svc.cluster.local", "web.shop.svc.cluster.local:0", "web.shop.svc.cluster.local:65536",
+		"web.shop.svc.cluster.local:+1", "\x00.shop.svc.cluster.local", "é.shop.svc.cluster.local",
+	} {
+		f.Add(s)
+	}
+	cfg := DefaultConfig()
+	f.Fuzz(func(t *testing.T, path string) {
+		got, err := ParseAuthority(cfg, path)
+		if err != nil {
+			if got != (Target{}) {
+				t.Fatalf("error %v with a non-zero target %+v", err, got)
+			}
+			if err.Error() == "" {
+				t.Fatal("empty error message")
+			}
+			return
+		}
+		if got.Port < 1 || got.Port > 65535 {
+			t.Fatalf("port %d out of range", got.Port)
+		}
+		for _, l := range []string{got.Service, got.Namespace} {
+			if checkLabel("x", l) != nil {
+				t.Fatalf("%q: bad label %q in %+v", path, l, got)
+			}
+		}
+		if got.Hostname != "" && checkLabel("x", got.Hostname) != nil {
+			t.Fatalf("%q: bad hostname in %+v", path, got)
+		}
+		// What we accept, we accept again in canonical form with the same result.
+		canon := got.Service + "." + got.Namespace + ".svc." + cfg.ClusterDomain + ":" + strconv.Itoa(int(got.Port))
+		if got.Hostname != "" {
+			canon = got.Hostname + "." + canon
+		}
+		again, err := ParseAuthority(cfg, canon)
+		if err != nil || again != got {
+			t.Fatalf("%q gives %+v; its canonical form %q gives %+v, %v", path, got, canon, again, err)
+		}
+		if _, err := netip.ParseAddr(path); err == nil {
+			t.Fatalf("IP address %q accepted", path)
+		}
+	})
+}
+
+func TestParseAuthorityIPError(t *testing.T) {
+	_, err := ParseAuthority(DefaultConfig(), "192.168.1.1:80")
+	if !errors.Is(err, ErrIPAddress) {
+		t.Fatalf("err = %v, want ErrIPAddress", err)
+	}
+}
+
+func FuzzParseContextToken(f *testing.F) {
+	for _, s := range []string{
+		"", `{"ns":"shop","nodeName":"n","pod":"p"}`, "ns:shop", "ns:", "ns:a:b", "null", `{"ns":1}`, "{", `"x"`, "ns:\x00",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got := ParseContextToken(s)
+		if ns, ok := strings.CutPrefix(s, "ns:"); ok && !strings.Contains(ns, ":") && got != (ContextToken{Namespace: ns}) {
+			t.Fatalf("legacy token %q gives %+v", s, got)
+		}
+		if got.Namespace != "" && !strings.HasPrefix(s, "ns:") && !strings.Contains(s, "{") {
+			t.Fatalf("%q: namespace %q from neither JSON nor legacy form", s, got.Namespace)
+		}
+	})
+}
+
+func FuzzOpaquePorts(f *testing.F) {
+	for _, s := range []string{"", "25", "25,587,3306", "4000-4100", " 1 - 65535 ", "mysql,80", "0", "65536", "5-1", ",,", "a--b", "-", "99999999999999999999"} {
+		f.Add(s, uint16(4050))
+	}
+	cfg := DefaultConfig()
+	f.Fuzz(func(t *testing.T, s string, port16 uint16) {
+		port := uint32(port16)
+		l, err := ParsePortList(s)
+		p := pod("ns", "p", annotate(AnnotationOpaquePorts, s), annotate(AnnotationSkipInboundPorts, s))
+		opaque, skipped := IsOpaque(cfg, p, port), IsSkippedInbound(p, port)
+		if opaque != skipped {
+			t.Fatalf("%q port %d: opaque %v but skipped %v with no named container ports", s, port, opaque, skipped)
+		}
+		if err != nil {
+			return
+		}
+		for _, r := range l.Ranges {
+			if r.Lo < 1 || r.Hi > 65535 || r.Lo > r.Hi {
+				t.Fatalf("%q: bad range %+v", s, r)
+			}
+		}
+		for _, n := range l.Names {
+			if n == "" || isDigits(n) {
+				t.Fatalf("%q: bad name %q", s, n)
+			}
+		}
+		if l.Contains(port) != opaque {
+			t.Fatalf("%q port %d: ParsePortList says %v, IsOpaque says %v", s, port, l.Contains(port), opaque)
+		}
+		// With a container port for every name, names resolve too.
+		for _, n := range l.Names {
+			containerPort(n, int32(port))(p)
+		}
+		if want := l.Contains(port) || (len(l.Names) > 0 && port != 0); IsOpaque(cfg, p, port) != want {
+			t.Fatalf("%q port %d with named ports: IsOpaque %v, want %v", s, port, !want, want)
+		}
+	})
+}
+
+// fuzzReader hands out bytes of the fuzz input, then zeros.
+type fuzzReader struct{ b []byte }
+
+func (r *fuzzReader) byte() byte {
+	if len(r.b) == 0 {
+		return 0
+	}
+	c := r.b[0]
+	r.b = r.b[1:]
+	return c
+}
+
+func (r *fuzzReader) pick(n int) int { return int(r.byte()) % n }
+
+func pickFrom[T any](r *fuzzReader, xs []T) T { return xs[r.pick(len(xs))] }
+
+var (
+	fuzzNames     = []string{"", "http", "db", "admin"}
+	fuzzPorts     = []int32{80, 8080, 3306, 4143, 0, -1, 65535, 70000}
+	fuzzAddrs     = []string{"10.0.0.1", "10.0.0.2", "10.0.0.3", "fd00::1", "fd00::2", "::ffff:10.0.0.1", "fe80::1%eth0", "bogus", "", "010.0.0.1"}
+	fuzzTypes     = []discoveryv1.AddressType{v4, v4, v6, fqdn, ""}
+	fuzzPodNames  = []string{"p0", "p1", "p2", "p3", ""}
+	fuzzAnnots    = []string{"", "3306", "8080", "1-65535", "http", "db,80", "bad,,", "4000-100"}
+	fuzzKinds     = []string{"ReplicaSet", "StatefulSet", "DaemonSet", "Job", "Pod", "Zone", "ServiceAccount", ""}
+	fuzzOwnerName = []string{"web-abc", "abc", "-abc", "db", ""}
+)
+
+// fuzzWorld builds a Service, its slices and pods from fuzz bytes.
+func fuzzWorld(data []byte) (*corev1.Service, uint32, []*discoveryv1.EndpointSlice, podIndex) {
+	r := &fuzzReader{b: data}
+	svc := service("ns", "web")
+	for range r.pick(4) {
+		sp := corev1.ServicePort{Name: pickFrom(r, fuzzNames), Port: pickFrom(r, fuzzPorts), Protocol: pickFrom(r, []corev1.Protocol{"", "TCP", "UDP"})}
+		svc.Spec.Ports = append(svc.Spec.Ports, sp)
+	}
+	port := uint32(pickFrom(r, fuzzPorts))
+	if r.pick(4) == 0 {
+		port = uint32(r.byte())<<8 | uint32(r.byte())
+	}
+	var sl []*discoveryv1.EndpointSlice
+	for range r.pick(5) {
+		es := eslice(pickFrom(r, []string{"ns", "ns", "other"}), pickFrom(r, []string{"a", "b", "c", "a"}), pickFrom(r, []string{"web", "web", "api"}), pickFrom(r, fuzzTypes), nil)
+		for range r.pick(4) {
+			p := discoveryv1.EndpointPort{}
+			if r.pick(4) != 0 {
+				p.Name = ptr(pickFrom(r, fuzzNames))
+			}
+			if r.pick(5) != 0 {
+				p.Port = ptr(pickFrom(r, fuzzPorts))
+			}
+			es.Ports = append(es.Ports, p)
+		}
+		for range r.pick(7) {
+			var addrs []string
+			for range r.pick(4) {
+				addrs = append(addrs, pickFrom(r, fuzzAddrs))
+			}
+			ep := endpoint(pickFrom(r, fuzzPodNames), addrs...)
+			ep.Conditions.Ready = pickFrom(r, []*bool{nil, ptr(true), ptr(false)})
+			if r.pick(3) == 0 {
+				ep.Zone = ptr(pickFrom(r, []string{"", "z1", "z2"}))
+			}
+			if r.pick(3) == 0 {
+				ep.Hostname = ptr(pickFrom(r, []string{"", "h0", "h1"}))
+			}
+			if ep.TargetRef != nil && r.pick(4) == 0 {
+				ep.TargetRef.Kind = "Node"
+			}
+			es.Endpoints = append(es.Endpoints, ep)
+		}
+		sl = append(sl, es)
+	}
+	if r.pick(8) == 0 {
+		sl = append(sl, nil)
+	}
+	pods := podIndex{}
+	for _, name := range fuzzPodNames[:4] {
+		if r.pick(4) == 0 {
+			continue // unknown pod
+		}
+		p := pod("ns", name)
+		if r.pick(3) != 0 {
+			p.Labels[LabelControlPlaneNS] = pickFrom(r, []string{"linkerd", "linkerd", "other", ""})
+		}
+		if r.pick(2) == 0 {
+			p.Annotations[AnnotationOpaquePorts] = pickFrom(r, fuzzAnnots)
+		}
+		if r.pick(2) == 0 {
+			p.Annotations[AnnotationSkipInboundPorts] = pickFrom(r, fuzzAnnots)
+		}
+		if r.pick(2) == 0 {
+			p.Labels[LabelPodTemplateHash] = pickFrom(r, []string{"abc", ""})
+		}
+		for range r.pick(3) {
+			owned(pickFrom(r, fuzzKinds), pickFrom(r, fuzzOwnerName))(p)
+			p.OwnerReferences[len(p.OwnerReferences)-1].Controller = pickFrom(r, []*bool{nil, ptr(true), ptr(false)})
+		}
+		if r.pick(2) == 0 {
+			containerPort(pickFrom(r, fuzzNames[1:]), pickFrom(r, fuzzPorts))(p)
+		}
+		if r.pick(4) == 0 {
+			p.Spec.ServiceAccountName = ""
+		}
+		pods[p.Namespace+"/"+p.Name] = p
+	}
+	return svc, port, sl, pods
+}
+
+func FuzzAddressSet(f *testing.F) {
+	f.Add([]byte{})
+	f.Add([]byte{1, 1, 0, 0, 0, 3, 0, 0, 0, 0, 2, 1, 0, 1, 0, 3, 2, 0, 1, 1, 1, 0, 3, 1, 1, 2, 3, 1, 1, 1})
+	f.Add([]byte("an arbitrary but longer seed that exercises more of the choices made by fuzzWorld"))
+	f.Add([]byte{3, 1, 1, 1, 2, 2, 1, 3, 3, 1, 0, 0, 4, 0, 0, 0, 2, 3, 1, 1, 0, 3, 6, 3, 0, 1, 2, 3, 4, 0, 1, 0, 1, 2, 1, 1, 1, 2, 0, 2, 1, 2, 1, 1, 1, 1, 1, 1})
+	cfg := DefaultConfig()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		svc, port, sl, pods := fuzzWorld(data)
+		in := deepCopySlices(sl)
+		set := AddressSet(cfg, svc, port, sl, pods.lookup)
+		if !set.Exists || len(set.Labels) != 2 {
+			t.Fatalf("set %+v", set)
+		}
+		if !equalSlices(in, sl) {
+			t.Fatal("input modified")
+		}
+		spName, named := servicePortName(svc, port)
+		for a, e := range set.Endpoints {
+			checkEndpoint(t, a, e, sl, svc, port, spName, named)
+		}
+		// Slim copies give the same set.
+		ssvc, ssl, spods := slimAll(svc, sl, pods)
+		if got := AddressSet(cfg, ssvc, port, ssl, spods.lookup); !got.Equal(set) {
+			t.Fatalf("slim objects give\n%q\nwant\n%q", renderSet(got), renderSet(set))
+		}
+		// Slice order does not matter when slice names are unique.
+		names := map[string]bool{}
+		unique := true
+		for _, s := range sl {
+			if s != nil {
+				unique = unique && !names[s.Name]
+				names[s.Name] = true
+			}
+		}
+		if unique {
+			rev := slices.Clone(sl)
+			slices.Reverse(rev)
+			if got := AddressSet(cfg, svc, port, rev, pods.lookup); !got.Equal(set) {
+				t.Fatalf("reversed slices give\n%q\nwant\n%q", renderSet(got), renderSet(set))
+			}
+		}
+	})
+}
+
+// checkEndpoint checks one output endpoint against the inputs, independently of how
+// AddressSet computes it.
+func checkEndpoint(t *testing.T, a netip.AddrPort, e *snapshot.Endpoint, sl []*discoveryv1.EndpointSlice, svc *corev1.Service, port uint32, spName string, named bool) {
+	t.Helper()
+	if a != e.Addr || !a.IsValid() || a.Addr().Zone() != "" || a.Port() == 0 {
+		t.Fatalf("bad address %v for key %v", e.Addr, a)
+	}
+	if e.Weight != DefaultWeight {
+		t.Fatalf("%v: weight %d", a, e.Weight)
+	}
+	if !labelsStrictlySorted(e.Labels) {
+		t.Fatalf("%v: labels %v not sorted and unique", a, e.Labels)
+	}
+	meshedHint := e.Hint != snapshot.HintNone
+	if meshedHint != (e.Identity != "") || meshedHint != e.HTTP2 || (e.Hint == snapshot.HintOpaque) != (e.OpaqueTransportPort != 0) {
+		t.Fatalf("%v: inconsistent mesh fields %+v", a, e)
+	}
+	if e.Identity != "" && e.Label(LabelKeyControlPlaneNS) == "" {
+		t.Fatalf("%v: identity without control_plane_ns label", a)
+	}
+	// Some ready endpoint of one of the service's slices, with a port that resolves to the
+	// address's port, holds the address.
+	for _, es := range sl {
+		if es == nil || es.Namespace != svc.Namespace || es.Labels[LabelServiceName] != svc.Name {
+			continue
+		}
+		if !slicePortAllows(es, port, spName, named, uint32(a.Port())) {
+			continue
+		}
+		for _, ep := range es.Endpoints {
+			if ep.Conditions.Ready != nil && !*ep.Conditions.Ready {
+				continue
+			}
+			for _, s := range ep.Addresses {
+				if x, err := netip.ParseAddr(s); err == nil && x == a.Addr() {
+					return
+				}
+			}
+		}
+	}
+	t.Fatalf("%v is in no ready endpoint of the service's slices on a matching port", a)
+}
+
+func slicePortAllows(es *discoveryv1.EndpointSlice, port uint32, spName string, named bool, got uint32) bool {
+	if !named {
+		return len(es.Ports) > 0 && got == port
+	}
+	for _, p := range es.Ports {
+		if (p.Name != nil && *p.Name == spName || p.Name == nil && spName == "") && p.Port != nil && uint32(*p.Port) == got {
+			return true
+		}
+	}
+	return false
+}
