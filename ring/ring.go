@@ -314,3 +314,35 @@ func (r *Ring) String() string {
 	b.WriteString("]")
 	return b.String()
 }
+
+// Status is a ring's description for tools and admin endpoints (`meridian ring`); it
+// marshals to JSON.
+type Status struct {
+	// ID is Ring.ID in hex.
+	ID         string         `json:"id"`
+	Partitions int            `json:"partitions"`
+	Members    []MemberStatus `json:"members"`
+}
+
+// MemberStatus is one member's line in a Status.
+type MemberStatus struct {
+	Name string `json:"name"`
+	Addr string `json:"addr"`
+	// Partitions is how many partitions the member owns; Share is that as a fraction of
+	// all partitions, which is the expected fraction of services it owns.
+	Partitions int     `json:"partitions"`
+	Share      float64 `json:"share"`
+}
+
+// Status describes r: its ID and each member (sorted by name) with its partition share.
+func (r *Ring) Status() Status {
+	s := Status{ID: fmt.Sprintf("%016x", r.id), Partitions: r.cfg.Partitions, Members: make([]MemberStatus, len(r.members))}
+	for i, m := range r.members {
+		share := 0.0
+		if r.cfg.Partitions > 0 {
+			share = float64(r.counts[i]) / float64(r.cfg.Partitions)
+		}
+		s.Members[i] = MemberStatus{Name: m.Name, Addr: m.Addr, Partitions: r.counts[i], Share: share}
+	}
+	return s
+}

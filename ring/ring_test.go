@@ -269,3 +269,26 @@ func TestOwnerAllocs(t *testing.T) {
 		t.Errorf("Owner/Owns allocate %.1f times per call, want 0", a)
 	}
 }
+
+func TestStatus(t *testing.T) {
+	r := Build(testMembers(3), DefaultHashConfig())
+	s := r.Status()
+	if s.ID != fmt.Sprintf("%016x", r.ID()) || s.Partitions != r.Partitions() || len(s.Members) != 3 {
+		t.Fatalf("Status = %+v", s)
+	}
+	total, share := 0, 0.0
+	for i, m := range s.Members {
+		if m.Name != testMembers(3)[i].Name || m.Addr != testMembers(3)[i].Addr {
+			t.Errorf("member %d = %+v", i, m)
+		}
+		total += m.Partitions
+		share += m.Share
+	}
+	if total != r.Partitions() || share < 0.999 || share > 1.001 {
+		t.Errorf("partitions sum %d, shares sum %v", total, share)
+	}
+	var zero Ring
+	if s := zero.Status(); len(s.Members) != 0 {
+		t.Errorf("zero ring status %+v", s)
+	}
+}
