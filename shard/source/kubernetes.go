@@ -1,0 +1,205 @@
+package source
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+)
+
+// KubernetesConfig configures a Kubernetes source.
+type KubernetesConfig struct {
+	// Namespace limits the source to one namespace; empty means all namespaces.
+	Namespace string
+}
+
+// DefaultKubernetesConfig watches all namespaces.
+func DefaultKubernetesConfig() KubernetesConfig { return KubernetesConfig{} }
+
+// LagBuckets are the buckets of the informer lag histograms, in seconds. The lag is
+// measured against managedFields times, which the API server keeps with one-second
+// resolution, so buckets below a second say little.
+var LagBuckets = []float64{0.5, 1, 2, 3, 5, 10, 30, 60, 120, 300}
+
+// Kubernetes is a Source backed by client-go shared informers on Services, EndpointSlices
+// (discovery.k8s.io/v1) and Pods, without periodic resync.
+//
+// To keep memory low, a transform strips what Meridian never reads before objects enter the
+// informers' caches (see slimObject): managedFields are reduced to one entry holding only the
+// newest time, which is all the lag metric needs. The lag histograms
+// services_informer_lag_seconds, endpointslices_informer_lag_seconds and
+// pods_informer_lag_seconds observe, on each update event whose resourceVersion changed,
+// now minus that newest managedFields time: how long after the last write the replica saw
+// it. Updates with an unchanged resourceVersion (a relist after a cut watch) are neither
+// observed nor delivered.
+//
+// Informer callbacks call the Handler directly; its contract is that it does not block.
+type Kubernetes struct {
+	client kubernetes.Interface
+	cfg    KubernetesConfig
+	log    *zap.Logger
+
+	lagServices, lagSlices, lagPods prometheus.Observer
+
+	synced  atomic.Bool
+	mu      sync.Mutex
+	regs    []cache.ResourceEventHandlerRegistration
+	running bool
+}
+
+var _ Source = (*Kubernetes)(nil)
+
+// NewKubernetes returns a Kubernetes source. Its histograms are registered with reg (which
+// may be nil); if reg already holds histograms of the same names, those are used.
+func NewKubernetes(client kubernetes.Interface, cfg KubernetesConfig, reg prometheus.Registerer, log *zap.Logger) *Kubernetes {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	log = log.With(zap.String("source", "kubernetes"))
+	k := &Kubernetes{client: client, cfg: cfg, log: log}
+	k.lagServices = lagHistogram(reg, log, "services_informer_lag_seconds", "Services")
+	k.lagSlices = lagHistogram(reg, log, "endpointslices_informer_lag_seconds", "EndpointSlices")
+	k.lagPods = lagHistogram(reg, log, "pods_informer_lag_seconds", "Pods")
+	return k
+}
+
+func lagHistogram(reg prometheus.Registerer, log *zap.Logger, name, what string) prometheus.Observer {
+	h := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    name,
+		Help:    fmt.Sprintf("Seconds between the newest managedFields time of %s and the informer's update event for it.", what),
+		Buckets: LagBuckets,
+	})
+	if reg == nil {
+		return h
+	}
+	if err := reg.Register(h); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(prometheus.Histogram); ok {
+				return existing
+			}
+		}
+		log.Error("cannot register informer lag histogram", zap.String("name", name), zap.Error(err))
+	}
+	return h
+}
+
+// Synced reports whether every informer's initial list has been delivered to the handler.
+func (k *Kubernetes) Synced() bool {
+	if k.synced.Load() {
+		return true
+	}
+	k.mu.Lock()
+	regs := k.regs
+	k.mu.Unlock()
+	if len(regs) == 0 {
+		return false
+	}
+	for _, r := range regs {
+		if !r.HasSynced() {
+			return false
+		}
+	}
+	k.synced.Store(true)
+	return true
+}
+
+// Run starts the informers, delivers to h until ctx ends, and then stops them and waits for
+// their goroutines. It can be called once.
+func (k *Kubernetes) Run(ctx context.Context, h Handler) error {
+	k.mu.Lock()
+	if k.running {
+		k.mu.Unlock()
+		return errors.New("kubernetes source: Run was already called")
+	}
+	k.running = true
+	k.mu.Unlock()
+
+	opts := []informers.SharedInformerOption{informers.WithTransform(slimObject)}
+	if k.cfg.Namespace != "" {
+		opts = append(opts, informers.WithNamespace(k.cfg.Namespace))
+	}
+	factory := informers.NewSharedInformerFactoryWithOptions(k.client, 0, opts...)
+	defer factory.Shutdown()
+
+	type kind struct {
+		name     string
+		informer cache.SharedIndexInformer
+		handler  cache.ResourceEventHandler
+	}
+	kinds := []kind{
+		{"services", factory.Core().V1().Services().Informer(), eventHandler(k, k.lagServices, h.OnService)},
+		{"endpointslices", factory.Discovery().V1().EndpointSlices().Informer(), eventHandler(k, k.lagSlices, h.OnEndpointSlice)},
+		{"pods", factory.Core().V1().Pods().Informer(), eventHandler(k, k.lagPods, h.OnPod)},
+	}
+	var regs []cache.ResourceEventHandlerRegistration
+	for _, kd := range kinds {
+		name := kd.name
+		if err := kd.informer.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
+			k.log.Warn("watch failed; the informer retries", zap.String("resource", name), zap.Error(err))
+		}); err != nil {
+			return fmt.Errorf("kubernetes source: %s: %w", name, err)
+		}
+		reg, err := kd.informer.AddEventHandler(kd.handler)
+		if err != nil {
+			return fmt.Errorf("kubernetes source: %s: %w", name, err)
+		}
+		regs = append(regs, reg)
+	}
+	k.mu.Lock()
+	k.regs = regs
+	k.mu.Unlock()
+
+	factory.Start(ctx.Done())
+	syncs := make([]cache.InformerSynced, len(regs))
+	for i, r := range regs {
+		syncs[i] = r.HasSynced
+	}
+	if cache.WaitForCacheSync(ctx.Done(), syncs...) {
+		k.log.Info("informers synced")
+	}
+	<-ctx.Done()
+	return nil
+}
+
+// eventHandler adapts one Handler method to informer callbacks.
+func eventHandler[T metav1.Object](k *Kubernetes, lag prometheus.Observer, deliver func(T, bool)) cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if o, ok := obj.(T); ok {
+				deliver(o, false)
+			}
+		},
+		UpdateFunc: func(oldObj, newObj any) {
+			o, ok1 := oldObj.(T)
+			n, ok2 := newObj.(T)
+			if !ok1 || !ok2 || o.GetResourceVersion() == n.GetResourceVersion() {
+				return
+			}
+			if t := newestManagedTime(n); !t.IsZero() {
+				// Negative only through clock skew between the API server and us.
+				lag.Observe(max(time.Since(t).Seconds(), 0))
+			}
+			deliver(n, false)
+		},
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if o, ok := obj.(T); ok {
+				deliver(o, true)
+			} else {
+				k.log.Warn("unexpected object in delete event", zap.String("type", fmt.Sprintf("%T", obj)))
+			}
+		},
+	}
+}
