@@ -65,7 +65,9 @@ func AddressSet(cfg Config, svc *corev1.Service, port uint32, slices []*discover
 //     the result does not depend on the order of slices.
 //
 // The result shares no memory with the inputs except strings, and nothing in it is modified
-// afterwards.
+// afterwards. Its endpoints (and their label slices) are carved from a few shared arrays, so
+// a pointer to one endpoint keeps those arrays alive; the cost for n addresses is about a
+// dozen allocations.
 func HostAddressSet(cfg Config, svc *corev1.Service, port uint32, hostname string, slices []*discoveryv1.EndpointSlice, pods PodLookup) *snapshot.AddressSet {
 	if svc == nil {
 		return &snapshot.AddressSet{Exists: false}
@@ -78,18 +80,24 @@ func HostAddressSet(cfg Config, svc *corev1.Service, port uint32, hostname strin
 
 	// Keep the slices of this Service, ordered by name, and count their addresses.
 	own := make([]*discoveryv1.EndpointSlice, 0, len(slices))
-	n := 0
+	var b batch
+	nAddrs, nLabels := 0, 0
 	for _, es := range slices {
 		if !sliceOf(es, svc) {
 			continue
 		}
 		own = append(own, es)
 		for i := range es.Endpoints {
-			n += len(es.Endpoints[i].Addresses)
+			if ep := &es.Endpoints[i]; ready(ep) && len(ep.Addresses) > 0 {
+				nAddrs += len(ep.Addresses)
+				nLabels += labelsPerEndpoint(ep)
+			}
 		}
 	}
 	sortSlices(own)
-	set.Endpoints = make(map[netip.AddrPort]*snapshot.Endpoint, n)
+	set.Endpoints = make(map[netip.AddrPort]*snapshot.Endpoint, nAddrs)
+	b.endpoints = make([]snapshot.Endpoint, 0, nAddrs)
+	b.labels = make([]snapshot.Label, 0, nLabels)
 
 	for _, es := range own {
 		tp, ok := slicePort(es, port, spName, named)
@@ -98,13 +106,13 @@ func HostAddressSet(cfg Config, svc *corev1.Service, port uint32, hostname strin
 		}
 		for i := range es.Endpoints {
 			ep := &es.Endpoints[i]
-			if len(ep.Addresses) == 0 || (ep.Conditions.Ready != nil && !*ep.Conditions.Ready) {
+			if len(ep.Addresses) == 0 || !ready(ep) {
 				continue
 			}
 			if hostname != "" && (ep.Hostname == nil || *ep.Hostname != hostname) {
 				continue
 			}
-			tmpl, ok := endpointTemplate(cfg, es, ep, tp, pods)
+			tmpl, ok := endpointTemplate(cfg, es, ep, tp, pods, &b)
 			if !ok {
 				continue
 			}
@@ -117,7 +125,7 @@ func HostAddressSet(cfg Config, svc *corev1.Service, port uint32, hostname strin
 				if _, dup := set.Endpoints[ap]; dup {
 					continue
 				}
-				e := new(snapshot.Endpoint)
+				e := b.endpoint()
 				*e = tmpl
 				e.Addr = ap
 				set.Endpoints[ap] = e
@@ -203,7 +211,7 @@ func parseAddr(s string, t discoveryv1.AddressType) (netip.Addr, bool) {
 
 // endpointTemplate returns everything of the endpoint ep on port tp but its address, or false
 // when ep is left out (its pod is unknown).
-func endpointTemplate(cfg Config, es *discoveryv1.EndpointSlice, ep *discoveryv1.Endpoint, tp uint32, pods PodLookup) (snapshot.Endpoint, bool) {
+func endpointTemplate(cfg Config, es *discoveryv1.EndpointSlice, ep *discoveryv1.Endpoint, tp uint32, pods PodLookup, b *batch) (snapshot.Endpoint, bool) {
 	e := snapshot.Endpoint{Weight: DefaultWeight}
 	if ep.Hostname != nil {
 		e.Hostname = *ep.Hostname
@@ -215,7 +223,7 @@ func endpointTemplate(cfg Config, es *discoveryv1.EndpointSlice, ep *discoveryv1
 	ref := ep.TargetRef
 	if ref == nil || ref.Kind != "Pod" {
 		if zone != "" {
-			e.Labels = []snapshot.Label{{Key: LabelKeyZone, Value: zone}}
+			e.Labels = append(b.labelBuf(1), snapshot.Label{Key: LabelKeyZone, Value: zone})
 		}
 		return e, true
 	}
@@ -243,25 +251,37 @@ func endpointTemplate(cfg Config, es *discoveryv1.EndpointSlice, ep *discoveryv1
 	}
 	meshed := cfg.ControlPlaneNamespace != "" && pod.Labels[LabelControlPlaneNS] == cfg.ControlPlaneNamespace
 
-	labels := make([]snapshot.Label, 0, 6)
-	labels = append(labels, snapshot.Label{Key: LabelKeyPod, Value: e.Pod}, snapshot.Label{Key: LabelKeyServiceAccount, Value: sa})
-	if meshed {
-		labels = append(labels, snapshot.Label{Key: LabelKeyControlPlaneNS, Value: cfg.ControlPlaneNamespace})
-	}
-	if zone != "" {
-		labels = append(labels, snapshot.Label{Key: LabelKeyZone, Value: zone})
-	}
-	if h := pod.Labels[LabelPodTemplateHash]; h != "" {
-		labels = append(labels, snapshot.Label{Key: LabelKeyPodTemplate, Value: h})
-	}
+	// Labels in key order, the owner's slotted in where it sorts.
+	owner := snapshot.Label{}
 	if kind, name := Owner(pod); kind != "" && !reservedLabel(kind) {
-		labels = append(labels, snapshot.Label{Key: kind, Value: name})
+		owner = snapshot.Label{Key: kind, Value: name}
 	}
-	slices.SortFunc(labels, func(a, b snapshot.Label) int { return cmp.Compare(a.Key, b.Key) })
+	labels := b.labelBuf(maxPodLabels)
+	add := func(l snapshot.Label) {
+		if owner.Key != "" && owner.Key < l.Key {
+			labels = append(labels, owner)
+			owner.Key = ""
+		}
+		labels = append(labels, l)
+	}
+	if meshed {
+		add(snapshot.Label{Key: LabelKeyControlPlaneNS, Value: cfg.ControlPlaneNamespace})
+	}
+	add(snapshot.Label{Key: LabelKeyPod, Value: e.Pod})
+	if h := pod.Labels[LabelPodTemplateHash]; h != "" {
+		add(snapshot.Label{Key: LabelKeyPodTemplate, Value: h})
+	}
+	add(snapshot.Label{Key: LabelKeyServiceAccount, Value: sa})
+	if zone != "" {
+		add(snapshot.Label{Key: LabelKeyZone, Value: zone})
+	}
+	if owner.Key != "" {
+		labels = append(labels, owner)
+	}
 	e.Labels = labels
 
 	if meshed && !IsSkippedInbound(pod, tp) {
-		e.Identity = Identity(cfg, sa, ns)
+		e.Identity = b.identity(cfg, sa, ns)
 		e.HTTP2 = true
 		e.Hint = snapshot.HintH2
 		if IsOpaque(cfg, pod, tp) {
@@ -280,4 +300,55 @@ func reservedLabel(k string) bool {
 		return true
 	}
 	return false
+}
+
+// maxPodLabels is the most labels an address of a pod has: pod, serviceaccount,
+// control_plane_ns, zone, pod_template_hash and the owner.
+const maxPodLabels = 6
+
+// labelsPerEndpoint is the label capacity endpointTemplate takes for ep.
+func labelsPerEndpoint(ep *discoveryv1.Endpoint) int {
+	if ep.TargetRef != nil && ep.TargetRef.Kind == "Pod" {
+		return maxPodLabels
+	}
+	return 1
+}
+
+// batch hands out the endpoints and label slices of one address set from a few large
+// allocations instead of several small ones per address. The endpoints of a set therefore
+// share their backing arrays: a pointer to one keeps the whole batch alive, which is what a
+// published set does anyway.
+type batch struct {
+	endpoints []snapshot.Endpoint
+	labels    []snapshot.Label
+	// The last identity built: the pods of a service mostly share one service account.
+	idSA, idNS, id string
+}
+
+// identity returns Identity(cfg, sa, ns), reusing the last one when it matches.
+func (b *batch) identity(cfg Config, sa, ns string) string {
+	if b.id == "" || b.idSA != sa || b.idNS != ns {
+		b.idSA, b.idNS, b.id = sa, ns, Identity(cfg, sa, ns)
+	}
+	return b.id
+}
+
+// endpoint returns a zero endpoint of the batch.
+func (b *batch) endpoint() *snapshot.Endpoint {
+	if len(b.endpoints) == cap(b.endpoints) {
+		b.endpoints = make([]snapshot.Endpoint, 0, max(16, cap(b.endpoints)))
+	}
+	b.endpoints = b.endpoints[:len(b.endpoints)+1]
+	return &b.endpoints[len(b.endpoints)-1]
+}
+
+// labelBuf returns an empty slice with room for n labels; appending beyond n reallocates
+// rather than overwrite a neighbour.
+func (b *batch) labelBuf(n int) []snapshot.Label {
+	if cap(b.labels)-len(b.labels) < n {
+		b.labels = make([]snapshot.Label, 0, max(64, n))
+	}
+	l := len(b.labels)
+	b.labels = b.labels[:l+n]
+	return b.labels[l : l : l+n]
 }

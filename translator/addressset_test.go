@@ -239,6 +239,22 @@ func TestAddressSet(t *testing.T) {
 			},
 		},
 		{
+			name: "owner label sorts among the others",
+			svc:  web, port: 80,
+			slices: []*discoveryv1.EndpointSlice{eslice("ns", "web-1", "web", v4, httpPorts,
+				withZone(endpoint("a", "10.0.0.1"), "z"), withZone(endpoint("b", "10.0.0.2"), "z"), withZone(endpoint("c", "10.0.0.3"), "z"))},
+			pods: index(
+				pod("ns", "a", meshed("linkerd"), owned("AppSet", "x"), label(LabelPodTemplateHash, "h")),
+				pod("ns", "b", meshed("linkerd"), owned("Zeta", "y"), label(LabelPodTemplateHash, "h")),
+				pod("ns", "c", meshed("linkerd"), owned("Zone", "clash")),
+			),
+			want: []string{
+				"10.0.0.1:8080 pod=ns/a id=" + idA + " hint=h2 h2c [appset=x,control_plane_ns=linkerd,pod=a,pod_template_hash=h,serviceaccount=sa-a,zone=z]",
+				"10.0.0.2:8080 pod=ns/b id=sa-b.ns.serviceaccount.identity.linkerd.cluster.local hint=h2 h2c [control_plane_ns=linkerd,pod=b,pod_template_hash=h,serviceaccount=sa-b,zeta=y,zone=z]",
+				"10.0.0.3:8080 pod=ns/c id=sa-c.ns.serviceaccount.identity.linkerd.cluster.local hint=h2 h2c [control_plane_ns=linkerd,pod=c,serviceaccount=sa-c,zone=z]",
+			},
+		},
+		{
 			name: "zone label, on pods and on bare addresses",
 			svc:  web, port: 80,
 			slices: []*discoveryv1.EndpointSlice{eslice("ns", "web-1", "web", v4, httpPorts,

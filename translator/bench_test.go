@@ -1,0 +1,68 @@
+package translator
+
+import (
+	"fmt"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+)
+
+// benchService builds a Service with n meshed endpoints, each pod owned by a Deployment's
+// ReplicaSet, in slices of 100 endpoints (the EndpointSlice controller's default), across
+// three zones.
+func benchService(n int) (*corev1.Service, []*discoveryv1.EndpointSlice, podIndex) {
+	svc := service("shop", "web", sport("http", 80), sport("db", 3306))
+	pods := podIndex{}
+	var sl []*discoveryv1.EndpointSlice
+	for i := 0; i < n; i++ {
+		if i%100 == 0 {
+			sl = append(sl, eslice("shop", fmt.Sprintf("web-%05d", i/100), "web", v4,
+				[]discoveryv1.EndpointPort{eport("http", 8080), eport("db", 3306)}))
+		}
+		name := fmt.Sprintf("web-7c9d8f6b5-%05d", i)
+		ep := withZone(endpoint(name, fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255)), fmt.Sprintf("zone-%d", i%3))
+		s := sl[len(sl)-1]
+		s.Endpoints = append(s.Endpoints, ep)
+		p := pod("shop", name, meshed("linkerd"), owned("ReplicaSet", "web-7c9d8f6b5"), label(LabelPodTemplateHash, "7c9d8f6b5"), sa("web"))
+		pods[p.Namespace+"/"+p.Name] = p
+	}
+	return svc, sl, pods
+}
+
+func BenchmarkAddressSet(b *testing.B) {
+	cfg := DefaultConfig()
+	for _, n := range []int{100, 1000} {
+		for _, port := range []uint32{80, 3306} {
+			b.Run(fmt.Sprintf("endpoints=%d/port=%d", n, port), func(b *testing.B) {
+				svc, sl, pods := benchService(n)
+				lookup := pods.lookup
+				b.ReportAllocs()
+				for b.Loop() {
+					if s := AddressSet(cfg, svc, port, sl, lookup); s.Len() != n {
+						b.Fatalf("got %d endpoints", s.Len())
+					}
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/endpoint")
+			})
+		}
+	}
+}
+
+func BenchmarkParseAuthority(b *testing.B) {
+	cfg := DefaultConfig()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ParseAuthority(cfg, "web-0.web.shop.svc.cluster.local:8080"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkSlimPod(b *testing.B) {
+	p := fatPod(pod("ns", "a", meshed("linkerd"), owned("ReplicaSet", "web-abc"), label(LabelPodTemplateHash, "abc"), annotate(AnnotationOpaquePorts, "http")))
+	b.ReportAllocs()
+	for b.Loop() {
+		SlimPod(p)
+	}
+}
