@@ -22,8 +22,14 @@ type Outcome struct {
 // arguments. force is true for `meridian inject --manual`, where an absent
 // linkerd.io/inject counts as enabled.
 func (c *Config) Review(ns Meta, namespace string, meta *metav1.ObjectMeta, spec *corev1.PodSpec, force bool) Outcome {
+	return c.ReviewOwned(ns, namespace, meta, spec, OwnerOf(meta), force)
+}
+
+// ReviewOwned is Review with the owner given rather than derived from the pod's owner
+// references (a workload's pod template has none; its owner is the workload).
+func (c *Config) ReviewOwned(ns Meta, namespace string, meta *metav1.ObjectMeta, spec *corev1.PodSpec, owner Owner, force bool) Outcome {
 	w := Workload{Namespace: namespace, Labels: meta.Labels, Annotations: meta.Annotations, Spec: spec}
-	out := Outcome{Owner: OwnerOf(meta), Decision: Decide(ns, w, force)}
+	out := Outcome{Owner: owner, Decision: Decide(ns, w, force)}
 	if !out.Decision.Inject {
 		return out
 	}

@@ -1,0 +1,120 @@
+package injector
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meridian-mesh/meridian/internal/kubetest"
+	admissionregv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func TestMain(m *testing.M) { os.Exit(kubetest.Main(m)) }
+
+// TestWebhookWithAPIServer registers the webhook (served over HTTPS on loopback) with a
+// real kube-apiserver and creates pods: one in a namespace annotated linkerd.io/inject:
+// enabled comes back injected; one annotated disabled comes back untouched.
+func TestWebhookWithAPIServer(t *testing.T) {
+	env := kubetest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+
+	s := startWebhook(t, &KubeNamespaces{Client: env.Client})
+	selector := fmt.Sprintf("injector-test-%d", time.Now().UnixNano())
+	ns := env.Namespace(t, map[string]string{"meridian.test/injector": selector})
+	nsObj, err := env.Client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nsObj.Annotations = map[string]string{AnnotationInject: InjectEnabled, AnnotationProxyCPURequest: "25m"}
+	if _, err := env.Client.CoreV1().Namespaces().Update(ctx, nsObj, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	url := s.url
+	fail := admissionregv1.Fail
+	none := admissionregv1.SideEffectClassNone
+	timeout := int32(10)
+	whc := &admissionregv1.MutatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: selector},
+		Webhooks: []admissionregv1.MutatingWebhook{{
+			Name:                    "linkerd-proxy-injector.linkerd.io",
+			ClientConfig:            admissionregv1.WebhookClientConfig{URL: &url, CABundle: s.caPEM},
+			Rules:                   []admissionregv1.RuleWithOperations{{Operations: []admissionregv1.OperationType{admissionregv1.Create}, Rule: admissionregv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}}}},
+			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"meridian.test/injector": selector}},
+			FailurePolicy:           &fail,
+			SideEffects:             &none,
+			AdmissionReviewVersions: []string{"v1"},
+			TimeoutSeconds:          &timeout,
+		}},
+	}
+	if _, err := env.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, whc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = env.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(ctx, selector, metav1.DeleteOptions{})
+	})
+
+	newPod := func(name string, ann map[string]string) *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: ann},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{
+				Name: "app", Image: "registry.example/app:1",
+				Ports: []corev1.ContainerPort{{ContainerPort: 8080}},
+			}}},
+		}
+	}
+	// The API server picks the webhook configuration up asynchronously: retry until a pod
+	// comes back injected, bounded by ctx.
+	var got *corev1.Pod
+	for i := 0; ; i++ {
+		p, err := env.Client.CoreV1().Pods(ns).Create(ctx, newPod(fmt.Sprintf("web-%d", i), nil), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("create pod: %v", err)
+		}
+		if len(p.Spec.InitContainers) > 0 {
+			got = p
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("no pod came back injected before the deadline")
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	checkInjectedBasics(t, got)
+	proxy := got.Spec.InitContainers[1]
+	if proxy.RestartPolicy == nil || *proxy.RestartPolicy != corev1.ContainerRestartPolicyAlways {
+		t.Errorf("proxy is not a native sidecar: %+v", proxy.RestartPolicy)
+	}
+	if proxy.Resources.Requests.Cpu().String() != "25m" {
+		t.Errorf("namespace annotation did not flow down: %v", proxy.Resources.Requests)
+	}
+	if got.Labels[LabelWorkloadNS] != ns || got.Labels["linkerd.io/proxy-pod"] == "" {
+		t.Errorf("labels %v", got.Labels)
+	}
+	var token bool
+	for _, v := range got.Spec.Volumes {
+		if v.Name == volumeIdentityToken && v.Projected != nil {
+			token = true
+		}
+	}
+	if !token {
+		t.Error("no projected identity token volume")
+	}
+
+	skipped, err := env.Client.CoreV1().Pods(ns).Create(ctx, newPod("opted-out", map[string]string{AnnotationInject: InjectDisabled}), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(skipped.Spec.InitContainers) != 0 || len(skipped.Spec.Containers) != 1 || strings.HasPrefix(skipped.Annotations[AnnotationCreatedBy], "meridian") {
+		t.Errorf("opted-out pod was modified: %+v", skipped.Spec)
+	}
+}

@@ -1,0 +1,260 @@
+package injector
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	jsonpatch "github.com/evanphx/json-patch/v5"
+	corev1 "k8s.io/api/core/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+)
+
+// ManifestOptions configure the manifest transform behind `meridian inject`.
+type ManifestOptions struct {
+	// Manual materialises the proxy and init containers (as the webhook would); otherwise
+	// linkerd.io/inject: enabled is added to each pod template and the webhook does the rest.
+	Manual bool
+	// Config is the injection configuration used in Manual mode.
+	Config Config
+	// FlagValues maps a config.linkerd.io/* annotation to the command-line flag that set the
+	// same default ("--proxy-cpu-request=100m"). When an input carries that annotation, the
+	// annotation wins and the report says so.
+	FlagValues map[string]string
+}
+
+// ReportLine says what happened to one workload.
+type ReportLine struct {
+	Resource string // "deployment/web"
+	Injected bool
+	Reason   string // skip reason, or a note
+}
+
+func (l ReportLine) String() string {
+	if l.Injected {
+		if l.Reason != "" {
+			return l.Resource + ": " + l.Reason
+		}
+		return l.Resource + " injected"
+	}
+	return l.Resource + " skipped: " + l.Reason
+}
+
+// templatePaths says where each workload kind keeps its pod template ("" for a Pod).
+var templatePaths = map[string][]string{
+	"Pod":                   nil,
+	"Deployment":            {"spec", "template"},
+	"StatefulSet":           {"spec", "template"},
+	"DaemonSet":             {"spec", "template"},
+	"ReplicaSet":            {"spec", "template"},
+	"ReplicationController": {"spec", "template"},
+	"Job":                   {"spec", "template"},
+	"CronJob":               {"spec", "jobTemplate", "spec", "template"},
+}
+
+// InjectManifests reads multi-document YAML (or JSON) from r and writes it to w with every
+// workload's pod template injected or annotated. Documents that are not workloads pass
+// through unchanged; Lists are processed item by item. The returned lines report each
+// workload, including the annotations that overrode command-line flags.
+func InjectManifests(r io.Reader, w io.Writer, opts ManifestOptions) ([]ReportLine, error) {
+	if opts.Manual {
+		if err := opts.Config.Validate(); err != nil {
+			return nil, err
+		}
+	}
+	yr := utilyaml.NewYAMLReader(bufio.NewReader(r))
+	var report []ReportLine
+	first := true
+	for i := 0; ; i++ {
+		doc, err := yr.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return report, fmt.Errorf("read document %d: %w", i+1, err)
+		}
+		if isBlankYAML(doc) {
+			continue
+		}
+		out, lines, err := injectDocument(doc, opts)
+		if err != nil {
+			return report, fmt.Errorf("document %d: %w", i+1, err)
+		}
+		report = append(report, lines...)
+		if !first {
+			if _, err := io.WriteString(w, "---\n"); err != nil {
+				return report, err
+			}
+		}
+		first = false
+		if _, err := w.Write(out); err != nil {
+			return report, err
+		}
+		if len(out) > 0 && out[len(out)-1] != '\n' {
+			if _, err := io.WriteString(w, "\n"); err != nil {
+				return report, err
+			}
+		}
+	}
+	return report, nil
+}
+
+func isBlankYAML(doc []byte) bool {
+	for _, line := range strings.Split(string(doc), "\n") {
+		l := strings.TrimSpace(line)
+		if l != "" && !strings.HasPrefix(l, "#") && l != "---" {
+			return false
+		}
+	}
+	return true
+}
+
+// injectDocument returns the document to write: the original bytes when nothing changed.
+func injectDocument(doc []byte, opts ManifestOptions) ([]byte, []ReportLine, error) {
+	js, err := yaml.YAMLToJSON(doc)
+	if err != nil {
+		return nil, nil, fmt.Errorf("parse YAML: %w", err)
+	}
+	var obj map[string]any
+	if err := json.Unmarshal(js, &obj); err != nil || obj == nil {
+		return doc, nil, nil // not an object: pass through
+	}
+	changed, lines, err := injectObject(obj, opts)
+	if err != nil || !changed {
+		return doc, lines, err
+	}
+	js, err = json.Marshal(obj)
+	if err != nil {
+		return nil, nil, err
+	}
+	out, err := yaml.JSONToYAML(js)
+	return out, lines, err
+}
+
+func injectObject(obj map[string]any, opts ManifestOptions) (bool, []ReportLine, error) {
+	kind, _ := obj["kind"].(string)
+	if items, ok := obj["items"].([]any); ok && strings.HasSuffix(kind, "List") {
+		var lines []ReportLine
+		changed := false
+		for i, it := range items {
+			m, ok := it.(map[string]any)
+			if !ok {
+				continue
+			}
+			c, l, err := injectObject(m, opts)
+			if err != nil {
+				return false, lines, fmt.Errorf("item %d: %w", i, err)
+			}
+			changed = changed || c
+			lines = append(lines, l...)
+			items[i] = m
+		}
+		return changed, lines, nil
+	}
+	path, ok := templatePaths[kind]
+	if !ok {
+		return false, nil, nil
+	}
+	meta, _ := obj["metadata"].(map[string]any)
+	name, _ := meta["name"].(string)
+	namespace, _ := meta["namespace"].(string)
+	resource := strings.ToLower(kind) + "/" + name
+
+	parent, key := obj, ""
+	tmpl := obj
+	for i, p := range path {
+		next, ok := tmpl[p].(map[string]any)
+		if !ok {
+			return false, []ReportLine{{Resource: resource, Reason: "no pod template at ." + strings.Join(path[:i+1], ".")}}, nil
+		}
+		parent, key, tmpl = tmpl, p, next
+	}
+	tjs, err := json.Marshal(tmpl)
+	if err != nil {
+		return false, nil, err
+	}
+	var pt corev1.PodTemplateSpec
+	if err := json.Unmarshal(tjs, &pt); err != nil {
+		return false, []ReportLine{{Resource: resource, Reason: ReasonInvalidPod + ": " + err.Error()}}, nil
+	}
+	owner := Owner{Kind: strings.ToLower(kind), Name: name}
+	if !opts.Manual {
+		d := Decide(Meta{}, Workload{Namespace: namespace, Labels: pt.Labels, Annotations: pt.Annotations, Spec: &pt.Spec}, true)
+		if !d.Inject {
+			return false, []ReportLine{{Resource: resource, Reason: d.Reason}}, nil
+		}
+		tmeta, _ := tmpl["metadata"].(map[string]any)
+		if tmeta == nil {
+			tmeta = map[string]any{}
+			tmpl["metadata"] = tmeta
+		}
+		ann, _ := tmeta["annotations"].(map[string]any)
+		if ann == nil {
+			ann = map[string]any{}
+			tmeta["annotations"] = ann
+		}
+		if ann[AnnotationInject] == InjectEnabled || ann[AnnotationInject] == InjectIngress {
+			return false, []ReportLine{{Resource: resource, Injected: true, Reason: "already annotated"}}, nil
+		}
+		ann[AnnotationInject] = InjectEnabled
+		return true, []ReportLine{{Resource: resource, Injected: true}}, nil
+	}
+
+	out := opts.Config.ReviewOwned(Meta{}, namespace, &pt.ObjectMeta, &pt.Spec, owner, true)
+	if !out.Decision.Inject {
+		reason := out.Decision.Reason
+		if out.Detail != "" {
+			reason += ": " + out.Detail
+		}
+		return false, []ReportLine{{Resource: resource, Reason: reason}}, nil
+	}
+	var lines []ReportLine
+	for _, a := range out.Values.Overridden {
+		if flag, ok := opts.FlagValues[a]; ok {
+			lines = append(lines, ReportLine{Resource: resource, Injected: true,
+				Reason: fmt.Sprintf("annotation %s=%s takes precedence over %s", a, pt.Annotations[a], flag)})
+		}
+	}
+	lines = append(lines, ReportLine{Resource: resource, Injected: true})
+
+	// Apply the webhook's own patch to the template, so unknown fields survive.
+	if _, ok := tmpl["metadata"].(map[string]any); !ok {
+		tmpl["metadata"] = map[string]any{}
+	}
+	tjs, err = json.Marshal(tmpl)
+	if err != nil {
+		return false, nil, err
+	}
+	pb, err := MarshalPatch(out.Mutation.Patch("", &pt.ObjectMeta, &pt.Spec))
+	if err != nil {
+		return false, nil, err
+	}
+	patch, err := jsonpatch.DecodePatch(pb)
+	if err != nil {
+		return false, nil, err
+	}
+	patched, err := patch.Apply(tjs)
+	if err != nil {
+		return false, nil, fmt.Errorf("%s: apply patch: %w", resource, err)
+	}
+	var nt map[string]any
+	if err := json.Unmarshal(patched, &nt); err != nil {
+		return false, nil, err
+	}
+	if key == "" {
+		// A Pod: the template is the object itself.
+		for k := range obj {
+			delete(obj, k)
+		}
+		for k, v := range nt {
+			obj[k] = v
+		}
+	} else {
+		parent[key] = nt
+	}
+	return true, lines, nil
+}

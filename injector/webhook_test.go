@@ -1,0 +1,466 @@
+package injector
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// testCert is a self-signed serving certificate for 127.0.0.1.
+type testCert struct {
+	certPEM, keyPEM []byte
+	cert            *x509.Certificate
+}
+
+func newTestCert(t testing.TB, cn string) testCert {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               pkix.Name{CommonName: cn},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
+		DNSNames:              []string{"localhost"},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return testCert{
+		certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		keyPEM:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}),
+		cert:    cert,
+	}
+}
+
+func (c testCert) write(t testing.TB, dir string) (string, string) {
+	t.Helper()
+	cf, kf := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	// Write to temporary names and rename, as a Secret volume update is atomic.
+	for _, f := range []struct {
+		path string
+		data []byte
+	}{{cf, c.certPEM}, {kf, c.keyPEM}} {
+		tmp := f.path + ".tmp"
+		if err := os.WriteFile(tmp, f.data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, f.path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return cf, kf
+}
+
+// webhookServer is a webhook served over real HTTPS on 127.0.0.1.
+type webhookServer struct {
+	url    string
+	client *http.Client
+	roots  *x509.CertPool
+	reg    *prometheus.Registry
+	certs  *CertReloader
+	dir    string
+	caPEM  []byte
+}
+
+func startWebhook(t *testing.T, ns NamespaceLookup) *webhookServer {
+	t.Helper()
+	dir := t.TempDir()
+	tc := newTestCert(t, "injector-1")
+	cf, kf := tc.write(t, dir)
+	certs, err := NewCertReloader(cf, kf, 50*time.Millisecond, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	m, err := NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	wh, err := NewWebhook(cfg, ns, m, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Serve(ctx, lis, wh, certs, nil) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Serve: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Error("Serve did not return within 10s of cancel")
+		}
+	})
+	roots := x509.NewCertPool()
+	roots.AddCert(tc.cert)
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
+	}}
+	t.Cleanup(client.CloseIdleConnections)
+	return &webhookServer{url: "https://" + lis.Addr().String() + "/", client: client, roots: roots, reg: reg, certs: certs, dir: dir, caPEM: tc.certPEM}
+}
+
+func podReview(t testing.TB, pod *corev1.Pod, op admissionv1.Operation) []byte {
+	t.Helper()
+	raw, err := json.Marshal(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+		Request: &admissionv1.AdmissionRequest{
+			UID:       types.UID("req-1"),
+			Kind:      metav1.GroupVersionKind{Version: "v1", Kind: "Pod"},
+			Resource:  metav1.GroupVersionResource{Version: "v1", Resource: "pods"},
+			Namespace: "apps",
+			Operation: op,
+			Object:    runtime.RawExtension{Raw: raw},
+		},
+	}
+	b, err := json.Marshal(&r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func (s *webhookServer) post(t *testing.T, body []byte) (int, []byte) {
+	t.Helper()
+	resp, err := s.client.Post(s.url, "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, b
+}
+
+func (s *webhookServer) review(t *testing.T, body []byte) *admissionv1.AdmissionResponse {
+	t.Helper()
+	code, b := s.post(t, body)
+	if code != http.StatusOK {
+		t.Fatalf("status %d: %s", code, b)
+	}
+	var out admissionv1.AdmissionReview
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.APIVersion != "admission.k8s.io/v1" || out.Kind != "AdmissionReview" || out.Response == nil {
+		t.Fatalf("bad review back: %s", b)
+	}
+	if out.Response.UID != "req-1" || !out.Response.Allowed {
+		t.Fatalf("response uid %q allowed %v", out.Response.UID, out.Response.Allowed)
+	}
+	return out.Response
+}
+
+func TestWebhookHTTPS(t *testing.T) {
+	s := startWebhook(t, StaticNamespaces{
+		"apps": {Annotations: map[string]string{AnnotationInject: "enabled", AnnotationProxyCPURequest: "150m"}},
+	})
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "web-abc-", Labels: map[string]string{"pod-template-hash": "abc"}, OwnerReferences: controller("ReplicaSet", "web-abc")},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app"}}},
+	}
+
+	t.Run("inject", func(t *testing.T) {
+		resp := s.review(t, podReview(t, pod, admissionv1.Create))
+		if resp.PatchType == nil || *resp.PatchType != admissionv1.PatchTypeJSONPatch || len(resp.Patch) == 0 {
+			t.Fatalf("no JSON patch: %+v", resp)
+		}
+		var ops []PatchOp
+		if err := json.Unmarshal(resp.Patch, &ops); err != nil {
+			t.Fatal(err)
+		}
+		got := applyPatch(t, pod, ops)
+		checkInjectedBasics(t, got)
+		if got.Spec.InitContainers[1].Resources.Requests.Cpu().String() != "150m" {
+			t.Errorf("namespace cpu request annotation not honoured: %+v", got.Spec.InitContainers[1].Resources)
+		}
+	})
+	t.Run("skip keeps pod", func(t *testing.T) {
+		p := pod.DeepCopy()
+		p.Annotations = map[string]string{AnnotationInject: "disabled"}
+		resp := s.review(t, podReview(t, p, admissionv1.Create))
+		if resp.Patch != nil || resp.Result == nil || !strings.Contains(resp.Result.Message, ReasonDisableAnnotation) {
+			t.Fatalf("want an unpatched response naming the reason, got %+v", resp)
+		}
+	})
+	t.Run("invalid annotation value skips with reason", func(t *testing.T) {
+		p := pod.DeepCopy()
+		p.Annotations = map[string]string{AnnotationProxyMemoryLimit: "a lot"}
+		resp := s.review(t, podReview(t, p, admissionv1.Create))
+		if resp.Patch != nil || !strings.Contains(resp.Result.Message, ReasonInvalidProxyConfig) || !strings.Contains(resp.Result.Message, "proxy-memory-limit") {
+			t.Fatalf("got %+v", resp.Result)
+		}
+	})
+	t.Run("not a pod object", func(t *testing.T) {
+		b := podReview(t, pod, admissionv1.Create)
+		b = bytes.Replace(b, []byte(`"object":{`), []byte(`"object":{"spec":{"containers":7},`), 1)
+		resp := s.review(t, b)
+		if resp.Patch != nil || !strings.Contains(resp.Result.Message, ReasonInvalidPod) {
+			t.Fatalf("got %+v", resp.Result)
+		}
+	})
+	t.Run("update is not handled", func(t *testing.T) {
+		resp := s.review(t, podReview(t, pod, admissionv1.Update))
+		if resp.Patch != nil || !strings.Contains(resp.Result.Message, ReasonUnsupportedOperation) {
+			t.Fatalf("got %+v", resp.Result)
+		}
+	})
+	t.Run("bad bodies get 400 with the reason", func(t *testing.T) {
+		for body, want := range map[string]string{
+			``:   "empty body",
+			`{`:  "decode AdmissionReview",
+			`[]`: "decode AdmissionReview",
+			`{"apiVersion":"v1","kind":"AdmissionReview","request":{"uid":"x"}}`:         "admission.k8s.io/v1",
+			`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}`:              "no request",
+			`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{}}`: "no uid",
+		} {
+			code, b := s.post(t, []byte(body))
+			if code != http.StatusBadRequest || !strings.Contains(string(b), want) {
+				t.Errorf("body %q: status %d %q, want 400 containing %q", body, code, b, want)
+			}
+		}
+		code, _ := s.post(t, bytes.Repeat([]byte(" "), MaxReviewBytes+1))
+		if code != http.StatusBadRequest {
+			t.Errorf("oversized body: status %d, want 400", code)
+		}
+		resp, err := s.client.Get(s.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusMethodNotAllowed {
+			t.Errorf("GET: status %d", resp.StatusCode)
+		}
+	})
+	t.Run("metrics", func(t *testing.T) {
+		mfs, err := s.reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		found, requests := false, 0.0
+		for _, mf := range mfs {
+			if mf.GetName() == "proxy_inject_admission_requests_total" {
+				for _, m := range mf.GetMetric() {
+					requests += m.GetCounter().GetValue()
+				}
+			}
+			if mf.GetName() != "proxy_inject_admission_responses_total" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				l := map[string]string{}
+				for _, lp := range m.GetLabel() {
+					l[lp.GetName()] = lp.GetValue()
+				}
+				if l["owner_kind"] == "deployment" && l["namespace"] == "apps" && l["skip"] == "false" &&
+					l["annotation_at"] == AtNamespace && l["proxy_cpu_request"] == "150m" {
+					found = true
+				}
+				for _, name := range []string{"skip_reason", "proxy_memory_limit", "proxy_enable_native_sidecar"} {
+					if _, ok := l[name]; !ok {
+						t.Errorf("label %s missing", name)
+					}
+				}
+			}
+		}
+		if requests < 4 {
+			t.Errorf("requests_total sums to %v, want at least 4", requests)
+		}
+		if !found {
+			t.Error("no injected-response series with owner_kind=deployment namespace=apps annotation_at=namespace")
+		}
+	})
+}
+
+func checkInjectedBasics(t *testing.T, got *corev1.Pod) {
+	t.Helper()
+	if len(got.Spec.InitContainers) < 2 || got.Spec.InitContainers[0].Name != InitContainerName || got.Spec.InitContainers[1].Name != ProxyContainerName {
+		t.Fatalf("init containers %+v", got.Spec.InitContainers)
+	}
+	if got.Labels[LabelControlPlaneNS] != "linkerd" || got.Annotations[AnnotationCreatedBy] == "" {
+		t.Fatalf("labels %v annotations %v", got.Labels, got.Annotations)
+	}
+}
+
+// failingLookup fails every lookup.
+type failingLookup struct{}
+
+func (failingLookup) Namespace(context.Context, string) (Meta, error) {
+	return Meta{}, errors.New("apiserver unreachable")
+}
+
+func TestWebhookNamespaceLookupFailureAllows(t *testing.T) {
+	wh, err := NewWebhook(DefaultConfig(), failingLookup{}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	review, err := DecodeReview(bytes.NewReader(podReview(t, &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "a"}}}}, admissionv1.Create)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := wh.Review(context.Background(), review.Request)
+	if !resp.Allowed || resp.Patch != nil || !strings.Contains(resp.Result.Message, "apiserver unreachable") {
+		t.Fatalf("got %+v", resp)
+	}
+}
+
+func TestCertReload(t *testing.T) {
+	s := startWebhook(t, StaticNamespaces{})
+	serverCN := func() string {
+		conn, err := tls.Dial("tcp", strings.TrimSuffix(strings.TrimPrefix(s.url, "https://"), "/"),
+			&tls.Config{InsecureSkipVerify: true}) //nolint:gosec // the test inspects whichever cert is served
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		return conn.ConnectionState().PeerCertificates[0].Subject.CommonName
+	}
+	if cn := serverCN(); cn != "injector-1" {
+		t.Fatalf("serving %q", cn)
+	}
+	// A broken pair (new cert, old key) is not loaded; the old pair keeps serving.
+	next := newTestCert(t, "injector-2")
+	if err := os.WriteFile(filepath.Join(s.dir, "tls.crt"), next.certPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if cn := serverCN(); cn != "injector-1" {
+		t.Fatalf("serving %q while the pair is inconsistent", cn)
+	}
+	next.write(t, s.dir)
+	deadline := time.After(10 * time.Second)
+	for serverCN() != "injector-2" {
+		select {
+		case <-deadline:
+			t.Fatal("new certificate not served within 10s")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if s.certs.Reloads() < 1 {
+		t.Errorf("reloads %d", s.certs.Reloads())
+	}
+}
+
+// FuzzAdmissionReview feeds arbitrary bodies to the handler: it must never panic and must
+// answer 200 (a valid review, always allowed) or 400.
+func FuzzAdmissionReview(f *testing.F) {
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Annotations: map[string]string{AnnotationInject: "enabled", AnnotationProxyCPULimit: "1"}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "a", Ports: []corev1.ContainerPort{{ContainerPort: 80}}}}},
+	}
+	f.Add(podReview(f, pod, admissionv1.Create))
+	f.Add(podReview(f, &corev1.Pod{}, admissionv1.Create))
+	f.Add(podReview(f, &corev1.Pod{Spec: corev1.PodSpec{HostNetwork: true}}, admissionv1.Delete))
+	f.Add([]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"kind":"Pod"},"operation":"CREATE","object":{"metadata":{"annotations":{"config.linkerd.io/proxy-uid":"x"}}}}}`))
+	f.Add([]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"kind":"Pod"},"operation":"CREATE","object":null}}`))
+	f.Add([]byte(`{}`))
+	f.Add([]byte(`null`))
+	reg := prometheus.NewRegistry()
+	m, err := NewMetrics(reg)
+	if err != nil {
+		f.Fatal(err)
+	}
+	wh, err := NewWebhook(DefaultConfig(), StaticNamespaces{"apps": {Annotations: map[string]string{AnnotationInject: "enabled"}}}, m, nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req, err := http.NewRequest(http.MethodPost, "/", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := newRecorder()
+		wh.ServeHTTP(rec, req)
+		switch rec.code {
+		case http.StatusBadRequest:
+		case http.StatusOK:
+			var out admissionv1.AdmissionReview
+			if err := json.Unmarshal(rec.body.Bytes(), &out); err != nil || out.Response == nil || !out.Response.Allowed {
+				t.Fatalf("200 without an allowed review: %s", rec.body.Bytes())
+			}
+			if out.Response.Patch != nil {
+				var ops []PatchOp
+				if err := json.Unmarshal(out.Response.Patch, &ops); err != nil {
+					t.Fatalf("patch is not JSON: %v", err)
+				}
+			}
+		default:
+			t.Fatalf("status %d: %s", rec.code, rec.body.Bytes())
+		}
+	})
+}
+
+// recorder is a minimal http.ResponseWriter (httptest.ResponseRecorder works too; this
+// keeps MaxBytesReader's behaviour identical to a real connection).
+type recorder struct {
+	hdr  http.Header
+	code int
+	body bytes.Buffer
+}
+
+func newRecorder() *recorder { return &recorder{hdr: http.Header{}} }
+
+func (r *recorder) Header() http.Header { return r.hdr }
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.code == 0 {
+		r.code = http.StatusOK
+	}
+	return r.body.Write(b)
+}
+func (r *recorder) WriteHeader(code int) {
+	if r.code == 0 {
+		r.code = code
+	}
+}
