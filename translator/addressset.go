@@ -78,12 +78,16 @@ func HostAddressSet(cfg Config, svc *corev1.Service, port uint32, hostname strin
 	}
 	spName, named := servicePortName(svc, port)
 
-	// Keep the slices of this Service, ordered by name, and count their addresses.
+	// Keep the slices of this Service that have the port, ordered by name, and count their
+	// ready addresses.
 	own := make([]*discoveryv1.EndpointSlice, 0, len(slices))
 	var b batch
 	nAddrs, nLabels := 0, 0
 	for _, es := range slices {
 		if !sliceOf(es, svc) {
+			continue
+		}
+		if _, ok := slicePort(es, port, spName, named); !ok {
 			continue
 		}
 		own = append(own, es)
@@ -100,10 +104,7 @@ func HostAddressSet(cfg Config, svc *corev1.Service, port uint32, hostname strin
 	b.labels = make([]snapshot.Label, 0, nLabels)
 
 	for _, es := range own {
-		tp, ok := slicePort(es, port, spName, named)
-		if !ok {
-			continue
-		}
+		tp, _ := slicePort(es, port, spName, named)
 		for i := range es.Endpoints {
 			ep := &es.Endpoints[i]
 			if len(ep.Addresses) == 0 || !ready(ep) {
