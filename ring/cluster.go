@@ -1,6 +1,7 @@
 package ring
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -33,6 +34,15 @@ type Cluster struct {
 
 	ring   atomic.Pointer[Ring]
 	joined atomic.Bool
+	// gossipAddr is this member's advertised gossip ip:port, fixed after New.
+	gossipAddr netip.AddrPort
+
+	// view is this member's copy of the live members, kept by the event callbacks.
+	// memberlist rewrites the *Node values it hands out (Members, LocalNode) in place
+	// under its own lock, so reading them later races (hashicorp/memberlist#306); the
+	// callbacks run under that lock and are the one safe place to copy them.
+	viewMu sync.Mutex
+	view   map[string]nodeInfo
 
 	// changed is the one-slot wake-up from memberlist's callbacks to Run: a send never
 	// blocks, and events arriving while a rebuild is pending coalesce into it.
@@ -65,6 +75,7 @@ func New(cfg Config) (*Cluster, error) {
 		self:    Member{Name: cfg.NodeName, Addr: cfg.GRPCAddr},
 		changed: make(chan struct{}, 1),
 		subs:    make(map[chan struct{}]struct{}),
+		view:    make(map[string]nodeInfo),
 		membersGauge: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "ring_members",
 			Help: "Members in this replica's current ring (replicas alive in the gossip cluster with valid metadata).",
@@ -93,6 +104,14 @@ func New(cfg Config) (*Cluster, error) {
 		return nil, fmt.Errorf("ring: start gossip on %s: %w", cfg.GossipAddr, err)
 	}
 	c.ml = ml
+	// Create announced this member alive, which the event callback recorded.
+	c.viewMu.Lock()
+	c.gossipAddr = c.view[cfg.NodeName].gossip
+	c.viewMu.Unlock()
+	if !c.gossipAddr.IsValid() { // not expected; read it once, before any peer exists
+		n := ml.LocalNode()
+		c.gossipAddr = netip.AddrPortFrom(addrFromIP(n.Addr), n.Port)
+	}
 	c.ring.Store(Build([]Member{c.self}, cfg.Hash))
 	c.membersGauge.Set(1)
 	c.log.Info("gossip listening", zap.String("gossip_addr", c.GossipAddr()), zap.String("grpc_addr", cfg.GRPCAddr))
@@ -221,7 +240,7 @@ func (c *Cluster) Self() Member { return c.self }
 
 // GossipAddr returns the ip:port this member advertises for gossip, with the actual port
 // when the configured port was 0. Seeds of other members can point at it.
-func (c *Cluster) GossipAddr() string { return c.ml.LocalNode().Address() }
+func (c *Cluster) GossipAddr() string { return c.gossipAddr.String() }
 
 // Subscribe returns a channel that receives a value after the ring changes, and a cancel
 // func that stops the notifications (idempotent). The channel holds one value: changes
@@ -251,15 +270,20 @@ func (c *Cluster) wake() {
 // rebuild builds the ring from memberlist's current members and publishes it if it
 // differs from the current one. Only Run's goroutine calls it.
 func (c *Cluster) rebuild() {
-	nodes := c.ml.Members()
+	c.viewMu.Lock()
+	nodes := make(map[string]nodeInfo, len(c.view))
+	for name, n := range c.view {
+		nodes[name] = n
+	}
+	c.viewMu.Unlock()
 	ms := make([]Member, 0, len(nodes))
-	for _, n := range nodes {
-		addr, err := decodeMeta(n.Meta)
+	for name, n := range nodes {
+		addr, err := decodeMeta(n.meta)
 		if err != nil {
-			c.log.Warn("ignoring gossip member", zap.String("member", n.Name), zap.String("member_gossip_addr", n.Address()), zap.Error(err))
+			c.log.Warn("ignoring gossip member", zap.String("member", name), zap.Stringer("member_gossip_addr", n.gossip), zap.Error(err))
 			continue
 		}
-		ms = append(ms, Member{Name: n.Name, Addr: addr})
+		ms = append(ms, Member{Name: name, Addr: addr})
 	}
 	r := Build(ms, c.cfg.Hash)
 	c.membersGauge.Set(float64(r.Len()))
@@ -337,15 +361,16 @@ func (c *Cluster) joinOnce(ctx context.Context) bool {
 			continue
 		}
 		reached++
+		// One peer's state is the cluster's: joined from here on. The other peers are
+		// still contacted, which heals a split when seeds lead to different clusters.
+		if !c.joined.Swap(true) {
+			c.log.Info("joined gossip cluster", zap.String("peer", p), zap.Int("members", c.ml.NumMembers()))
+		}
 	}
 	if reached == 0 {
 		c.log.Warn("join gossip cluster: no peer reachable", zap.Strings("peers", peers), zap.Error(errors.Join(errs...)))
 		return false
 	}
-	if !c.joined.Load() {
-		c.log.Info("joined gossip cluster", zap.Int("peers_reached", reached), zap.Int("members", c.ml.NumMembers()))
-	}
-	c.joined.Store(true)
 	return true
 }
 
@@ -355,13 +380,12 @@ func (c *Cluster) joinOnce(ctx context.Context) bool {
 func (c *Cluster) resolveSeeds(ctx context.Context) ([]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	self := c.ml.LocalNode()
-	selfAP := netip.AddrPortFrom(addrFromIP(self.Addr), self.Port)
+	selfAP := c.gossipAddr
 	seen := make(map[netip.AddrPort]bool)
 	var out []string
 	var errs []error
 	for _, seed := range c.cfg.Join {
-		host, port, err := splitSeed(seed, int(self.Port))
+		host, port, err := splitSeed(seed, int(selfAP.Port()))
 		if err != nil { // validated in New; kept for safety
 			errs = append(errs, err)
 			continue
@@ -414,16 +438,36 @@ func (metaDelegate) GetBroadcasts(int, int) [][]byte { return nil }
 func (metaDelegate) LocalState(bool) []byte          { return nil }
 func (metaDelegate) MergeRemoteState([]byte, bool)   {}
 
-// eventDelegate turns memberlist's membership callbacks into a wake-up for Run. memberlist
-// calls it with its internal locks held, so it must not block or call back into
-// memberlist: it only does a non-blocking send.
+// nodeInfo is what the ring needs of a live member, copied out of memberlist.
+type nodeInfo struct {
+	meta   []byte
+	gossip netip.AddrPort
+}
+
+// eventDelegate keeps Cluster.view and wakes Run. memberlist calls it one event at a
+// time with its node lock held, so it must not block or call back into memberlist: it
+// copies the node under viewMu (held only for a map write) and does a non-blocking send.
 type eventDelegate struct{ c *Cluster }
 
 var _ memberlist.EventDelegate = eventDelegate{}
 
-func (e eventDelegate) NotifyJoin(*memberlist.Node)   { e.c.wake() }
-func (e eventDelegate) NotifyLeave(*memberlist.Node)  { e.c.wake() }
-func (e eventDelegate) NotifyUpdate(*memberlist.Node) { e.c.wake() }
+func (e eventDelegate) NotifyJoin(n *memberlist.Node)   { e.set(n) }
+func (e eventDelegate) NotifyUpdate(n *memberlist.Node) { e.set(n) }
+
+func (e eventDelegate) NotifyLeave(n *memberlist.Node) {
+	e.c.viewMu.Lock()
+	delete(e.c.view, n.Name)
+	e.c.viewMu.Unlock()
+	e.c.wake()
+}
+
+func (e eventDelegate) set(n *memberlist.Node) {
+	info := nodeInfo{meta: bytes.Clone(n.Meta), gossip: netip.AddrPortFrom(addrFromIP(n.Addr), n.Port)}
+	e.c.viewMu.Lock()
+	e.c.view[n.Name] = info
+	e.c.viewMu.Unlock()
+	e.c.wake()
+}
 
 // memberlistLog adapts memberlist's "[LEVEL] memberlist: message" log lines to zap.
 type memberlistLog struct{ l *zap.Logger }
