@@ -208,6 +208,8 @@ func (c *Cluster) Run(ctx context.Context) error {
 
 // Close shuts memberlist down without leaving. It is for a Cluster whose Run was never
 // called (Run cleans up after itself); it is idempotent and a no-op after Run returns.
+// Called while Run runs, it stops gossip abruptly, like a crash: the other members
+// notice by probing, and Run still returns only when its context ends.
 func (c *Cluster) Close() error {
 	c.stop(false)
 	return nil

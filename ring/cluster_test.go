@@ -180,6 +180,37 @@ func TestClusterJoinLeaveJoin(t *testing.T) {
 	c := startNode(t, "c", nil, a.GossipAddr(), b.GossipAddr())
 	sub, cancelSub := a.Subscribe()
 	defer cancelSub()
+
+	// Readers look owners up while the ring changes under them (for -race).
+	stopReaders := make(chan struct{})
+	var readers sync.WaitGroup
+	for _, n := range []*node{a, c} {
+		readers.Add(1)
+		go func() {
+			defer readers.Done()
+			keys := testKeys(100)
+			for i := 0; ; i++ {
+				select {
+				case <-stopReaders:
+					return
+				default:
+				}
+				r := n.Ring()
+				if m := r.Owner(keys[i%len(keys)]); m.Name == "" {
+					t.Errorf("%s: empty owner in ring %v", n.Self().Name, r)
+					return
+				}
+				if i%64 == 0 {
+					time.Sleep(time.Millisecond)
+				}
+			}
+		}()
+	}
+	defer func() {
+		close(stopReaders)
+		readers.Wait()
+	}()
+
 	waitConverged(t, []*node{a, b, c}, "a,b,c")
 	select {
 	case <-sub:
@@ -211,6 +242,22 @@ func TestClusterJoinLeaveJoin(t *testing.T) {
 	if got := metricValue(t, a.reg, "ring_changes_total"); got < 3 {
 		t.Errorf("ring_changes_total = %v after three changes", got)
 	}
+}
+
+// TestClusterFailure: a member that stops without leaving (a crash) is detected by
+// probing and dropped from the others' rings.
+func TestClusterFailure(t *testing.T) {
+	a := startNode(t, "a", nil)
+	b := startNode(t, "b", nil, a.GossipAddr())
+	c := startNode(t, "c", nil, a.GossipAddr())
+	waitConverged(t, []*node{a, b, c}, "a,b,c")
+	start := time.Now()
+	if err := c.Close(); err != nil { // gossip stops; no leave message
+		t.Fatal(err)
+	}
+	waitConverged(t, []*node{a, b}, "a,b")
+	t.Logf("crashed member dropped after %v (Fast gossip settings)", time.Since(start).Round(10*time.Millisecond))
+	c.stop(t)
 }
 
 // TestClusterDNSSeed joins through a host name that resolves to several addresses
