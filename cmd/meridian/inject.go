@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/meridian-mesh/meridian/injector"
+)
+
+func init() {
+	register(&command{
+		name:    "inject",
+		summary: "add the proxy to Kubernetes manifests (files or stdin) and print them",
+		run:     runInject,
+	})
+}
+
+// injProxyFlags registers the flags that set the injector's proxy defaults (shared by
+// `inject` and `injector`). The returned func, called after parsing, maps each
+// config.linkerd.io/* annotation whose default was set explicitly to its "--flag=value",
+// so that `inject --manual` can say when an input annotation overrides it.
+func injProxyFlags(fs *flag.FlagSet, cfg *injector.Config) func() map[string]string {
+	p := &cfg.Proxy
+	byFlag := map[string]string{}
+	str := func(dst *string, name, annotation, usage string) {
+		fs.StringVar(dst, name, *dst, usage)
+		if annotation != "" {
+			byFlag[name] = annotation
+		}
+	}
+	fs.StringVar(&cfg.ControlPlaneNamespace, "control-plane-namespace", cfg.ControlPlaneNamespace, "namespace of destination, identity and policy")
+	fs.StringVar(&cfg.ClusterDomain, "cluster-domain", cfg.ClusterDomain, "cluster DNS domain")
+	fs.StringVar(&cfg.TrustDomain, "trust-domain", cfg.TrustDomain, "identity trust domain")
+	str(&p.Image, "proxy-image", injector.AnnotationProxyImage, "proxy image (runs `meridian proxy`)")
+	str(&p.Version, "proxy-version", injector.AnnotationProxyVersionOverride, "proxy image tag")
+	str(&p.InitImage, "proxy-init-image", injector.AnnotationProxyInitImage, "capture init image (default: the proxy image)")
+	str(&p.ImagePullPolicy, "image-pull-policy", injector.AnnotationProxyImagePullPolicy, "Always, Never or IfNotPresent")
+	str(&p.CPURequest, "proxy-cpu-request", injector.AnnotationProxyCPURequest, "proxy CPU request (e.g. 100m)")
+	str(&p.CPULimit, "proxy-cpu-limit", injector.AnnotationProxyCPULimit, "proxy CPU limit")
+	str(&p.MemoryRequest, "proxy-memory-request", injector.AnnotationProxyMemoryRequest, "proxy memory request (e.g. 20Mi)")
+	str(&p.MemoryLimit, "proxy-memory-limit", injector.AnnotationProxyMemoryLimit, "proxy memory limit")
+	str(&p.EphemeralRequest, "proxy-ephemeral-storage-request", injector.AnnotationProxyEphemeralRequest, "proxy ephemeral storage request")
+	str(&p.EphemeralLimit, "proxy-ephemeral-storage-limit", injector.AnnotationProxyEphemeralLimit, "proxy ephemeral storage limit")
+	str(&p.LogLevel, "proxy-log-level", injector.AnnotationProxyLogLevel, "proxy log level")
+	str(&p.LogFormat, "proxy-log-format", injector.AnnotationProxyLogFormat, "proxy log format: plain or json")
+	str(&p.SkipInboundPorts, "skip-inbound-ports", injector.AnnotationSkipInboundPorts, "inbound ports not captured (e.g. 25,8000-8100)")
+	str(&p.SkipOutbound, "skip-outbound-ports", injector.AnnotationSkipOutboundPorts, "outbound ports not captured")
+	str(&p.DefaultInbound, "default-inbound-policy", injector.AnnotationDefaultInboundPolicy, "proxy default inbound policy")
+	fs.Int64Var(&p.UID, "proxy-uid", p.UID, "proxy user id")
+	byFlag["proxy-uid"] = injector.AnnotationProxyUID
+	fs.BoolVar(&p.NativeSidecar, "native-sidecar", p.NativeSidecar, "inject the proxy as a native sidecar (init container with restartPolicy Always)")
+	byFlag["native-sidecar"] = injector.AnnotationNativeSidecar
+	anchors := fs.String("identity-trust-anchors-file", "", "PEM file of the identity trust anchors given to proxies")
+	return func() map[string]string {
+		set := map[string]string{}
+		fs.Visit(func(f *flag.Flag) {
+			if a, ok := byFlag[f.Name]; ok {
+				set[a] = "--" + f.Name + "=" + f.Value.String()
+			}
+		})
+		if *anchors != "" {
+			b, err := os.ReadFile(*anchors)
+			if err != nil {
+				// Reported by validation below through an empty anchor; keep the reason.
+				set["error"] = fmt.Sprintf("read trust anchors %s: %v", *anchors, err)
+			} else {
+				cfg.TrustAnchorsPEM = string(b)
+			}
+		}
+		return set
+	}
+}
+
+func runInject(_ context.Context, args []string) error {
+	cfg := injector.DefaultConfig()
+	cfg.CreatedBy = "meridian/cli " + version
+	if version != "dev" {
+		cfg.Proxy.Version = version
+	}
+	fs := newFlagSet("inject")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: meridian inject [flags] [file ...|-]\n\n"+
+			"Reads Kubernetes manifests (multi-document YAML or JSON; Deployments, StatefulSets,\n"+
+			"DaemonSets, ReplicaSets, Jobs, CronJobs, Pods and Lists of them) from the files or\n"+
+			"stdin and prints them with linkerd.io/inject: enabled on every pod template, or with\n"+
+			"the proxy materialised (--manual). In --manual mode, config.linkerd.io/* annotations\n"+
+			"in the input take precedence over the flags below.\n\n")
+		fs.PrintDefaults()
+	}
+	manual := fs.Bool("manual", false, "materialise the proxy and init containers instead of adding the inject annotation")
+	flagsSet := injProxyFlags(fs, &cfg)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	set := flagsSet()
+	if e, ok := set["error"]; ok {
+		return fmt.Errorf("%s", e)
+	}
+	opts := injector.ManifestOptions{Manual: *manual, Config: cfg, FlagValues: set}
+	files := fs.Args()
+	if len(files) == 0 {
+		files = []string{"-"}
+	}
+	for i, f := range files {
+		if i > 0 {
+			fmt.Fprintln(os.Stdout, "---")
+		}
+		if err := injFile(f, opts, os.Stdout, os.Stderr); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func injFile(name string, opts injector.ManifestOptions, stdout, stderr io.Writer) error {
+	var r io.Reader = os.Stdin
+	label := "stdin"
+	if name != "-" {
+		f, err := os.Open(name)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		r, label = f, name
+	}
+	report, err := injector.InjectManifests(r, stdout, opts)
+	for _, l := range report {
+		fmt.Fprintf(stderr, "%s: %s\n", label, l)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", label, err)
+	}
+	if len(report) == 0 {
+		fmt.Fprintf(stderr, "%s: no workloads found\n", label)
+	}
+	return nil
+}
