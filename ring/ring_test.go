@@ -79,6 +79,8 @@ func TestMovement(t *testing.T) {
 		{"join 1->2", 1, 2},
 		{"join 4->5", 4, 5},
 		{"leave 8->7", 8, 7},
+		{"join 32->33 (load bound active)", 32, 33},
+		{"leave 64->63 (load bound active)", 64, 63},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := Build(testMembers(tc.from), cfg)
@@ -290,5 +292,25 @@ func TestStatus(t *testing.T) {
 	var zero Ring
 	if s := zero.Status(); len(s.Members) != 0 {
 		t.Errorf("zero ring status %+v", s)
+	}
+}
+
+// TestPartitionBoundLargeRings checks the bounded-load rule where it binds more often:
+// larger rings. Partition counts never exceed ceil(1.25*P/N).
+func TestPartitionBoundLargeRings(t *testing.T) {
+	cfg := DefaultHashConfig()
+	for _, n := range []int{16, 32, 64, 200} {
+		r := Build(testMembers(n), cfg)
+		limit := (5*cfg.Partitions + 4*n - 1) / (4 * n) // ceil(1.25*P/N)
+		maxParts, total := 0, 0
+		for _, m := range r.Members() {
+			c := r.OwnedPartitions(m.Name)
+			maxParts = max(maxParts, c)
+			total += c
+		}
+		t.Logf("N=%d: partitions max/fair=%.3f (limit %d, max %d)", n, float64(maxParts)*float64(n)/float64(cfg.Partitions), limit, maxParts)
+		if maxParts > limit || total != cfg.Partitions {
+			t.Errorf("N=%d: max %d partitions (limit %d), total %d", n, maxParts, limit, total)
+		}
 	}
 }
