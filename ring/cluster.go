@@ -85,22 +85,28 @@ func New(cfg Config) (*Cluster, error) {
 			Help: "Times this replica's ring changed (a member joined, left or changed its address).",
 		}),
 	}
-	if cfg.Registerer != nil {
-		for _, col := range []prometheus.Collector{c.membersGauge, c.changesTotal} {
-			if err := cfg.Registerer.Register(col); err != nil {
-				return nil, fmt.Errorf("ring: register metrics: %w", err)
-			}
-		}
-	}
-
 	mc, err := memberlistConfig(cfg, c.log)
 	if err != nil {
 		return nil, err
 	}
 	mc.Delegate = metaDelegate(metaBytes)
 	mc.Events = eventDelegate{c}
+	if cfg.Registerer != nil {
+		for i, col := range []prometheus.Collector{c.membersGauge, c.changesTotal} {
+			if err := cfg.Registerer.Register(col); err != nil {
+				if i > 0 {
+					cfg.Registerer.Unregister(c.membersGauge)
+				}
+				return nil, fmt.Errorf("ring: register metrics: %w", err)
+			}
+		}
+	}
 	ml, err := memberlist.Create(mc)
 	if err != nil {
+		if cfg.Registerer != nil {
+			cfg.Registerer.Unregister(c.membersGauge)
+			cfg.Registerer.Unregister(c.changesTotal)
+		}
 		return nil, fmt.Errorf("ring: start gossip on %s: %w", cfg.GossipAddr, err)
 	}
 	c.ml = ml

@@ -562,6 +562,22 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		c2.Close()
 		t.Error("second New on the same registry succeeded")
 	}
+
+	// A New that fails to bind leaves the registry clean for the next attempt.
+	reg2 := prometheus.NewRegistry()
+	cfg2 := base()
+	cfg2.Registerer = reg2
+	cfg2.GossipAddr = c1.GossipAddr() // taken
+	if c3, err := New(cfg2); err == nil {
+		c3.Close()
+		t.Fatal("New on a port in use succeeded")
+	}
+	cfg2.GossipAddr = "127.0.0.1:0"
+	c4, err := New(cfg2)
+	if err != nil {
+		t.Fatalf("New after a failed New on the same registry: %v", err)
+	}
+	c4.Close()
 }
 
 func TestAdvertiseAddr(t *testing.T) {
