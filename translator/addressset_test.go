@@ -1,6 +1,7 @@
 package translator
 
 import (
+	"reflect"
 	"slices"
 	"testing"
 
@@ -363,7 +364,7 @@ func equalSlices(a, b []*discoveryv1.EndpointSlice) bool {
 		return false
 	}
 	for i := range a {
-		if (a[i] == nil) != (b[i] == nil) || (a[i] != nil && a[i].String() != b[i].String()) {
+		if !reflect.DeepEqual(a[i], b[i]) {
 			return false
 		}
 	}

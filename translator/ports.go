@@ -213,3 +213,28 @@ func IsSkippedInbound(pod *corev1.Pod, port uint32) bool {
 	v, ok := pod.Annotations[AnnotationSkipInboundPorts]
 	return ok && listHas(v, port, nil)
 }
+
+// IsOpaqueService reports whether port of svc is opaque for GetProfile's opaque_protocol: in
+// the Service's config.linkerd.io/opaque-ports annotation (numbers, ranges, or names of its
+// own ports) when it has one (an empty value means none), else in cfg.DefaultOpaquePorts, as
+// Linkerd's opaque-ports watcher does. A nil svc uses the defaults.
+func IsOpaqueService(cfg Config, svc *corev1.Service, port uint32) bool {
+	if svc != nil {
+		if v, ok := svc.Annotations[AnnotationOpaquePorts]; ok {
+			return listHas(v, port, func(name string, p uint32) bool {
+				for i := range svc.Spec.Ports {
+					if sp := &svc.Spec.Ports[i]; sp.Name == name && sp.Port >= 0 && uint32(sp.Port) == p {
+						return true
+					}
+				}
+				return false
+			})
+		}
+	}
+	for _, p := range cfg.DefaultOpaquePorts {
+		if p == port {
+			return true
+		}
+	}
+	return false
+}

@@ -109,3 +109,34 @@ func TestListHasAllocatesNothing(t *testing.T) {
 		t.Errorf("IsOpaque allocates %v times per call", n)
 	}
 }
+
+func TestIsOpaqueService(t *testing.T) {
+	cfg := DefaultConfig()
+	annotated := func(v string) *corev1.Service {
+		s := service("ns", "db", sport("mysql", 3306), sport("admin", 9000))
+		s.Annotations = map[string]string{AnnotationOpaquePorts: v}
+		return s
+	}
+	for _, tc := range []struct {
+		name string
+		svc  *corev1.Service
+		port uint32
+		want bool
+	}{
+		{"nil service: defaults", nil, 3306, true},
+		{"no annotation: defaults", service("ns", "db"), 5432, true},
+		{"no annotation: not default", service("ns", "db"), 80, false},
+		{"annotation overrides", annotated("80"), 3306, false},
+		{"annotation port", annotated("80"), 80, true},
+		{"empty annotation", annotated(""), 3306, false},
+		{"named service port", annotated("admin"), 9000, true},
+		{"named service port, other number", annotated("admin"), 3306, false},
+	} {
+		if got := IsOpaqueService(cfg, tc.svc, tc.port); got != tc.want {
+			t.Errorf("%s: IsOpaqueService(%d) = %v, want %v", tc.name, tc.port, got, tc.want)
+		}
+		if got := IsOpaqueService(cfg, SlimService(tc.svc), tc.port); got != tc.want {
+			t.Errorf("%s: slim service: IsOpaqueService(%d) = %v, want %v", tc.name, tc.port, got, tc.want)
+		}
+	}
+}

@@ -7,9 +7,9 @@ import (
 )
 
 // The Slim functions return a copy of an object that holds only what this package reads
-// (AddressSet, HostAddressSet, IsOpaque, IsSkippedInbound, Owner, IsExternalName), plus the
-// identifying metadata (name, namespace, UID, resource version), so that a replica keeps
-// little per object. For every input, AddressSet over slim objects equals AddressSet over the
+// (AddressSet, HostAddressSet, IsOpaque, IsOpaqueService, IsSkippedInbound, Owner,
+// IsExternalName), plus the identifying metadata (name, namespace, UID, resource version),
+// so that a replica keeps little per object. For every input, AddressSet over slim objects equals AddressSet over the
 // originals. A slim object is for this package: code that reads other fields (a Server's pod
 // selector, say) must keep its own copy. Nil in, nil out. The copies share only strings with
 // their inputs.
@@ -41,9 +41,10 @@ func keep(m map[string]string, keys []string) map[string]string {
 }
 
 var (
-	podLabels      = []string{LabelControlPlaneNS, LabelPodTemplateHash}
-	podAnnotations = []string{AnnotationOpaquePorts, AnnotationSkipInboundPorts}
-	sliceLabels    = []string{LabelServiceName}
+	podLabels          = []string{LabelControlPlaneNS, LabelPodTemplateHash}
+	podAnnotations     = []string{AnnotationOpaquePorts, AnnotationSkipInboundPorts}
+	sliceLabels        = []string{LabelServiceName}
+	serviceAnnotations = []string{AnnotationOpaquePorts}
 )
 
 // SlimPod keeps the pod's name, namespace, UID, resource version, the labels
@@ -144,15 +145,16 @@ func ready(ep *discoveryv1.Endpoint) bool {
 	return ep.Conditions.Ready == nil || *ep.Conditions.Ready
 }
 
-// SlimService keeps the Service's name, namespace, UID, resource version, type, external
-// name, cluster IPs and ports (name, protocol, port, target port).
+// SlimService keeps the Service's name, namespace, UID, resource version, opaque-ports
+// annotation (IsOpaqueService), type, external name, cluster IPs and ports (name, protocol,
+// port, target port).
 func SlimService(s *corev1.Service) *corev1.Service {
 	if s == nil {
 		return nil
 	}
 	out := &corev1.Service{
 		TypeMeta:   metav1.TypeMeta{Kind: s.Kind, APIVersion: s.APIVersion},
-		ObjectMeta: slimMeta(&s.ObjectMeta, nil, nil),
+		ObjectMeta: slimMeta(&s.ObjectMeta, nil, serviceAnnotations),
 	}
 	out.Spec.Type = s.Spec.Type
 	out.Spec.ExternalName = s.Spec.ExternalName
