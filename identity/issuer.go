@@ -114,11 +114,12 @@ var ErrIssuerExpired = errors.New("issuer has expired")
 // Issue signs a leaf for identity with the public key of csr (already checked by CheckCSR):
 // ECDSA, server and client auth, valid from now-skew to min(now+lifetime, issuer NotAfter).
 func (is *Issuer) Issue(csr *x509.CertificateRequest, identity string, now time.Time, lifetime, skew time.Duration) (der []byte, notAfter time.Time, err error) {
-	notAfter = now.Add(lifetime)
+	// x509 keeps whole seconds; truncate so valid_until is exactly the leaf's NotAfter.
+	notAfter = now.Add(lifetime).Truncate(time.Second)
 	if notAfter.After(is.NotAfter) {
 		notAfter = is.NotAfter
 	}
-	notBefore := now.Add(-skew)
+	notBefore := now.Add(-skew).Truncate(time.Second)
 	if !notAfter.After(now) {
 		return nil, time.Time{}, ErrIssuerExpired
 	}

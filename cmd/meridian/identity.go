@@ -1,0 +1,230 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/meridian-mesh/meridian/identity"
+	"github.com/meridian-mesh/meridian/internal/admin"
+	"github.com/meridian-mesh/meridian/internal/grpcserver"
+	"github.com/meridian-mesh/meridian/internal/logging"
+)
+
+func init() {
+	register(&command{
+		name:    "identity",
+		summary: "the identity CA (Certify on :8080, admin :9990); 'identity init --out DIR' creates a trust anchor and issuer; 'identity token' mints a local-mesh token",
+		run:     runIdentity,
+	})
+}
+
+func runIdentity(ctx context.Context, args []string) error {
+	if len(args) > 0 {
+		switch args[0] {
+		case "init":
+			return runIdentityInit(args[1:])
+		case "token":
+			return runIdentityToken(args[1:])
+		}
+	}
+	return runIdentityServer(ctx, args)
+}
+
+func runIdentityServer(ctx context.Context, args []string) error {
+	cfg := identity.DefaultConfig()
+	fs := newFlagSet("identity")
+	addr := fs.String("addr", ":8080", "gRPC listen address (io.linkerd.proxy.identity.Identity)")
+	adminAddr := fs.String("admin-addr", ":9990", "admin listen address (/metrics, /live, /ready, /debug/pprof)")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	logFormat := fs.String("log-format", "json", "log format: json or console")
+	fs.StringVar(&cfg.TrustDomain, "trust-domain", cfg.TrustDomain, "trust domain of identities")
+	fs.StringVar(&cfg.ControlPlaneNamespace, "control-plane-namespace", cfg.ControlPlaneNamespace, "control plane namespace (part of identities; where the issuer Secret and trust roots ConfigMap live)")
+	fs.DurationVar(&cfg.Lifetime, "lifetime", cfg.Lifetime, "lifetime of issued certificates (never past the issuer's expiry)")
+	fs.DurationVar(&cfg.ClockSkew, "clock-skew", cfg.ClockSkew, "clock-skew allowance subtracted from NotBefore")
+	fs.DurationVar(&cfg.ReloadInterval, "reload-interval", cfg.ReloadInterval, "how often the issuer is re-read (files are also watched)")
+	issuerDir := fs.String("issuer-dir", "", "directory with crt.pem/key.pem (or tls.crt/tls.key); empty: read the Kubernetes Secret linkerd-identity-issuer")
+	anchorsFile := fs.String("trust-anchors", "", "trust anchor bundle file (default ISSUER-DIR/ca-bundle.crt); with the Kubernetes source, the ConfigMap linkerd-identity-trust-roots")
+	tokens := fs.String("tokens", "kubernetes", "token reviewer: kubernetes (TokenReview, audience identity.l5d.io) or local (tokens signed with --local-token-key)")
+	localKey := fs.String("local-token-key", "", "local-mesh token signing key (PEM, from 'identity init --local-token-key'); with --tokens=local")
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
+	eventObject := fs.String("event-deployment", "linkerd-identity", "Deployment in the control plane namespace that issuer update events are recorded on (Kubernetes only; empty: no events)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q (subcommands: init, token)", fs.Args())
+	}
+	log, err := logging.New(*logLevel, *logFormat)
+	if err != nil {
+		return err
+	}
+	defer log.Sync() //nolint:errcheck
+
+	var kube kubernetes.Interface
+	needKube := *issuerDir == "" || *tokens == "kubernetes"
+	if needKube {
+		rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+			&clientcmd.ClientConfigLoadingRules{ExplicitPath: *kubeconfig, Precedence: clientcmd.NewDefaultClientConfigLoadingRules().Precedence},
+			&clientcmd.ConfigOverrides{}).ClientConfig()
+		if err != nil {
+			return fmt.Errorf("kubernetes client config (needed for %s): %w", kubeNeeds(*issuerDir, *tokens), err)
+		}
+		if kube, err = kubernetes.NewForConfig(rc); err != nil {
+			return fmt.Errorf("kubernetes client: %w", err)
+		}
+	}
+
+	var source identity.IssuerSource
+	if *issuerDir != "" {
+		source = &identity.FileSource{IssuerDir: *issuerDir, AnchorsFile: *anchorsFile}
+	} else {
+		source = &identity.KubeSource{Client: kube, Namespace: cfg.ControlPlaneNamespace}
+	}
+
+	var reviewer identity.TokenReviewer
+	switch *tokens {
+	case "kubernetes":
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := identity.CheckTokenReviewAccess(cctx, kube)
+		cancel()
+		if err != nil {
+			return err
+		}
+		reviewer = identity.NewKubeReviewer(kube)
+	case "local":
+		if *localKey == "" {
+			return errors.New("--tokens=local needs --local-token-key")
+		}
+		pemData, err := os.ReadFile(*localKey)
+		if err != nil {
+			return fmt.Errorf("read local token key: %w", err)
+		}
+		k, err := identity.ParseLocalTokenKey(pemData)
+		if err != nil {
+			return err
+		}
+		reviewer = identity.NewLocalReviewer(&k.PublicKey)
+	default:
+		return fmt.Errorf("--tokens=%q: want kubernetes or local", *tokens)
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	opts := identity.Options{Logger: log, Registerer: reg}
+	if kube != nil && *eventObject != "" {
+		opts.Events = &identity.KubeEvents{Client: kube, Object: corev1.ObjectReference{
+			APIVersion: "apps/v1", Kind: "Deployment", Namespace: cfg.ControlPlaneNamespace, Name: *eventObject,
+		}}
+	}
+	svc, err := identity.NewService(cfg, source, reviewer, opts)
+	if err != nil {
+		return err
+	}
+	if err := svc.Load(ctx); err != nil {
+		return fmt.Errorf("refusing to start: %w", err)
+	}
+
+	lis, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	adminLis, err := net.Listen("tcp", *adminAddr)
+	if err != nil {
+		lis.Close()
+		return err
+	}
+	srv := grpcserver.New(reg)
+	svc.Register(srv)
+	log.Info("identity serving", zap.String("addr", lis.Addr().String()), zap.String("admin", adminLis.Addr().String()),
+		zap.Stringer("issuer", source), zap.String("tokens", *tokens), zap.String("trustDomain", cfg.TrustDomain))
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return grpcserver.Serve(gctx, srv, lis, 10*time.Second) })
+	g.Go(func() error { return admin.Serve(gctx, adminLis, admin.Handler(reg, svc.Ready)) })
+	g.Go(func() error { return svc.Run(gctx) })
+	return g.Wait()
+}
+
+func kubeNeeds(issuerDir, tokens string) string {
+	var n []string
+	if issuerDir == "" {
+		n = append(n, "the issuer Secret (or pass --issuer-dir)")
+	}
+	if tokens == "kubernetes" {
+		n = append(n, "TokenReview (or pass --tokens=local)")
+	}
+	return strings.Join(n, " and ")
+}
+
+func runIdentityInit(args []string) error {
+	cfg := identity.DefaultConfig()
+	fs := newFlagSet("identity init")
+	out := fs.String("out", "", "directory to write ca-bundle.crt, crt.pem, key.pem and trust-anchor.key into (required)")
+	fs.StringVar(&cfg.TrustDomain, "trust-domain", cfg.TrustDomain, "trust domain")
+	fs.StringVar(&cfg.ControlPlaneNamespace, "control-plane-namespace", cfg.ControlPlaneNamespace, "control plane namespace (in the certificates' names)")
+	validity := fs.Duration("validity", 365*24*time.Hour, "validity of the trust anchor and the issuer")
+	localKey := fs.Bool("local-token-key", false, "also write token-key.pem, the signing key for local-mesh tokens (identity --tokens=local)")
+	force := fs.Bool("force", false, "overwrite existing files")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *out == "" {
+		return errors.New("--out DIR is required")
+	}
+	g, err := identity.GenerateInstall(cfg.TrustDomain, cfg.ControlPlaneNamespace, *validity, time.Now(), *localKey)
+	if err != nil {
+		return err
+	}
+	paths, err := g.WriteDir(*out, *force)
+	if err != nil {
+		return err
+	}
+	for _, p := range paths {
+		fmt.Println("wrote", p)
+	}
+	fmt.Printf("trust anchor and issuer valid until %s; keep %s offline: the identity service never needs it\n",
+		g.IssuerNotAfter.UTC().Format(time.RFC3339), identity.FileTrustAnchorKey)
+	return nil
+}
+
+func runIdentityToken(args []string) error {
+	fs := newFlagSet("identity token")
+	keyFile := fs.String("key", "", "local token signing key (token-key.pem from 'identity init --local-token-key') (required)")
+	ns := fs.String("namespace", "default", "ServiceAccount namespace")
+	sa := fs.String("service-account", "default", "ServiceAccount name")
+	aud := fs.String("audience", identity.Audience, "token audience")
+	ttl := fs.Duration("ttl", 24*time.Hour, "token lifetime")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *keyFile == "" {
+		return errors.New("--key FILE is required")
+	}
+	pemData, err := os.ReadFile(*keyFile)
+	if err != nil {
+		return err
+	}
+	k, err := identity.ParseLocalTokenKey(pemData)
+	if err != nil {
+		return err
+	}
+	tok, err := identity.MintLocalToken(k, *ns, *sa, *aud, time.Now(), *ttl)
+	if err != nil {
+		return err
+	}
+	fmt.Println(string(tok))
+	return nil
+}

@@ -1,0 +1,134 @@
+package identity_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+
+	pb "github.com/linkerd/linkerd2-proxy-api/go/identity"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	authnv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
+
+	"github.com/meridian-mesh/meridian/identity"
+)
+
+// tokenReviewAPI serves POST /apis/authentication.k8s.io/v1/tokenreviews the way the API
+// server answers, for a fixed set of tokens.
+func tokenReviewAPI(t *testing.T) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.URL.Path != "/apis/authentication.k8s.io/v1/tokenreviews" {
+			http.Error(w, "not found", http.StatusNotFound)
+			return
+		}
+		var tr authnv1.TokenReview
+		if err := json.NewDecoder(r.Body).Decode(&tr); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if !slices.Equal(tr.Spec.Audiences, []string{identity.Audience}) {
+			http.Error(w, "test API: request must carry audience identity.l5d.io", http.StatusBadRequest)
+			return
+		}
+		tr.APIVersion, tr.Kind = "authentication.k8s.io/v1", "TokenReview"
+		switch tr.Spec.Token {
+		case "web-token":
+			tr.Status = authnv1.TokenReviewStatus{Authenticated: true, Audiences: []string{identity.Audience},
+				User: authnv1.UserInfo{Username: "system:serviceaccount:" + testNS + ":" + testSA}}
+		case "expired-token":
+			tr.Status = authnv1.TokenReviewStatus{Error: "[invalid bearer token, service account token has expired]"}
+		case "other-audience":
+			tr.Status = authnv1.TokenReviewStatus{Authenticated: true, Audiences: []string{"https://kubernetes.default.svc"},
+				User: authnv1.UserInfo{Username: "system:serviceaccount:" + testNS + ":" + testSA}}
+		case "node-token":
+			tr.Status = authnv1.TokenReviewStatus{Authenticated: true, Audiences: []string{identity.Audience},
+				User: authnv1.UserInfo{Username: "system:node:worker-1"}}
+		case "server-error":
+			http.Error(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"etcdserver: request timed out","code":500}`, http.StatusInternalServerError)
+			return
+		default:
+			tr.Status = authnv1.TokenReviewStatus{Authenticated: false}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(&tr)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestKubeReviewerOverHTTP(t *testing.T) {
+	api := tokenReviewAPI(t)
+	client, err := kubernetes.NewForConfig(&rest.Config{Host: api.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newPKI(t)
+	s := startServer(t, p, serverOpts{reviewer: identity.NewKubeReviewer(client)})
+	csr := makeCSR(t, csrSpec{dns: []string{testID}})
+	cases := []struct {
+		token string
+		code  codes.Code
+		msg   string
+	}{
+		{"web-token", codes.OK, ""},
+		{"expired-token", codes.InvalidArgument, "has expired"},
+		{"other-audience", codes.InvalidArgument, "not \"identity.l5d.io\""},
+		{"unknown-token", codes.FailedPrecondition, "could not be authenticated"},
+		{"node-token", codes.InvalidArgument, "system:serviceaccount:NS:SA"},
+		{"server-error", codes.Unavailable, "token review failed"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.token, func(t *testing.T) {
+			_, err := s.rpc.Certify(callCtx(t), &pb.CertifyRequest{Identity: testID, Token: []byte(tc.token), CertificateSigningRequest: csr})
+			st := status.Convert(err)
+			if st.Code() != tc.code || !strings.Contains(st.Message(), tc.msg) {
+				t.Fatalf("got %v %q, want %v containing %q", st.Code(), st.Message(), tc.code, tc.msg)
+			}
+		})
+	}
+}
+
+func TestKubeSourceReadsSecretAndConfigMap(t *testing.T) {
+	p := newPKI(t)
+	m, err := (&identity.FileSource{IssuerDir: p.dir}).Load(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, scheme := range []struct {
+		name     string
+		typ      corev1.SecretType
+		crt, key string
+	}{
+		{"linkerd", "", identity.FileIssuerCert, identity.FileIssuerKey},
+		{"kubernetes.io/tls", corev1.SecretTypeTLS, identity.FileIssuerCertTLS, identity.FileIssuerKeyTLS},
+	} {
+		t.Run(scheme.name, func(t *testing.T) {
+			client := fake.NewClientset(
+				&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: identity.IssuerSecretName, Namespace: "linkerd"}, Type: scheme.typ,
+					Data: map[string][]byte{scheme.crt: m.CertPEM, scheme.key: m.KeyPEM}},
+				&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: identity.TrustRootsConfigMap, Namespace: "linkerd"},
+					Data: map[string]string{identity.FileTrustAnchors: string(m.AnchorsPEM)}},
+			)
+			got, err := (&identity.KubeSource{Client: client, Namespace: "linkerd"}).Load(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !got.Equal(m) {
+				t.Fatal("material read from Kubernetes differs from the files")
+			}
+		})
+	}
+	_, err = (&identity.KubeSource{Client: fake.NewClientset(), Namespace: "linkerd"}).Load(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "linkerd/linkerd-identity-issuer") {
+		t.Fatalf("missing Secret: error %v, want one naming it", err)
+	}
+}
