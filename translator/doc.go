@@ -3,8 +3,8 @@
 // service port (AddressSet), with Linkerd's identity, protocol-hint, opaque-port and
 // metric-label rules. It also parses what clients send (ParseAuthority for the Get/GetProfile
 // path, ParseContextToken for the context token) and the port-list annotations
-// (ParsePortList, IsOpaque, IsSkippedInbound), and trims objects to what it reads (SlimPod,
-// SlimEndpointSlice, SlimService) so that a replica keeps little per object.
+// (ParsePortList, IsOpaque, IsOpaqueService, IsSkippedInbound), and trims objects to what it
+// reads (SlimPod, SlimEndpointSlice, SlimService) so that a replica keeps little per object.
 //
 // Everything here is a pure function of its arguments: no I/O, no goroutines, no clocks, no
 // global state. Inputs are never modified; outputs share no memory with inputs except strings.
