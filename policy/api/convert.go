@@ -1,0 +1,470 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/meridian-mesh/meridian/policy/compute"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// Resource is a converted object: Value is a *compute.Pod, *compute.Server,
+// *compute.AuthorizationPolicy, *compute.MeshTLSAuthentication,
+// *compute.NetworkAuthentication or *compute.ServerAuthorization, per Kind. Values are new and
+// owned by the caller; the index treats them as immutable.
+type Resource struct {
+	Kind  Kind
+	Key   compute.Key
+	Value any
+}
+
+// ErrIgnored wraps conversion errors for objects that are not policy inputs at all (other
+// kinds, other groups); callers skip them silently.
+type ErrIgnored struct{ APIVersion, Kind string }
+
+func (e *ErrIgnored) Error() string {
+	return fmt.Sprintf("%s %s is not a policy input", e.APIVersion, e.Kind)
+}
+
+// KindOf returns the indexed kind of an apiVersion/kind pair, or false for anything else
+// (including unserved versions of the policy kinds, which Convert rejects).
+func KindOf(apiVersion, kind string) (Kind, bool) {
+	if apiVersion == "v1" && kind == "Pod" {
+		return KindPod, true
+	}
+	group, version, ok := strings.Cut(apiVersion, "/")
+	if !ok || group != Group {
+		return "", false
+	}
+	k := Kind(kind)
+	if slices.Contains(servedVersions[k], version) {
+		return k, true
+	}
+	return "", false
+}
+
+// Convert validates and converts a Pod or policy resource given as an unstructured object.
+// Objects of other kinds yield an *ErrIgnored. defaultNamespace fills in a missing
+// metadata.namespace (a manifest directory may omit it).
+func Convert(u *unstructured.Unstructured, defaultNamespace string) (Resource, error) {
+	apiVersion, kind := u.GetAPIVersion(), u.GetKind()
+	k, ok := KindOf(apiVersion, kind)
+	if !ok {
+		if group, _, _ := strings.Cut(apiVersion, "/"); group == Group && Kind(kind) != "" && servedVersions[Kind(kind)] != nil {
+			return Resource{}, fmt.Errorf("%s %s: version not served (want one of %s)", apiVersion, kind, strings.Join(servedVersions[Kind(kind)], ", "))
+		}
+		return Resource{}, &ErrIgnored{APIVersion: apiVersion, Kind: kind}
+	}
+	ns := u.GetNamespace()
+	if ns == "" {
+		ns = defaultNamespace
+	}
+	m := objectMeta{Namespace: ns, Name: u.GetName(), Labels: u.GetLabels(), Annotations: u.GetAnnotations(), Created: u.GetCreationTimestamp()}
+	if err := m.validate(); err != nil {
+		return Resource{}, fmt.Errorf("%s %s: %w", kind, m.key(), err)
+	}
+	var v any
+	var err error
+	switch k {
+	case KindPod:
+		var pod corev1.Pod
+		if err = remarshal(u.Object, &pod); err == nil {
+			pod.Namespace = ns
+			v, _ = ConvertPod(&pod)
+		}
+	case KindServer:
+		var spec ServerSpec
+		if err = decodeSpec(u, &spec); err == nil {
+			_, version, _ := strings.Cut(apiVersion, "/")
+			v, err = convertServer(m, version, &spec)
+		}
+	case KindAuthorizationPolicy:
+		var spec AuthorizationPolicySpec
+		if err = decodeSpec(u, &spec); err == nil {
+			v, err = convertAuthorizationPolicy(m, &spec)
+		}
+	case KindMeshTLSAuthentication:
+		var spec MeshTLSAuthenticationSpec
+		if err = decodeSpec(u, &spec); err == nil {
+			v, err = convertMeshTLSAuthentication(m, &spec)
+		}
+	case KindNetworkAuthentication:
+		var spec NetworkAuthenticationSpec
+		if err = decodeSpec(u, &spec); err == nil {
+			v, err = convertNetworkAuthentication(m, &spec)
+		}
+	case KindServerAuthorization:
+		var spec ServerAuthorizationSpec
+		if err = decodeSpec(u, &spec); err == nil {
+			v, err = convertServerAuthorization(m, &spec)
+		}
+	}
+	if err != nil {
+		return Resource{}, fmt.Errorf("%s %s: %w", kind, m.key(), err)
+	}
+	return Resource{Kind: k, Key: m.key(), Value: v}, nil
+}
+
+func decodeSpec(u *unstructured.Unstructured, into any) error {
+	spec, ok := u.Object["spec"]
+	if !ok {
+		return fmt.Errorf("spec: required")
+	}
+	if _, ok := spec.(map[string]any); !ok {
+		return fmt.Errorf("spec: must be an object")
+	}
+	if err := remarshal(spec, into); err != nil {
+		return fmt.Errorf("spec: %w", err)
+	}
+	return nil
+}
+
+func remarshal(in, out any) error {
+	b, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, out)
+}
+
+// objectMeta is the metadata conversion needs.
+type objectMeta struct {
+	Namespace, Name string
+	Labels          map[string]string
+	Annotations     map[string]string
+	Created         metav1.Time
+}
+
+func (m objectMeta) key() compute.Key { return compute.Key{Namespace: m.Namespace, Name: m.Name} }
+
+func (m objectMeta) validate() error {
+	if errs := validation.IsDNS1123Label(m.Namespace); len(errs) > 0 {
+		return fmt.Errorf("metadata.namespace %q: %s", m.Namespace, strings.Join(errs, "; "))
+	}
+	if errs := validation.IsDNS1123Subdomain(m.Name); len(errs) > 0 {
+		return fmt.Errorf("metadata.name %q: %s", m.Name, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+func selector(field string, s *metav1.LabelSelector) (labels.Selector, error) {
+	sel, err := metav1.LabelSelectorAsSelector(s)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", field, err)
+	}
+	return sel, nil
+}
+
+var protocols = map[string]compute.Protocol{
+	"":        compute.ProtocolDetect,
+	"unknown": compute.ProtocolDetect,
+	"HTTP/1":  compute.ProtocolHTTP1,
+	"HTTP/2":  compute.ProtocolHTTP2,
+	"gRPC":    compute.ProtocolGRPC,
+	"opaque":  compute.ProtocolOpaque,
+	"TLS":     compute.ProtocolTLS,
+}
+
+// convertServer validates a Server spec of the given version (v1beta1, v1beta2, v1beta3).
+func convertServer(m objectMeta, version string, spec *ServerSpec) (*compute.Server, error) {
+	s := &compute.Server{Namespace: m.Namespace, Name: m.Name, Labels: m.Labels, Created: m.Created.Time}
+	if version == "v1beta1" && spec.ExternalWorkloadSelector != nil {
+		return nil, fmt.Errorf("spec.externalWorkloadSelector: not in v1beta1")
+	}
+	if version != "v1beta3" && spec.AccessPolicy != "" {
+		return nil, fmt.Errorf("spec.accessPolicy: not in %s", version)
+	}
+	switch {
+	case (spec.PodSelector == nil) == (spec.ExternalWorkloadSelector == nil):
+		return nil, fmt.Errorf("spec: exactly one of podSelector and externalWorkloadSelector is required")
+	case spec.PodSelector != nil:
+		sel, err := selector("spec.podSelector", spec.PodSelector)
+		if err != nil {
+			return nil, err
+		}
+		s.PodSelector = sel
+	default:
+		sel, err := selector("spec.externalWorkloadSelector", spec.ExternalWorkloadSelector)
+		if err != nil {
+			return nil, err
+		}
+		s.ExternalWorkloadSelector = sel
+	}
+	if spec.Port == nil {
+		return nil, fmt.Errorf("spec.port: required")
+	}
+	switch spec.Port.Type {
+	case intstr.Int:
+		if spec.Port.IntVal < 1 || spec.Port.IntVal > 65535 {
+			return nil, fmt.Errorf("spec.port: %d out of range 1-65535", spec.Port.IntVal)
+		}
+		s.Port.Number = uint32(spec.Port.IntVal)
+	default:
+		if errs := validation.IsValidPortName(spec.Port.StrVal); len(errs) > 0 {
+			return nil, fmt.Errorf("spec.port %q: %s", spec.Port.StrVal, strings.Join(errs, "; "))
+		}
+		s.Port.Name = spec.Port.StrVal
+	}
+	p, ok := protocols[spec.ProxyProtocol]
+	if !ok {
+		return nil, fmt.Errorf("spec.proxyProtocol %q: want one of unknown, HTTP/1, HTTP/2, gRPC, opaque, TLS", spec.ProxyProtocol)
+	}
+	s.Protocol = p
+	s.AccessPolicy = compute.Deny
+	if spec.AccessPolicy != "" {
+		ap, err := compute.ParseDefaultPolicy(spec.AccessPolicy)
+		if err != nil {
+			return nil, fmt.Errorf("spec.accessPolicy: %w", err)
+		}
+		s.AccessPolicy = ap
+	}
+	return s, nil
+}
+
+// refIs reports whether a reference's group and kind name the given ones (case-insensitive;
+// the core group may be written "" or "core").
+func refIs(group, kind, wantGroup, wantKind string) bool {
+	if wantGroup == "" && strings.EqualFold(group, "core") {
+		group = ""
+	}
+	return strings.EqualFold(group, wantGroup) && strings.EqualFold(kind, wantKind)
+}
+
+func validName(field, name string) error {
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		return fmt.Errorf("%s %q: %s", field, name, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+func validNamespace(field, name string) error {
+	if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
+		return fmt.Errorf("%s %q: %s", field, name, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// convertAuthorizationPolicy validates an AuthorizationPolicy spec.
+func convertAuthorizationPolicy(m objectMeta, spec *AuthorizationPolicySpec) (*compute.AuthorizationPolicy, error) {
+	ap := &compute.AuthorizationPolicy{Namespace: m.Namespace, Name: m.Name}
+	t := spec.TargetRef
+	if t == nil {
+		return nil, fmt.Errorf("spec.targetRef: required")
+	}
+	if err := validName("spec.targetRef.name", t.Name); err != nil {
+		return nil, err
+	}
+	ap.TargetName = t.Name
+	switch {
+	case refIs(t.Group, t.Kind, Group, "Server"):
+		ap.Target = compute.TargetServer
+	case refIs(t.Group, t.Kind, "", "Namespace"):
+		if t.Name != m.Namespace {
+			return nil, fmt.Errorf("spec.targetRef: a policy may only target its own namespace %q, not %q", m.Namespace, t.Name)
+		}
+		ap.Target = compute.TargetNamespace
+	case refIs(t.Group, t.Kind, Group, "HTTPRoute"), refIs(t.Group, t.Kind, "gateway.networking.k8s.io", "HTTPRoute"):
+		ap.Target = compute.TargetHTTPRoute
+	case refIs(t.Group, t.Kind, "gateway.networking.k8s.io", "GRPCRoute"):
+		ap.Target = compute.TargetGRPCRoute
+	default:
+		return nil, fmt.Errorf("spec.targetRef: unsupported target %s %q (want Server, Namespace, HTTPRoute or GRPCRoute)", groupKind(t.Group, t.Kind), t.Name)
+	}
+	if spec.RequiredAuthenticationRefs == nil {
+		return nil, fmt.Errorf("spec.requiredAuthenticationRefs: required")
+	}
+	for i, r := range spec.RequiredAuthenticationRefs {
+		field := fmt.Sprintf("spec.requiredAuthenticationRefs[%d]", i)
+		ref := compute.AuthnRef{Namespace: r.Namespace, Name: r.Name}
+		if ref.Namespace == "" {
+			ref.Namespace = m.Namespace
+		} else if err := validNamespace(field+".namespace", ref.Namespace); err != nil {
+			return nil, err
+		}
+		if err := validName(field+".name", r.Name); err != nil {
+			return nil, err
+		}
+		switch {
+		case refIs(r.Group, r.Kind, Group, "MeshTLSAuthentication"):
+			ref.Kind = compute.AuthnMeshTLS
+		case refIs(r.Group, r.Kind, Group, "NetworkAuthentication"):
+			ref.Kind = compute.AuthnNetwork
+		case refIs(r.Group, r.Kind, "", "ServiceAccount"):
+			ref.Kind = compute.AuthnServiceAccount
+		default:
+			return nil, fmt.Errorf("%s: unsupported authentication %s (want MeshTLSAuthentication, NetworkAuthentication or ServiceAccount)", field, groupKind(r.Group, r.Kind))
+		}
+		ap.Authentications = append(ap.Authentications, ref)
+	}
+	return ap, nil
+}
+
+func groupKind(group, kind string) string {
+	if group == "" {
+		return kind
+	}
+	return kind + "." + group
+}
+
+// identityPattern is the CRD's pattern for identity strings: DNS-like labels, optionally
+// starting with a "*" label.
+var identityPattern = regexp.MustCompile(`^(\*|[a-z0-9]([-a-z0-9]*[a-z0-9])?)(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+
+func validIdentity(field, id string) error {
+	if len(id) > 253 || !identityPattern.MatchString(id) {
+		return fmt.Errorf("%s %q: not an identity (DNS-like name, optionally starting with \"*.\", or \"*\")", field, id)
+	}
+	return nil
+}
+
+// convertMeshTLSAuthentication validates a MeshTLSAuthentication spec.
+func convertMeshTLSAuthentication(m objectMeta, spec *MeshTLSAuthenticationSpec) (*compute.MeshTLSAuthentication, error) {
+	a := &compute.MeshTLSAuthentication{Namespace: m.Namespace, Name: m.Name}
+	if (spec.Identities == nil) == (spec.IdentityRefs == nil) {
+		return nil, fmt.Errorf("spec: exactly one of identities and identityRefs is required")
+	}
+	for i, id := range spec.Identities {
+		if err := validIdentity(fmt.Sprintf("spec.identities[%d]", i), id); err != nil {
+			return nil, err
+		}
+		a.Identities = append(a.Identities, id)
+	}
+	for i, r := range spec.IdentityRefs {
+		field := fmt.Sprintf("spec.identityRefs[%d]", i)
+		ref := compute.IdentityRef{Namespace: r.Namespace, Name: r.Name}
+		if ref.Namespace == "" {
+			ref.Namespace = m.Namespace
+		} else if err := validNamespace(field+".namespace", ref.Namespace); err != nil {
+			return nil, err
+		}
+		switch {
+		case refIs(r.Group, r.Kind, "", "ServiceAccount"):
+			ref.Kind = compute.IdentityRefServiceAccount
+			if err := validName(field+".name", r.Name); err != nil {
+				return nil, err
+			}
+		case refIs(r.Group, r.Kind, "", "Namespace"):
+			ref.Kind = compute.IdentityRefNamespace
+			if err := validNamespace(field+".name", r.Name); err != nil {
+				return nil, err
+			}
+		default:
+			return nil, fmt.Errorf("%s: unsupported identity reference %s (want ServiceAccount or Namespace)", field, groupKind(r.Group, r.Kind))
+		}
+		a.IdentityRefs = append(a.IdentityRefs, ref)
+	}
+	if len(a.Identities)+len(a.IdentityRefs) == 0 {
+		return nil, fmt.Errorf("spec: no identities configured")
+	}
+	return a, nil
+}
+
+// parseNet parses a CIDR or a bare address (a /32 or /128), canonicalised.
+func parseNet(field, s string) (netip.Prefix, error) {
+	if p, err := netip.ParsePrefix(s); err == nil {
+		return p.Masked(), nil
+	}
+	if a, err := netip.ParseAddr(s); err == nil && a.Zone() == "" {
+		a = a.Unmap()
+		return netip.PrefixFrom(a, a.BitLen()), nil
+	}
+	return netip.Prefix{}, fmt.Errorf("%s %q: not a CIDR or IP address", field, s)
+}
+
+func convertNetworks(field string, in []Network) ([]compute.NetworkMatch, error) {
+	var out []compute.NetworkMatch
+	for i, n := range in {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		net, err := parseNet(f+".cidr", n.CIDR)
+		if err != nil {
+			return nil, err
+		}
+		nm := compute.NetworkMatch{Net: net}
+		for j, e := range n.Except {
+			ex, err := parseNet(fmt.Sprintf("%s.except[%d]", f, j), e)
+			if err != nil {
+				return nil, err
+			}
+			nm.Except = append(nm.Except, ex)
+		}
+		out = append(out, nm)
+	}
+	return out, nil
+}
+
+// convertNetworkAuthentication validates a NetworkAuthentication spec.
+func convertNetworkAuthentication(m objectMeta, spec *NetworkAuthenticationSpec) (*compute.NetworkAuthentication, error) {
+	if len(spec.Networks) == 0 {
+		return nil, fmt.Errorf("spec.networks: at least one network is required")
+	}
+	nets, err := convertNetworks("spec.networks", spec.Networks)
+	if err != nil {
+		return nil, err
+	}
+	return &compute.NetworkAuthentication{Namespace: m.Namespace, Name: m.Name, Networks: nets}, nil
+}
+
+// convertServerAuthorization validates a ServerAuthorization spec.
+func convertServerAuthorization(m objectMeta, spec *ServerAuthorizationSpec) (*compute.ServerAuthorization, error) {
+	a := &compute.ServerAuthorization{Namespace: m.Namespace, Name: m.Name}
+	srv := spec.Server
+	switch {
+	case (srv.Name == "") == (srv.Selector == nil):
+		return nil, fmt.Errorf("spec.server: exactly one of name and selector is required")
+	case srv.Name != "":
+		if err := validName("spec.server.name", srv.Name); err != nil {
+			return nil, err
+		}
+		a.ServerName = srv.Name
+	default:
+		sel, err := selector("spec.server.selector", srv.Selector)
+		if err != nil {
+			return nil, err
+		}
+		a.ServerSelector = sel
+	}
+	nets, err := convertNetworks("spec.client.networks", spec.Client.Networks)
+	if err != nil {
+		return nil, err
+	}
+	a.Networks = nets
+	a.Unauthenticated = spec.Client.Unauthenticated
+	if mt := spec.Client.MeshTLS; mt != nil {
+		a.UnauthenticatedTLS = mt.UnauthenticatedTLS
+		for i, id := range mt.Identities {
+			if err := validIdentity(fmt.Sprintf("spec.client.meshTLS.identities[%d]", i), id); err != nil {
+				return nil, err
+			}
+			a.Identities = append(a.Identities, id)
+		}
+		for i, sa := range mt.ServiceAccounts {
+			field := fmt.Sprintf("spec.client.meshTLS.serviceAccounts[%d]", i)
+			if err := validName(field+".name", sa.Name); err != nil {
+				return nil, err
+			}
+			ns := sa.Namespace
+			if ns == "" {
+				ns = m.Namespace
+			} else if err := validNamespace(field+".namespace", ns); err != nil {
+				return nil, err
+			}
+			a.ServiceAccounts = append(a.ServiceAccounts, compute.Key{Namespace: ns, Name: sa.Name})
+		}
+	}
+	if !a.Unauthenticated && spec.Client.MeshTLS == nil {
+		return nil, fmt.Errorf("spec.client: one of unauthenticated and meshTLS is required")
+	}
+	if !a.Unauthenticated && !a.UnauthenticatedTLS && len(a.Identities)+len(a.ServiceAccounts) == 0 {
+		return nil, fmt.Errorf("spec.client.meshTLS: authorizes no clients (set unauthenticatedTLS, identities or serviceAccounts)")
+	}
+	return a, nil
+}

@@ -1,0 +1,12 @@
+// Package api holds Linkerd's policy.linkerd.io resources as Go types (Server v1beta1-v1beta3,
+// AuthorizationPolicy, MeshTLSAuthentication, NetworkAuthentication v1alpha1,
+// ServerAuthorization v1beta1) and converts them, and Pods, into the validated model of
+// package compute.
+//
+// Conversion is where malformed objects stop: everything the CRD schemas in deploy/crds
+// reject is rejected here too (so a manifest directory, which no API server validates, gets
+// the same treatment), with an error naming the field. It is pure: no I/O, no clients.
+//
+// It may import compute and Kubernetes API types; it must not import client-go clients,
+// gRPC, or the policy controller.
+package api
