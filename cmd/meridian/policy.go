@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/meridian-mesh/meridian/internal/logging"
+	"github.com/meridian-mesh/meridian/policy"
+	"github.com/meridian-mesh/meridian/policy/compute"
+)
+
+func init() {
+	register(&command{name: "policy", summary: "serve inbound policy (Linkerd's policy.linkerd.io resources) to proxies", run: runPolicy})
+}
+
+// policyFlags fills a policy.Config from the command line.
+func policyFlags(args []string) (policy.Config, string, string, error) {
+	cfg := policy.DefaultConfig()
+	fs := newFlagSet("policy")
+	fs.StringVar(&cfg.GRPCAddr, "grpc-addr", cfg.GRPCAddr, "InboundServerPolicies gRPC address")
+	fs.StringVar(&cfg.AdminAddr, "admin-addr", cfg.AdminAddr, "admin address (/metrics, /live, /ready, /debug/pprof/)")
+	fs.StringVar(&cfg.Source, "source", cfg.Source, "where pods and policy resources come from: kubernetes, or dir:PATH (a directory of YAML manifests, watched)")
+	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig for --source kubernetes (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
+	defaultPolicy := fs.String("cluster-default-policy", cfg.Compute.DefaultPolicy.String(),
+		"default inbound policy for pods without config.linkerd.io/default-inbound-policy: all-unauthenticated, all-authenticated, cluster-unauthenticated, cluster-authenticated, deny or audit")
+	clusterNets := fs.String("cluster-networks", prefixList(cfg.Compute.ClusterNetworks), "comma-separated pod networks of the cluster (for cluster-* policies and ServerAuthorizations without networks)")
+	probeNets := fs.String("probe-networks", prefixList(cfg.Compute.ProbeNetworks), "comma-separated networks kubelet probes come from (empty: no probe authorization)")
+	fs.StringVar(&cfg.Compute.ControlPlaneNamespace, "control-plane-namespace", cfg.Compute.ControlPlaneNamespace, "control plane namespace, part of mesh identities")
+	fs.StringVar(&cfg.Compute.IdentityDomain, "identity-trust-domain", cfg.Compute.IdentityDomain, "identity trust domain, the suffix of mesh identities")
+	fs.DurationVar(&cfg.Compute.DetectTimeout, "default-detect-timeout", cfg.Compute.DetectTimeout, "protocol detection timeout sent to proxies")
+	fs.DurationVar(&cfg.ShutdownGrace, "shutdown-grace", cfg.ShutdownGrace, "how long in-flight calls may run at shutdown")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	logFormat := fs.String("log-format", "json", "log format: json or console")
+	if err := fs.Parse(args); err != nil {
+		return cfg, "", "", err
+	}
+	if fs.NArg() > 0 {
+		return cfg, "", "", fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	p, err := compute.ParseDefaultPolicy(*defaultPolicy)
+	if err != nil {
+		return cfg, "", "", fmt.Errorf("--cluster-default-policy: %w", err)
+	}
+	cfg.Compute.DefaultPolicy = p
+	if cfg.Compute.ClusterNetworks, err = parsePrefixes(*clusterNets); err != nil {
+		return cfg, "", "", fmt.Errorf("--cluster-networks: %w", err)
+	}
+	if cfg.Compute.ProbeNetworks, err = parsePrefixes(*probeNets); err != nil {
+		return cfg, "", "", fmt.Errorf("--probe-networks: %w", err)
+	}
+	return cfg, *logLevel, *logFormat, nil
+}
+
+func runPolicy(ctx context.Context, args []string) error {
+	cfg, level, format, err := policyFlags(args)
+	if err != nil {
+		return err
+	}
+	log, err := logging.New(level, format)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = log.Sync() }()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return policy.Run(ctx, cfg, reg, log)
+}
+
+func prefixList(ps []netip.Prefix) string {
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = p.String()
+	}
+	return strings.Join(s, ",")
+}
+
+func parsePrefixes(s string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(part)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a CIDR", part)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
+}
