@@ -30,6 +30,10 @@ func tokenReviewAPI(t *testing.T) *httptest.Server {
 			http.Error(w, "not found", http.StatusNotFound)
 			return
 		}
+		if ct := r.Header.Get("Content-Type"); ct != "application/json" {
+			http.Error(w, "test API: JSON only, got "+ct, http.StatusUnsupportedMediaType)
+			return
+		}
 		var tr authnv1.TokenReview
 		if err := json.NewDecoder(r.Body).Decode(&tr); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
@@ -67,7 +71,10 @@ func tokenReviewAPI(t *testing.T) *httptest.Server {
 
 func TestKubeReviewerOverHTTP(t *testing.T) {
 	api := tokenReviewAPI(t)
-	client, err := kubernetes.NewForConfig(&rest.Config{Host: api.URL})
+	// This stand-in API server speaks JSON only (a real one also speaks protobuf and CBOR).
+	client, err := kubernetes.NewForConfig(&rest.Config{Host: api.URL, ContentConfig: rest.ContentConfig{
+		ContentType: "application/json", AcceptContentTypes: "application/json",
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
