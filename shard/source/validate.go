@@ -214,6 +214,9 @@ func validatePod(pod *corev1.Pod) []fieldError {
 		}
 	}
 	for i, ip := range pod.Status.PodIPs {
+		if i == 0 && ip.IP == pod.Status.PodIP {
+			continue // checked as status.podIP
+		}
 		if _, err := parseIP(ip.IP); err != nil {
 			p.add(fmt.Sprintf("status.podIPs[%d]", i), "%v", err)
 		}

@@ -1,0 +1,486 @@
+package source
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"go.uber.org/zap/zaptest"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// recorder is a Handler that records calls; it never blocks.
+type recorder struct {
+	mu     sync.Mutex
+	events []string // "+Kind ns/name", "-Kind ns/name"
+	last   map[string]metav1.Object
+}
+
+func newRecorder() *recorder { return &recorder{last: map[string]metav1.Object{}} }
+
+func (r *recorder) record(kind string, o metav1.Object, deleted bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	key := kind + " " + o.GetNamespace() + "/" + o.GetName()
+	if deleted {
+		r.events = append(r.events, "-"+key)
+		delete(r.last, key)
+		return
+	}
+	r.events = append(r.events, "+"+key)
+	r.last[key] = o
+}
+
+func (r *recorder) OnService(s *corev1.Service, deleted bool) { r.record(KindService, s, deleted) }
+func (r *recorder) OnEndpointSlice(es *discoveryv1.EndpointSlice, deleted bool) {
+	r.record(KindEndpointSlice, es, deleted)
+}
+func (r *recorder) OnPod(p *corev1.Pod, deleted bool) { r.record(KindPod, p, deleted) }
+
+// take returns and clears the events recorded so far.
+func (r *recorder) take() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ev := r.events
+	r.events = nil
+	return ev
+}
+
+func (r *recorder) get(key string) metav1.Object {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.last[key]
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// leakCheck verifies, after every cleanup registered later has run, that the test left no
+// goroutine behind.
+func leakCheck(t *testing.T) {
+	opt := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, opt) })
+}
+
+// dirHarness runs a Dir source on a temporary directory.
+type dirHarness struct {
+	t     *testing.T
+	dir   string
+	src   *Dir
+	rec   *recorder
+	scans atomic.Int64
+	done  chan error
+}
+
+func startDir(t *testing.T, files map[string]string, cfg func(*DirConfig)) *dirHarness {
+	t.Helper()
+	h := &dirHarness{t: t, dir: t.TempDir(), rec: newRecorder(), done: make(chan error, 1)}
+	for name, content := range files {
+		h.write(name, content)
+	}
+	c := DefaultDirConfig(h.dir)
+	c.Debounce = 10 * time.Millisecond
+	c.Rescan = 50 * time.Millisecond
+	if cfg != nil {
+		cfg(&c)
+	}
+	h.src = NewDirWithConfig(c, zaptest.NewLogger(t))
+	h.src.afterScan = func() { h.scans.Add(1) }
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { h.done <- h.src.Run(ctx, h.rec) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-h.done:
+			if err != nil {
+				t.Errorf("Run returned %v after cancel, want nil", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Errorf("Run did not return within 5s of cancel")
+		}
+	})
+	waitFor(t, "first scan", 5*time.Second, h.src.Synced)
+	return h
+}
+
+// write replaces a file atomically (write a hidden temporary file, then rename), as
+// editors and kubectl-style tools do, so that no scan sees half a file.
+func (h *dirHarness) write(name, content string) {
+	h.t.Helper()
+	p := filepath.Join(h.dir, name)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		h.t.Fatal(err)
+	}
+	tmp := filepath.Join(filepath.Dir(p), ".tmp-"+filepath.Base(p))
+	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+		h.t.Fatal(err)
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *dirHarness) remove(name string) {
+	h.t.Helper()
+	if err := os.Remove(filepath.Join(h.dir, name)); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// settle waits until n more scans have completed, so that every change made before the
+// call has been seen.
+func (h *dirHarness) settle(n int64) {
+	h.t.Helper()
+	target := h.scans.Load() + n
+	waitFor(h.t, fmt.Sprintf("%d more scans", n), 5*time.Second, func() bool { return h.scans.Load() >= target })
+}
+
+// expect waits until the recorded events, sorted, equal want (sorted), and then checks that
+// a few more scans add nothing.
+func (h *dirHarness) expect(want ...string) {
+	h.t.Helper()
+	var got []string
+	sort.Strings(want)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got = append(got, h.rec.take()...)
+		sort.Strings(got)
+		if strings.Join(got, "\n") == strings.Join(want, "\n") {
+			break
+		}
+		if len(got) > len(want) || time.Now().After(deadline) {
+			h.t.Fatalf("events:\n  got  %q\n  want %q", got, want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	h.settle(3)
+	if extra := h.rec.take(); len(extra) > 0 {
+		h.t.Fatalf("redundant deliveries after %q: %q", want, extra)
+	}
+}
+
+func svcYAML(ns, name, extraLabel string) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Service
+metadata:
+  name: %s
+  namespace: %s
+  labels: {app: %s%s}
+spec:
+  ports: [{name: http, port: 80, targetPort: http}]
+`, name, ns, name, extraLabel)
+}
+
+func podYAML(ns, name, ip string) string {
+	return fmt.Sprintf("apiVersion: v1\nkind: Pod\nmetadata: {name: %s, namespace: %s}\nstatus: {podIP: %s}\n", name, ns, ip)
+}
+
+func sliceYAML(ns, name, svc string, addrs ...string) string {
+	var eps strings.Builder
+	for _, a := range addrs {
+		fmt.Fprintf(&eps, "- addresses: [%q]\n  conditions: {ready: true}\n", a)
+	}
+	return fmt.Sprintf(`apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: %s
+  namespace: %s
+  labels: {kubernetes.io/service-name: %s}
+addressType: IPv4
+ports: [{name: http, port: 8080}]
+endpoints:
+%s`, name, ns, svc, eps.String())
+}
+
+func TestDirInitialLoad(t *testing.T) {
+	leakCheck(t)
+	h := startDir(t, map[string]string{
+		"shop.yaml": svcYAML("shop", "web", "") + "---\n" + sliceYAML("shop", "web-1", "web", "127.0.10.1") +
+			"---\n" + podYAML("shop", "web-a", "127.0.10.1"),
+		"sub/dir/billing.yml":  "apiVersion: v1\nkind: List\nitems:\n" + indentItem(svcYAML("billing", "pay", "")),
+		"json/legacy.json":     `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"old","namespace":"legacy"}}`,
+		"notes.txt":            svcYAML("x", "ignored-txt", ""),
+		".hidden/secret.yaml":  svcYAML("x", "ignored-hidden", ""),
+		".editor-backup.yaml":  svcYAML("x", "ignored-dotfile", ""),
+		"deployment.yaml":      "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n",
+		"sub/dir/.keep":        "",
+		"empty.yaml":           "",
+		"comments-only.yaml":   "# nothing\n",
+		"sub/namespaces.yaml":  "apiVersion: v1\nkind: Namespace\nmetadata: {name: shop}\n",
+		"sub/dir/another.yaml": podYAML("billing", "pay-a", "127.0.20.1"),
+	}, nil)
+
+	// The first scan was delivered before Synced turned true, in kind order.
+	got := h.rec.take()
+	want := []string{
+		"+Pod billing/pay-a", "+Pod legacy/old", "+Pod shop/web-a",
+		"+Service billing/pay", "+Service shop/web",
+		"+EndpointSlice shop/web-1",
+	}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("initial events\n got  %q\n want %q", got, want)
+	}
+	if errs := h.src.Errors(); len(errs) != 0 {
+		t.Fatalf("Errors() = %v, want none", errs)
+	}
+	h.expect() // rescans deliver nothing
+}
+
+func TestDirFollowsChanges(t *testing.T) {
+	leakCheck(t)
+	twoServices := svcYAML("shop", "web", "") + "---\n" + svcYAML("shop", "cart", "") + "---\n" +
+		sliceYAML("shop", "web-1", "web", "127.0.10.1", "127.0.10.2")
+	h := startDir(t, map[string]string{
+		"shop.yaml":  twoServices,
+		"other.yaml": podYAML("shop", "web-a", "127.0.10.1"),
+	}, nil)
+	h.expect("+Service shop/web", "+Service shop/cart", "+EndpointSlice shop/web-1", "+Pod shop/web-a")
+
+	steps := []struct {
+		name    string
+		change  func()
+		want    []string
+		errs    []string // substrings of Errors(), in order
+		lastSvc string   // label "tier" expected on Service shop/web, when set
+	}{
+		{
+			name:   "edit one object: only it is updated",
+			change: func() { h.write("shop.yaml", strings.Replace(twoServices, "{app: web}", "{app: web, tier: front}", 1)) },
+			want:   []string{"+Service shop/web"},
+		},
+		{
+			name: "edit an endpoint address",
+			change: func() {
+				h.write("shop.yaml", strings.Replace(strings.Replace(twoServices, "{app: web}", "{app: web, tier: front}", 1), "127.0.10.2", "127.0.10.3", 1))
+			},
+			want: []string{"+EndpointSlice shop/web-1"},
+		},
+		{
+			name: "remove an object from a file: it is deleted",
+			change: func() {
+				h.write("shop.yaml", strings.Replace(svcYAML("shop", "web", ""), "{app: web}", "{app: web, tier: front}", 1)+"---\n"+
+					sliceYAML("shop", "web-1", "web", "127.0.10.1", "127.0.10.3"))
+			},
+			want: []string{"-Service shop/cart"},
+		},
+		{
+			name: "break the file: nothing changes, the error has file and line",
+			change: func() {
+				h.write("shop.yaml", svcYAML("shop", "web", "")+"---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: [oops\n")
+			},
+			want: nil,
+			errs: []string{"shop.yaml:13: yaml: did not find expected ',' or ']'"},
+		},
+		{
+			name: "invalid object: nothing changes, the error names the field",
+			change: func() {
+				h.write("shop.yaml", svcYAML("shop", "web", "")+"---\n"+sliceYAML("shop", "web-1", "web", "127.0.10.999"))
+			},
+			want: nil,
+			errs: []string{`shop.yaml:19: kind EndpointSlice shop/web-1: endpoints[0].addresses[0]: "127.0.10.999" is not an IP address`},
+		},
+		{
+			name: "fix the file: the difference from the last good version is delivered",
+			change: func() {
+				h.write("shop.yaml", svcYAML("shop", "web", "")+"---\n"+sliceYAML("shop", "web-1", "web", "127.0.10.1", "127.0.10.3"))
+			},
+			want: []string{"+Service shop/web"}, // the label tier: front is gone; the slice is as before
+		},
+		{
+			name:   "a new file",
+			change: func() { h.write("new/more.yaml", svcYAML("legacy", "inventory", "")+"---\n"+podYAML("legacy", "inv-a", "127.0.30.1")) },
+			want:   []string{"+Service legacy/inventory", "+Pod legacy/inv-a"},
+		},
+		{
+			name:   "delete a file: its objects are deleted",
+			change: func() { h.remove("shop.yaml") },
+			want:   []string{"-Service shop/web", "-EndpointSlice shop/web-1"},
+		},
+		{
+			name:   "delete a directory",
+			change: func() { _ = os.RemoveAll(filepath.Join(h.dir, "new")) },
+			want:   []string{"-Service legacy/inventory", "-Pod legacy/inv-a"},
+		},
+	}
+	for _, s := range steps {
+		t.Run(s.name, func(t *testing.T) {
+			h.t = t
+			s.change()
+			if s.want == nil {
+				// Wait until the error shows, then make sure nothing was delivered.
+				waitFor(t, "the error to be reported", 5*time.Second, func() bool { return len(h.src.Errors()) > 0 })
+			}
+			h.expect(s.want...)
+			var errs []string
+			for _, e := range h.src.Errors() {
+				errs = append(errs, e.Error())
+			}
+			if len(errs) != len(s.errs) {
+				t.Fatalf("Errors() = %q, want %q", errs, s.errs)
+			}
+			for i := range errs {
+				if !strings.HasPrefix(errs[i], filepath.Join(h.dir, "")+"/") || !strings.HasSuffix(errs[i], s.errs[i]) {
+					t.Errorf("error %q, want %s/%s", errs[i], h.dir, s.errs[i])
+				}
+			}
+		})
+	}
+	if h.rec.get("Pod shop/web-a") == nil {
+		t.Errorf("the untouched file's pod was lost")
+	}
+}
+
+// TestDirMalformedKeepsPrevious checks that a broken file keeps the objects of its last
+// good version, with their content, across many rescans.
+func TestDirMalformedKeepsPrevious(t *testing.T) {
+	h := startDir(t, map[string]string{"a.yaml": svcYAML("shop", "web", ", tier: front")}, nil)
+	h.expect("+Service shop/web")
+	h.write("a.yaml", "apiVersion: v1\nkind: Service\nmetadata: {namespace: shop}\n")
+	waitFor(t, "the error", 5*time.Second, func() bool { return len(h.src.Errors()) == 1 })
+	h.expect()
+	if got := h.src.Errors()[0].Error(); !strings.HasSuffix(got, "a.yaml:3: kind Service: metadata.name: is empty") {
+		t.Errorf("error = %q", got)
+	}
+	if svc := h.rec.get("Service shop/web"); svc == nil || svc.GetLabels()["tier"] != "front" {
+		t.Errorf("previous version not kept: %v", svc)
+	}
+}
+
+// TestDirMalformedAtStart checks that a file broken from the start is reported and the
+// others load.
+func TestDirMalformedAtStart(t *testing.T) {
+	h := startDir(t, map[string]string{
+		"bad.yaml":  "apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nstatus: {podIP: not-an-ip}\n",
+		"good.yaml": podYAML("shop", "ok", "127.0.0.5"),
+	}, nil)
+	h.expect("+Pod shop/ok")
+	errs := h.src.Errors()
+	if len(errs) != 1 || !strings.HasSuffix(errs[0].Error(), `bad.yaml:4: kind Pod default/x: status.podIP: "not-an-ip" is not an IP address`) {
+		t.Fatalf("Errors() = %v", errs)
+	}
+}
+
+func TestDirDuplicateAcrossFiles(t *testing.T) {
+	h := startDir(t, map[string]string{
+		"a.yaml": svcYAML("shop", "web", ", from: a"),
+		"b.yaml": "# b\n" + svcYAML("shop", "web", ", from: b"),
+	}, nil)
+	h.expect("+Service shop/web")
+	if svc := h.rec.get("Service shop/web"); svc.GetLabels()["from"] != "a" {
+		t.Errorf("the first file in path order should win, got labels %v", svc.GetLabels())
+	}
+	errs := h.src.Errors()
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "b.yaml:2: Service shop/web is already defined in ") {
+		t.Fatalf("Errors() = %v", errs)
+	}
+	h.remove("a.yaml")
+	h.expect("+Service shop/web")
+	if svc := h.rec.get("Service shop/web"); svc.GetLabels()["from"] != "b" {
+		t.Errorf("after a.yaml is gone b.yaml's definition should be delivered, got %v", svc.GetLabels())
+	}
+	if errs := h.src.Errors(); len(errs) != 0 {
+		t.Errorf("Errors() = %v, want none", errs)
+	}
+}
+
+// TestDirNotifications checks that changes arrive through file notifications alone.
+func TestDirNotifications(t *testing.T) {
+	h := startDir(t, map[string]string{"a.yaml": podYAML("shop", "a", "127.0.0.1")}, func(c *DirConfig) { c.Rescan = 0 })
+	if got := h.rec.take(); len(got) != 1 {
+		t.Fatalf("initial events %q", got)
+	}
+	h.write("sub/b.yaml", podYAML("shop", "b", "127.0.0.2"))
+	waitFor(t, "the new pod", 5*time.Second, func() bool { return h.rec.get("Pod shop/b") != nil })
+	h.write("sub/b.yaml", podYAML("shop", "b", "127.0.0.3"))
+	waitFor(t, "the changed pod", 5*time.Second, func() bool {
+		p, _ := h.rec.get("Pod shop/b").(*corev1.Pod)
+		return p != nil && p.Status.PodIP == "127.0.0.3"
+	})
+	h.remove("a.yaml")
+	waitFor(t, "the deleted pod", 5*time.Second, func() bool { return h.rec.get("Pod shop/a") == nil })
+}
+
+func TestDirErrors(t *testing.T) {
+	src := NewDir(filepath.Join(t.TempDir(), "missing"), zaptest.NewLogger(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := src.Run(ctx, newRecorder()); err == nil || !strings.Contains(err.Error(), "missing") {
+		t.Errorf("Run on a missing directory = %v, want an error naming it", err)
+	}
+	if src.Synced() {
+		t.Errorf("Synced after a failed start")
+	}
+	file := filepath.Join(t.TempDir(), "f.yaml")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := NewDir(file, nil).Run(ctx, newRecorder()); err == nil || !strings.Contains(err.Error(), "not a directory") {
+		t.Errorf("Run on a file = %v, want 'not a directory'", err)
+	}
+}
+
+func TestDirFileTooLarge(t *testing.T) {
+	h := startDir(t, map[string]string{"big.yaml": podYAML("shop", "a", "127.0.0.1") + "# " + strings.Repeat("x", 200) + "\n"},
+		func(c *DirConfig) { c.MaxFileSize = 100 })
+	h.expect()
+	errs := h.src.Errors()
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "big.yaml: file is larger than the 100 bytes allowed") {
+		t.Fatalf("Errors() = %v", errs)
+	}
+}
+
+func BenchmarkDirScanNoChange(b *testing.B) {
+	dir := b.TempDir()
+	data, err := os.ReadFile(filepath.Join("..", "..", "deploy", "examples", "shop.yaml"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "shop.yaml"), data, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	d := NewDirWithConfig(DefaultDirConfig(dir), nil)
+	rec := newRecorder()
+	if err := d.scan(rec, nil); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := d.scan(rec, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkDecodeExamples(b *testing.B) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "deploy", "examples", "shop.yaml"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.SetBytes(int64(len(data)))
+	for i := 0; i < b.N; i++ {
+		if got := decodeFile("shop.yaml", data); len(got.errs) > 0 {
+			b.Fatal(got.errs)
+		}
+	}
+}

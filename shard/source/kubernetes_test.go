@@ -1,0 +1,297 @@
+package source
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/meridian-mesh/meridian/internal/kubetest"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap/zaptest"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+)
+
+func TestMain(m *testing.M) { os.Exit(kubetest.Main(m)) }
+
+// apiTimeout bounds each call to the API server and each wait for an event.
+const apiTimeout = 30 * time.Second
+
+func apiCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// startKubernetes runs a Kubernetes source on ns of the shared API server and waits until
+// it has synced.
+func startKubernetes(t *testing.T, env *kubetest.Env, ns string) (*Kubernetes, *recorder, *prometheus.Registry) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	src := NewKubernetes(env.Client, KubernetesConfig{Namespace: ns}, reg, zaptest.NewLogger(t))
+	rec := newRecorder()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- src.Run(ctx, rec) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run returned %v after cancel", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Errorf("Run did not return within 10s of cancel")
+		}
+	})
+	waitFor(t, "informers to sync", apiTimeout, src.Synced)
+	return src, rec, reg
+}
+
+func testService(ns, name string) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"app": name},
+			Annotations: map[string]string{corev1.LastAppliedConfigAnnotation: `{"big":"copy"}`, "keep": "me"}},
+		Spec: corev1.ServiceSpec{
+			Selector: map[string]string{"app": name},
+			Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString("http")}},
+		},
+	}
+}
+
+func testSlice(ns, name, svc string, addrs ...string) *discoveryv1.EndpointSlice {
+	es := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{discoveryv1.LabelServiceName: svc}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080)}},
+	}
+	for _, a := range addrs {
+		es.Endpoints = append(es.Endpoints, discoveryv1.Endpoint{Addresses: []string{a}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}})
+	}
+	return es
+}
+
+func testPod(ns, name string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"app": "web", "linkerd.io/control-plane-ns": "linkerd"}},
+		Spec: corev1.PodSpec{
+			ServiceAccountName: "web",
+			Volumes:            []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+			InitContainers: []corev1.Container{{
+				Name: "linkerd-proxy", Image: "proxy:dev", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
+				Env: []corev1.EnvVar{{Name: "LINKERD2_PROXY_INBOUND_LISTEN_ADDR", Value: "0.0.0.0:4143"}, {Name: "OTHER", Value: "x"}},
+			}},
+			Containers: []corev1.Container{{
+				Name: "web", Image: "web:1", Command: []string{"/web", "--serve"},
+				Ports:        []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+				Env:          []corev1.EnvVar{{Name: "SECRET_STUFF", Value: "long value"}},
+				VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}},
+			}},
+		},
+	}
+}
+
+func histogramCount(t *testing.T, reg *prometheus.Registry, name string) uint64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()[0].GetHistogram().GetSampleCount()
+		}
+	}
+	t.Fatalf("metric %s not registered", name)
+	return 0
+}
+
+func TestKubernetesSource(t *testing.T) {
+	env := kubetest.Start(t)
+	ns := env.Namespace(t, nil)
+	other := env.Namespace(t, nil)
+	_, rec, reg := startKubernetes(t, env, ns)
+	ctx := apiCtx(t)
+	c := env.Client
+
+	// Adds.
+	if _, err := c.CoreV1().Services(ns).Create(ctx, testService(ns, "web"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.DiscoveryV1().EndpointSlices(ns).Create(ctx, testSlice(ns, "web-1", "web", "10.0.0.1"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CoreV1().Pods(ns).Create(ctx, testPod(ns, "web-a"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CoreV1().Services(other).Create(ctx, testService(other, "elsewhere"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the three objects", apiTimeout, func() bool {
+		return rec.get("Service "+ns+"/web") != nil && rec.get("EndpointSlice "+ns+"/web-1") != nil && rec.get("Pod "+ns+"/web-a") != nil
+	})
+
+	// The transform slimmed the objects.
+	svc := rec.get("Service " + ns + "/web").(*corev1.Service)
+	if _, ok := svc.Annotations[corev1.LastAppliedConfigAnnotation]; ok || svc.Annotations["keep"] != "me" {
+		t.Errorf("service annotations after transform: %v", svc.Annotations)
+	}
+	pod := rec.get("Pod " + ns + "/web-a").(*corev1.Pod)
+	if len(pod.ManagedFields) != 1 || pod.ManagedFields[0].Time == nil || pod.ManagedFields[0].FieldsV1 != nil {
+		t.Errorf("managedFields after transform: %+v", pod.ManagedFields)
+	}
+	if pod.Spec.Volumes != nil || pod.Spec.Containers[0].Command != nil || pod.Spec.Containers[0].Env != nil || pod.Spec.Containers[0].VolumeMounts != nil {
+		t.Errorf("pod spec not slimmed: %+v", pod.Spec)
+	}
+	if env := pod.Spec.InitContainers[0].Env; len(env) != 1 || env[0].Name != "LINKERD2_PROXY_INBOUND_LISTEN_ADDR" {
+		t.Errorf("proxy env after transform: %+v", env)
+	}
+	if pod.Spec.ServiceAccountName != "web" || pod.Spec.Containers[0].Ports[0].Name != "http" || pod.Labels["linkerd.io/control-plane-ns"] != "linkerd" {
+		t.Errorf("pod lost fields Meridian reads: %+v", pod)
+	}
+
+	// Updates, each observed in its lag histogram.
+	svc = svc.DeepCopy()
+	svc.Labels["tier"] = "front"
+	if _, err := c.CoreV1().Services(ns).Update(ctx, svc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	es, err := c.DiscoveryV1().EndpointSlices(ns).Get(ctx, "web-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	es.Endpoints = append(es.Endpoints, discoveryv1.Endpoint{Addresses: []string{"10.0.0.2"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(false)}})
+	if _, err := c.DiscoveryV1().EndpointSlices(ns).Update(ctx, es, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.CoreV1().Pods(ns).Get(ctx, "web-a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Status.PodIP = "10.0.0.1"
+	p.Status.PodIPs = []corev1.PodIP{{IP: "10.0.0.1"}}
+	p.Status.Phase = corev1.PodRunning
+	if _, err := c.CoreV1().Pods(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the three updates", apiTimeout, func() bool {
+		s, _ := rec.get("Service " + ns + "/web").(*corev1.Service)
+		e, _ := rec.get("EndpointSlice " + ns + "/web-1").(*discoveryv1.EndpointSlice)
+		p, _ := rec.get("Pod " + ns + "/web-a").(*corev1.Pod)
+		return s != nil && s.Labels["tier"] == "front" && e != nil && len(e.Endpoints) == 2 && p != nil && p.Status.PodIP == "10.0.0.1"
+	})
+	for _, name := range []string{"services_informer_lag_seconds", "endpointslices_informer_lag_seconds", "pods_informer_lag_seconds"} {
+		if n := histogramCount(t, reg, name); n == 0 {
+			t.Errorf("%s has no observations after an update", name)
+		}
+	}
+
+	// Deletes.
+	if err := c.DiscoveryV1().EndpointSlices(ns).Delete(ctx, "web-1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CoreV1().Services(ns).Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// No kubelet runs, so a pod is gone at once only with a zero grace period.
+	if err := c.CoreV1().Pods(ns).Delete(ctx, "web-a", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the three deletes", apiTimeout, func() bool {
+		return rec.get("Service "+ns+"/web") == nil && rec.get("EndpointSlice "+ns+"/web-1") == nil && rec.get("Pod "+ns+"/web-a") == nil
+	})
+	events := map[string]int{}
+	for _, e := range rec.take() {
+		events[e]++
+	}
+	for _, k := range []string{"Service " + ns + "/web", "EndpointSlice " + ns + "/web-1", "Pod " + ns + "/web-a"} {
+		if events["-"+k] != 1 || events["+"+k] < 2 {
+			t.Errorf("%s: %d add/update and %d delete events, want >= 2 and 1", k, events["+"+k], events["-"+k])
+		}
+	}
+	if events["+Service "+other+"/elsewhere"] != 0 {
+		t.Errorf("a Service of another namespace was delivered")
+	}
+}
+
+// TestKubernetesResyncAfterRestart cuts every watch by restarting the API server and checks
+// that changes made afterwards, and objects created before, are all delivered.
+func TestKubernetesResyncAfterRestart(t *testing.T) {
+	env := kubetest.Start(t)
+	ns := env.Namespace(t, nil)
+	_, rec, reg := startKubernetes(t, env, ns)
+	ctx := apiCtx(t)
+	c := env.Client
+	if _, err := c.CoreV1().Services(ns).Create(ctx, testService(ns, "before"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.DiscoveryV1().EndpointSlices(ns).Create(ctx, testSlice(ns, "before-1", "before", "10.0.0.1"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the objects created before the restart", apiTimeout, func() bool {
+		return rec.get("Service "+ns+"/before") != nil && rec.get("EndpointSlice "+ns+"/before-1") != nil
+	})
+	lagBefore := histogramCount(t, reg, "endpointslices_informer_lag_seconds")
+
+	env.Restart(t)
+
+	ctx = apiCtx(t)
+	var err error
+	// The restarted server may take a moment to accept writes.
+	waitFor(t, "the API server to accept writes again", apiTimeout, func() bool {
+		_, err = c.CoreV1().Services(ns).Create(ctx, testService(ns, "after"), metav1.CreateOptions{})
+		return err == nil || apierrors.IsAlreadyExists(err)
+	})
+	es, err := c.DiscoveryV1().EndpointSlices(ns).Get(ctx, "before-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	es.Endpoints[0].Addresses = []string{"10.0.0.9"}
+	if _, err := c.DiscoveryV1().EndpointSlices(ns).Update(ctx, es, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CoreV1().Services(ns).Delete(ctx, "before", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the changes made after the restart", 2*apiTimeout, func() bool {
+		e, _ := rec.get("EndpointSlice " + ns + "/before-1").(*discoveryv1.EndpointSlice)
+		return rec.get("Service "+ns+"/after") != nil && rec.get("Service "+ns+"/before") == nil &&
+			e != nil && e.Endpoints[0].Addresses[0] == "10.0.0.9"
+	})
+	if histogramCount(t, reg, "endpointslices_informer_lag_seconds") <= lagBefore {
+		t.Errorf("the slice update after the restart was not observed in the lag histogram")
+	}
+}
+
+func TestSlimObjectIdempotent(t *testing.T) {
+	now := metav1.Now()
+	older := metav1.NewTime(now.Add(-time.Hour))
+	pod := testPod("ns", "p")
+	pod.ManagedFields = []metav1.ManagedFieldsEntry{
+		{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply, Time: &older, FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{}}`)}},
+		{Manager: "kubelet", Operation: metav1.ManagedFieldsOperationUpdate, Time: &now, FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{}}`)}},
+		{Manager: "nil-time"},
+	}
+	once, _ := slimObject(pod)
+	first := once.(*corev1.Pod).DeepCopy()
+	twice, _ := slimObject(once)
+	if got := twice.(*corev1.Pod); !equalPods(first, got) {
+		t.Errorf("transform is not idempotent:\n%+v\n%+v", first, got)
+	}
+	mf := first.ManagedFields
+	if len(mf) != 1 || mf[0].Manager != "kubelet" || !mf[0].Time.Equal(&now) || mf[0].FieldsV1 != nil {
+		t.Errorf("managedFields = %+v, want only the newest time", mf)
+	}
+	if got := newestManagedTime(first); !got.Equal(now.Time) {
+		t.Errorf("newestManagedTime = %v, want %v", got, now)
+	}
+}
+
+func equalPods(a, b *corev1.Pod) bool {
+	return a.String() == b.String()
+}
