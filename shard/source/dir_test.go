@@ -306,9 +306,11 @@ func TestDirFollowsChanges(t *testing.T) {
 			want: []string{"+Service shop/web"}, // the label tier: front is gone; the slice is as before
 		},
 		{
-			name:   "a new file",
-			change: func() { h.write("new/more.yaml", svcYAML("legacy", "inventory", "")+"---\n"+podYAML("legacy", "inv-a", "127.0.30.1")) },
-			want:   []string{"+Service legacy/inventory", "+Pod legacy/inv-a"},
+			name: "a new file",
+			change: func() {
+				h.write("new/more.yaml", svcYAML("legacy", "inventory", "")+"---\n"+podYAML("legacy", "inv-a", "127.0.30.1"))
+			},
+			want: []string{"+Service legacy/inventory", "+Pod legacy/inv-a"},
 		},
 		{
 			name:   "delete a file: its objects are deleted",
