@@ -1,8 +1,23 @@
 // Package source delivers the Kubernetes objects a destination replica serves (Services,
-// EndpointSlices, Pods) to a Handler, from one of two implementations: Kubernetes, with
-// client-go shared informers, and Dir, which reads Kubernetes YAML from a local directory and
-// follows its changes (the demo and tests use it). The bench harness adds a synthetic one.
+// EndpointSlices, Pods) to a Handler, from one of two implementations:
 //
-// A source keeps no endpoint state of its own beyond what its informers need; translation and
-// snapshots belong to the translator and snapshot packages. It must not import shard.
+//   - Kubernetes: client-go shared informers (no periodic resync) with a transform that
+//     strips what Meridian never reads before objects are cached, and the informer lag
+//     histograms services_informer_lag_seconds, endpointslices_informer_lag_seconds and
+//     pods_informer_lag_seconds. RESTConfig finds the API server (--kubeconfig, $KUBECONFIG,
+//     in-cluster, ~/.kube/config).
+//   - Dir: Kubernetes YAML or JSON read from a local directory (multi-document files and
+//     Lists), followed through file notifications plus a periodic rescan, delivering only
+//     differences. Malformed files are reported as file:line: reason (Dir.Errors and the
+//     log) and leave what they last held in place. The demo (`make run`, on
+//     deploy/examples) and tests use it.
+//
+// The bench harness adds a synthetic one. Handlers are called without blocking the source's
+// goroutines for long: see Handler.
+//
+// It owns decoding, validating and defaulting manifests for Dir, and the informers'
+// lifecycle for Kubernetes. A source keeps no endpoint state of its own beyond what its
+// informers (or, for Dir, the last good version of each file) need; translation and
+// snapshots belong to the translator and snapshot packages. It must not import shard,
+// translator or snapshot, nor anything under cmd.
 package source
