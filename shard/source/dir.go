@@ -66,6 +66,10 @@ func DefaultDirConfig(path string) DirConfig {
 // stay, as they were, until it parses again. An object defined in two files is taken from
 // the first file in lexical path order, and the other definition is reported.
 //
+// Write files atomically (write elsewhere, then rename into place, as kubectl-style tools
+// and most editors do): a scan that catches a file half-written in place sees whatever
+// that half holds until the next scan.
+//
 // All handler calls come from the goroutine running Run, one at a time.
 type Dir struct {
 	cfg DirConfig
