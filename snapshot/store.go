@@ -170,6 +170,6 @@ func (s *Store) Subscribe(k Key, capacity int) *Subscription {
 		e.mu.Unlock()
 		break
 	}
-	sub.notify <- struct{}{} // the initial state is ready to be taken
+	sub.wake() // the initial state is ready to be taken (a publication may have woken it already)
 	return sub
 }

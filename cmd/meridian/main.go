@@ -10,6 +10,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"sort"
@@ -25,6 +26,9 @@ type command struct {
 }
 
 var commands = map[string]*command{}
+
+// stdout is where subcommands print their results (tests replace it).
+var stdout io.Writer = os.Stdout
 
 func register(c *command) {
 	if _, dup := commands[c.name]; dup {

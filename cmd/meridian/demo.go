@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	pb "github.com/linkerd/linkerd2-proxy-api/go/destination"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/meridian-mesh/meridian/internal/admin"
+	"github.com/meridian-mesh/meridian/internal/grpcserver"
+	"github.com/meridian-mesh/meridian/internal/logging"
+	"github.com/meridian-mesh/meridian/shard"
+	"github.com/meridian-mesh/meridian/shard/source"
+)
+
+func init() {
+	register(&command{name: "demo", summary: "run the local mesh on a directory of Kubernetes YAML (no cluster needed)", run: runDemo})
+}
+
+func runDemo(ctx context.Context, args []string) error {
+	fs := newFlagSet("demo")
+	dir := fs.String("dir", "deploy/examples", "directory of Kubernetes YAML (Services, EndpointSlices, Pods)")
+	addr := fs.String("addr", "127.0.0.1:8086", "Destination API address")
+	adminAddr := fs.String("admin-addr", "127.0.0.1:9996", "destination admin address")
+	once := fs.Bool("once", false, "print the endpoints and exit instead of serving until interrupted")
+	logLevel := fs.String("log-level", "warn", "log level")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if _, err := os.Stat(*dir); err != nil {
+		return fmt.Errorf("example cluster: %w", err)
+	}
+	log, err := logging.New(*logLevel, "console")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = log.Sync() }()
+
+	reg := newRegistry()
+	replica := shard.NewReplica(shard.DefaultConfig(), source.NewDir(*dir, log), reg, log)
+	gs := grpcserver.New(reg)
+	replica.Register(gs)
+	lis, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", *addr, err)
+	}
+	adminLis, err := net.Listen("tcp", *adminAddr)
+	if err != nil {
+		lis.Close()
+		return fmt.Errorf("listen %s: %w", *adminAddr, err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	show := func(ctx context.Context) error {
+		if err := waitReady(ctx, replica.Ready, 30*time.Second); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "Meridian local mesh on %s\n  destination  %s (admin http://%s)\n\n", *dir, lis.Addr(), adminLis.Addr())
+		conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		client := pb.NewDestinationClient(conn)
+		for _, k := range replica.Index().Services() {
+			svc := replica.Index().Service(k)
+			if svc == nil || len(svc.Spec.Ports) == 0 || svc.Spec.ExternalName != "" {
+				continue
+			}
+			authority := fmt.Sprintf("%s.%s.svc.cluster.local:%d", k.Name, k.Namespace, svc.Spec.Ports[0].Port)
+			if err := showEndpoints(ctx, client, authority, "", false, 10*time.Second, stdout); err != nil {
+				return fmt.Errorf("%s: %w", authority, err)
+			}
+		}
+		if *once {
+			cancel()
+			return nil
+		}
+		fmt.Fprintf(stdout, "Serving; try: bin/meridian endpoints --addr %s --watch web.shop.svc.cluster.local:80\nCtrl-C stops.\n", lis.Addr())
+		return nil
+	}
+	err = runAll(ctx,
+		replica.Run,
+		func(ctx context.Context) error { return grpcserver.Serve(ctx, gs, lis, 2*time.Second) },
+		func(ctx context.Context) error { return admin.Serve(ctx, adminLis, admin.Handler(reg, replica.Ready)) },
+		show,
+	)
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	log.Debug("demo stopped", zap.Error(err))
+	return err
+}
+
+// waitReady polls ready until it reports nil, ctx ends or timeout passes.
+func waitReady(ctx context.Context, ready func() error, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := ready()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not ready after %s: %w", timeout, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}

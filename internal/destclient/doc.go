@@ -1,0 +1,6 @@
+// Package destclient is the client side of Linkerd's Destination API that Meridian's own
+// tools share (the endpoints CLI, the bench harness, tests): View applies a Get stream's
+// updates to the set of addresses a proxy would hold.
+//
+// It imports the generated API, internal/wire and the standard library only.
+package destclient

@@ -1,0 +1,350 @@
+package shard
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	pb "github.com/linkerd/linkerd2-proxy-api/go/destination"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap/zaptest"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/meridian-mesh/meridian/internal/grpcserver"
+	"github.com/meridian-mesh/meridian/internal/wire"
+	"github.com/meridian-mesh/meridian/shard/source"
+)
+
+// pushSource is a source.Source driven by the test: objects are handed to the handler as the
+// test pushes them (a fake behind our own seam; the real sources have their own tests).
+type pushSource struct {
+	mu     sync.Mutex
+	h      source.Handler
+	ready  chan struct{}
+	synced atomic.Bool
+}
+
+func newPushSource() *pushSource { return &pushSource{ready: make(chan struct{})} }
+
+func (s *pushSource) Run(ctx context.Context, h source.Handler) error {
+	s.mu.Lock()
+	s.h = h
+	s.mu.Unlock()
+	s.synced.Store(true)
+	close(s.ready)
+	<-ctx.Done()
+	return nil
+}
+
+func (s *pushSource) Synced() bool { return s.synced.Load() }
+
+func (s *pushSource) handler(t *testing.T) source.Handler {
+	t.Helper()
+	select {
+	case <-s.ready:
+	case <-time.After(5 * time.Second):
+		t.Fatal("source not started")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.h
+}
+
+// env is a replica serving gRPC on 127.0.0.1 and a client connected to it.
+type env struct {
+	t       *testing.T
+	src     *pushSource
+	replica *Replica
+	reg     *prometheus.Registry
+	conn    *grpc.ClientConn
+	client  pb.DestinationClient
+	addr    string
+}
+
+func newEnv(t *testing.T, mutate func(*Config)) *env {
+	t.Helper()
+	cfg := DefaultConfig()
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	src := newPushSource()
+	reg := prometheus.NewRegistry()
+	r := NewReplica(cfg, src, reg, zaptest.NewLogger(t))
+	gs := grpcserver.New(reg)
+	r.Register(gs)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); _ = r.Run(ctx) }()
+	go func() { defer wg.Done(); _ = grpcserver.Serve(ctx, gs, lis, 2*time.Second) }()
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		conn.Close()
+		cancel()
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Error("replica did not stop within 10s")
+		}
+	})
+	src.handler(t)
+	return &env{t: t, src: src, replica: r, reg: reg, conn: conn, client: pb.NewDestinationClient(conn), addr: lis.Addr().String()}
+}
+
+func (e *env) h() source.Handler { return e.src.handler(e.t) }
+
+// --- objects ---
+
+func svcObj(ns, name string, ports ...corev1.ServicePort) *corev1.Service {
+	if len(ports) == 0 {
+		ports = []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt(8080)}}
+	}
+	return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: corev1.ServiceSpec{Ports: ports}}
+}
+
+type epSpec struct {
+	ip       string
+	pod      string
+	ready    bool
+	hostname string
+}
+
+func sliceObj(ns, svc, name string, port int32, eps ...epSpec) *discoveryv1.EndpointSlice {
+	es := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{discoveryv1.LabelServiceName: svc}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr(port)}},
+	}
+	for _, e := range eps {
+		if netip.MustParseAddr(e.ip).Is6() {
+			es.AddressType = discoveryv1.AddressTypeIPv6
+		}
+		ep := discoveryv1.Endpoint{Addresses: []string{e.ip}, Conditions: discoveryv1.EndpointConditions{Ready: ptr(e.ready)}}
+		if e.pod != "" {
+			ep.TargetRef = &corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: e.pod}
+		}
+		if e.hostname != "" {
+			ep.Hostname = ptr(e.hostname)
+		}
+		es.Endpoints = append(es.Endpoints, ep)
+	}
+	return es
+}
+
+func podObj(ns, name, ip string, meshed bool) *corev1.Pod {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{}},
+		Spec:       corev1.PodSpec{ServiceAccountName: "web"},
+		Status:     corev1.PodStatus{PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}}},
+	}
+	if meshed {
+		p.Labels["linkerd.io/control-plane-ns"] = "linkerd"
+	}
+	return p
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// --- client-side view ---
+
+// held is what a proxy holds after applying updates.
+type held struct {
+	addrs       map[netip.AddrPort]*pb.WeightedAddr
+	noEndpoints *pb.NoEndpoints
+	updates     int
+}
+
+func (h *held) apply(t *testing.T, u *pb.Update) {
+	t.Helper()
+	if h.addrs == nil {
+		h.addrs = map[netip.AddrPort]*pb.WeightedAddr{}
+	}
+	h.updates++
+	switch v := u.GetUpdate().(type) {
+	case *pb.Update_Add:
+		h.noEndpoints = nil
+		for _, a := range v.Add.GetAddrs() {
+			ap, err := wire.ToAddrPort(a.GetAddr())
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.addrs[ap] = a
+		}
+	case *pb.Update_Remove:
+		for _, a := range v.Remove.GetAddrs() {
+			ap, err := wire.ToAddrPort(a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := h.addrs[ap]; !ok {
+				t.Fatalf("remove of %s which the client does not hold", ap)
+			}
+			delete(h.addrs, ap)
+		}
+	case *pb.Update_NoEndpoints:
+		h.noEndpoints = v.NoEndpoints
+		clear(h.addrs)
+	default:
+		t.Fatalf("unknown update %v", u)
+	}
+}
+
+func (h *held) keys() []string {
+	var out []string
+	for a := range h.addrs {
+		out = append(out, a.String())
+	}
+	return sortedStrings(out)
+}
+
+// stream wraps a Get stream with one reader goroutine, so that tests can wait for an update
+// with a deadline, or check that none comes, without losing any.
+type stream struct {
+	c   chan *pb.Update
+	err chan error
+}
+
+func (s *stream) Recv() (*pb.Update, error) {
+	select {
+	case u := <-s.c:
+		return u, nil
+	case err := <-s.err:
+		return nil, err
+	}
+}
+
+func newStream(gs pb.Destination_GetClient) *stream {
+	s := &stream{c: make(chan *pb.Update, 1<<16), err: make(chan error, 1)}
+	go func() {
+		for {
+			u, err := gs.Recv()
+			if err != nil {
+				s.err <- err
+				return
+			}
+			s.c <- u
+		}
+	}()
+	return s
+}
+
+// recv receives one update with a deadline.
+func recv(t *testing.T, s *stream) *pb.Update {
+	t.Helper()
+	select {
+	case u := <-s.c:
+		return u
+	case err := <-s.err:
+		t.Fatalf("recv: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no update within 10s")
+	}
+	return nil
+}
+
+// expectNothing checks that no update arrives for a short while.
+func expectNothing(t *testing.T, s *stream, d time.Duration) {
+	t.Helper()
+	select {
+	case u := <-s.c:
+		t.Fatalf("unexpected update %v", u)
+	case err := <-s.err:
+		t.Fatalf("stream ended: %v", err)
+	case <-time.After(d):
+	}
+}
+
+// get opens a Get stream that lives until the test ends.
+func get(t *testing.T, e *env, path string) (*stream, context.CancelFunc) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	s, err := e.client.Get(ctx, &pb.GetDestination{Scheme: "k8s", Path: path})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(cancel)
+	return newStream(s), cancel
+}
+
+func sortedStrings(s []string) []string {
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && s[j] < s[j-1]; j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+	return s
+}
+
+func addrs(u *pb.Update) []string {
+	var out []string
+	switch v := u.GetUpdate().(type) {
+	case *pb.Update_Add:
+		for _, a := range v.Add.GetAddrs() {
+			ap, _ := wire.ToAddrPort(a.GetAddr())
+			out = append(out, ap.String())
+		}
+	case *pb.Update_Remove:
+		for _, a := range v.Remove.GetAddrs() {
+			ap, _ := wire.ToAddrPort(a)
+			out = append(out, ap.String())
+		}
+	}
+	return sortedStrings(out)
+}
+
+func kind(u *pb.Update) string {
+	switch v := u.GetUpdate().(type) {
+	case *pb.Update_Add:
+		return "add"
+	case *pb.Update_Remove:
+		return "remove"
+	case *pb.Update_NoEndpoints:
+		return fmt.Sprintf("no_endpoints(exists=%v)", v.NoEndpoints.GetExists())
+	}
+	return "?"
+}
+
+func snapKey(k ServiceKey, port uint32) snapshotKey {
+	return snapshotKey{Namespace: k.Namespace, Name: k.Name, Port: port}
+}
+
+func allIn(s *snapshotSnapshot, want map[string]bool) bool {
+	for a := range s.Set.Endpoints {
+		if !want[a.String()] {
+			return false
+		}
+	}
+	return true
+}
+
+func sameKeys(got []string, want map[string]bool) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	for _, k := range got {
+		if !want[k] {
+			return false
+		}
+	}
+	return true
+}

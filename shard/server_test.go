@@ -1,0 +1,307 @@
+package shard
+
+import (
+	"context"
+
+	"fmt"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"strings"
+	"testing"
+	"time"
+
+	pb "github.com/linkerd/linkerd2-proxy-api/go/destination"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+const auth = "web.shop.svc.cluster.local:80"
+
+func TestGetErrors(t *testing.T) {
+	e := newEnv(t, nil)
+	ext := svcObj("shop", "ext")
+	ext.Spec.Type = corev1.ServiceTypeExternalName
+	ext.Spec.ExternalName = "example.com"
+	e.h().OnService(ext, false)
+	waitService(t, e, "shop", "ext")
+	cases := []struct {
+		path string
+		code codes.Code
+		msg  string
+	}{
+		{"", codes.InvalidArgument, "empty authority"},
+		{"10.0.0.1:80", codes.InvalidArgument, "IP address"},
+		{"web.shop.svc.other.domain:80", codes.InvalidArgument, ""},
+		{"web.shop.svc.cluster.local:99999", codes.InvalidArgument, ""},
+		{"nope.shop.svc.cluster.local:80", codes.NotFound, "nope.shop not found"},
+		{"ext.shop.svc.cluster.local:80", codes.InvalidArgument, "ExternalName"},
+	}
+	for _, c := range cases {
+		t.Run(c.path, func(t *testing.T) {
+			s, _ := get(t, e, c.path)
+			_, err := s.Recv()
+			if status.Code(err) != c.code || !strings.Contains(err.Error(), c.msg) {
+				t.Fatalf("got %v, want %s containing %q", err, c.code, c.msg)
+			}
+		})
+	}
+}
+
+func waitService(t *testing.T, e *env, ns, name string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for e.replica.Index().Service(ServiceKey{ns, name}) == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("service %s/%s never indexed", ns, name)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestGetEmptyServiceNoEndpointsAtOnce(t *testing.T) {
+	e := newEnv(t, nil)
+	e.h().OnService(svcObj("shop", "web"), false)
+	waitService(t, e, "shop", "web")
+	s, _ := get(t, e, auth)
+	if u := recv(t, s); kind(u) != "no_endpoints(exists=true)" {
+		t.Fatalf("first update %s, want no_endpoints(exists=true)", kind(u))
+	}
+}
+
+func TestGetLifecycle(t *testing.T) {
+	e := newEnv(t, nil)
+	h := e.h()
+	h.OnService(svcObj("shop", "web"), false)
+	for i := 1; i <= 3; i++ {
+		h.OnPod(podObj("shop", fmt.Sprintf("web-%d", i), fmt.Sprintf("10.0.0.%d", i), false), false)
+	}
+	h.OnPod(podObj("shop", "web-9", "10.0.1.9", false), false)
+	h.OnEndpointSlice(sliceObj("shop", "web", "web-a", 8080,
+		epSpec{"10.0.0.1", "web-1", true, ""}, epSpec{"10.0.0.2", "web-2", true, ""}, epSpec{"10.0.0.3", "web-3", false, ""}), false)
+	h.OnEndpointSlice(sliceObj("shop", "web", "web-b", 8080, epSpec{"10.0.1.9", "web-9", true, ""}), false)
+	waitService(t, e, "shop", "web")
+
+	s, _ := get(t, e, auth)
+	var v held
+	u := recv(t, s)
+	v.apply(t, u)
+	if kind(u) != "add" || strings.Join(addrs(u), ",") != "10.0.0.1:8080,10.0.0.2:8080,10.0.1.9:8080" {
+		t.Fatalf("initial update %s %v", kind(u), addrs(u))
+	}
+	add := u.GetAdd()
+	if add.GetMetricLabels()["service"] != "web" || add.GetMetricLabels()["namespace"] != "shop" {
+		t.Fatalf("set labels %v", add.GetMetricLabels())
+	}
+	if a := add.GetAddrs()[0]; a.GetWeight() != 10000 || a.GetMetricLabels()["pod"] != "web-1" || a.GetTlsIdentity() != nil {
+		t.Fatalf("unmeshed address %v", a)
+	}
+
+	// Endpoint becomes not ready -> Remove of it.
+	h.OnEndpointSlice(sliceObj("shop", "web", "web-a", 8080,
+		epSpec{"10.0.0.1", "web-1", true, ""}, epSpec{"10.0.0.2", "web-2", false, ""}, epSpec{"10.0.0.3", "web-3", false, ""}), false)
+	u = recv(t, s)
+	v.apply(t, u)
+	if kind(u) != "remove" || strings.Join(addrs(u), ",") != "10.0.0.2:8080" {
+		t.Fatalf("not-ready: got %s %v", kind(u), addrs(u))
+	}
+
+	// Pod relabelled meshed -> Add with identity.
+	h.OnPod(podObj("shop", "web-1", "10.0.0.1", true), false)
+	u = recv(t, s)
+	v.apply(t, u)
+	if kind(u) != "add" || len(u.GetAdd().GetAddrs()) != 1 {
+		t.Fatalf("meshed: got %s %v", kind(u), addrs(u))
+	}
+	a := u.GetAdd().GetAddrs()[0]
+	wantID := "web.shop.serviceaccount.identity.linkerd.cluster.local"
+	if a.GetTlsIdentity().GetDnsLikeIdentity().GetName() != wantID || a.GetTlsIdentity().GetServerName().GetName() != wantID {
+		t.Fatalf("identity %v", a.GetTlsIdentity())
+	}
+	if a.GetProtocolHint().GetH2() == nil || a.GetHttp2() == nil || a.GetMetricLabels()["control_plane_ns"] != "linkerd" {
+		t.Fatalf("meshed address %v", a)
+	}
+
+	// Slice deleted -> Remove of only its addresses.
+	h.OnEndpointSlice(sliceObj("shop", "web", "web-b", 8080), true)
+	u = recv(t, s)
+	v.apply(t, u)
+	if kind(u) != "remove" || strings.Join(addrs(u), ",") != "10.0.1.9:8080" {
+		t.Fatalf("slice delete: got %s %v", kind(u), addrs(u))
+	}
+	// An unrelated pod change sends nothing.
+	h.OnPod(podObj("shop", "unrelated", "10.9.9.9", true), false)
+	expectNothing(t, s, 200*time.Millisecond)
+
+	// The last endpoint goes -> NoEndpoints{exists:true}.
+	h.OnEndpointSlice(sliceObj("shop", "web", "web-a", 8080, epSpec{"10.0.0.1", "web-1", false, ""}), false)
+	u = recv(t, s)
+	v.apply(t, u)
+	if kind(u) != "no_endpoints(exists=true)" {
+		t.Fatalf("last endpoint gone: got %s", kind(u))
+	}
+	// Service deleted -> NoEndpoints{exists:false}; the stream stays open.
+	h.OnService(svcObj("shop", "web"), true)
+	u = recv(t, s)
+	if kind(u) != "no_endpoints(exists=false)" {
+		t.Fatalf("service deleted: got %s", kind(u))
+	}
+	// Back again with an endpoint -> Add.
+	h.OnService(svcObj("shop", "web"), false)
+	h.OnEndpointSlice(sliceObj("shop", "web", "web-a", 8080, epSpec{"10.0.0.1", "web-1", true, ""}), false)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		u = recv(t, s)
+		v.apply(t, u)
+		if kind(u) == "add" || time.Now().After(deadline) {
+			break
+		}
+	}
+	if strings.Join(v.keys(), ",") != "10.0.0.1:8080" {
+		t.Fatalf("after re-create client holds %v", v.keys())
+	}
+}
+
+func TestGetNamedTargetPortIPv6AndHostname(t *testing.T) {
+	e := newEnv(t, nil)
+	h := e.h()
+	h.OnService(svcObj("shop", "db", corev1.ServicePort{Name: "http", Port: 80, TargetPort: intstr.FromString("web")}), false)
+	h.OnPod(podObj("shop", "db-0", "fd00::10", true), false)
+	h.OnPod(podObj("shop", "db-1", "fd00::11", true), false)
+	h.OnEndpointSlice(sliceObj("shop", "db", "db-v6", 9090,
+		epSpec{"fd00::10", "db-0", true, "db-0"}, epSpec{"fd00::11", "db-1", true, "db-1"}), false)
+	waitService(t, e, "shop", "db")
+	s, _ := get(t, e, "db.shop.svc.cluster.local")
+	u := recv(t, s)
+	if strings.Join(addrs(u), ",") != "[fd00::10]:9090,[fd00::11]:9090" {
+		t.Fatalf("v6 named port: %v", addrs(u))
+	}
+	hs, _ := get(t, e, "db-1.db.shop.svc.cluster.local:80")
+	u = recv(t, hs)
+	if kind(u) != "add" || strings.Join(addrs(u), ",") != "[fd00::11]:9090" {
+		t.Fatalf("hostname stream: %s %v", kind(u), addrs(u))
+	}
+	h.OnEndpointSlice(sliceObj("shop", "db", "db-v6", 9090, epSpec{"fd00::10", "db-0", true, "db-0"}), false)
+	u = recv(t, hs)
+	if kind(u) != "no_endpoints(exists=true)" {
+		t.Fatalf("hostname stream after its pod left: %s", kind(u))
+	}
+}
+
+// A client that stops reading while 10k updates flow: the replica's memory for it stays
+// bounded (its queue coalesces), its stream stays open, and when it reads again it ends
+// holding exactly the final set.
+func TestSlowClientCoalescesToFinalSet(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.QueueCapacity = 8 })
+	h := e.h()
+	h.OnService(svcObj("shop", "web"), false)
+	for i := 0; i < 320; i++ {
+		h.OnPod(podObj("shop", fmt.Sprintf("p%d", i), fmt.Sprintf("10.1.%d.%d", i/250, i%250), false), false)
+	}
+	mk := func(lo int) []epSpec {
+		var eps []epSpec
+		for i := lo; i < lo+40; i++ {
+			eps = append(eps, epSpec{fmt.Sprintf("10.1.%d.%d", i/250, i%250), fmt.Sprintf("p%d", i), true, ""})
+		}
+		return eps
+	}
+	h.OnEndpointSlice(sliceObj("shop", "web", "s", 8080, mk(0)...), false)
+	waitService(t, e, "shop", "web")
+	// A raw stream with a fixed, small HTTP/2 window, so that a client that stops reading
+	// really stops the server's sends.
+	conn, err := grpc.NewClient(e.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	raw, err := pb.NewDestinationClient(conn).Get(ctx, &pb.GetDestination{Path: auth})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v held
+	u, err := raw.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.apply(t, u)
+	// The client now stops reading while 10k changes flow through the index; each moves the
+	// service to another block of 40 endpoints, so that every delta is large.
+	const updates = 10000
+	for i := 1; i <= updates; i++ {
+		h.OnEndpointSlice(sliceObj("shop", "web", "s", 8080, mk(40*(i%7))...), false)
+	}
+	// A final set that the cycle above never produced, so that the client cannot match it early.
+	h.OnEndpointSlice(sliceObj("shop", "web", "s", 8080, mk(280)...), false)
+	final := mk(280)
+	want := map[string]bool{}
+	for _, ep := range final {
+		want[ep.ip+":8080"] = true
+	}
+	// Wait until the index has published the final state.
+	key := ServiceKey{"shop", "web"}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		snap := e.replica.Store().Load(snapKey(key, 80))
+		if snap != nil && snap.Set.Len() == len(want) && allIn(snap, want) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("index never published the final state")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := testutil.ToFloat64(e.replica.m.overflow); got == 0 {
+		t.Fatal("expected the stalled stream's queue to overflow and coalesce")
+	}
+	// The client reads again and converges on exactly the final set.
+	deadline = time.Now().Add(30 * time.Second)
+	s := newStream(raw)
+	for !sameKeys(v.keys(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("client holds %d addresses, want the final %d", len(v.addrs), len(want))
+		}
+		v.apply(t, recv(t, s))
+	}
+	expectNothing(t, s, 300*time.Millisecond)
+	t.Logf("client applied %d updates for %d changes (coalescings: %v)", v.updates, updates, testutil.ToFloat64(e.replica.m.overflow))
+}
+
+func TestGetProfile(t *testing.T) {
+	e := newEnv(t, nil)
+	h := e.h()
+	h.OnService(svcObj("shop", "web", corev1.ServicePort{Name: "http", Port: 80}, corev1.ServicePort{Name: "pg", Port: 5432}), false)
+	waitService(t, e, "shop", "web")
+	for _, c := range []struct {
+		path   string
+		opaque bool
+	}{{"web.shop.svc.cluster.local:80", false}, {"web.shop.svc.cluster.local:5432", true}, {"web.shop.svc.cluster.local:7777", false}} {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		s, err := e.client.GetProfile(ctx, &pb.GetDestination{Path: c.path})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := s.Recv()
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.GetFullyQualifiedName() != "web.shop.svc.cluster.local" || p.GetOpaqueProtocol() != c.opaque {
+			t.Fatalf("%s: profile %v", c.path, p)
+		}
+		rb := p.GetRetryBudget()
+		if rb.GetRetryRatio() != 0.2 || rb.GetMinRetriesPerSecond() != 10 || rb.GetTtl().AsDuration() != 10*time.Second {
+			t.Fatalf("retry budget %v", rb)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, _ := e.client.GetProfile(ctx, &pb.GetDestination{Path: "1.2.3.4:80"})
+	if _, err := s.Recv(); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("IP profile: %v", err)
+	}
+}

@@ -1,0 +1,141 @@
+package shard
+
+import (
+	"net/netip"
+
+	pb "github.com/linkerd/linkerd2-proxy-api/go/destination"
+	pbnet "github.com/linkerd/linkerd2-proxy-api/go/net"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/meridian-mesh/meridian/internal/wire"
+	"github.com/meridian-mesh/meridian/snapshot"
+)
+
+// http2Params are the client parameters sent for meshed endpoints (Linkerd's defaults:
+// keep-alive pings every 10s, 3s timeout, while idle).
+var http2Params = &pb.Http2ClientParams{
+	KeepAlive: &pb.Http2ClientParams_KeepAlive{
+		Interval:  durationpb.New(10e9),
+		Timeout:   durationpb.New(3e9),
+		WhileIdle: true,
+	},
+}
+
+func labelMap(ls []snapshot.Label) map[string]string {
+	if len(ls) == 0 {
+		return nil
+	}
+	m := make(map[string]string, len(ls))
+	for _, l := range ls {
+		m[l.Key] = l.Value
+	}
+	return m
+}
+
+// weightedAddr encodes one endpoint as the API's WeightedAddr.
+func weightedAddr(e *snapshot.Endpoint) *pb.WeightedAddr {
+	wa := &pb.WeightedAddr{
+		Addr:         wire.TCPAddr(e.Addr),
+		Weight:       e.Weight,
+		MetricLabels: labelMap(e.Labels),
+	}
+	if e.Identity != "" {
+		id := &pb.TlsIdentity_DnsLikeIdentity{Name: e.Identity}
+		wa.TlsIdentity = &pb.TlsIdentity{
+			Strategy:   &pb.TlsIdentity_DnsLikeIdentity_{DnsLikeIdentity: id},
+			ServerName: &pb.TlsIdentity_DnsLikeIdentity{Name: e.Identity},
+		}
+	}
+	switch e.Hint {
+	case snapshot.HintH2:
+		wa.ProtocolHint = &pb.ProtocolHint{Protocol: &pb.ProtocolHint_H2_{H2: &pb.ProtocolHint_H2{}}}
+	case snapshot.HintOpaque:
+		wa.ProtocolHint = &pb.ProtocolHint{Protocol: &pb.ProtocolHint_Opaque_{Opaque: &pb.ProtocolHint_Opaque{}}}
+		if e.OpaqueTransportPort != 0 {
+			wa.ProtocolHint.OpaqueTransport = &pb.ProtocolHint_OpaqueTransport{InboundPort: e.OpaqueTransportPort}
+		}
+	}
+	if e.HTTP2 {
+		wa.Http2 = http2Params
+	}
+	return wa
+}
+
+func addUpdate(setLabels []snapshot.Label, eps []*snapshot.Endpoint) *pb.Update {
+	addrs := make([]*pb.WeightedAddr, len(eps))
+	for i, e := range eps {
+		addrs[i] = weightedAddr(e)
+	}
+	return &pb.Update{Update: &pb.Update_Add{Add: &pb.WeightedAddrSet{Addrs: addrs, MetricLabels: labelMap(setLabels)}}}
+}
+
+func removeUpdate(addrs []netip.AddrPort) *pb.Update {
+	out := make([]*pbnet.TcpAddress, len(addrs))
+	for i, a := range addrs {
+		out[i] = wire.TCPAddr(a)
+	}
+	return &pb.Update{Update: &pb.Update_Remove{Remove: &pb.AddrSet{Addrs: out}}}
+}
+
+func noEndpointsUpdate(exists bool) *pb.Update {
+	return &pb.Update{Update: &pb.Update_NoEndpoints{NoEndpoints: &pb.NoEndpoints{Exists: exists}}}
+}
+
+// streamState is what a Get stream's client holds, enough to turn subscription deltas into
+// the updates Linkerd's proxies expect.
+type streamState struct {
+	hostname string                      // "" for a whole service
+	held     map[netip.AddrPort]struct{} // addresses held, tracked only for hostname streams
+	empty    bool                        // the client was told NoEndpoints (or nothing yet)
+	exists   bool
+	started  bool
+}
+
+// encode returns the updates that take the client from its state through d, and advances it.
+func (st *streamState) encode(d snapshot.Delta) []*pb.Update {
+	add, remove := d.Add, d.Remove
+	count := d.To.Len()
+	if st.hostname != "" {
+		if st.held == nil {
+			st.held = map[netip.AddrPort]struct{}{}
+		}
+		add, remove = nil, nil
+		for _, a := range d.Remove {
+			if _, ok := st.held[a]; ok {
+				remove = append(remove, a)
+				delete(st.held, a)
+			}
+		}
+		for _, e := range d.Add {
+			if e.Hostname == st.hostname {
+				add = append(add, e)
+				st.held[e.Addr] = struct{}{}
+			} else if _, ok := st.held[e.Addr]; ok {
+				remove = append(remove, e.Addr)
+				delete(st.held, e.Addr)
+			}
+		}
+		count = len(st.held)
+	}
+	exists := d.To != nil && d.To.Exists
+	var out []*pb.Update
+	if count == 0 {
+		if !st.started || !st.empty || st.exists != exists {
+			out = append(out, noEndpointsUpdate(exists))
+		}
+		st.empty, st.exists, st.started = true, exists, true
+		return out
+	}
+	if len(remove) > 0 && !st.empty {
+		out = append(out, removeUpdate(remove))
+	}
+	if len(add) > 0 {
+		var setLabels []snapshot.Label
+		if d.To != nil {
+			setLabels = d.To.Labels
+		}
+		out = append(out, addUpdate(setLabels, add))
+	}
+	st.empty, st.exists, st.started = false, exists, true
+	return out
+}
