@@ -1,0 +1,143 @@
+package policy
+
+import (
+	"context"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meridian-mesh/meridian/internal/kubetest"
+	"github.com/meridian-mesh/meridian/policy/api"
+	"github.com/meridian-mesh/meridian/policy/compute"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/zap/zaptest"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+)
+
+func TestMain(m *testing.M) { os.Exit(kubetest.Main(m)) }
+
+// createAll creates the manifests of docs in namespace ns through the dynamic client.
+func createAll(t *testing.T, env *kubetest.Env, ns string, docs string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	for _, doc := range strings.Split(docs, "\n---\n") {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil || u.Object == nil {
+			continue
+		}
+		if u.GetKind() == "Service" {
+			continue
+		}
+		u.SetNamespace(ns)
+		gvr := api.Resources[api.Kind(u.GetKind())]
+		switch u.GetKind() {
+		case "Pod":
+			gvr.Group, gvr.Version, gvr.Resource = "", "v1", "pods"
+		case "ServiceAccount":
+			gvr.Group, gvr.Version, gvr.Resource = "", "v1", "serviceaccounts"
+		}
+		if _, err := env.Dynamic.Resource(gvr).Namespace(ns).Create(ctx, u, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("create %s %s: %v", u.GetKind(), u.GetName(), err)
+		}
+	}
+}
+
+// TestKubeSource runs the Kubernetes source against a real API server: the seed example is
+// indexed, policy edits and deletions flow through, an object that the schema accepts but
+// conversion rejects is counted and treated as absent, and the informers recover from an
+// API server restart.
+func TestKubeSource(t *testing.T) {
+	env := kubetest.Start(t)
+	ns := env.Namespace(t, nil)
+	// No controller-manager runs here: create the pods' ServiceAccounts ourselves.
+	createAll(t, env, ns, "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: web}\n---\napiVersion: v1\nkind: ServiceAccount\nmetadata: {name: api-gateway}")
+	createAll(t, env, ns, strings.ReplaceAll(readTestdata(t, "pods.yaml")+"\n---\n"+readTestdata(t, "policy.yaml"), "namespace: shop", "namespace: "+ns))
+
+	log := zaptest.NewLogger(t)
+	reg := prometheus.NewRegistry()
+	metrics := NewMetrics(reg)
+	cfg := compute.DefaultConfig()
+	idx := NewIndex(&cfg, log, metrics)
+	src := NewKubeSource(env.Client, env.Dynamic, reg, log, metrics)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- src.Run(ctx, idx) }()
+	defer func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		case <-time.After(wait):
+			t.Error("KubeSource.Run did not return")
+		}
+	}()
+	eventually(t, "informers to sync", src.Synced)
+
+	web := compute.Key{Namespace: ns, Name: "web-0"}
+	idsOf := func() []string {
+		res, err := idx.Lookup(web, 8080)
+		if err != nil {
+			return []string{err.Error()}
+		}
+		return identities(res.Server)
+	}
+	gateway := "web-from-gateway=api-gateway." + ns + ".serviceaccount.identity.linkerd.cluster.local"
+	eventually(t, "the seed policy", func() bool { return slices.Equal(idsOf(), []string{gateway}) })
+
+	w, err := idx.watch(web)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idx.unwatch(w)
+
+	// Edit the policy through the API.
+	apRes := env.Dynamic.Resource(api.Resources[api.KindAuthorizationPolicy]).Namespace(ns)
+	rctx, rcancel := context.WithTimeout(context.Background(), wait)
+	defer rcancel()
+	ap, err := apRes.Get(rctx, "web-from-gateway", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = unstructured.SetNestedSlice(ap.Object, []any{map[string]any{"kind": "ServiceAccount", "name": "edge"}}, "spec", "requiredAuthenticationRefs")
+	if _, err := apRes.Update(rctx, ap, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-w.wake:
+	case <-time.After(wait):
+		t.Fatal("the watcher was not woken by the policy edit")
+	}
+	edge := "web-from-gateway=edge." + ns + ".serviceaccount.identity.linkerd.cluster.local"
+	eventually(t, "the edited policy", func() bool { return slices.Equal(idsOf(), []string{edge}) })
+
+	// Schema-valid but semantically invalid: targets a Deployment. It is counted and ignored.
+	createAll(t, env, ns, `
+apiVersion: policy.linkerd.io/v1alpha1
+kind: AuthorizationPolicy
+metadata: {name: bogus}
+spec:
+  targetRef: {group: apps, kind: Deployment, name: web}
+  requiredAuthenticationRefs: []`)
+	eventually(t, "the invalid policy to be counted", func() bool {
+		return testutil.ToFloat64(metrics.invalid.WithLabelValues(string(api.KindAuthorizationPolicy))) >= 1
+	})
+
+	// The informers survive an API server restart.
+	env.Restart(t)
+	if err := apRes.Delete(rctx, "web-from-gateway", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the deletion after a restart", func() bool { return len(idsOf()) == 0 })
+	res, err := idx.Lookup(web, 8080)
+	if err != nil || res.ServerName != "web-http" {
+		t.Fatalf("after deleting the policy: %v %v", res.ServerName, err)
+	}
+}
