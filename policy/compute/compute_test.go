@@ -549,3 +549,20 @@ func BenchmarkInbound(b *testing.B) {
 		Inbound(c, &res, pod, 8080)
 	}
 }
+
+func FuzzParsePortSet(f *testing.F) {
+	for _, s := range []string{"25,587,3306,4444,5432,6379,9300,11211", "4444-4450", " 1 , 2 ", "0", "65535", "1-65535", "a-b", ","} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		set, err := ParsePortSet(s)
+		if err != nil {
+			return
+		}
+		for p := range set {
+			if p == 0 || p > 65535 {
+				t.Fatalf("ParsePortSet(%q) holds port %d", s, p)
+			}
+		}
+	})
+}
