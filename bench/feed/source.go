@@ -1,0 +1,198 @@
+package feed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/meridian-mesh/meridian/bench/gen"
+	"github.com/meridian-mesh/meridian/shard/source"
+)
+
+// Source is a source.Source reading the bench driver's feed at an address (host:port). It
+// keeps no copy of the cluster: objects go to the handler as they arrive, and Pod
+// synthesizes pods from their names.
+type Source struct {
+	addr   string
+	log    *zap.Logger
+	client *http.Client
+
+	synced atomic.Bool
+	hello  atomic.Pointer[Hello]
+	token  atomic.Uint64
+	// done is closed when Run returns, failing pending replays.
+	done chan struct{}
+
+	mu      sync.Mutex
+	waiters map[uint64]chan struct{}
+	ran     bool
+}
+
+var _ source.Source = (*Source)(nil)
+
+// NewSource returns a source reading the feed served at addr ("127.0.0.1:PORT"). log may be nil.
+func NewSource(addr string, log *zap.Logger) *Source {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &Source{
+		addr:    addr,
+		log:     log,
+		client:  &http.Client{Transport: &http.Transport{DisableCompression: true, MaxIdleConnsPerHost: 2}},
+		done:    make(chan struct{}),
+		waiters: map[uint64]chan struct{}{},
+	}
+}
+
+// Synced implements source.Source.
+func (s *Source) Synced() bool { return s.synced.Load() }
+
+// Pod synthesizes the pod ns/name from its name (gen.Pod), or returns nil when it is not one
+// of the generated cluster's pods or the feed has not said hello yet.
+func (s *Source) Pod(ns, name string) *corev1.Pod {
+	h := s.hello.Load()
+	if h == nil {
+		return nil
+	}
+	return gen.Pod(h.Cluster, ns, name)
+}
+
+// Run implements source.Source: it reads the feed and hands every object to h until ctx ends
+// (nil) or the feed fails (an error: the driver is gone or spoke nonsense). Run may be called
+// once.
+func (s *Source) Run(ctx context.Context, h source.Handler) error {
+	s.mu.Lock()
+	if s.ran {
+		s.mu.Unlock()
+		return errors.New("feed: Run called twice")
+	}
+	s.ran = true
+	s.mu.Unlock()
+	defer close(s.done)
+	err := s.run(ctx, h)
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+func (s *Source) run(ctx context.Context, h source.Handler) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+s.addr+"/watch", nil)
+	if err != nil {
+		return fmt.Errorf("feed %s: %w", s.addr, err)
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("feed %s: %w", s.addr, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+		return fmt.Errorf("feed %s: %s: %s", s.addr, resp.Status, b)
+	}
+	r := NewReader(resp.Body)
+	for {
+		t, p, err := r.Next()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return fmt.Errorf("feed %s: stream ended", s.addr)
+			}
+			return fmt.Errorf("feed %s: %w", s.addr, err)
+		}
+		ev, err := Decode(t, p)
+		if err != nil {
+			return fmt.Errorf("feed %s: %w", s.addr, err)
+		}
+		if err := s.dispatch(ev, h); err != nil {
+			return fmt.Errorf("feed %s: %w", s.addr, err)
+		}
+	}
+}
+
+func (s *Source) dispatch(ev Event, h source.Handler) error {
+	if ev.Type != FrameHello && s.hello.Load() == nil {
+		return fmt.Errorf("%s frame before hello", ev.Type)
+	}
+	switch ev.Type {
+	case FrameHello:
+		if s.hello.Load() != nil {
+			return errors.New("second hello")
+		}
+		s.hello.Store(ev.Hello)
+		s.log.Info("feed connected", zap.Uint64("subscriber", ev.Hello.Subscriber), zap.Int("services", ev.Hello.Cluster.Services))
+	case FrameService, FrameServiceDeleted:
+		h.OnService(ev.Service, ev.Type == FrameServiceDeleted)
+	case FrameEndpointSlice, FrameEndpointSliceDeleted:
+		if hello := s.hello.Load(); hello.DeliverPods && ev.Type == FrameEndpointSlice {
+			for i := range ev.EndpointSlice.Endpoints {
+				if ref := ev.EndpointSlice.Endpoints[i].TargetRef; ref != nil && ref.Kind == "Pod" {
+					if p := gen.Pod(hello.Cluster, ref.Namespace, ref.Name); p != nil {
+						h.OnPod(p, false)
+					}
+				}
+			}
+		}
+		h.OnEndpointSlice(ev.EndpointSlice, ev.Type == FrameEndpointSliceDeleted)
+	case FrameSynced:
+		s.synced.Store(true)
+	case FrameReplayDone:
+		s.mu.Lock()
+		c, ok := s.waiters[ev.Token]
+		delete(s.waiters, ev.Token)
+		s.mu.Unlock()
+		if ok {
+			close(c)
+		}
+	}
+	return nil
+}
+
+// Replay asks the driver to send the whole current state again, through the same ordered
+// stream, and returns once the handler given to Run has received all of it (or ctx ends, or
+// the feed ends).
+func (s *Source) Replay(ctx context.Context) error {
+	h := s.hello.Load()
+	if h == nil {
+		return errors.New("feed: replay before the feed connected")
+	}
+	tok := s.token.Add(1)
+	c := make(chan struct{})
+	s.mu.Lock()
+	s.waiters[tok] = c
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.waiters, tok)
+		s.mu.Unlock()
+	}()
+	u := "http://" + s.addr + "/replay?subscriber=" + strconv.FormatUint(h.Subscriber, 10) + "&token=" + strconv.FormatUint(tok, 10)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, nil)
+	if err != nil {
+		return fmt.Errorf("feed replay: %w", err)
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("feed replay: %w", err)
+	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		return fmt.Errorf("feed replay: %s: %s", resp.Status, b)
+	}
+	select {
+	case <-c:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.done:
+		return errors.New("feed replay: the feed ended")
+	}
+}
