@@ -1,0 +1,102 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/meridian-mesh/meridian/bench/gen"
+)
+
+// Config configures a bench invocation.
+type Config struct {
+	Cluster gen.Config
+	// Shards lists the replica counts to run the workload at, in order (--compare-shards, or
+	// just --shards).
+	Shards []int
+	// Ring passes the ring flags (ReplicaArgs) to replicas even with one shard; they are always
+	// passed with more than one.
+	Ring bool
+	// Streams is the number of Get streams, spread round-robin over services; StreamsPerConn
+	// of them share a gRPC connection, and connections are spread round-robin over replicas.
+	Streams, StreamsPerConn int
+	// Churn is the rate of changes per second, for Duration.
+	Churn    float64
+	Duration time.Duration
+	// Settle bounds the wait, after churn stops, for every stream to reach the truth.
+	Settle time.Duration
+	// Storm opens Storm Get and Storm GetProfile streams at once at StormAt (0: mid-run).
+	Storm   int
+	StormAt time.Duration
+	// JoinAt starts one more replica, KillAt kills the last one (0: never); both are offsets
+	// into the churn phase.
+	JoinAt, KillAt time.Duration
+	// Binary is the meridian executable that replicas run (`<Binary> destination ...`).
+	Binary string
+	// ReadyTimeout bounds the wait for a replica's /ready.
+	ReadyTimeout time.Duration
+	// DeliverPods makes the feed hand pods to replicas (OnPod) instead of relying on the
+	// source's Pod lookup.
+	DeliverPods bool
+	// ExtraReplicaArgs are appended to every replica's arguments.
+	ExtraReplicaArgs []string
+	// Progress receives a progress bar (nil: none).
+	Progress io.Writer
+	// KeepLogs keeps the replicas' log directory even when the run succeeds.
+	KeepLogs bool
+}
+
+// DefaultConfig returns a small, quick workload.
+func DefaultConfig() Config {
+	return Config{
+		Cluster:        gen.DefaultConfig(),
+		Shards:         []int{1},
+		Streams:        1000,
+		StreamsPerConn: 100,
+		Churn:          100,
+		Duration:       10 * time.Second,
+		Settle:         30 * time.Second,
+		ReadyTimeout:   10 * time.Minute,
+	}
+}
+
+// Validate reports what is wrong with c.
+func (c Config) Validate() error {
+	var errs []error
+	if err := c.Cluster.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if len(c.Shards) == 0 {
+		errs = append(errs, errors.New("no shard count to run"))
+	}
+	for _, n := range c.Shards {
+		if n < 1 || n > 64 {
+			errs = append(errs, fmt.Errorf("shard count %d outside 1..64", n))
+		}
+	}
+	if c.Streams < 0 || c.Streams > 1_000_000 {
+		errs = append(errs, fmt.Errorf("streams %d outside 0..1000000", c.Streams))
+	}
+	if c.StreamsPerConn < 1 {
+		errs = append(errs, fmt.Errorf("streams per connection must be at least 1, got %d", c.StreamsPerConn))
+	}
+	if c.Churn < 0 {
+		errs = append(errs, fmt.Errorf("churn must not be negative, got %g", c.Churn))
+	}
+	if c.Duration < 0 || c.Settle <= 0 || c.ReadyTimeout <= 0 {
+		errs = append(errs, errors.New("duration must not be negative; settle and ready timeout must be positive"))
+	}
+	if c.Storm < 0 || c.Storm > 100_000 {
+		errs = append(errs, fmt.Errorf("storm %d outside 0..100000", c.Storm))
+	}
+	for _, d := range []time.Duration{c.StormAt, c.JoinAt, c.KillAt} {
+		if d < 0 || d > c.Duration {
+			errs = append(errs, fmt.Errorf("event at %s is outside the churn phase (0..%s)", d, c.Duration))
+		}
+	}
+	if c.Binary == "" {
+		errs = append(errs, errors.New("no meridian binary to run replicas with"))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,291 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+	pb "github.com/linkerd/linkerd2-proxy-api/go/destination"
+	"github.com/puzpuzpuz/xsync/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	pbnet "github.com/linkerd/linkerd2-proxy-api/go/net"
+	"github.com/meridian-mesh/meridian/bench/gen"
+	"github.com/meridian-mesh/meridian/internal/destclient"
+	"github.com/meridian-mesh/meridian/internal/wire"
+)
+
+const (
+	clusterDomain = "cluster.local"
+	// maxReconnects bounds how often one stream reopens after it was closed.
+	maxReconnects = 20
+)
+
+// histogram is an HdrHistogram of durations in microseconds (1µs .. 10 min), safe for
+// concurrent use.
+type histogram struct {
+	mu sync.Mutex
+	h  *hdrhistogram.Histogram
+}
+
+func newHistogram() *histogram {
+	return &histogram{h: hdrhistogram.New(1, int64(10*time.Minute/time.Microsecond), 3)}
+}
+
+func (h *histogram) record(d time.Duration) {
+	us := max(int64(d/time.Microsecond), 1)
+	h.mu.Lock()
+	_ = h.h.RecordValue(min(us, h.h.HighestTrackableValue()))
+	h.mu.Unlock()
+}
+
+// pendingChange is a change not yet seen by every stream of its service.
+type pendingChange struct {
+	at   time.Time
+	kind gen.Kind
+	left atomic.Int32 // measured streams still to see it
+}
+
+// stream is one Get (or GetProfile) stream and, for Get, the view its client holds.
+type stream struct {
+	svc     int
+	profile bool
+	measure bool // counts in propagation latency
+	slot    int  // connection slot
+	replica atomic.Int32
+
+	mu   sync.Mutex
+	view *destclient.View
+
+	opened     time.Time
+	firstAt    time.Time     // written once before firstBatch is closed
+	firstBatch chan struct{} // closed at the first message
+	firstOnce  sync.Once
+}
+
+// load is the client side of a run: connections, streams and what they measured.
+type load struct {
+	pending    *xsync.MapOf[uint32, *pendingChange]
+	subsPerSvc []int32
+	latency    *histogram
+	storm      *histogram
+
+	bytes, updates       atomic.Int64
+	closed, closedByKill atomic.Int64
+	applyErrors          atomic.Int64
+	firstErr             atomic.Pointer[error]
+
+	paths   []string             // per service: its Get path
+	conns   [][]*grpc.ClientConn // per replica
+	mu      sync.Mutex           // guards streams (the storm adds to it)
+	dead    []atomic.Bool        // per replica: killed on purpose
+	streams []*stream
+	wg      sync.WaitGroup
+}
+
+func newLoad(cfg gen.Config, replicas int) *load {
+	paths := make([]string, cfg.Services)
+	for i := range paths {
+		paths[i] = cfg.Authority(i, clusterDomain)
+	}
+	return &load{
+		paths:      paths,
+		pending:    xsync.NewMapOf[uint32, *pendingChange](),
+		subsPerSvc: make([]int32, cfg.Services),
+		latency:    newHistogram(),
+		storm:      newHistogram(),
+		dead:       make([]atomic.Bool, replicas),
+	}
+}
+
+// busy reports whether an endpoint has a change in flight (churn leaves it alone, so that
+// every change is observable on its own).
+func (l *load) busy(serial uint32) bool {
+	_, ok := l.pending.Load(serial)
+	return ok
+}
+
+// recordChange registers a change before any stream can see it.
+func (l *load) recordChange(ch gen.Change, at time.Time) {
+	n := l.subsPerSvc[ch.Service]
+	if n == 0 {
+		return
+	}
+	p := &pendingChange{at: at, kind: ch.Kind}
+	p.left.Store(n)
+	l.pending.Store(ch.New, p)
+}
+
+// missed returns the observations still outstanding.
+func (l *load) missed() int64 {
+	var n int64
+	l.pending.Range(func(_ uint32, p *pendingChange) bool {
+		n += int64(max(p.left.Load(), 0))
+		return true
+	})
+	return n
+}
+
+func (l *load) observe(a *pbnet.TcpAddress, wantAdd bool, now time.Time) {
+	ap, err := wire.ToAddrPort(a)
+	if err != nil {
+		return
+	}
+	serial, ok := gen.AddrSerial(ap.Addr())
+	if !ok {
+		return
+	}
+	p, ok := l.pending.Load(serial)
+	if !ok || (p.kind == gen.NotReady) == wantAdd {
+		return
+	}
+	l.latency.record(now.Sub(p.at))
+	if p.left.Add(-1) <= 0 {
+		l.pending.Compute(serial, func(old *pendingChange, loaded bool) (*pendingChange, bool) {
+			return old, loaded && old == p
+		})
+	}
+}
+
+func (l *load) fail(err error) {
+	l.firstErr.CompareAndSwap(nil, &err)
+}
+
+// client returns the Destination client for a stream, moving it off a killed replica.
+func (l *load) client(st *stream) (pb.DestinationClient, int) {
+	r := int(st.replica.Load())
+	for range len(l.conns) {
+		if !l.dead[r].Load() && len(l.conns[r]) > 0 {
+			break
+		}
+		r = (r + 1) % len(l.conns)
+	}
+	st.replica.Store(int32(r))
+	cs := l.conns[r]
+	return pb.NewDestinationClient(cs[st.slot%len(cs)]), r
+}
+
+// run follows st until ctx ends, reopening it (bounded) when the server closes it.
+func (l *load) run(ctx context.Context, st *stream) {
+	defer l.wg.Done()
+	for attempt := 0; attempt <= maxReconnects; attempt++ {
+		c, r := l.client(st)
+		err := l.follow(ctx, st, c)
+		if ctx.Err() != nil {
+			return
+		}
+		if l.dead[r].Load() {
+			l.closedByKill.Add(1)
+		} else {
+			l.closed.Add(1)
+			if err != nil && status.Code(err) != codes.Unavailable {
+				l.fail(err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// follow opens the stream and applies what it receives until it ends.
+func (l *load) follow(ctx context.Context, st *stream, c pb.DestinationClient) error {
+	req := &pb.GetDestination{Scheme: "k8s", Path: l.paths[st.svc]}
+	var recv func() (proto.Message, error)
+	if st.profile {
+		s, err := c.GetProfile(ctx, req)
+		if err != nil {
+			return err
+		}
+		recv = func() (proto.Message, error) { return s.Recv() }
+	} else {
+		s, err := c.Get(ctx, req)
+		if err != nil {
+			return err
+		}
+		recv = func() (proto.Message, error) { return s.Recv() }
+		st.mu.Lock()
+		st.view = destclient.NewView() // a reopened stream starts afresh, as a proxy's does
+		st.mu.Unlock()
+	}
+	for {
+		m, err := recv()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		now := time.Now()
+		st.firstOnce.Do(func() { st.firstAt = now; close(st.firstBatch) })
+		l.bytes.Add(int64(proto.Size(m)))
+		l.updates.Add(1)
+		u, ok := m.(*pb.Update)
+		if !ok {
+			continue
+		}
+		st.mu.Lock()
+		err = st.view.Apply(u)
+		st.mu.Unlock()
+		if err != nil {
+			l.applyErrors.Add(1)
+			l.fail(err)
+			return err
+		}
+		if st.measure {
+			switch x := u.GetUpdate().(type) {
+			case *pb.Update_Add:
+				for _, a := range x.Add.GetAddrs() {
+					l.observe(a.GetAddr(), true, now)
+				}
+			case *pb.Update_Remove:
+				for _, a := range x.Remove.GetAddrs() {
+					l.observe(a, false, now)
+				}
+			}
+		}
+	}
+}
+
+// mismatches counts the Get streams whose view differs from truth (service -> addresses).
+func (l *load) mismatches(truth map[int]map[netip.AddrPort]struct{}) int {
+	n := 0
+	for _, st := range l.all() {
+		if st.profile {
+			continue
+		}
+		want := truth[st.svc]
+		st.mu.Lock()
+		ok := st.view != nil && len(st.view.Addrs) == len(want)
+		if ok {
+			for a := range st.view.Addrs {
+				if _, in := want[a]; !in {
+					ok = false
+					break
+				}
+			}
+		}
+		st.mu.Unlock()
+		if !ok {
+			n++
+		}
+	}
+	return n
+}
+
+// all returns the streams opened so far.
+func (l *load) all() []*stream {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.streams[:len(l.streams):len(l.streams)]
+}

@@ -1,0 +1,243 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// ReplicaSpec is what one replica process is started with.
+type ReplicaSpec struct {
+	Index                       int
+	FeedAddr                    string
+	Addr, AdminAddr, GossipAddr string
+	// Seed is the gossip address of replica 0, which every replica joins.
+	Seed string
+	// Ring says whether to pass the ring flags.
+	Ring bool
+}
+
+// ReplicaArgs returns the arguments of `meridian` for one replica. This is the one place
+// that knows the destination subcommand's flags.
+func ReplicaArgs(s ReplicaSpec) []string {
+	args := []string{
+		"destination",
+		"--source", "feed:" + s.FeedAddr,
+		"--addr", s.Addr,
+		"--admin-addr", s.AdminAddr,
+		"--log-level", "warn",
+		"--log-format", "console",
+	}
+	if s.Ring {
+		args = append(args,
+			"--node-name", "shard"+strconv.Itoa(s.Index),
+			"--gossip-addr", s.GossipAddr,
+			"--join", s.Seed,
+			"--non-owner", "forward",
+		)
+	}
+	return args
+}
+
+// replica is a running replica process.
+type replica struct {
+	spec    ReplicaSpec
+	cmd     *exec.Cmd
+	logPath string
+	exited  chan struct{} // closed when the process has exited
+	err     error         // its exit status, once exited is closed
+}
+
+// freeAddr returns a 127.0.0.1 address with a port free at the time of the call.
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// startReplica starts a replica process whose output goes to dir/shardI.log.
+func startReplica(binary, dir string, spec ReplicaSpec, extra []string) (*replica, error) {
+	logPath := filepath.Join(dir, "shard"+strconv.Itoa(spec.Index)+".log")
+	f, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(binary, append(ReplicaArgs(spec), extra...)...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.Env = append(os.Environ(), "GOTRACEBACK=all")
+	setProcAttrs(cmd)
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("start replica %d: %w", spec.Index, err)
+	}
+	r := &replica{spec: spec, cmd: cmd, logPath: logPath, exited: make(chan struct{})}
+	go func() {
+		r.err = cmd.Wait()
+		f.Close()
+		close(r.exited)
+	}()
+	return r, nil
+}
+
+// stop ends the process: SIGTERM, then SIGKILL after grace. It returns once the process has
+// exited.
+func (r *replica) stop(grace time.Duration) {
+	select {
+	case <-r.exited:
+		return
+	default:
+	}
+	_ = r.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-r.exited:
+		return
+	case <-time.After(grace):
+	}
+	_ = r.cmd.Process.Kill()
+	<-r.exited // SIGKILL cannot be ignored; Wait returns promptly
+}
+
+// kill ends the process at once, as a crash would.
+func (r *replica) kill() {
+	_ = r.cmd.Process.Kill()
+	<-r.exited
+}
+
+func (r *replica) alive() bool {
+	select {
+	case <-r.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// logTail returns the last lines of the replica's log, for error messages.
+func (r *replica) logTail() string {
+	b, err := os.ReadFile(r.logPath)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > 15 {
+		lines = lines[len(lines)-15:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+var httpClient = &http.Client{Timeout: 30 * time.Second}
+
+// waitReady polls the replica's /ready until it answers 200, the process exits, or timeout.
+func (r *replica) waitReady(ctx context.Context, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	url := "http://" + r.spec.AdminAddr + "/ready"
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := httpClient.Do(req)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-r.exited:
+			return fmt.Errorf("replica %d exited before it was ready (%v); its log ends:\n%s", r.spec.Index, r.err, r.logTail())
+		case <-ctx.Done():
+			return fmt.Errorf("replica %d not ready within %s: %w; its log ends:\n%s", r.spec.Index, timeout, ctx.Err(), r.logTail())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// procStats are the figures read from a replica's /metrics.
+type procStats struct {
+	HeapAlloc, HeapInuse, RSS uint64
+	CPUSeconds                float64
+	Coalescings               uint64
+}
+
+// scrape forces a garbage collection in the replica (pprof's heap profile with gc=1, which
+// the admin server serves) and then reads its /metrics.
+func (r *replica) scrape(ctx context.Context) (procStats, error) {
+	var st procStats
+	get := func(path string, fn func(io.Reader) error) error {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.spec.AdminAddr+path, nil)
+		resp, err := httpClient.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET %s: %s", path, resp.Status)
+		}
+		return fn(resp.Body)
+	}
+	if err := get("/debug/pprof/heap?gc=1", func(r io.Reader) error { _, err := io.Copy(io.Discard, r); return err }); err != nil {
+		return st, fmt.Errorf("replica %d: %w", r.spec.Index, err)
+	}
+	var m map[string]float64
+	if err := get("/metrics", func(r io.Reader) (err error) { m, err = parseMetrics(r); return err }); err != nil {
+		return st, fmt.Errorf("replica %d: %w", r.spec.Index, err)
+	}
+	st.HeapAlloc = uint64(m["go_memstats_heap_alloc_bytes"])
+	st.HeapInuse = uint64(m["go_memstats_heap_inuse_bytes"])
+	st.RSS = uint64(m["process_resident_memory_bytes"])
+	st.CPUSeconds = m["process_cpu_seconds_total"]
+	st.Coalescings = uint64(m["endpoint_updates_queue_overflow"])
+	return st, nil
+}
+
+// parseMetrics reads Prometheus text exposition and returns, per metric name, the sum of its
+// samples over all label sets. It reads at most 64 MiB.
+func parseMetrics(r io.Reader) (map[string]float64, error) {
+	out := map[string]float64{}
+	sc := bufio.NewScanner(io.LimitReader(r, 64<<20))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		name, rest := line, ""
+		if i := strings.IndexAny(line, "{ "); i >= 0 {
+			name, rest = line[:i], line[i:]
+		}
+		if strings.HasPrefix(rest, "{") {
+			j := strings.LastIndexByte(rest, '}')
+			if j < 0 {
+				return nil, fmt.Errorf("metrics: unterminated labels in %q", line)
+			}
+			rest = rest[j+1:]
+		}
+		fields := strings.Fields(rest)
+		if len(fields) == 0 {
+			return nil, fmt.Errorf("metrics: no value in %q", line)
+		}
+		v, err := strconv.ParseFloat(fields[0], 64)
+		if err != nil {
+			return nil, fmt.Errorf("metrics: value in %q: %w", line, err)
+		}
+		out[name] += v
+	}
+	if err := sc.Err(); err != nil {
+		return nil, errors.Join(errors.New("metrics"), err)
+	}
+	return out, nil
+}

@@ -1,0 +1,264 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"io"
+	"math"
+	"os"
+	"strings"
+	"text/tabwriter"
+)
+
+// WriteJSON writes res to path.
+func WriteJSON(path string, res *Result) error {
+	b, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+func mib(v float64) string { return fmt.Sprintf("%.1f MiB", v/(1<<20)) }
+
+func ratio(a, b float64) string {
+	if b == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", a/b)
+}
+
+type row struct {
+	name string
+	val  func(RunResult) float64
+	fmt  func(float64) string
+	// ratio: show the ratio to the first configuration
+	ratio bool
+}
+
+func rows() []row {
+	f1 := func(v float64) string { return fmt.Sprintf("%.2f", v) }
+	n0 := func(v float64) string { return fmt.Sprintf("%.0f", v) }
+	return []row{
+		{"propagation p50 (ms)", func(r RunResult) float64 { return r.P50Ms }, f1, true},
+		{"propagation p99 (ms)", func(r RunResult) float64 { return r.P99Ms }, f1, true},
+		{"propagation p999 (ms)", func(r RunResult) float64 { return r.P999Ms }, f1, true},
+		{"propagation max (ms)", func(r RunResult) float64 { return r.MaxMs }, f1, true},
+		{"latency samples", func(r RunResult) float64 { return float64(r.LatencySamples) }, n0, false},
+		{"latency missed", func(r RunResult) float64 { return float64(r.LatencyMissed) }, n0, false},
+		{"heap per shard, mean", RunResult.HeapMean, mib, true},
+		{"heap per shard, max", RunResult.HeapMax, mib, true},
+		{"RSS per shard, mean", func(r RunResult) float64 { return meanU(r.RSSBytesPerShard) }, mib, true},
+		{"CPU seconds in churn (all shards)", func(r RunResult) float64 { return r.CPUSecondsChurn }, f1, true},
+		{"storm first batch p99 (ms)", func(r RunResult) float64 { return r.StormP99Ms }, f1, true},
+		{"sync (s)", func(r RunResult) float64 { return r.SyncSeconds }, f1, true},
+		{"bytes received", func(r RunResult) float64 { return float64(r.BytesReceived) }, mib, true},
+		{"changes applied", func(r RunResult) float64 { return float64(r.ChangesApplied) }, n0, false},
+		{"coalescings", func(r RunResult) float64 { return float64(r.Coalescings) }, n0, false},
+		{"streams closed", func(r RunResult) float64 { return float64(r.StreamsClosed) }, n0, false},
+		{"final state mismatches", func(r RunResult) float64 { return float64(r.FinalStateMismatches) }, n0, false},
+	}
+}
+
+// WriteTable writes the summary table: one column per configuration and, when there are
+// several, the ratio of each to the first.
+func WriteTable(w io.Writer, res *Result) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	head := []string{"figure"}
+	for _, r := range res.Runs {
+		head = append(head, fmt.Sprintf("%d shard(s)", r.Shards))
+	}
+	for _, r := range res.Runs[min(1, len(res.Runs)):] {
+		head = append(head, fmt.Sprintf("%d/%d", r.Shards, res.Runs[0].Shards))
+	}
+	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
+	for _, rw := range rows() {
+		cells := []string{rw.name}
+		for _, r := range res.Runs {
+			cells = append(cells, rw.fmt(rw.val(r)))
+		}
+		for _, r := range res.Runs[min(1, len(res.Runs)):] {
+			if rw.ratio {
+				cells = append(cells, ratio(rw.val(r), rw.val(res.Runs[0])))
+			} else {
+				cells = append(cells, "")
+			}
+		}
+		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
+	}
+	return tw.Flush()
+}
+
+var palette = []string{"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"}
+
+type svgLine struct {
+	Color, Label, Points string
+}
+
+type svgBar struct {
+	X, Y, W, H float64
+	Color      string
+	Title      string
+}
+
+type svgTick struct {
+	Pos   float64
+	Label string
+}
+
+type reportData struct {
+	Res                  *Result
+	Title                string
+	Table                [][]string
+	Lines                []svgLine
+	XTicks, YTicks       []svgTick
+	Bars                 []svgBar
+	BarTicks, BarLabels  []svgTick
+	CDFEmpty, BarsEmpty  bool
+	PlotW, PlotH, Margin float64
+}
+
+const (
+	plotW, plotH, margin = 720.0, 320.0, 60.0
+)
+
+// WriteHTML writes a self-contained page: the figures, the latency CDF of every
+// configuration and the heap and RSS of every shard, as inline SVG.
+func WriteHTML(path string, res *Result) error {
+	d := reportData{Res: res, PlotW: plotW, PlotH: plotH, Margin: margin,
+		Title: fmt.Sprintf("Meridian bench: %d services × %d endpoints, %d streams, churn %g/s for %gs",
+			res.Cluster.Services, res.Cluster.EndpointsPerService, res.Streams, res.ChurnPerSecond, res.DurationS)}
+	var sb strings.Builder
+	_ = WriteTable(&sb, res)
+	for _, line := range strings.Split(strings.TrimRight(sb.String(), "\n"), "\n") {
+		var cells []string
+		for _, c := range strings.Split(line, "  ") {
+			if c = strings.TrimSpace(c); c != "" {
+				cells = append(cells, c)
+			}
+		}
+		d.Table = append(d.Table, cells)
+	}
+
+	// CDF: x is log10(ms) over the range seen, y the fraction.
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, r := range res.Runs {
+		for _, p := range r.LatencyCDF {
+			lo, hi = math.Min(lo, p.Ms), math.Max(hi, p.Ms)
+		}
+	}
+	d.CDFEmpty = math.IsInf(lo, 1)
+	if !d.CDFEmpty {
+		llo, lhi := math.Floor(math.Log10(math.Max(lo, 0.001))), math.Ceil(math.Log10(math.Max(hi, 0.001)))
+		if lhi <= llo {
+			lhi = llo + 1
+		}
+		x := func(v float64) float64 {
+			return margin + (math.Log10(math.Max(v, 0.001))-llo)/(lhi-llo)*plotW
+		}
+		y := func(f float64) float64 { return margin/2 + (1-f)*plotH }
+		for e := llo; e <= lhi; e++ {
+			d.XTicks = append(d.XTicks, svgTick{x(math.Pow(10, e)), trimFloat(math.Pow(10, e)) + " ms"})
+		}
+		for f := 0.0; f <= 1.0001; f += 0.25 {
+			d.YTicks = append(d.YTicks, svgTick{y(f), fmt.Sprintf("%.2f", f)})
+		}
+		for i, r := range res.Runs {
+			var pts []string
+			prev := 0.0
+			for _, p := range r.LatencyCDF {
+				pts = append(pts, fmt.Sprintf("%.1f,%.1f %.1f,%.1f", x(p.Ms), y(prev), x(p.Ms), y(p.Fraction)))
+				prev = p.Fraction
+			}
+			d.Lines = append(d.Lines, svgLine{palette[i%len(palette)], fmt.Sprintf("%d shard(s): p99 %.2f ms", r.Shards, r.P99Ms), strings.Join(pts, " ")})
+		}
+	}
+
+	// Bars: per configuration a group, per shard a heap bar and a lighter RSS bar.
+	maxV := 0.0
+	nbars := 0
+	for _, r := range res.Runs {
+		for i := range r.HeapBytesPerShard {
+			maxV = math.Max(maxV, float64(r.HeapBytesPerShard[i]))
+			if i < len(r.RSSBytesPerShard) {
+				maxV = math.Max(maxV, float64(r.RSSBytesPerShard[i]))
+			}
+			nbars++
+		}
+	}
+	d.BarsEmpty = nbars == 0 || maxV == 0
+	if !d.BarsEmpty {
+		gap := 24.0
+		bw := math.Min(40, (plotW-gap*float64(len(res.Runs)))/float64(nbars)/2)
+		xpos := margin + gap/2
+		yb := func(v float64) float64 { return margin/2 + plotH - v/maxV*plotH }
+		for gi, r := range res.Runs {
+			gx := xpos
+			for i, h := range r.HeapBytesPerShard {
+				c := palette[gi%len(palette)]
+				d.Bars = append(d.Bars, svgBar{xpos, yb(float64(h)), bw, float64(h) / maxV * plotH, c, fmt.Sprintf("%d shard(s), shard %d: heap %s", r.Shards, i, mib(float64(h)))})
+				if i < len(r.RSSBytesPerShard) {
+					v := float64(r.RSSBytesPerShard[i])
+					d.Bars = append(d.Bars, svgBar{xpos + bw, yb(v), bw, v / maxV * plotH, c + "55", fmt.Sprintf("%d shard(s), shard %d: RSS %s", r.Shards, i, mib(v))})
+				}
+				xpos += 2 * bw
+			}
+			d.BarLabels = append(d.BarLabels, svgTick{(gx + xpos) / 2, fmt.Sprintf("%d shard(s)", r.Shards)})
+			xpos += gap
+		}
+		for f := 0.0; f <= 1.0001; f += 0.25 {
+			d.BarTicks = append(d.BarTicks, svgTick{yb(f * maxV), mib(f * maxV)})
+		}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := reportTmpl.Execute(f, d); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func trimFloat(v float64) string {
+	s := fmt.Sprintf("%g", v)
+	return s
+}
+
+func add(a, b float64) float64 { return a + b }
+
+var reportTmpl = template.Must(template.New("report").Funcs(template.FuncMap{"add": add, "half": func(v float64) float64 { return v / 2 }, "mul": func(i int, k float64) float64 { return float64(i) * k }, "mulPct": func(v float64) float64 { return v * 100 }}).Parse(`<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{{.Title}}</title>
+<style>
+body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px;color:#222;max-width:1000px}
+h1{font-size:20px}h2{font-size:16px;margin-top:28px}
+table{border-collapse:collapse;font-size:13px}td,th{padding:3px 10px;border-bottom:1px solid #ddd;text-align:right}
+td:first-child,th:first-child{text-align:left}th{background:#f4f4f4}
+svg text{font-size:11px;fill:#444}.axis{stroke:#888;stroke-width:1}.grid{stroke:#eee;stroke-width:1}
+.legend{font-size:12px}
+</style></head><body>
+<h1>{{.Title}}</h1>
+<p>{{.Res.Cluster.Namespaces}} namespaces, {{printf "%.0f" (mulPct .Res.Cluster.MeshedShare)}}% meshed, {{.Res.StreamsPerConn}} streams per connection, seed {{.Res.Cluster.Seed}}.</p>
+<table>{{range $i, $r := .Table}}<tr>{{range $r}}{{if eq $i 0}}<th>{{.}}</th>{{else}}<td>{{.}}</td>{{end}}{{end}}</tr>{{end}}</table>
+<h2>Propagation latency (CDF, log scale)</h2>
+{{if .CDFEmpty}}<p>No latency samples.</p>{{else}}
+<svg xmlns="http://www.w3.org/2000/svg" width="{{add .PlotW (add .Margin .Margin)}}" height="{{add .PlotH .Margin}}" role="img" aria-label="latency CDF">
+{{range .XTicks}}<line class="grid" x1="{{.Pos}}" x2="{{.Pos}}" y1="{{$.Margin | half}}" y2="{{add ($.Margin | half) $.PlotH}}"/><text x="{{.Pos}}" y="{{add ($.Margin | half) (add $.PlotH 16)}}" text-anchor="middle">{{.Label}}</text>{{end}}
+{{range .YTicks}}<line class="grid" x1="{{$.Margin}}" x2="{{add $.Margin $.PlotW}}" y1="{{.Pos}}" y2="{{.Pos}}"/><text x="{{add $.Margin -6}}" y="{{add .Pos 4}}" text-anchor="end">{{.Label}}</text>{{end}}
+<line class="axis" x1="{{.Margin}}" x2="{{.Margin}}" y1="{{.Margin | half}}" y2="{{add (.Margin | half) .PlotH}}"/>
+<line class="axis" x1="{{.Margin}}" x2="{{add .Margin .PlotW}}" y1="{{add (.Margin | half) .PlotH}}" y2="{{add (.Margin | half) .PlotH}}"/>
+{{range .Lines}}<polyline fill="none" stroke="{{.Color}}" stroke-width="2" points="{{.Points}}"/>{{end}}
+{{range $i, $l := .Lines}}<rect x="{{add $.Margin 12}}" y="{{add 26 (mul $i 18)}}" width="12" height="12" fill="{{$l.Color}}"/><text class="legend" x="{{add $.Margin 30}}" y="{{add 36 (mul $i 18)}}">{{$l.Label}}</text>{{end}}
+</svg>{{end}}
+<h2>Memory per shard (after GC): heap (solid), RSS (light)</h2>
+{{if .BarsEmpty}}<p>No memory figures.</p>{{else}}
+<svg xmlns="http://www.w3.org/2000/svg" width="{{add .PlotW (add .Margin .Margin)}}" height="{{add .PlotH .Margin}}" role="img" aria-label="memory per shard">
+{{range .BarTicks}}<line class="grid" x1="{{$.Margin}}" x2="{{add $.Margin $.PlotW}}" y1="{{.Pos}}" y2="{{.Pos}}"/><text x="{{add $.Margin -6}}" y="{{add .Pos 4}}" text-anchor="end">{{.Label}}</text>{{end}}
+{{range .Bars}}<rect x="{{.X}}" y="{{.Y}}" width="{{.W}}" height="{{.H}}" fill="{{.Color}}"><title>{{.Title}}</title></rect>{{end}}
+<line class="axis" x1="{{.Margin}}" x2="{{add .Margin .PlotW}}" y1="{{add (.Margin | half) .PlotH}}" y2="{{add (.Margin | half) .PlotH}}"/>
+{{range .BarLabels}}<text x="{{.Pos}}" y="{{add ($.Margin | half) (add $.PlotH 16)}}" text-anchor="middle">{{.Label}}</text>{{end}}
+</svg>{{end}}
+</body></html>
+`))

@@ -1,0 +1,91 @@
+package bench
+
+import (
+	"github.com/meridian-mesh/meridian/bench/gen"
+)
+
+// Result is what one bench invocation measured: one Run per shard count.
+type Result struct {
+	Cluster        gen.Config  `json:"cluster"`
+	Streams        int         `json:"streams"`
+	StreamsPerConn int         `json:"streams_per_conn"`
+	ChurnPerSecond float64     `json:"churn_per_second"`
+	DurationS      float64     `json:"duration_seconds"`
+	Storm          int         `json:"storm"`
+	Runs           []RunResult `json:"runs"`
+}
+
+// RunResult is what one configuration (a shard count) measured. The JSON names are documented in
+// the README.
+type RunResult struct {
+	Shards int `json:"shards"`
+	// Propagation latency from the driver's change to its receipt by every stream of the
+	// service, in milliseconds.
+	P50Ms          float64 `json:"p50_ms"`
+	P99Ms          float64 `json:"p99_ms"`
+	P999Ms         float64 `json:"p999_ms"`
+	MaxMs          float64 `json:"max_ms"`
+	LatencySamples int64   `json:"latency_samples"`
+	// LatencyMissed counts observations still outstanding at the end (a stream never saw the
+	// change on its own; 0 when every stream ends right).
+	LatencyMissed int64      `json:"latency_missed"`
+	LatencyCDF    []CDFPoint `json:"latency_cdf,omitempty"`
+	// Storm: time from opening each of the storm's streams to its first message.
+	StormStreams  int     `json:"storm_streams"`
+	StormP50Ms    float64 `json:"storm_first_batch_p50_ms"`
+	StormP99Ms    float64 `json:"storm_first_batch_p99_ms"`
+	StormMaxMs    float64 `json:"storm_first_batch_max_ms"`
+	SyncSeconds   float64 `json:"sync_seconds"`
+	StreamsOpened int     `json:"streams_opened"`
+	// Per replica, after a forced garbage collection at the end of the run.
+	HeapBytesPerShard  []uint64  `json:"heap_bytes_per_shard"`
+	HeapInuseBytes     []uint64  `json:"heap_inuse_bytes_per_shard"`
+	RSSBytesPerShard   []uint64  `json:"rss_bytes_per_shard"`
+	CPUSecondsPerShard []float64 `json:"cpu_seconds_per_shard"`
+	// CPUSecondsChurn is the replicas' CPU time during the churn phase, summed.
+	CPUSecondsChurn float64 `json:"cpu_seconds_churn"`
+	BytesReceived   int64   `json:"bytes_received"`
+	UpdatesReceived int64   `json:"updates_received"`
+	ChangesApplied  int64   `json:"changes_applied"`
+	// FinalStateMismatches counts Get streams whose final set differs from the truth.
+	FinalStateMismatches int    `json:"final_state_mismatches"`
+	Coalescings          uint64 `json:"coalescings"`
+	// StreamsClosed counts streams that ended during the run (must be 0); streams on a
+	// replica killed on purpose are counted in StreamsClosedByKill instead.
+	StreamsClosed       int64   `json:"streams_closed"`
+	StreamsClosedByKill int64   `json:"streams_closed_by_kill"`
+	ApplyErrors         int64   `json:"apply_errors"`
+	FeedResyncs         uint64  `json:"feed_resyncs"`
+	Joined              bool    `json:"joined,omitempty"`
+	Killed              bool    `json:"killed,omitempty"`
+	SettleSeconds       float64 `json:"settle_seconds"`
+}
+
+// CDFPoint is one point of a latency distribution.
+type CDFPoint struct {
+	Ms       float64 `json:"ms"`
+	Fraction float64 `json:"fraction"`
+}
+
+// HeapMean returns the mean heap per shard.
+func (r RunResult) HeapMean() float64 { return meanU(r.HeapBytesPerShard) }
+
+// HeapMax returns the largest heap of a shard.
+func (r RunResult) HeapMax() float64 {
+	m := 0.0
+	for _, v := range r.HeapBytesPerShard {
+		m = max(m, float64(v))
+	}
+	return m
+}
+
+func meanU(v []uint64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := 0.0
+	for _, x := range v {
+		s += float64(x)
+	}
+	return s / float64(len(v))
+}

@@ -1,0 +1,120 @@
+package bench
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestParseMetrics(t *testing.T) {
+	in := `# HELP go_memstats_heap_alloc_bytes x
+# TYPE go_memstats_heap_alloc_bytes gauge
+go_memstats_heap_alloc_bytes 1.5e+06
+endpoint_updates_queue_overflow 3
+destination_streams{method="get"} 10
+destination_streams{method="get_profile",x="a b}"} 5
+process_cpu_seconds_total 1.25 1700000000
+`
+	m, err := parseMetrics(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]float64{"go_memstats_heap_alloc_bytes": 1.5e6, "endpoint_updates_queue_overflow": 3, "destination_streams": 15, "process_cpu_seconds_total": 1.25} {
+		if m[k] != want {
+			t.Errorf("%s = %g, want %g", k, m[k], want)
+		}
+	}
+	for _, bad := range []string{"x{a=\"b\" 1", "x", "x abc"} {
+		if _, err := parseMetrics(strings.NewReader(bad)); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+func FuzzParseMetrics(f *testing.F) {
+	f.Add("a 1\nb{c=\"d\"} 2\n# c\n")
+	f.Add("x{")
+	f.Fuzz(func(t *testing.T, s string) {
+		_, _ = parseMetrics(strings.NewReader(s))
+	})
+}
+
+func TestReplicaArgs(t *testing.T) {
+	s := ReplicaSpec{Index: 2, FeedAddr: "127.0.0.1:1", Addr: "127.0.0.1:2", AdminAddr: "127.0.0.1:3", GossipAddr: "127.0.0.1:4", Seed: "127.0.0.1:5"}
+	a := ReplicaArgs(s)
+	if a[0] != "destination" || !slices.Contains(a, "feed:127.0.0.1:1") || slices.Contains(a, "--gossip-addr") {
+		t.Errorf("without ring: %v", a)
+	}
+	s.Ring = true
+	a = ReplicaArgs(s)
+	for _, want := range []string{"--node-name", "shard2", "--gossip-addr", "127.0.0.1:4", "--join", "127.0.0.1:5", "--non-owner", "forward"} {
+		if !slices.Contains(a, want) {
+			t.Errorf("with ring: %v lacks %s", a, want)
+		}
+	}
+}
+
+func TestValidate(t *testing.T) {
+	c := DefaultConfig()
+	c.Binary = "x"
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, mut := range []func(*Config){
+		func(c *Config) { c.Shards = nil },
+		func(c *Config) { c.Shards = []int{0} },
+		func(c *Config) { c.StreamsPerConn = 0 },
+		func(c *Config) { c.Churn = -1 },
+		func(c *Config) { c.KillAt = c.Duration + 1 },
+		func(c *Config) { c.Binary = "" },
+		func(c *Config) { c.Cluster.Services = 0 },
+	} {
+		c := DefaultConfig()
+		c.Binary = "x"
+		mut(&c)
+		if c.Validate() == nil {
+			t.Errorf("%+v: no error", c)
+		}
+	}
+}
+
+func sampleResult() *Result {
+	r1 := RunResult{Shards: 1, P50Ms: 1, P99Ms: 5, P999Ms: 9, MaxMs: 12, LatencySamples: 100,
+		LatencyCDF:        []CDFPoint{{0.5, 0.1}, {1, 0.5}, {5, 0.99}, {12, 1}},
+		HeapBytesPerShard: []uint64{400 << 20}, RSSBytesPerShard: []uint64{600 << 20}}
+	r4 := RunResult{Shards: 4, P50Ms: 0.8, P99Ms: 3, P999Ms: 6, MaxMs: 8, LatencySamples: 100,
+		LatencyCDF:        []CDFPoint{{0.4, 0.1}, {0.8, 0.5}, {3, 0.99}, {8, 1}},
+		HeapBytesPerShard: []uint64{100 << 20, 110 << 20, 95 << 20, 105 << 20}, RSSBytesPerShard: []uint64{200 << 20, 210 << 20, 190 << 20, 205 << 20}}
+	return &Result{Streams: 10, StreamsPerConn: 5, ChurnPerSecond: 10, DurationS: 1, Runs: []RunResult{r1, r4}}
+}
+
+func TestTableAndHTML(t *testing.T) {
+	res := sampleResult()
+	var b bytes.Buffer
+	if err := WriteTable(&b, res); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	if !strings.Contains(out, "4/1") || !regexp.MustCompile(`heap per shard, mean.*0\.26`).MatchString(out) {
+		t.Errorf("table:\n%s", out)
+	}
+	p := filepath.Join(t.TempDir(), "r.html")
+	if err := WriteHTML(p, res); err != nil {
+		t.Fatal(err)
+	}
+	html, _ := os.ReadFile(p)
+	if n := bytes.Count(html, []byte("<polyline")); n != 2 {
+		t.Errorf("%d CDF lines, want 2", n)
+	}
+	if n := bytes.Count(html, []byte("<title>")); n != 1+10 {
+		t.Errorf("%d titles (page + 10 bars), want 11", n)
+	}
+	// Self-contained: no external references.
+	if regexp.MustCompile(`(src|href)=`).Match(html) {
+		t.Error("report references external assets")
+	}
+}

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/meridian-mesh/meridian/bench"
+	"github.com/meridian-mesh/meridian/internal/logging"
+)
+
+func init() {
+	register(&command{name: "bench", summary: "load harness: synthetic cluster, real replicas, streams and churn", run: runBench})
+}
+
+// parseShardList parses "1,4".
+func parseShardList(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			return nil, fmt.Errorf("--compare-shards %q: %w", s, err)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func runBench(ctx context.Context, args []string) error {
+	cfg := bench.DefaultConfig()
+	fs := newFlagSet("bench")
+	fs.IntVar(&cfg.Cluster.Services, "services", cfg.Cluster.Services, "services in the synthetic cluster")
+	fs.IntVar(&cfg.Cluster.EndpointsPerService, "endpoints-per-service", cfg.Cluster.EndpointsPerService, "endpoints per service (EndpointSlices of at most 100)")
+	fs.IntVar(&cfg.Cluster.Namespaces, "namespaces", cfg.Cluster.Namespaces, "namespaces the services are spread over")
+	fs.Float64Var(&cfg.Cluster.MeshedShare, "meshed-share", cfg.Cluster.MeshedShare, "fraction of pods that are meshed (0..1)")
+	fs.Uint64Var(&cfg.Cluster.Seed, "seed", cfg.Cluster.Seed, "seed of the synthetic cluster and of the churn")
+	shards := fs.Int("shards", 1, "destination replicas to run")
+	compare := fs.String("compare-shards", "", "run the workload at each of these replica counts in turn (e.g. 1,4); overrides --shards")
+	fs.BoolVar(&cfg.Ring, "ring", cfg.Ring, "pass the ring flags to replicas even with one shard")
+	fs.IntVar(&cfg.Streams, "streams", cfg.Streams, "Get streams, spread round-robin over services")
+	fs.IntVar(&cfg.StreamsPerConn, "streams-per-conn", cfg.StreamsPerConn, "streams sharing one gRPC connection")
+	fs.Float64Var(&cfg.Churn, "churn", cfg.Churn, "endpoint changes per second")
+	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "length of the churn phase")
+	fs.DurationVar(&cfg.Settle, "settle", cfg.Settle, "longest wait, after churn, for every stream to reach the truth")
+	fs.IntVar(&cfg.Storm, "storm", cfg.Storm, "open this many Get and as many GetProfile streams at once during churn")
+	fs.DurationVar(&cfg.StormAt, "storm-at", cfg.StormAt, "when the storm starts, into the churn phase (default: half way)")
+	fs.DurationVar(&cfg.JoinAt, "join-at", cfg.JoinAt, "start one more replica this far into the churn phase (0: never)")
+	fs.DurationVar(&cfg.KillAt, "kill-at", cfg.KillAt, "kill the last replica this far into the churn phase (0: never)")
+	fs.DurationVar(&cfg.ReadyTimeout, "ready-timeout", cfg.ReadyTimeout, "longest wait for a replica to be ready and for streams' first batches")
+	fs.BoolVar(&cfg.DeliverPods, "deliver-pods", cfg.DeliverPods, "hand every endpoint's pod to replicas (for replicas without the source's Pod lookup)")
+	fs.BoolVar(&cfg.KeepLogs, "keep-logs", cfg.KeepLogs, "keep the replicas' logs even when the run succeeds")
+	jsonPath := fs.String("json", "", "write every figure as JSON to this file")
+	reportPath := fs.String("report", "", "write a self-contained HTML report to this file")
+	binary := fs.String("binary", "", "meridian executable for the replicas (default: this one)")
+	noProgress := fs.Bool("no-progress", false, "no progress bar")
+	logLevel := fs.String("log-level", "warn", "log level of the harness")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	cfg.Shards = []int{*shards}
+	if *compare != "" {
+		var err error
+		if cfg.Shards, err = parseShardList(*compare); err != nil {
+			return err
+		}
+	}
+	cfg.Binary = *binary
+	if cfg.Binary == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("find this executable: %w (pass --binary)", err)
+		}
+		cfg.Binary = exe
+	}
+	if !*noProgress {
+		cfg.Progress = os.Stderr
+	}
+	log, err := logging.New(*logLevel, "console")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = log.Sync() }()
+	res, runErr := bench.Run(ctx, cfg, log)
+	if res != nil && len(res.Runs) > 0 {
+		if err := bench.WriteTable(stdout, res); err != nil {
+			return err
+		}
+		if *jsonPath != "" {
+			if err := bench.WriteJSON(*jsonPath, res); err != nil {
+				return fmt.Errorf("write %s: %w", *jsonPath, err)
+			}
+		}
+		if *reportPath != "" {
+			if err := bench.WriteHTML(*reportPath, res); err != nil {
+				return fmt.Errorf("write %s: %w", *reportPath, err)
+			}
+		}
+	}
+	if runErr != nil {
+		return runErr
+	}
+	for _, r := range res.Runs {
+		if r.FinalStateMismatches != 0 || r.StreamsClosed != 0 {
+			return fmt.Errorf("%d shards: %d final-state mismatches, %d streams closed", r.Shards, r.FinalStateMismatches, r.StreamsClosed)
+		}
+	}
+	return nil
+}
