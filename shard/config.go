@@ -18,7 +18,8 @@ type Config struct {
 	RetryRatio          float32
 	RetryMinPerSecond   uint32
 	RetryTTL            time.Duration
-	ProfileResendPeriod time.Duration
+	// NonOwner says what to do with a stream for a service another replica owns.
+	NonOwner NonOwnerMode
 }
 
 // DefaultConfig returns Linkerd-compatible defaults.
@@ -30,5 +31,6 @@ func DefaultConfig() Config {
 		RetryRatio:        0.2,
 		RetryMinPerSecond: 10,
 		RetryTTL:          10 * time.Second,
+		NonOwner:          Forward,
 	}
 }

@@ -25,16 +25,23 @@ import (
 	"github.com/meridian-mesh/meridian/shard/source"
 )
 
-// pushSource is a source.Source driven by the test: objects are handed to the handler as the
-// test pushes them (a fake behind our own seam; the real sources have their own tests).
+// pushSource is a source.Source driven by the test: objects are kept (as a real source's
+// cache would) and handed to the replica's handler as the test pushes them. It is a fake
+// behind our own seam; the real sources have their own tests.
 type pushSource struct {
-	mu     sync.Mutex
-	h      source.Handler
-	ready  chan struct{}
-	synced atomic.Bool
+	mu       sync.Mutex
+	h        source.Handler
+	ready    chan struct{}
+	synced   atomic.Bool
+	services map[string]*corev1.Service
+	slices   map[string]*discoveryv1.EndpointSlice
+	pods     map[string]*corev1.Pod
 }
 
-func newPushSource() *pushSource { return &pushSource{ready: make(chan struct{})} }
+func newPushSource() *pushSource {
+	return &pushSource{ready: make(chan struct{}), services: map[string]*corev1.Service{},
+		slices: map[string]*discoveryv1.EndpointSlice{}, pods: map[string]*corev1.Pod{}}
+}
 
 func (s *pushSource) Run(ctx context.Context, h source.Handler) error {
 	s.mu.Lock()
@@ -48,6 +55,70 @@ func (s *pushSource) Run(ctx context.Context, h source.Handler) error {
 
 func (s *pushSource) Synced() bool { return s.synced.Load() }
 
+func (s *pushSource) Pod(ns, name string) *corev1.Pod {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pods[ns+"/"+name]
+}
+
+func (s *pushSource) Replay(ctx context.Context) error {
+	s.mu.Lock()
+	h := s.h
+	var svcs []*corev1.Service
+	var slices []*discoveryv1.EndpointSlice
+	for _, v := range s.services {
+		svcs = append(svcs, v)
+	}
+	for _, v := range s.slices {
+		slices = append(slices, v)
+	}
+	s.mu.Unlock()
+	for _, v := range svcs {
+		h.OnService(v, false)
+	}
+	for _, v := range slices {
+		h.OnEndpointSlice(v, false)
+	}
+	return nil
+}
+
+func (s *pushSource) OnService(v *corev1.Service, deleted bool) {
+	s.mu.Lock()
+	if deleted {
+		delete(s.services, v.Namespace+"/"+v.Name)
+	} else {
+		s.services[v.Namespace+"/"+v.Name] = v
+	}
+	h := s.h
+	s.mu.Unlock()
+	h.OnService(v, deleted)
+}
+
+func (s *pushSource) OnEndpointSlice(v *discoveryv1.EndpointSlice, deleted bool) {
+	s.mu.Lock()
+	if deleted {
+		delete(s.slices, v.Namespace+"/"+v.Name)
+	} else {
+		s.slices[v.Namespace+"/"+v.Name] = v
+	}
+	h := s.h
+	s.mu.Unlock()
+	h.OnEndpointSlice(v, deleted)
+}
+
+func (s *pushSource) OnPod(v *corev1.Pod, deleted bool) {
+	s.mu.Lock()
+	if deleted {
+		delete(s.pods, v.Namespace+"/"+v.Name)
+	} else {
+		s.pods[v.Namespace+"/"+v.Name] = v
+	}
+	h := s.h
+	s.mu.Unlock()
+	h.OnPod(v, deleted)
+}
+
+// handler waits for Run and returns the source itself, which records and forwards.
 func (s *pushSource) handler(t *testing.T) source.Handler {
 	t.Helper()
 	select {
@@ -55,9 +126,7 @@ func (s *pushSource) handler(t *testing.T) source.Handler {
 	case <-time.After(5 * time.Second):
 		t.Fatal("source not started")
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.h
+	return s
 }
 
 // env is a replica serving gRPC on 127.0.0.1 and a client connected to it.

@@ -52,7 +52,10 @@ type Index struct {
 	owns  atomic.Pointer[OwnsFunc]
 
 	services *xsync.MapOf[ServiceKey, *service]
-	pods     *xsync.MapOf[podKey, *corev1.Pod]
+	// known holds the key of every Service the source has shown, owned or not (a few bytes
+	// each), so that the ring's shares can be reported.
+	known *xsync.MapOf[ServiceKey, struct{}]
+	pods  translator.PodLookup
 
 	// refMu guards podRefs: which services' slices name each pod, so that a pod change
 	// recomputes exactly those services.
@@ -69,15 +72,17 @@ type svcRef struct {
 
 var _ source.Handler = (*Index)(nil)
 
-// NewIndex returns an index publishing to store. Run its workers with Run.
-func NewIndex(cfg Config, store *snapshot.Store, m *metrics, log *zap.Logger) *Index {
+// NewIndex returns an index publishing to store, looking pods up with pods (the source keeps
+// them). Run its workers with Run.
+func NewIndex(cfg Config, store *snapshot.Store, pods translator.PodLookup, m *metrics, log *zap.Logger) *Index {
 	x := &Index{
 		cfg:      cfg,
 		log:      log,
 		store:    store,
 		m:        m,
 		services: xsync.NewMapOf[ServiceKey, *service](),
-		pods:     xsync.NewMapOf[podKey, *corev1.Pod](),
+		known:    xsync.NewMapOf[ServiceKey, struct{}](),
+		pods:     pods,
 		podRefs:  make(map[podKey][]svcRef),
 		queue:    workqueue.NewTyped[ServiceKey](),
 	}
@@ -119,11 +124,6 @@ func (x *Index) processNext() bool {
 	return true
 }
 
-func (x *Index) lookupPod(ns, name string) *corev1.Pod {
-	p, _ := x.pods.Load(podKey{ns, name})
-	return p
-}
-
 func (x *Index) getOrCreate(k ServiceKey) *service {
 	s, _ := x.services.LoadOrCompute(k, func() *service {
 		return &service{slices: map[string]*discoveryv1.EndpointSlice{}, watched: map[uint32]int{}, published: map[uint32]struct{}{}}
@@ -134,6 +134,11 @@ func (x *Index) getOrCreate(k ServiceKey) *service {
 // OnService implements source.Handler.
 func (x *Index) OnService(svc *corev1.Service, deleted bool) {
 	k := ServiceKey{svc.Namespace, svc.Name}
+	if deleted {
+		x.known.Delete(k)
+	} else {
+		x.known.Store(k, struct{}{})
+	}
 	if !x.Owns(k) {
 		return
 	}
@@ -173,14 +178,10 @@ func (x *Index) OnEndpointSlice(es *discoveryv1.EndpointSlice, deleted bool) {
 	x.queue.Add(k)
 }
 
-// OnPod implements source.Handler.
-func (x *Index) OnPod(pod *corev1.Pod, deleted bool) {
+// OnPod implements source.Handler: the services whose slices name the pod are recomputed (the
+// pod itself stays with the source).
+func (x *Index) OnPod(pod *corev1.Pod, _ bool) {
 	pk := podKey{pod.Namespace, pod.Name}
-	if deleted {
-		x.pods.Delete(pk)
-	} else {
-		x.pods.Store(pk, translator.SlimPod(pod))
-	}
 	x.refMu.Lock()
 	refs := x.podRefs[pk]
 	keys := make([]ServiceKey, len(refs))
@@ -257,6 +258,14 @@ func (x *Index) recompute(k ServiceKey) {
 	x.m.recomputes.Inc()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if !x.Owns(k) {
+		// Not ours any more: publish nothing (the streams still holding it move to the new
+		// owner and release it), and forget it once nobody holds it.
+		if len(s.watched) == 0 {
+			x.forgetLocked(k, s)
+		}
+		return
+	}
 	ports := map[uint32]struct{}{}
 	if s.svc != nil {
 		for _, p := range s.svc.Spec.Ports {
@@ -281,11 +290,17 @@ func (x *Index) recompute(k ServiceKey) {
 		x.publishLocked(k, s, p)
 	}
 	if s.svc == nil && len(s.slices) == 0 && len(s.watched) == 0 {
-		for p := range s.published {
-			x.store.Release(snapshot.Key{Namespace: k.Namespace, Name: k.Name, Port: p})
-		}
-		x.services.Delete(k)
+		x.forgetLocked(k, s)
 	}
+}
+
+// forgetLocked releases the snapshots of s and removes it; s.mu is held.
+func (x *Index) forgetLocked(k ServiceKey, s *service) {
+	for p := range s.published {
+		x.store.Release(snapshot.Key{Namespace: k.Namespace, Name: k.Name, Port: p})
+	}
+	s.published = map[uint32]struct{}{}
+	x.services.Delete(k)
 	x.m.services.Set(float64(x.services.Size()))
 }
 
@@ -295,7 +310,7 @@ func (x *Index) publishLocked(k ServiceKey, s *service, p uint32) {
 	for _, es := range s.slices {
 		slices = append(slices, es)
 	}
-	set := translator.AddressSet(x.cfg.Translator, s.svc, p, slices, x.lookupPod)
+	set := translator.AddressSet(x.cfg.Translator, s.svc, p, slices, x.pods)
 	x.store.Publish(snapshot.Key{Namespace: k.Namespace, Name: k.Name, Port: p}, set)
 	s.published[p] = struct{}{}
 }
@@ -321,7 +336,7 @@ func (x *Index) Watch(k ServiceKey, port uint32) (*snapshot.Subscription, func()
 		return nil, nil
 	}
 	s.mu.Lock()
-	if s.svc == nil {
+	if s.svc == nil || !x.Owns(k) {
 		s.mu.Unlock()
 		return nil, nil
 	}
@@ -364,4 +379,36 @@ func (x *Index) Services() []ServiceKey {
 	})
 	slices.SortFunc(out, func(a, b ServiceKey) int { return strings.Compare(a.String(), b.String()) })
 	return out
+}
+
+// KnownServices returns the "namespace/name" of every Service the source has shown.
+func (x *Index) KnownServices() []string {
+	out := make([]string, 0, x.known.Size())
+	x.known.Range(func(k ServiceKey, _ struct{}) bool {
+		out = append(out, k.String())
+		return true
+	})
+	return out
+}
+
+// DropUnowned forgets the inputs of every service the replica no longer owns. Their snapshots
+// stay while streams hold them (those streams move to the new owner and then release them);
+// the rest are released now. It returns the number of services dropped.
+func (x *Index) DropUnowned() int {
+	n := 0
+	x.services.Range(func(k ServiceKey, s *service) bool {
+		if x.Owns(k) {
+			return true
+		}
+		n++
+		s.mu.Lock()
+		for _, es := range s.slices {
+			x.updateRefs(k, es, nil)
+		}
+		s.svc, s.slices = nil, map[string]*discoveryv1.EndpointSlice{}
+		s.mu.Unlock()
+		x.queue.Add(k)
+		return true
+	})
+	return n
 }

@@ -9,6 +9,13 @@ type metrics struct {
 	recomputes  prometheus.Counter
 	services    prometheus.Gauge
 	updatesSent *prometheus.CounterVec
+
+	ownedServices    prometheus.Gauge
+	ownershipChanges prometheus.Counter
+	forwarded        prometheus.Gauge
+	forwardedTotal   prometheus.Counter
+	redirects        prometheus.Counter
+	handovers        prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -34,8 +41,33 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Destination updates sent to streams, by kind (add, remove, no_endpoints).",
 		}, []string{"kind"}),
 	}
+	m.ownedServices = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "destination_owned_services",
+		Help: "Services this replica owns on the ring and holds.",
+	})
+	m.ownershipChanges = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "destination_ownership_changes_total",
+		Help: "Ring changes applied by this replica (services gained or lost).",
+	})
+	m.forwarded = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "destination_forwarded_streams",
+		Help: "Open streams this replica relays to the owner of their service.",
+	})
+	m.forwardedTotal = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "destination_forwarded_streams_total",
+		Help: "Streams (or stream segments after an ownership change) relayed to an owner.",
+	})
+	m.redirects = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "destination_redirects_total",
+		Help: "Streams refused with a redirect to the owner (--non-owner=redirect).",
+	})
+	m.handovers = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "destination_stream_handovers_total",
+		Help: "Streams that moved between serving locally and relaying after an ownership change.",
+	})
 	if reg != nil {
-		reg.MustRegister(m.overflow, m.streams, m.recomputes, m.services, m.updatesSent)
+		reg.MustRegister(m.overflow, m.streams, m.recomputes, m.services, m.updatesSent,
+			m.ownedServices, m.ownershipChanges, m.forwarded, m.forwardedTotal, m.redirects, m.handovers)
 	}
 	return m
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 
 	pb "github.com/linkerd/linkerd2-proxy-api/go/destination"
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,17 +16,24 @@ import (
 )
 
 // Replica is one destination replica: a source feeding an index, and the Destination server
-// reading it. The caller owns the gRPC and admin servers and registers the replica on them.
+// reading it. With a Membership it is one shard of a ring: it keeps and serves only the
+// services it owns and forwards or redirects the rest. The caller owns the gRPC and admin
+// servers and registers the replica on them.
 type Replica struct {
-	cfg   Config
-	log   *zap.Logger
-	src   source.Source
-	store *snapshot.Store
-	idx   *Index
-	srv   *Server
-	m     *metrics
-	stop  chan struct{}
-	once  sync.Once
+	cfg     Config
+	log     *zap.Logger
+	src     source.Source
+	store   *snapshot.Store
+	idx     *Index
+	srv     *Server
+	m       *metrics
+	members Membership // nil: a single replica owning everything
+	ring    *ringState
+	conns   *connPool
+
+	replaying atomic.Int32 // replays of the source in progress after a ring change
+	stop      chan struct{}
+	once      sync.Once
 }
 
 // NewReplica returns a replica reading src. Metrics are registered on reg (may be nil).
@@ -35,10 +43,19 @@ func NewReplica(cfg Config, src source.Source, reg prometheus.Registerer, log *z
 	}
 	m := newMetrics(reg)
 	store := snapshot.NewStore(snapshot.StoreConfig{OnOverflow: func(snapshot.Key) { m.overflow.Inc() }})
-	idx := NewIndex(cfg, store, m, log)
-	r := &Replica{cfg: cfg, log: log, src: src, store: store, idx: idx, m: m, stop: make(chan struct{})}
-	r.srv = NewServer(cfg, idx, m, log, r.stop)
+	idx := NewIndex(cfg, store, src.Pod, m, log)
+	r := &Replica{cfg: cfg, log: log, src: src, store: store, idx: idx, m: m, ring: newRingState(), conns: newConnPool(), stop: make(chan struct{})}
+	r.srv = &Server{cfg: cfg, r: r, idx: idx, m: m, log: log, stop: r.stop}
 	return r
+}
+
+// SetMembership makes the replica a shard of the ring m. Call it before Run.
+func (r *Replica) SetMembership(m Membership) {
+	r.members = m
+	self := m.Self().Name
+	cur := m.Ring()
+	r.idx.SetOwns(func(k ServiceKey) bool { return cur.Owns(k.String(), self) })
+	r.ring.swap(cur, self)
 }
 
 // Register registers the Destination service on g.
@@ -50,25 +67,44 @@ func (r *Replica) Index() *Index { return r.idx }
 // Store returns the replica's snapshot store.
 func (r *Replica) Store() *snapshot.Store { return r.store }
 
-// Ready reports nil once the source has delivered its initial state.
+// Ready reports nil once the replica has joined its ring (if it has one) and the source has
+// delivered the initial state of what it owns.
 func (r *Replica) Ready() error {
+	if r.members != nil && !r.members.Joined() {
+		return errors.New("not joined to the ring yet")
+	}
 	if !r.src.Synced() {
 		return errors.New("discovery source has not synced")
+	}
+	if r.replaying.Load() > 0 {
+		return errors.New("loading services gained on a ring change")
 	}
 	return nil
 }
 
-// Run runs the source and the index workers until ctx ends; then open streams end with
-// Unavailable so that clients reconnect.
+// loading reports whether a missing service may only be not loaded yet.
+func (r *Replica) loading() bool { return !r.src.Synced() || r.replaying.Load() > 0 }
+
+// Run runs the source, the index workers and, with a membership, the ring follower until ctx
+// ends; then open streams end with Unavailable so that clients reconnect.
 func (r *Replica) Run(ctx context.Context) error {
+	defer r.conns.close()
 	defer r.once.Do(func() { close(r.stop) })
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	fns := []func(context.Context) error{
+		r.idx.Run,
+		func(ctx context.Context) error { return r.src.Run(ctx, r.idx) },
+	}
+	if r.members != nil {
+		fns = append(fns, r.followRing)
+	}
 	var wg sync.WaitGroup
-	errc := make(chan error, 2)
-	wg.Add(2)
-	go func() { defer wg.Done(); errc <- r.idx.Run(ctx) }()
-	go func() { defer wg.Done(); errc <- r.src.Run(ctx, r.idx) }()
+	errc := make(chan error, len(fns))
+	for _, fn := range fns {
+		wg.Add(1)
+		go func() { defer wg.Done(); errc <- fn(ctx) }()
+	}
 	var first error
 	select {
 	case first = <-errc:
@@ -83,4 +119,11 @@ func (r *Replica) Run(ctx context.Context) error {
 		}
 	}
 	return first
+}
+
+func (r *Replica) selfName() string {
+	if r.members == nil {
+		return "standalone"
+	}
+	return r.members.Self().Name
 }

@@ -7,6 +7,7 @@ import (
 	pbnet "github.com/linkerd/linkerd2-proxy-api/go/net"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/meridian-mesh/meridian/internal/destclient"
 	"github.com/meridian-mesh/meridian/internal/wire"
 	"github.com/meridian-mesh/meridian/snapshot"
 )
@@ -138,4 +139,51 @@ func (st *streamState) encode(d snapshot.Delta) []*pb.Update {
 	}
 	st.empty, st.exists, st.started = false, exists, true
 	return out
+}
+
+// visible returns the endpoints of set a stream for hostname ("" for all) shows, in order.
+func visible(set *snapshot.AddressSet, hostname string) []*snapshot.Endpoint {
+	all := set.Sorted()
+	if hostname == "" {
+		return all
+	}
+	out := all[:0]
+	for _, e := range all {
+		if e.Hostname == hostname {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// fullUpdate is the whole state of set as a stream's first update: one Add, or NoEndpoints.
+func fullUpdate(set *snapshot.AddressSet, hostname string) *pb.Update {
+	eps := visible(set, hostname)
+	if len(eps) == 0 {
+		return noEndpointsUpdate(set != nil && set.Exists)
+	}
+	return addUpdate(set.Labels, eps)
+}
+
+// viewOf is what a client holds after receiving snap (nil: nothing yet) on a stream for
+// hostname.
+func viewOf(snap *snapshot.Snapshot, hostname string) *destclient.View {
+	v := destclient.NewView()
+	if snap == nil {
+		return v
+	}
+	_ = v.Apply(fullUpdate(snap.Set, hostname))
+	return v
+}
+
+// init sets the state to a client that holds exactly set.
+func (st *streamState) init(set *snapshot.AddressSet) {
+	eps := visible(set, st.hostname)
+	st.started, st.empty, st.exists = true, len(eps) == 0, set != nil && set.Exists
+	if st.hostname != "" {
+		st.held = make(map[netip.AddrPort]struct{}, len(eps))
+		for _, e := range eps {
+			st.held[e.Addr] = struct{}{}
+		}
+	}
 }

@@ -164,3 +164,11 @@ func (sub *Subscription) Close() {
 	sub.queue, sub.head, sub.base, sub.tail = nil, 0, nil, nil
 	sub.mu.Unlock()
 }
+
+// Base returns the snapshot the reader holds after the deltas it has taken (nil before the
+// first). A stream handing its reader over to another replica starts from it.
+func (sub *Subscription) Base() *Snapshot {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	return sub.base
+}

@@ -86,3 +86,8 @@ func Hint(a *pb.WeightedAddr) string {
 func Identity(a *pb.WeightedAddr) string {
 	return a.GetTlsIdentity().GetDnsLikeIdentity().GetName()
 }
+
+// OwnerTrailer is the trailer in which a Meridian replica running with --non-owner=redirect
+// names the address of the replica that owns the requested service, when it refuses a stream
+// with FailedPrecondition. The status message also ends with "meridian-owner=<addr>)".
+const OwnerTrailer = "meridian-owner"

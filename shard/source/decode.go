@@ -116,6 +116,15 @@ func splitDocuments(data []byte) []document {
 	return append(docs, document{start: start, text: data[docBegin:]})
 }
 
+// lastLine is the line of the document's last character (its start when it is empty).
+func (d document) lastLine() int {
+	n := bytes.Count(d.text, []byte("\n"))
+	if n > 0 && d.text[len(d.text)-1] == '\n' {
+		n--
+	}
+	return d.start + n
+}
+
 func isSeparator(line []byte) bool {
 	if !bytes.HasPrefix(line, []byte("---")) {
 		return false
@@ -166,7 +175,10 @@ func decodeDocument(file string, doc document, out *decoded) {
 		if errors.Is(err, io.EOF) {
 			return // only comments and blank lines
 		}
-		out.errs = append(out.errs, yamlError(file, doc.start, err))
+		fe := yamlError(file, doc.start, err)
+		// At the end of a document the decoder may point one line past it.
+		fe.Line = min(fe.Line, doc.lastLine())
+		out.errs = append(out.errs, fe)
 		return
 	}
 	var extra yaml.Node

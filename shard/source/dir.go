@@ -81,8 +81,11 @@ type Dir struct {
 	afterScan func()
 
 	// Owned by the goroutine running Run.
-	files     map[string]*fileState
+	files map[string]*fileState
+	// delivered is written by the goroutine running Run, under mu; Pod and Replay read it.
+	mu        sync.RWMutex
 	delivered map[objectKey]object
+	handler   Handler
 	watched   map[string]bool
 	running   sync.Mutex
 }
@@ -415,6 +418,12 @@ func (d *Dir) deliver(h Handler, want map[objectKey]object) {
 	}
 	sortObjects(upserts, false)
 	sortObjects(deletes, true)
+	// Publish the new state before the calls, so that a handler looking up a pod (Pod) while
+	// handling a slice delivered below finds it.
+	d.mu.Lock()
+	d.delivered = want
+	d.handler = h
+	d.mu.Unlock()
 	for _, o := range upserts {
 		call(h, o, false)
 	}
@@ -424,7 +433,39 @@ func (d *Dir) deliver(h Handler, want map[objectKey]object) {
 	if len(upserts)+len(deletes) > 0 {
 		d.log.Debug("delivered changes", zap.Int("upserts", len(upserts)), zap.Int("deletes", len(deletes)))
 	}
-	d.delivered = want
+}
+
+// Pod implements Source.
+func (d *Dir) Pod(ns, name string) *corev1.Pod {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	if o, ok := d.delivered[objectKey{kind: "Pod", namespace: ns, name: name}]; ok {
+		p, _ := o.obj.(*corev1.Pod)
+		return p
+	}
+	return nil
+}
+
+// Replay implements Source: every delivered object is delivered again, pods first.
+func (d *Dir) Replay(ctx context.Context) error {
+	d.mu.RLock()
+	h := d.handler
+	objs := make([]object, 0, len(d.delivered))
+	for _, o := range d.delivered {
+		objs = append(objs, o)
+	}
+	d.mu.RUnlock()
+	if h == nil {
+		return errors.New("dir source: Replay before the first scan was delivered")
+	}
+	sortObjects(objs, false)
+	for _, o := range objs {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		call(h, o, false)
+	}
+	return nil
 }
 
 func sortObjects(objs []object, reverse bool) {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,6 +56,54 @@ type Kubernetes struct {
 	mu      sync.Mutex
 	regs    []cache.ResourceEventHandlerRegistration
 	running bool
+	// Set by Run before the informers start; read by Pod and Replay.
+	pods, services, slices cache.Store
+	handler                Handler
+}
+
+// Pod implements Source from the pod informer's cache.
+func (k *Kubernetes) Pod(ns, name string) *corev1.Pod {
+	k.mu.Lock()
+	store := k.pods
+	k.mu.Unlock()
+	if store == nil {
+		return nil
+	}
+	obj, ok, err := store.GetByKey(ns + "/" + name)
+	if err != nil || !ok {
+		return nil
+	}
+	p, _ := obj.(*corev1.Pod)
+	return p
+}
+
+// Replay implements Source: the informers' caches are delivered again, pods first.
+func (k *Kubernetes) Replay(ctx context.Context) error {
+	k.mu.Lock()
+	h, pods, services, slices := k.handler, k.pods, k.services, k.slices
+	k.mu.Unlock()
+	if h == nil {
+		return errors.New("kubernetes source: Replay before Run")
+	}
+	for _, obj := range pods.List() {
+		if p, ok := obj.(*corev1.Pod); ok {
+			h.OnPod(p, false)
+		}
+	}
+	for _, obj := range services.List() {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if s, ok := obj.(*corev1.Service); ok {
+			h.OnService(s, false)
+		}
+	}
+	for _, obj := range slices.List() {
+		if es, ok := obj.(*discoveryv1.EndpointSlice); ok {
+			h.OnEndpointSlice(es, false)
+		}
+	}
+	return nil
 }
 
 var _ Source = (*Kubernetes)(nil)
@@ -157,6 +207,8 @@ func (k *Kubernetes) Run(ctx context.Context, h Handler) error {
 	}
 	k.mu.Lock()
 	k.regs = regs
+	k.handler = h
+	k.services, k.slices, k.pods = kinds[0].informer.GetStore(), kinds[1].informer.GetStore(), kinds[2].informer.GetStore()
 	k.mu.Unlock()
 
 	factory.Start(ctx.Done())

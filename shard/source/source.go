@@ -28,4 +28,12 @@ type Source interface {
 	// Synced reports whether the initial state has been delivered to the handler.
 	// Safe for concurrent use.
 	Synced() bool
+	// Pod returns the current pod ns/name, or nil when unknown. The source keeps the pods, so
+	// that a replica need not keep a second copy; it must be cheap (an index lookup) and safe
+	// for concurrent use. The pod must not be modified.
+	Pod(ns, name string) *corev1.Pod
+	// Replay delivers the current state of every object again to the handler given to Run
+	// (as updates) and returns when it has. A replica calls it when it gains services on a
+	// ring change, since it did not keep their objects before. It fails if Run is not running.
+	Replay(ctx context.Context) error
 }

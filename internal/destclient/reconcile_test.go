@@ -1,0 +1,69 @@
+package destclient
+
+import (
+	"net/netip"
+	"testing"
+
+	pb "github.com/linkerd/linkerd2-proxy-api/go/destination"
+
+	"github.com/meridian-mesh/meridian/internal/wire"
+)
+
+func add(labels map[string]string, addrs ...string) *pb.Update {
+	var was []*pb.WeightedAddr
+	for _, a := range addrs {
+		was = append(was, &pb.WeightedAddr{Addr: wire.TCPAddr(netip.MustParseAddrPort(a)), Weight: 10000})
+	}
+	return &pb.Update{Update: &pb.Update_Add{Add: &pb.WeightedAddrSet{Addrs: was, MetricLabels: labels}}}
+}
+
+func noEndpoints(exists bool) *pb.Update {
+	return &pb.Update{Update: &pb.Update_NoEndpoints{NoEndpoints: &pb.NoEndpoints{Exists: exists}}}
+}
+
+func TestReconcileSendsOnlyDeltas(t *testing.T) {
+	v := NewView()
+	if err := v.Apply(add(nil, "10.0.0.1:80", "10.0.0.2:80")); err != nil {
+		t.Fatal(err)
+	}
+	out, err := v.Reconcile(add(nil, "10.0.0.2:80", "10.0.0.3:80"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) != 2 || out[0].GetRemove() == nil || len(out[0].GetRemove().GetAddrs()) != 1 || len(out[1].GetAdd().GetAddrs()) != 1 {
+		t.Fatalf("want one remove and one add, got %v", out)
+	}
+	// Same state again: nothing to send.
+	out, _ = v.Reconcile(add(nil, "10.0.0.2:80", "10.0.0.3:80"))
+	if len(out) != 0 {
+		t.Fatalf("identical state must send nothing, got %v", out)
+	}
+	out, _ = v.Reconcile(noEndpoints(true))
+	if len(out) != 1 || out[0].GetNoEndpoints() == nil || len(v.Addrs) != 0 {
+		t.Fatalf("empty state: %v", out)
+	}
+	out, _ = v.Reconcile(noEndpoints(true))
+	if len(out) != 0 {
+		t.Fatalf("still empty: %v", out)
+	}
+	out, _ = v.Reconcile(add(nil, "10.0.0.9:80"))
+	if len(out) != 1 || len(out[0].GetAdd().GetAddrs()) != 1 || v.NoEndpoints != nil {
+		t.Fatalf("from empty: %v", out)
+	}
+	if _, err := v.Reconcile(&pb.Update{Update: &pb.Update_Remove{Remove: &pb.AddrSet{}}}); err == nil {
+		t.Fatal("a Remove is not a full state")
+	}
+}
+
+func TestReconcileFreshViewSendsFullState(t *testing.T) {
+	v := NewView()
+	out, _ := v.Reconcile(add(map[string]string{"service": "web"}, "10.0.0.1:80"))
+	if len(out) != 1 || out[0].GetAdd().GetMetricLabels()["service"] != "web" {
+		t.Fatalf("fresh view: %v", out)
+	}
+	v = NewView()
+	out, _ = v.Reconcile(noEndpoints(false))
+	if len(out) != 1 || out[0].GetNoEndpoints().GetExists() {
+		t.Fatalf("fresh view, no service: %v", out)
+	}
+}
