@@ -15,9 +15,9 @@ type Config struct {
 	// Workers is the number of goroutines that recompute dirty services.
 	Workers int
 	// RetryBudget is sent in every profile.
-	RetryRatio          float32
-	RetryMinPerSecond   uint32
-	RetryTTL            time.Duration
+	RetryRatio        float32
+	RetryMinPerSecond uint32
+	RetryTTL          time.Duration
 	// NonOwner says what to do with a stream for a service another replica owns.
 	NonOwner NonOwnerMode
 }

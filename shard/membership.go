@@ -2,9 +2,9 @@ package shard
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
-	"encoding/json"
 	"sync"
 	"sync/atomic"
 	"time"
