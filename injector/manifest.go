@@ -181,6 +181,9 @@ func injectObject(obj map[string]any, opts ManifestOptions) (bool, []ReportLine,
 	if err := json.Unmarshal(tjs, &pt); err != nil {
 		return false, []ReportLine{{Resource: resource, Reason: ReasonInvalidPod + ": " + err.Error()}}, nil
 	}
+	if len(pt.Spec.Containers) == 0 {
+		return false, []ReportLine{{Resource: resource, Reason: ReasonInvalidPod + ": pod template has no containers"}}, nil
+	}
 	owner := Owner{Kind: strings.ToLower(kind), Name: name}
 	if !opts.Manual {
 		d := Decide(Meta{}, Workload{Namespace: namespace, Labels: pt.Labels, Annotations: pt.Annotations, Spec: &pt.Spec}, true)

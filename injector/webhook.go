@@ -1,6 +1,7 @@
 package injector
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -126,6 +127,10 @@ func (wh *Webhook) Review(ctx context.Context, req *admissionv1.AdmissionRequest
 		wh.metrics.observe(labelValues(Owner{}, req.Namespace, Decision{Reason: ReasonInvalidPod}, Meta{}, nil))
 		return skip(ReasonInvalidPod, err.Error())
 	}
+	if len(pod.Spec.Containers) == 0 {
+		wh.metrics.observe(labelValues(OwnerOf(&pod.ObjectMeta), req.Namespace, Decision{Reason: ReasonInvalidPod}, Meta{}, pod.Annotations))
+		return skip(ReasonInvalidPod, "pod has no containers")
+	}
 	namespace := req.Namespace
 	if namespace == "" {
 		namespace = pod.Namespace
@@ -150,7 +155,12 @@ func (wh *Webhook) Review(ctx context.Context, req *admissionv1.AdmissionRequest
 		wh.log.Debug("skipped", append(fields, zap.String("reason", out.Decision.Reason), zap.String("detail", out.Detail))...)
 		return skip(out.Decision.Reason, out.Detail)
 	}
-	patch, err := MarshalPatch(out.Mutation.Patch("", &pod.ObjectMeta, &pod.Spec))
+	ops := out.Mutation.Patch("", &pod.ObjectMeta, &pod.Spec)
+	if !hasMetadata(req.Object.Raw) {
+		// The API server always sends metadata; a hand-made review may not.
+		ops = append([]PatchOp{{Op: "add", Path: "/metadata", Value: map[string]any{}}}, ops...)
+	}
+	patch, err := MarshalPatch(ops)
 	if err != nil {
 		return skip(ReasonInvalidPod, "encode patch: "+err.Error())
 	}
@@ -159,4 +169,16 @@ func (wh *Webhook) Review(ctx context.Context, req *admissionv1.AdmissionRequest
 	resp.Patch = patch
 	wh.log.Info("injected", append(fields, zap.String("annotation_at", out.Decision.AnnotationAt))...)
 	return resp
+}
+
+// hasMetadata reports whether a pod's JSON has a metadata object for the patch to add to.
+func hasMetadata(raw []byte) bool {
+	var shape struct {
+		Metadata json.RawMessage `json:"metadata"`
+	}
+	if err := json.Unmarshal(raw, &shape); err != nil {
+		return false
+	}
+	m := bytes.TrimSpace(shape.Metadata)
+	return len(m) > 0 && m[0] == '{'
 }

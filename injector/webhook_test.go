@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	jsonpatch "github.com/evanphx/json-patch/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -405,6 +406,7 @@ func FuzzAdmissionReview(f *testing.F) {
 	f.Add(podReview(f, &corev1.Pod{Spec: corev1.PodSpec{HostNetwork: true}}, admissionv1.Delete))
 	f.Add([]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"kind":"Pod"},"operation":"CREATE","object":{"metadata":{"annotations":{"config.linkerd.io/proxy-uid":"x"}}}}}`))
 	f.Add([]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"kind":"Pod"},"operation":"CREATE","object":null}}`))
+	f.Add([]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"kind":"Pod"},"operation":"CREATE","namespace":"apps","object":{"spec":{"containers":[{"name":"a"}]}}}}`))
 	f.Add([]byte(`{}`))
 	f.Add([]byte(`null`))
 	reg := prometheus.NewRegistry()
@@ -431,9 +433,17 @@ func FuzzAdmissionReview(f *testing.F) {
 				t.Fatalf("200 without an allowed review: %s", rec.body.Bytes())
 			}
 			if out.Response.Patch != nil {
-				var ops []PatchOp
-				if err := json.Unmarshal(out.Response.Patch, &ops); err != nil {
-					t.Fatalf("patch is not JSON: %v", err)
+				// The patch must apply cleanly to the object it was computed for.
+				var in admissionv1.AdmissionReview
+				if err := json.Unmarshal(body, &in); err != nil {
+					t.Fatalf("a patch for a body that does not decode: %v", err)
+				}
+				p, err := jsonpatch.DecodePatch(out.Response.Patch)
+				if err != nil {
+					t.Fatalf("patch does not decode: %v", err)
+				}
+				if _, err := p.Apply(in.Request.Object.Raw); err != nil {
+					t.Fatalf("patch does not apply: %v\npatch %s\nobject %s", err, out.Response.Patch, in.Request.Object.Raw)
 				}
 			}
 		default:
