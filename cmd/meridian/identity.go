@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -13,11 +14,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/meridian-mesh/meridian/identity"
+	idclient "github.com/meridian-mesh/meridian/identity/client"
 	"github.com/meridian-mesh/meridian/internal/admin"
 	"github.com/meridian-mesh/meridian/internal/grpcserver"
 	"github.com/meridian-mesh/meridian/internal/logging"
@@ -26,7 +30,7 @@ import (
 func init() {
 	register(&command{
 		name:    "identity",
-		summary: "the identity CA (Certify on :8080, admin :9990); 'identity init --out DIR' creates a trust anchor and issuer; 'identity token' mints a local-mesh token",
+		summary: "the identity CA (Certify on :8080, admin :9990); subcommands: init --out DIR (trust anchor + issuer), token (local-mesh token), certify (get one certificate)",
 		run:     runIdentity,
 	})
 }
@@ -38,6 +42,8 @@ func runIdentity(ctx context.Context, args []string) error {
 			return runIdentityInit(args[1:])
 		case "token":
 			return runIdentityToken(args[1:])
+		case "certify":
+			return runIdentityCertify(ctx, args[1:])
 		}
 	}
 	return runIdentityServer(ctx, args)
@@ -226,5 +232,63 @@ func runIdentityToken(args []string) error {
 		return err
 	}
 	fmt.Println(string(tok))
+	return nil
+}
+
+// runIdentityCertify obtains one certificate the way a proxy does and prints it: a check
+// that an identity service works end to end.
+func runIdentityCertify(ctx context.Context, args []string) error {
+	fs := newFlagSet("identity certify")
+	addr := fs.String("addr", "127.0.0.1:8080", "identity service address")
+	id := fs.String("identity", "", "identity to request, e.g. web.default.serviceaccount.identity.linkerd.cluster.local (required)")
+	tokenFile := fs.String("token", "", "file holding the ServiceAccount token (required)")
+	anchorsFile := fs.String("trust-anchors", "", "trust anchor bundle to verify the certificate against (optional)")
+	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *id == "" || *tokenFile == "" {
+		return errors.New("--identity and --token are required")
+	}
+	cfg := idclient.DefaultConfig()
+	cfg.Identity = *id
+	if *anchorsFile != "" {
+		pemData, err := os.ReadFile(*anchorsFile)
+		if err != nil {
+			return err
+		}
+		cfg.TrustAnchors = x509.NewCertPool()
+		if !cfg.TrustAnchors.AppendCertsFromPEM(pemData) {
+			return fmt.Errorf("no certificates in %s", *anchorsFile)
+		}
+	}
+	conn, err := grpc.NewClient(*addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	log, err := logging.New("warn", "console")
+	if err != nil {
+		return err
+	}
+	log = log.WithOptions(zap.AddStacktrace(zap.FatalLevel))
+	c, err := idclient.New(cfg, conn, idclient.FileToken(*tokenFile), log)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	select {
+	case <-c.Ready():
+	case <-ctx.Done():
+		return fmt.Errorf("no certificate within %v (see the warnings above)", *timeout)
+	}
+	leaf := c.Certificate().Leaf
+	fmt.Printf("subject:    %s\nDNS SANs:   %s\nissuer:     %s\nnot before: %s\nnot after:  %s\nverified against trust anchors: %v\n",
+		leaf.Subject, strings.Join(leaf.DNSNames, ","), leaf.Issuer, leaf.NotBefore.UTC().Format(time.RFC3339),
+		leaf.NotAfter.UTC().Format(time.RFC3339), cfg.TrustAnchors != nil)
 	return nil
 }
