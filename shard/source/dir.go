@@ -70,7 +70,7 @@ func DefaultDirConfig(path string) DirConfig {
 // and most editors do): a scan that catches a file half-written in place sees whatever
 // that half holds until the next scan.
 //
-// All handler calls come from the goroutine running Run, one at a time.
+// Handler calls come from the goroutine running Run, or from Replay, never two at a time.
 type Dir struct {
 	cfg DirConfig
 	log *zap.Logger
@@ -82,10 +82,13 @@ type Dir struct {
 
 	// Owned by the goroutine running Run.
 	files map[string]*fileState
-	// delivered is written by the goroutine running Run, under mu; Pod and Replay read it.
+	// deliverMu serialises handler calls (a scan's, Replay's), so that Replay never delivers
+	// an object after a newer version or its deletion.
+	deliverMu sync.Mutex
+	// delivered and handler are written under deliverMu and mu; Pod reads them under mu.
 	mu        sync.RWMutex
 	delivered map[objectKey]object
-	handler   Handler
+	handler   Handler // the handler of the running Run; nil when Run is not running
 	watched   map[string]bool
 	running   sync.Mutex
 }
@@ -145,6 +148,13 @@ func (d *Dir) Run(ctx context.Context, h Handler) error {
 		return errors.New("dir source: Run is already running")
 	}
 	defer d.running.Unlock()
+	defer func() {
+		d.deliverMu.Lock()
+		d.mu.Lock()
+		d.handler = nil
+		d.mu.Unlock()
+		d.deliverMu.Unlock()
+	}()
 
 	if fi, err := os.Stat(d.cfg.Path); err != nil {
 		return fmt.Errorf("dir source: %w", err)
@@ -418,6 +428,8 @@ func (d *Dir) deliver(h Handler, want map[objectKey]object) {
 	}
 	sortObjects(upserts, false)
 	sortObjects(deletes, true)
+	d.deliverMu.Lock()
+	defer d.deliverMu.Unlock()
 	// Publish the new state before the calls, so that a handler looking up a pod (Pod) while
 	// handling a slice delivered below finds it.
 	d.mu.Lock()
@@ -435,28 +447,29 @@ func (d *Dir) deliver(h Handler, want map[objectKey]object) {
 	}
 }
 
-// Pod implements Source.
+// Pod implements Source: the pod as last delivered.
 func (d *Dir) Pod(ns, name string) *corev1.Pod {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
-	if o, ok := d.delivered[objectKey{kind: "Pod", namespace: ns, name: name}]; ok {
+	if o, ok := d.delivered[objectKey{kind: KindPod, namespace: ns, name: name}]; ok {
 		p, _ := o.obj.(*corev1.Pod)
 		return p
 	}
 	return nil
 }
 
-// Replay implements Source: every delivered object is delivered again, pods first.
+// Replay implements Source: every delivered object is delivered again, pods first, while
+// scans wait. It must not be called from a Handler method.
 func (d *Dir) Replay(ctx context.Context) error {
-	d.mu.RLock()
+	d.deliverMu.Lock()
+	defer d.deliverMu.Unlock()
 	h := d.handler
+	if h == nil {
+		return errors.New("dir source: Replay while Run is not running or before its first scan")
+	}
 	objs := make([]object, 0, len(d.delivered))
 	for _, o := range d.delivered {
 		objs = append(objs, o)
-	}
-	d.mu.RUnlock()
-	if h == nil {
-		return errors.New("dir source: Replay before the first scan was delivered")
 	}
 	sortObjects(objs, false)
 	for _, o := range objs {

@@ -421,6 +421,44 @@ func TestDirNotifications(t *testing.T) {
 	waitFor(t, "the deleted pod", 5*time.Second, func() bool { return h.rec.get("Pod shop/a") == nil })
 }
 
+func TestDirPodAndReplay(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := NewDir(t.TempDir(), nil).Replay(ctx); err == nil {
+		t.Errorf("Replay before Run succeeded")
+	}
+	h := startDir(t, map[string]string{
+		"a.yaml": svcYAML("shop", "web", "") + "---\n" + sliceYAML("shop", "web-1", "web", "127.0.10.1") + "---\n" + podYAML("shop", "a", "127.0.10.1"),
+		"b.yaml": podYAML("shop", "b", "127.0.10.2"),
+	}, nil)
+	h.expect("+Service shop/web", "+EndpointSlice shop/web-1", "+Pod shop/a", "+Pod shop/b")
+	if p := h.src.Pod("shop", "a"); p == nil || p.Status.PodIP != "127.0.10.1" {
+		t.Errorf("Pod(shop, a) = %v", p)
+	}
+	if p := h.src.Pod("shop", "web"); p != nil {
+		t.Errorf("Pod(shop, web) = %v, want nil (web is a Service)", p)
+	}
+	if err := h.src.Replay(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := h.rec.take()
+	want := []string{"+Pod shop/a", "+Pod shop/b", "+Service shop/web", "+EndpointSlice shop/web-1"}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("Replay delivered %q, want %q", got, want)
+	}
+	h.remove("b.yaml")
+	h.expect("-Pod shop/b")
+	if p := h.src.Pod("shop", "b"); p != nil {
+		t.Errorf("deleted pod still returned: %v", p)
+	}
+	if err := h.src.Replay(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.rec.take(); len(got) != 3 || strings.Contains(strings.Join(got, ","), "shop/b") {
+		t.Errorf("Replay after a delete delivered %q", got)
+	}
+}
+
 func TestDirErrors(t *testing.T) {
 	src := NewDir(filepath.Join(t.TempDir(), "missing"), zaptest.NewLogger(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

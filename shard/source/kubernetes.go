@@ -4,14 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -45,6 +45,8 @@ var LagBuckets = []float64{0.5, 1, 2, 3, 5, 10, 30, 60, 120, 300}
 // observed nor delivered.
 //
 // Informer callbacks call the Handler directly; its contract is that it does not block.
+// Calls for different kinds are serialised with each other and with Replay by a mutex, held
+// only for the call.
 type Kubernetes struct {
 	client kubernetes.Interface
 	cfg    KubernetesConfig
@@ -58,10 +60,15 @@ type Kubernetes struct {
 	running bool
 	// Set by Run before the informers start; read by Pod and Replay.
 	pods, services, slices cache.Store
-	handler                Handler
+	handler                Handler // nil when Run is not running
+
+	// deliverMu serialises handler calls, so that Replay, which delivers each object as the
+	// cache holds it now, never delivers it after a newer version or its deletion: the cache
+	// is updated before the informer's callback for the change runs.
+	deliverMu sync.Mutex
 }
 
-// Pod implements Source from the pod informer's cache.
+// Pod implements Source from the pod informer's cache. The pod must not be modified.
 func (k *Kubernetes) Pod(ns, name string) *corev1.Pod {
 	k.mu.Lock()
 	store := k.pods
@@ -77,30 +84,34 @@ func (k *Kubernetes) Pod(ns, name string) *corev1.Pod {
 	return p
 }
 
-// Replay implements Source: the informers' caches are delivered again, pods first.
+// Replay implements Source: the objects in the informers' caches are delivered again, pods
+// first, then Services, then EndpointSlices. Each is read from the cache under the delivery
+// lock, so none goes out after a newer version or its deletion. It must not be called from a
+// Handler method.
 func (k *Kubernetes) Replay(ctx context.Context) error {
 	k.mu.Lock()
 	h, pods, services, slices := k.handler, k.pods, k.services, k.slices
 	k.mu.Unlock()
 	if h == nil {
-		return errors.New("kubernetes source: Replay before Run")
+		return errors.New("kubernetes source: Replay while Run is not running")
 	}
-	for _, obj := range pods.List() {
-		if p, ok := obj.(*corev1.Pod); ok {
-			h.OnPod(p, false)
-		}
-	}
-	for _, obj := range services.List() {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if s, ok := obj.(*corev1.Service); ok {
-			h.OnService(s, false)
-		}
-	}
-	for _, obj := range slices.List() {
-		if es, ok := obj.(*discoveryv1.EndpointSlice); ok {
-			h.OnEndpointSlice(es, false)
+	for _, store := range []cache.Store{pods, services, slices} {
+		for _, key := range store.ListKeys() {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			k.deliverMu.Lock()
+			if obj, ok, err := store.GetByKey(key); err == nil && ok {
+				switch o := obj.(type) {
+				case *corev1.Pod:
+					h.OnPod(o, false)
+				case *corev1.Service:
+					h.OnService(o, false)
+				case *discoveryv1.EndpointSlice:
+					h.OnEndpointSlice(o, false)
+				}
+			}
+			k.deliverMu.Unlock()
 		}
 	}
 	return nil
@@ -173,6 +184,11 @@ func (k *Kubernetes) Run(ctx context.Context, h Handler) error {
 	}
 	k.running = true
 	k.mu.Unlock()
+	defer func() {
+		k.mu.Lock()
+		k.handler = nil
+		k.mu.Unlock()
+	}()
 
 	opts := []informers.SharedInformerOption{informers.WithTransform(slimObject)}
 	if k.cfg.Namespace != "" {
@@ -228,7 +244,9 @@ func eventHandler[T metav1.Object](k *Kubernetes, lag prometheus.Observer, deliv
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if o, ok := obj.(T); ok {
+				k.deliverMu.Lock()
 				deliver(o, false)
+				k.deliverMu.Unlock()
 			}
 		},
 		UpdateFunc: func(oldObj, newObj any) {
@@ -241,14 +259,18 @@ func eventHandler[T metav1.Object](k *Kubernetes, lag prometheus.Observer, deliv
 				// Negative only through clock skew between the API server and us.
 				lag.Observe(max(time.Since(t).Seconds(), 0))
 			}
+			k.deliverMu.Lock()
 			deliver(n, false)
+			k.deliverMu.Unlock()
 		},
 		DeleteFunc: func(obj any) {
 			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = d.Obj
 			}
 			if o, ok := obj.(T); ok {
+				k.deliverMu.Lock()
 				deliver(o, true)
+				k.deliverMu.Unlock()
 			} else {
 				k.log.Warn("unexpected object in delete event", zap.String("type", fmt.Sprintf("%T", obj)))
 			}
