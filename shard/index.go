@@ -301,7 +301,6 @@ func (x *Index) forgetLocked(k ServiceKey, s *service) {
 	}
 	s.published = map[uint32]struct{}{}
 	x.services.Delete(k)
-	x.m.services.Set(float64(x.services.Size()))
 }
 
 // publishLocked computes and publishes port p of s; s.mu is held.

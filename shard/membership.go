@@ -131,7 +131,6 @@ func (r *Replica) applyRing(ctx context.Context, prev, cur *ring.Ring, self stri
 	r.ring.swap(cur, self)
 	dropped := r.idx.DropUnowned()
 	r.m.ownershipChanges.Inc()
-	r.m.ownedServices.Set(float64(r.idx.Len()))
 	r.log.Info("ring changed", zap.Int("members", cur.Len()), zap.Bool("gained", gained), zap.Int("released", dropped), zap.Int("owned", r.idx.Len()))
 }
 

@@ -7,10 +7,8 @@ type metrics struct {
 	overflow    prometheus.Counter
 	streams     *prometheus.GaugeVec
 	recomputes  prometheus.Counter
-	services    prometheus.Gauge
 	updatesSent *prometheus.CounterVec
 
-	ownedServices    prometheus.Gauge
 	ownershipChanges prometheus.Counter
 	forwarded        prometheus.Gauge
 	forwardedTotal   prometheus.Counter
@@ -32,19 +30,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "destination_service_recomputes_total",
 			Help: "Recomputations of a service's address sets after a change to its inputs.",
 		}),
-		services: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "destination_services",
-			Help: "Services whose inputs this replica holds.",
-		}),
 		updatesSent: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "destination_updates_sent_total",
 			Help: "Destination updates sent to streams, by kind (add, remove, no_endpoints).",
 		}, []string{"kind"}),
 	}
-	m.ownedServices = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "destination_owned_services",
-		Help: "Services this replica owns on the ring and holds.",
-	})
 	m.ownershipChanges = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "destination_ownership_changes_total",
 		Help: "Ring changes applied by this replica (services gained or lost).",
@@ -66,8 +56,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Help: "Streams that moved between serving locally and relaying after an ownership change.",
 	})
 	if reg != nil {
-		reg.MustRegister(m.overflow, m.streams, m.recomputes, m.services, m.updatesSent,
-			m.ownedServices, m.ownershipChanges, m.forwarded, m.forwardedTotal, m.redirects, m.handovers)
+		reg.MustRegister(m.overflow, m.streams, m.recomputes, m.updatesSent,
+			m.ownershipChanges, m.forwarded, m.forwardedTotal, m.redirects, m.handovers)
 	}
 	return m
 }

@@ -45,6 +45,12 @@ func NewReplica(cfg Config, src source.Source, reg prometheus.Registerer, log *z
 	store := snapshot.NewStore(snapshot.StoreConfig{OnOverflow: func(snapshot.Key) { m.overflow.Inc() }})
 	idx := NewIndex(cfg, store, src.Pod, m, log)
 	r := &Replica{cfg: cfg, log: log, src: src, store: store, idx: idx, m: m, ring: newRingState(), conns: newConnPool(), stop: make(chan struct{})}
+	if reg != nil {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "destination_owned_services",
+			Help: "Services whose inputs this replica holds (with a ring: the services it owns).",
+		}, func() float64 { return float64(idx.Len()) }))
+	}
 	r.srv = &Server{cfg: cfg, r: r, idx: idx, m: m, log: log, stop: r.stop}
 	return r
 }

@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -13,9 +16,11 @@ import (
 	"go.uber.org/zap"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/meridian-mesh/meridian/bench/feed"
 	"github.com/meridian-mesh/meridian/internal/admin"
 	"github.com/meridian-mesh/meridian/internal/grpcserver"
 	"github.com/meridian-mesh/meridian/internal/logging"
+	"github.com/meridian-mesh/meridian/ring"
 	"github.com/meridian-mesh/meridian/shard"
 	"github.com/meridian-mesh/meridian/shard/source"
 )
@@ -28,6 +33,22 @@ func init() {
 type destinationFlags struct {
 	addr, adminAddr, src, kubeconfig, logLevel, logFormat string
 	cfg                                                   shard.Config
+
+	// ring
+	ring                                        bool
+	join                                        stringList
+	nodeName, gossipAddr, advertise, gossipKey string
+	nonOwner                                    string
+}
+
+// stringList is a repeatable flag whose values may also be comma-separated.
+type stringList []string
+
+func (l *stringList) String() string { return strings.Join(*l, ",") }
+
+func (l *stringList) Set(v string) error {
+	*l = append(*l, ring.ParseJoin(v)...)
+	return nil
 }
 
 func (f *destinationFlags) parse(name string, args []string) error {
@@ -42,6 +63,14 @@ func (f *destinationFlags) parse(name string, args []string) error {
 	fs.StringVar(&f.cfg.Translator.TrustDomain, "trust-domain", f.cfg.Translator.TrustDomain, "identity trust domain")
 	fs.IntVar(&f.cfg.QueueCapacity, "stream-queue-capacity", f.cfg.QueueCapacity, "bound of each stream's delta queue; a full queue coalesces")
 	fs.IntVar(&f.cfg.Workers, "workers", f.cfg.Workers, "goroutines recomputing changed services")
+	host, _ := os.Hostname()
+	fs.BoolVar(&f.ring, "ring", false, "join a ring of replicas even without --join (a ring of one to start with)")
+	fs.Var(&f.join, "join", "gossip seeds: addresses (host[:port]) or a DNS name such as a headless Service; repeatable or comma-separated. Makes this replica one shard of a ring")
+	fs.StringVar(&f.nodeName, "node-name", host, "this replica's name in the ring (unique)")
+	fs.StringVar(&f.gossipAddr, "gossip-addr", "0.0.0.0:7946", "gossip (memberlist) bind address")
+	fs.StringVar(&f.advertise, "advertise-addr", "", "gRPC address other replicas use to reach this one (default: --addr, with the host's address when --addr has no host)")
+	fs.StringVar(&f.gossipKey, "gossip-key-file", "", "file holding the gossip encryption key (16, 24 or 32 bytes, raw or base64)")
+	fs.StringVar(&f.nonOwner, "non-owner", "forward", "for a service another replica owns: forward (relay the stream) or redirect (refuse, naming the owner)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&f.logFormat, "log-format", "json", "log format: json or console")
 	if err := fs.Parse(args); err != nil {
@@ -49,6 +78,16 @@ func (f *destinationFlags) parse(name string, args []string) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	mode, err := shard.ParseNonOwnerMode(f.nonOwner)
+	if err != nil {
+		return err
+	}
+	f.cfg.NonOwner = mode
+	for _, seed := range f.join {
+		if err := ring.CheckSeed(seed); err != nil {
+			return fmt.Errorf("--join %q: %w", seed, err)
+		}
 	}
 	if f.cfg.QueueCapacity < 1 {
 		return fmt.Errorf("--stream-queue-capacity must be at least 1, got %d", f.cfg.QueueCapacity)
@@ -69,6 +108,9 @@ func newSource(spec, kubeconfig string, reg prometheus.Registerer, log *zap.Logg
 			return nil, fmt.Errorf("kubernetes client: %w", err)
 		}
 		return source.NewKubernetes(cs, source.DefaultKubernetesConfig(), reg, log), nil
+	case strings.HasPrefix(spec, "feed:"):
+		// The bench harness's synthetic cluster (meridian bench starts replicas with it).
+		return feed.NewSource(strings.TrimPrefix(spec, "feed:"), log), nil
 	case strings.HasPrefix(spec, "dir:"):
 		path := strings.TrimPrefix(spec, "dir:")
 		if path == "" {
@@ -113,14 +155,27 @@ func runDestination(ctx context.Context, args []string) error {
 		lis.Close()
 		return fmt.Errorf("listen %s: %w", f.adminAddr, err)
 	}
-	log.Info("destination replica starting", zap.String("addr", lis.Addr().String()), zap.String("admin", adminLis.Addr().String()), zap.String("source", f.src))
-	return runAll(ctx,
+	fns := []func(context.Context) error{
 		replica.Run,
 		func(ctx context.Context) error { return grpcserver.Serve(ctx, gs, lis, 5*time.Second) },
-		func(ctx context.Context) error {
-			return admin.Serve(ctx, adminLis, admin.Handler(reg, replica.Ready))
-		},
-	)
+	}
+	if f.ring || len(f.join) > 0 {
+		members, err := f.newRing(lis.Addr(), reg, log)
+		if err != nil {
+			lis.Close()
+			adminLis.Close()
+			return err
+		}
+		replica.SetMembership(members)
+		fns = append(fns, members.Run)
+		log.Info("ring", zap.String("node", f.nodeName), zap.String("gossip", members.GossipAddr()), zap.Strings("join", f.join))
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/", admin.Handler(reg, replica.Ready))
+	mux.Handle("/ring", replica.RingHandler())
+	fns = append(fns, func(ctx context.Context) error { return admin.Serve(ctx, adminLis, mux) })
+	log.Info("destination replica starting", zap.String("addr", lis.Addr().String()), zap.String("admin", adminLis.Addr().String()), zap.String("source", f.src))
+	return runAll(ctx, fns...)
 }
 
 // runAll runs each function until ctx ends or one of them fails, then cancels the rest and
@@ -143,4 +198,47 @@ func runAll(ctx context.Context, fns ...func(context.Context) error) error {
 	}
 	wg.Wait()
 	return first
+}
+
+// newRing builds this replica's memberlist node from the flags.
+func (f *destinationFlags) newRing(grpcAddr net.Addr, reg prometheus.Registerer, log *zap.Logger) (*ring.Cluster, error) {
+	cfg := ring.DefaultConfig()
+	cfg.NodeName = f.nodeName
+	cfg.GossipAddr = f.gossipAddr
+	cfg.Join = f.join
+	cfg.Logger = log.Named("ring")
+	cfg.Registerer = reg
+	cfg.GRPCAddr = f.advertise
+	if cfg.GRPCAddr == "" {
+		cfg.GRPCAddr = advertiseFor(grpcAddr)
+	}
+	if f.gossipKey != "" {
+		key, err := ring.LoadGossipKey(f.gossipKey)
+		if err != nil {
+			return nil, err
+		}
+		cfg.GossipKey = key
+	}
+	return ring.New(cfg)
+}
+
+// advertiseFor turns a listening address into one other replicas can dial: an unspecified
+// host becomes $POD_IP, or the first non-loopback address of this host.
+func advertiseFor(a net.Addr) string {
+	tcp, ok := a.(*net.TCPAddr)
+	if !ok || !tcp.IP.IsUnspecified() {
+		return a.String()
+	}
+	port := strconv.Itoa(tcp.Port)
+	if ip := os.Getenv("POD_IP"); ip != "" {
+		return net.JoinHostPort(ip, port)
+	}
+	if addrs, err := net.InterfaceAddrs(); err == nil {
+		for _, ad := range addrs {
+			if n, ok := ad.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil {
+				return net.JoinHostPort(n.IP.String(), port)
+			}
+		}
+	}
+	return net.JoinHostPort("127.0.0.1", port)
 }

@@ -200,6 +200,11 @@ func (d *Dir) Run(ctx context.Context, h Handler) error {
 				continue
 			}
 			if relevantEvent(ev) {
+				if ev.Op&(fsnotify.Remove|fsnotify.Rename) != 0 && d.watched[ev.Name] {
+					// The kernel dropped the watch with the directory; a directory created
+					// again under the same name must be watched anew.
+					delete(d.watched, ev.Name)
+				}
 				debounce.Reset(d.cfg.Debounce)
 			}
 		case err, ok := <-watchErrs:
@@ -366,9 +371,12 @@ func (d *Dir) readFile(p string) {
 	}
 	data, err := readLimited(p, d.cfg.MaxFileSize)
 	if err != nil {
+		fe := &FileError{File: p, Err: err}
+		if len(st.errs) != 1 || st.errs[0].Error() != fe.Error() { // log once, not every rescan
+			d.log.Error("cannot read file; keeping what it held before", zap.String("file", p), zap.Error(err))
+		}
 		st.read = false
-		st.errs = []error{&FileError{File: p, Err: err}}
-		d.log.Error("cannot read file; keeping what it held before", zap.String("file", p), zap.Error(err))
+		st.errs = []error{fe}
 		return
 	}
 	sum := xxhash.Sum64(data)

@@ -419,6 +419,19 @@ func TestDirNotifications(t *testing.T) {
 	})
 	h.remove("a.yaml")
 	waitFor(t, "the deleted pod", 5*time.Second, func() bool { return h.rec.get("Pod shop/a") == nil })
+
+	// A directory removed and created again is watched again.
+	if err := os.RemoveAll(filepath.Join(h.dir, "sub")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the pod of the removed directory to go", 5*time.Second, func() bool { return h.rec.get("Pod shop/b") == nil })
+	h.write("sub/c.yaml", podYAML("shop", "c", "127.0.0.4"))
+	waitFor(t, "the pod in the new directory", 5*time.Second, func() bool { return h.rec.get("Pod shop/c") != nil })
+	h.write("sub/c.yaml", podYAML("shop", "c", "127.0.0.5"))
+	waitFor(t, "the change in the new directory", 5*time.Second, func() bool {
+		p, _ := h.rec.get("Pod shop/c").(*corev1.Pod)
+		return p != nil && p.Status.PodIP == "127.0.0.5"
+	})
 }
 
 func TestDirPodAndReplay(t *testing.T) {
