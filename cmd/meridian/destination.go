@@ -35,10 +35,10 @@ type destinationFlags struct {
 	cfg                                                   shard.Config
 
 	// ring
-	ring                                        bool
-	join                                        stringList
+	ring                                       bool
+	join                                       stringList
 	nodeName, gossipAddr, advertise, gossipKey string
-	nonOwner                                    string
+	nonOwner                                   string
 }
 
 // stringList is a repeatable flag whose values may also be comma-separated.
