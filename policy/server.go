@@ -6,6 +6,7 @@ import (
 
 	"github.com/linkerd/linkerd2-proxy-api/go/inbound"
 	"github.com/meridian-mesh/meridian/policy/compute"
+	"github.com/meridian-mesh/meridian/policy/workload"
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -31,7 +32,7 @@ var _ inbound.InboundServerPoliciesServer = (*Server)(nil)
 
 // target validates a PortSpec.
 func target(spec *inbound.PortSpec) (compute.Key, uint32, error) {
-	w, err := ParseWorkload(spec.GetWorkload())
+	w, err := workload.Parse(spec.GetWorkload())
 	if err != nil {
 		return compute.Key{}, 0, status.Error(codes.InvalidArgument, err.Error())
 	}

@@ -1,11 +1,11 @@
-package policy
+package workload
 
 import (
 	"strings"
 	"testing"
 )
 
-func TestParseWorkload(t *testing.T) {
+func TestParse(t *testing.T) {
 	cases := []struct {
 		in   string
 		want Workload
@@ -30,30 +30,30 @@ func TestParseWorkload(t *testing.T) {
 		{in: `{"ns":"shop","pod":"` + strings.Repeat("a", 300) + `"}`, err: "name"},
 	}
 	for _, tc := range cases {
-		got, err := ParseWorkload(tc.in)
+		got, err := Parse(tc.in)
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
-				t.Errorf("ParseWorkload(%q) = %v, %v; want error containing %q", tc.in, got, err, tc.err)
+				t.Errorf("Parse(%q) = %v, %v; want error containing %q", tc.in, got, err, tc.err)
 			}
 			continue
 		}
 		if err != nil || got != tc.want {
-			t.Errorf("ParseWorkload(%q) = %+v, %v; want %+v", tc.in, got, err, tc.want)
+			t.Errorf("Parse(%q) = %+v, %v; want %+v", tc.in, got, err, tc.want)
 		}
 	}
 }
 
-func FuzzParseWorkload(f *testing.F) {
+func FuzzParse(f *testing.F) {
 	for _, s := range []string{`{"ns":"shop","pod":"web-0"}`, "shop:web-0", `{"ns":"a","external_workload":"b"}`, "", ":", "{", `{"ns":null,"pod":null}`} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		w, err := ParseWorkload(s)
+		w, err := Parse(s)
 		if err != nil {
 			return
 		}
 		if w.Namespace == "" || (w.Pod == "") == (w.External == "") {
-			t.Fatalf("ParseWorkload(%q) accepted %+v", s, w)
+			t.Fatalf("Parse(%q) accepted %+v", s, w)
 		}
 	})
 }

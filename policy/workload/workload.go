@@ -1,4 +1,4 @@
-package policy
+package workload
 
 import (
 	"bytes"
@@ -17,10 +17,10 @@ type Workload struct {
 	External string
 }
 
-// ParseWorkload parses PortSpec.workload as Linkerd does: JSON {"ns":..,"pod":..} (or
+// Parse parses PortSpec.workload as Linkerd does: JSON {"ns":..,"pod":..} (or
 // {"ns":..,"external_workload":..}), or the legacy "ns:pod". Names must be valid Kubernetes
 // names. The error is meant for a person and goes out as InvalidArgument.
-func ParseWorkload(s string) (Workload, error) {
+func Parse(s string) (Workload, error) {
 	var w Workload
 	if strings.HasPrefix(s, "{") {
 		var j struct {
