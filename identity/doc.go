@@ -22,8 +22,8 @@
 // chain), returning the leaf, the issuer chain and valid_until.
 //
 // What it owns: the current Issuer (an immutable value swapped atomically on reload), the
-// issuer reload loop (files watched with fsnotify plus a poll, or the Kubernetes Secret and
-// ConfigMap polled), the token reviewers (Kubernetes TokenReview, and LocalReviewer for the
+// issuer reload loop (files watched with fsnotify, or the Kubernetes Secret and ConfigMap
+// watched through the API, both also polled), the token reviewers (Kubernetes TokenReview, and LocalReviewer for the
 // local mesh with tokens minted by MintLocalToken), the identity_* metrics, and the
 // generation of a new trust anchor and issuer (GenerateInstall, behind `meridian identity
 // init`). The trust anchor's private key is never needed to serve.

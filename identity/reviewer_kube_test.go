@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	pb "github.com/linkerd/linkerd2-proxy-api/go/identity"
 	"google.golang.org/grpc/codes"
@@ -138,4 +139,46 @@ func TestKubeSourceReadsSecretAndConfigMap(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "linkerd/linkerd-identity-issuer") {
 		t.Fatalf("missing Secret: error %v, want one naming it", err)
 	}
+}
+
+func TestKubeSourceWatchPicksUpRotation(t *testing.T) {
+	p := newPKI(t)
+	m, err := (&identity.FileSource{IssuerDir: p.dir}).Load(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := fake.NewClientset(
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: identity.IssuerSecretName, Namespace: "linkerd"},
+			Data: map[string][]byte{identity.FileIssuerCert: m.CertPEM, identity.FileIssuerKey: m.KeyPEM}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: identity.TrustRootsConfigMap, Namespace: "linkerd"},
+			Data: map[string]string{identity.FileTrustAnchors: string(m.AnchorsPEM)}},
+	)
+	// A long poll interval: only the watch can pick the change up in time.
+	s := startServer(t, p, serverOpts{
+		source: &identity.KubeSource{Client: client, Namespace: "linkerd"},
+		cfg:    func(c *identity.Config) { c.ReloadInterval = time.Hour },
+	})
+	next := p.rotate(t, time.Now().Add(30*24*time.Hour))
+	nm, err := (&identity.FileSource{IssuerDir: p.dir}).Load(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The watch may not be established yet when the update lands; retry the update until
+	// the service has the new issuer (each Update is a new event).
+	eventually(t, 10*time.Second, "the rotated issuer Secret to be loaded", func() bool {
+		if s.svc.Issuer().Cert.Equal(next) {
+			return true
+		}
+		sec, err := client.CoreV1().Secrets("linkerd").Get(context.Background(), identity.IssuerSecretName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sec.Data = map[string][]byte{identity.FileIssuerCert: nm.CertPEM, identity.FileIssuerKey: nm.KeyPEM}
+		sec.ResourceVersion = ""
+		if _, err := client.CoreV1().Secrets("linkerd").Update(context.Background(), sec, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+		return s.svc.Issuer().Cert.Equal(next)
+	})
 }

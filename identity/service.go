@@ -163,7 +163,7 @@ func (s *Service) watch(ctx context.Context, w ChangeWatcher, changed func()) {
 		if ctx.Err() != nil {
 			return
 		}
-		s.log.Warn("issuer watch failed; relying on polling until it restarts", zap.Error(err))
+		s.log.Info("issuer watch ended; polling until it restarts", zap.Error(err))
 		select {
 		case <-ctx.Done():
 			return
