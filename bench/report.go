@@ -51,6 +51,7 @@ func rows() []row {
 		{"heap per shard, max", RunResult.HeapMax, mib, true},
 		{"RSS per shard, mean", func(r RunResult) float64 { return meanU(r.RSSBytesPerShard) }, mib, true},
 		{"CPU seconds in churn (all shards)", func(r RunResult) float64 { return r.CPUSecondsChurn }, f1, true},
+		{"run-queue wait, all shards (s)", func(r RunResult) float64 { return sumF(r.RunqueueWaitSeconds) }, f1, false},
 		{"storm first batch p99 (ms)", func(r RunResult) float64 { return r.StormP99Ms }, f1, true},
 		{"sync (s)", func(r RunResult) float64 { return r.SyncSeconds }, f1, true},
 		{"bytes received", func(r RunResult) float64 { return float64(r.BytesReceived) }, mib, true},
@@ -61,30 +62,39 @@ func rows() []row {
 	}
 }
 
-// WriteTable writes the summary table: one column per configuration and, when there are
-// several, the ratio of each to the first.
-func WriteTable(w io.Writer, res *Result) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+// tableCells returns the summary table: a header, then one row per figure with a column per
+// configuration and, when there are several, the ratio of each to the first.
+func tableCells(res *Result) [][]string {
 	head := []string{"figure"}
 	for _, r := range res.Runs {
 		head = append(head, fmt.Sprintf("%d shard(s)", r.Shards))
 	}
-	for _, r := range res.Runs[min(1, len(res.Runs)):] {
+	rest := res.Runs[min(1, len(res.Runs)):]
+	for _, r := range rest {
 		head = append(head, fmt.Sprintf("%d/%d", r.Shards, res.Runs[0].Shards))
 	}
-	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
+	out := [][]string{head}
 	for _, rw := range rows() {
 		cells := []string{rw.name}
 		for _, r := range res.Runs {
 			cells = append(cells, rw.fmt(rw.val(r)))
 		}
-		for _, r := range res.Runs[min(1, len(res.Runs)):] {
+		for _, r := range rest {
+			c := ""
 			if rw.ratio {
-				cells = append(cells, ratio(rw.val(r), rw.val(res.Runs[0])))
-			} else {
-				cells = append(cells, "")
+				c = ratio(rw.val(r), rw.val(res.Runs[0]))
 			}
+			cells = append(cells, c)
 		}
+		out = append(out, cells)
+	}
+	return out
+}
+
+// WriteTable writes the summary table.
+func WriteTable(w io.Writer, res *Result) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	for _, cells := range tableCells(res) {
 		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
 	}
 	return tw.Flush()
@@ -129,17 +139,7 @@ func WriteHTML(path string, res *Result) error {
 	d := reportData{Res: res, PlotW: plotW, PlotH: plotH, Margin: margin,
 		Title: fmt.Sprintf("Meridian bench: %d services × %d endpoints, %d streams, churn %g/s for %gs",
 			res.Cluster.Services, res.Cluster.EndpointsPerService, res.Streams, res.ChurnPerSecond, res.DurationS)}
-	var sb strings.Builder
-	_ = WriteTable(&sb, res)
-	for _, line := range strings.Split(strings.TrimRight(sb.String(), "\n"), "\n") {
-		var cells []string
-		for _, c := range strings.Split(line, "  ") {
-			if c = strings.TrimSpace(c); c != "" {
-				cells = append(cells, c)
-			}
-		}
-		d.Table = append(d.Table, cells)
-	}
+	d.Table = tableCells(res)
 
 	// CDF: x is log10(ms) over the range seen, y the fraction.
 	lo, hi := math.Inf(1), math.Inf(-1)
@@ -168,9 +168,11 @@ func WriteHTML(path string, res *Result) error {
 			var pts []string
 			prev := 0.0
 			for _, p := range r.LatencyCDF {
+				// Steps: up at each point, across to the next.
 				pts = append(pts, fmt.Sprintf("%.1f,%.1f %.1f,%.1f", x(p.Ms), y(prev), x(p.Ms), y(p.Fraction)))
 				prev = p.Fraction
 			}
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f", margin+plotW, y(prev)))
 			d.Lines = append(d.Lines, svgLine{palette[i%len(palette)], fmt.Sprintf("%d shard(s): p99 %.2f ms", r.Shards, r.P99Ms), strings.Join(pts, " ")})
 		}
 	}
@@ -250,7 +252,7 @@ svg text{font-size:11px;fill:#444}.axis{stroke:#888;stroke-width:1}.grid{stroke:
 <line class="axis" x1="{{.Margin}}" x2="{{.Margin}}" y1="{{.Margin | half}}" y2="{{add (.Margin | half) .PlotH}}"/>
 <line class="axis" x1="{{.Margin}}" x2="{{add .Margin .PlotW}}" y1="{{add (.Margin | half) .PlotH}}" y2="{{add (.Margin | half) .PlotH}}"/>
 {{range .Lines}}<polyline fill="none" stroke="{{.Color}}" stroke-width="2" points="{{.Points}}"/>{{end}}
-{{range $i, $l := .Lines}}<rect x="{{add $.Margin 12}}" y="{{add 26 (mul $i 18)}}" width="12" height="12" fill="{{$l.Color}}"/><text class="legend" x="{{add $.Margin 30}}" y="{{add 36 (mul $i 18)}}">{{$l.Label}}</text>{{end}}
+{{range $i, $l := .Lines}}<rect x="{{add $.Margin 12}}" y="{{add 40 (mul $i 18)}}" width="12" height="12" fill="{{$l.Color}}"/><text class="legend" x="{{add $.Margin 30}}" y="{{add 50 (mul $i 18)}}">{{$l.Label}}</text>{{end}}
 </svg>{{end}}
 <h2>Memory per shard (after GC): heap (solid), RSS (light)</h2>
 {{if .BarsEmpty}}<p>No memory figures.</p>{{else}}
@@ -262,3 +264,11 @@ svg text{font-size:11px;fill:#444}.axis{stroke:#888;stroke-width:1}.grid{stroke:
 </svg>{{end}}
 </body></html>
 `))
+
+func sumF(v []float64) float64 {
+	s := 0.0
+	for _, x := range v {
+		s += x
+	}
+	return s
+}

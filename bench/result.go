@@ -42,6 +42,11 @@ type RunResult struct {
 	HeapInuseBytes     []uint64  `json:"heap_inuse_bytes_per_shard"`
 	RSSBytesPerShard   []uint64  `json:"rss_bytes_per_shard"`
 	CPUSecondsPerShard []float64 `json:"cpu_seconds_per_shard"`
+	// RunqueueWaitSeconds is, per replica and over its life, the time its threads spent runnable but waiting
+	// for a CPU (Linux schedstat); DriverRunqueueWaitSeconds the same for the harness. When it
+	// dwarfs the CPU time, the host was oversubscribed and latency reflects that.
+	RunqueueWaitSeconds       []float64 `json:"runqueue_wait_seconds_per_shard,omitempty"`
+	DriverRunqueueWaitSeconds float64   `json:"driver_runqueue_wait_seconds,omitempty"`
 	// CPUSecondsChurn is the replicas' CPU time during the churn phase, summed.
 	CPUSecondsChurn float64 `json:"cpu_seconds_churn"`
 	BytesReceived   int64   `json:"bytes_received"`

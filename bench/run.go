@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/schollz/progressbar/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -228,6 +229,7 @@ func runOne(parent context.Context, cfg Config, n int, log *zap.Logger) (_ *RunR
 	ph.done()
 
 	cpu0 := 0.0
+	driverWait0, _ := runqueueWait(0)
 	for _, r := range reps {
 		st, err := r.scrape(ctx)
 		if err != nil {
@@ -366,8 +368,14 @@ func runOne(parent context.Context, cfg Config, n int, log *zap.Logger) (_ *RunR
 		res.CPUSecondsPerShard = append(res.CPUSecondsPerShard, st.CPUSeconds)
 		res.Coalescings += st.Coalescings
 		cpu1 += st.CPUSeconds
+		if w, ok := runqueueWait(r.cmd.Process.Pid); ok {
+			res.RunqueueWaitSeconds = append(res.RunqueueWaitSeconds, w)
+		}
 	}
 	res.CPUSecondsChurn = cpu1 - cpu0
+	if w, ok := runqueueWait(0); ok {
+		res.DriverRunqueueWaitSeconds = w - driverWait0
+	}
 	stopStreams()
 	ld.wg.Wait()
 
@@ -392,14 +400,7 @@ func fillLatency(res *RunResult, ld *load) {
 	if h.TotalCount() > 0 {
 		res.P50Ms, res.P99Ms = ms(h.ValueAtQuantile(50)), ms(h.ValueAtQuantile(99))
 		res.P999Ms, res.MaxMs = ms(h.ValueAtQuantile(99.9)), ms(h.Max())
-		for _, b := range h.CumulativeDistribution() {
-			p := CDFPoint{Ms: ms(b.ValueAt), Fraction: b.Quantile / 100}
-			if k := len(res.LatencyCDF); k > 0 && res.LatencyCDF[k-1].Ms == p.Ms {
-				res.LatencyCDF[k-1] = p
-				continue
-			}
-			res.LatencyCDF = append(res.LatencyCDF, p)
-		}
+		res.LatencyCDF = cdf(h, 200)
 	}
 	s := ld.storm.h
 	if s.TotalCount() > 0 {
@@ -423,4 +424,32 @@ func (l *load) stormRun(ctx context.Context, cfg Config, n int, open func(svc, s
 			return
 		}
 	}
+}
+
+// cdf returns h's cumulative distribution in milliseconds: the upper bound of non-empty
+// buckets with the fraction at or below it, thinned to points at least 1/n apart in fraction
+// or 5% apart in latency (so a log-scale plot keeps its tail), and always the last.
+func cdf(h *hdrhistogram.Histogram, n int) []CDFPoint {
+	total := h.TotalCount()
+	if total == 0 {
+		return nil
+	}
+	var out []CDFPoint
+	var cum int64
+	bars := h.Distribution()
+	for _, b := range bars {
+		if b.Count == 0 {
+			continue
+		}
+		cum += b.Count
+		p := CDFPoint{Ms: ms(b.To), Fraction: float64(cum) / float64(total)}
+		last := cum == total
+		if k := len(out); k == 0 || last || p.Fraction-out[k-1].Fraction >= 1/float64(n) || p.Ms >= 1.05*out[k-1].Ms {
+			out = append(out, p)
+		}
+		if last {
+			break
+		}
+	}
+	return out
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseMetrics(t *testing.T) {
@@ -116,5 +117,29 @@ func TestTableAndHTML(t *testing.T) {
 	// Self-contained: no external references.
 	if regexp.MustCompile(`(src|href)=`).Match(html) {
 		t.Error("report references external assets")
+	}
+}
+
+func TestCDF(t *testing.T) {
+	h := newHistogram()
+	for i := 1; i <= 10000; i++ {
+		h.record(time.Duration(i) * time.Microsecond)
+	}
+	pts := cdf(h.h, 50)
+	if len(pts) < 50 || len(pts) > 200 || pts[len(pts)-1].Fraction != 1 {
+		t.Fatalf("%d points, last %+v", len(pts), pts[len(pts)-1])
+	}
+	for i := 1; i < len(pts); i++ {
+		if pts[i].Ms < pts[i-1].Ms || pts[i].Fraction < pts[i-1].Fraction {
+			t.Fatalf("not monotonic at %d: %+v %+v", i, pts[i-1], pts[i])
+		}
+	}
+	for _, p := range pts {
+		if p.Fraction >= 0.5 {
+			if p.Ms < 4.8 || p.Ms > 5.3 {
+				t.Errorf("median point %+v", p)
+			}
+			break
+		}
 	}
 }

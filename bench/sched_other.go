@@ -1,0 +1,5 @@
+//go:build !linux
+
+package bench
+
+func runqueueWait(int) (float64, bool) { return 0, false }
