@@ -5,6 +5,7 @@ import (
 
 	"github.com/meridian-mesh/meridian/policy/api"
 	"github.com/meridian-mesh/meridian/policy/compute"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap/zaptest"
 )
@@ -149,4 +150,16 @@ func BenchmarkLookup(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// Metrics can share a registry with another controller or a component using the same names.
+func TestMetricsShareRegistry(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(prometheus.NewHistogram(prometheus.HistogramOpts{Name: "pods_informer_lag_seconds", Help: "someone else's"}))
+	a, b := NewMetrics(reg), NewMetrics(reg)
+	a.sent.Inc()
+	if got := testutil.ToFloat64(b.sent); got != 1 {
+		t.Errorf("second Metrics does not share the counter: %v", got)
+	}
+	NewKubeSource(nil, nil, reg, zaptest.NewLogger(t), a) // must not panic on the clash
 }

@@ -64,7 +64,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-// register registers c on reg, or returns the collector already registered in its place.
+// register registers c on reg, or returns the collector already registered in its place. A
+// clashing collector of the same name (another component's, with other help or labels)
+// leaves c working but unregistered rather than failing the process.
 func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
 	if err := reg.Register(c); err != nil {
 		var are prometheus.AlreadyRegisteredError
@@ -73,7 +75,6 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
 				return existing
 			}
 		}
-		panic(err)
 	}
 	return c
 }
