@@ -171,6 +171,9 @@ type procStats struct {
 	HeapAlloc, HeapInuse, RSS uint64
 	CPUSeconds                float64
 	Coalescings               uint64
+	OwnershipChanges          uint64
+	Handovers                 uint64
+	Forwarded                 uint64
 }
 
 // scrape forces a garbage collection in the replica (pprof's heap profile with gc=1, which
@@ -201,6 +204,10 @@ func (r *replica) scrape(ctx context.Context) (procStats, error) {
 	st.RSS = uint64(m["process_resident_memory_bytes"])
 	st.CPUSeconds = m["process_cpu_seconds_total"]
 	st.Coalescings = uint64(m["endpoint_updates_queue_overflow"])
+	// The sharding metrics (absent from a replica without a ring: zero).
+	st.OwnershipChanges = uint64(m["destination_ownership_changes_total"])
+	st.Handovers = uint64(m["destination_stream_handovers_total"])
+	st.Forwarded = uint64(m["destination_forwarded_streams"])
 	return st, nil
 }
 

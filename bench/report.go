@@ -57,6 +57,9 @@ func rows() []row {
 		{"bytes received", func(r RunResult) float64 { return float64(r.BytesReceived) }, mib, true},
 		{"changes applied", func(r RunResult) float64 { return float64(r.ChangesApplied) }, n0, false},
 		{"coalescings", func(r RunResult) float64 { return float64(r.Coalescings) }, n0, false},
+		{"ownership changes", func(r RunResult) float64 { return float64(r.OwnershipChanges) }, n0, false},
+		{"forwarded streams at end", func(r RunResult) float64 { return float64(r.ForwardedStreams) }, n0, false},
+		{"streams closed by kill", func(r RunResult) float64 { return float64(r.StreamsClosedByKill) }, n0, false},
 		{"streams closed", func(r RunResult) float64 { return float64(r.StreamsClosed) }, n0, false},
 		{"final state mismatches", func(r RunResult) float64 { return float64(r.FinalStateMismatches) }, n0, false},
 	}

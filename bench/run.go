@@ -367,6 +367,9 @@ func runOne(parent context.Context, cfg Config, n int, log *zap.Logger) (_ *RunR
 		res.RSSBytesPerShard = append(res.RSSBytesPerShard, st.RSS)
 		res.CPUSecondsPerShard = append(res.CPUSecondsPerShard, st.CPUSeconds)
 		res.Coalescings += st.Coalescings
+		res.OwnershipChanges += st.OwnershipChanges
+		res.StreamHandovers += st.Handovers
+		res.ForwardedStreams += st.Forwarded
 		cpu1 += st.CPUSeconds
 		if w, ok := runqueueWait(r.cmd.Process.Pid); ok {
 			res.RunqueueWaitSeconds = append(res.RunqueueWaitSeconds, w)
