@@ -58,6 +58,7 @@ type Index struct {
 
 	mu        sync.RWMutex
 	pods      map[compute.Key]*compute.Pod
+	podsInNS  map[string]map[string]struct{} // pod names by namespace
 	ns        map[string]*nsState
 	meshTLS   map[compute.Key]*compute.MeshTLSAuthentication
 	networks  map[compute.Key]*compute.NetworkAuthentication
@@ -74,6 +75,7 @@ func NewIndex(cfg *compute.Config, log *zap.Logger, metrics *Metrics) *Index {
 	return &Index{
 		cfg: cfg, log: log, metrics: metrics,
 		pods:      map[compute.Key]*compute.Pod{},
+		podsInNS:  map[string]map[string]struct{}{},
 		ns:        map[string]*nsState{},
 		meshTLS:   map[compute.Key]*compute.MeshTLSAuthentication{},
 		networks:  map[compute.Key]*compute.NetworkAuthentication{},
@@ -178,6 +180,10 @@ func (x *Index) apply(r api.Resource) {
 			return
 		}
 		x.pods[r.Key] = v
+		if x.podsInNS[r.Key.Namespace] == nil {
+			x.podsInNS[r.Key.Namespace] = map[string]struct{}{}
+		}
+		x.podsInNS[r.Key.Namespace][r.Key.Name] = struct{}{}
 		x.recountPodConflicts(r.Key)
 		x.wakeNamespace(r.Key.Namespace, &r.Key)
 	case *compute.Server:
@@ -247,10 +253,8 @@ func (x *Index) namespaceChanged(ns string, servers bool) {
 		}
 	}
 	if servers {
-		for k := range x.pods {
-			if k.Namespace == ns {
-				x.recountPodConflicts(k)
-			}
+		for name := range x.podsInNS[ns] {
+			x.recountPodConflicts(compute.Key{Namespace: ns, Name: name})
 		}
 	}
 	x.wakeNamespace(ns, nil)
@@ -284,6 +288,10 @@ func (x *Index) delete(kind api.Kind, key compute.Key) {
 			return
 		}
 		delete(x.pods, key)
+		delete(x.podsInNS[key.Namespace], key.Name)
+		if len(x.podsInNS[key.Namespace]) == 0 {
+			delete(x.podsInNS, key.Namespace)
+		}
 		x.setConflicts(key, nil)
 		for w := range x.watchers[key.Namespace] {
 			if w.pod == key {
