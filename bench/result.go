@@ -57,13 +57,18 @@ type RunResult struct {
 	Coalescings          uint64 `json:"coalescings"`
 	// StreamsClosed counts streams that ended during the run (must be 0); streams on a
 	// replica killed on purpose are counted in StreamsClosedByKill instead.
-	StreamsClosed       int64   `json:"streams_closed"`
-	StreamsClosedByKill int64   `json:"streams_closed_by_kill"`
-	ApplyErrors         int64   `json:"apply_errors"`
-	FeedResyncs         uint64  `json:"feed_resyncs"`
-	Joined              bool    `json:"joined,omitempty"`
-	Killed              bool    `json:"killed,omitempty"`
-	SettleSeconds       float64 `json:"settle_seconds"`
+	StreamsClosed       int64 `json:"streams_closed"`
+	StreamsClosedByKill int64 `json:"streams_closed_by_kill"`
+	ApplyErrors         int64 `json:"apply_errors"`
+	// From the replicas' sharding metrics, summed: ring changes applied (services gained or
+	// lost), streams handed over between serving and relaying, streams relayed at the end.
+	OwnershipChanges uint64  `json:"ownership_changes"`
+	StreamHandovers  uint64  `json:"stream_handovers"`
+	ForwardedStreams uint64  `json:"forwarded_streams"`
+	FeedResyncs      uint64  `json:"feed_resyncs"`
+	Joined           bool    `json:"joined,omitempty"`
+	Killed           bool    `json:"killed,omitempty"`
+	SettleSeconds    float64 `json:"settle_seconds"`
 }
 
 // CDFPoint is one point of a latency distribution.
