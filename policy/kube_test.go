@@ -130,12 +130,15 @@ spec:
 		return testutil.ToFloat64(metrics.invalid.WithLabelValues(string(api.KindAuthorizationPolicy))) >= 1
 	})
 
-	// The informers survive an API server restart.
+	// The informers survive an API server restart (their watches are cut; they relist with
+	// back-off, hence the longer deadline).
 	env.Restart(t)
-	if err := apRes.Delete(rctx, "web-from-gateway", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "the deletion after a restart", func() bool { return len(idsOf()) == 0 })
+	eventually(t, "deleting the policy after the restart", func() bool {
+		dctx, dcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer dcancel()
+		return apRes.Delete(dctx, "web-from-gateway", metav1.DeleteOptions{}) == nil
+	})
+	eventuallyWithin(t, 2*time.Minute, "the deletion to reach the index", func() bool { return len(idsOf()) == 0 })
 	res, err := idx.Lookup(web, 8080)
 	if err != nil || res.ServerName != "web-http" {
 		t.Fatalf("after deleting the policy: %v %v", res.ServerName, err)

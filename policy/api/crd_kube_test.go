@@ -22,10 +22,10 @@ func TestMain(m *testing.M) { os.Exit(kubetest.Main(m)) }
 func TestCRDsOnRealAPIServer(t *testing.T) {
 	env := kubetest.Start(t)
 	ns := env.Namespace(t, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	for _, f := range fixtures {
 		t.Run(f.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
 			u := decode(t, f.doc)
 			if u.GetKind() == "Pod" {
 				t.Skip("not a policy resource")
