@@ -4,11 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -33,74 +33,34 @@ func moduleRoot(t *testing.T) string {
 	return filepath.Dir(filepath.Dir(file))
 }
 
-// meridianBinary builds ./cmd/meridian once per test binary. Until cmd/meridian's
-// destination knows --source feed:ADDR, the build overlays a copy of destination.go that
-// does (the overlay goes once the case is in the tree).
+// meridianBinary builds ./cmd/meridian once per test binary.
 func meridianBinary(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
-		root := moduleRoot(t)
 		dir, err := os.MkdirTemp("", "meridian-bench-bin-")
 		if err != nil {
 			buildErr = err
 			return
 		}
 		binPath = filepath.Join(dir, "meridian")
-		args := []string{"build", "-o", binPath}
-		if ov, err := feedOverlay(root, dir); err != nil {
-			buildErr = err
-			return
-		} else if ov != "" {
-			args = append(args, "-overlay", ov)
-		}
 		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, "go", append(args, "./cmd/meridian")...)
-		cmd.Dir = root
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			buildErr = err
-			binPath = string(out)
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", binPath, "./cmd/meridian")
+		cmd.Dir = moduleRoot(t)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("%w\n%s", err, out)
 		}
 	})
 	if buildErr != nil {
-		t.Fatalf("go build ./cmd/meridian: %v\n%s", buildErr, binPath)
+		t.Fatalf("go build ./cmd/meridian: %v", buildErr)
 	}
 	return binPath
-}
-
-func feedOverlay(root, dir string) (string, error) {
-	path := filepath.Join(root, "cmd", "meridian", "destination.go")
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", err
-	}
-	src := string(b)
-	if strings.Contains(src, "feed.NewSource") {
-		return "", nil
-	}
-	i := strings.Index(src, "func newSource(")
-	j := strings.Index(src[max(i, 0):], "\tdefault:\n")
-	k := strings.Index(src, "import (\n")
-	if i < 0 || j < 0 || k < 0 {
-		return "", nil // unknown shape: build as is
-	}
-	j += i
-	src = src[:j] + "\tcase strings.HasPrefix(spec, \"feed:\"):\n\t\treturn feed.NewSource(strings.TrimPrefix(spec, \"feed:\"), log), nil\n" + src[j:]
-	src = strings.Replace(src, "import (\n", "import (\n\t\"github.com/meridian-mesh/meridian/bench/feed\"\n", 1)
-	patched := filepath.Join(dir, "destination.go")
-	if err := os.WriteFile(patched, []byte(src), 0o644); err != nil {
-		return "", err
-	}
-	ov, _ := json.Marshal(map[string]any{"Replace": map[string]string{path: patched}})
-	ovPath := filepath.Join(dir, "overlay.json")
-	return ovPath, os.WriteFile(ovPath, ov, 0o644)
 }
 
 func smokeConfig(t *testing.T) Config {
 	cfg := DefaultConfig()
 	cfg.Cluster = gen.Config{Seed: 7, Services: 50, EndpointsPerService: 10, Namespaces: 5, MeshedShare: 0.8, ControlPlaneNamespace: "linkerd"}
-	cfg.Shards = []int{1}
+	cfg.Shards = []int{1, 2}
 	cfg.Streams, cfg.StreamsPerConn = 200, 20
 	cfg.Churn, cfg.Duration = 50, 2*time.Second
 	cfg.Storm = 20
@@ -121,26 +81,12 @@ func TestSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Runs) != 1 {
+	if len(res.Runs) != 2 {
 		t.Fatalf("%d runs", len(res.Runs))
 	}
-	r := res.Runs[0]
-	if r.FinalStateMismatches != 0 || r.StreamsClosed != 0 || r.ApplyErrors != 0 {
-		t.Errorf("mismatches %d, streams closed %d, apply errors %d", r.FinalStateMismatches, r.StreamsClosed, r.ApplyErrors)
+	for _, r := range res.Runs {
+		checkRun(t, r, cfg.Cluster.Services)
 	}
-	if r.ChangesApplied == 0 || r.LatencySamples == 0 {
-		t.Errorf("changes %d, latency samples %d", r.ChangesApplied, r.LatencySamples)
-	}
-	if r.LatencyMissed != 0 {
-		t.Errorf("%d observations missed", r.LatencyMissed)
-	}
-	if len(r.HeapBytesPerShard) != 1 || r.HeapBytesPerShard[0] == 0 || r.RSSBytesPerShard[0] == 0 {
-		t.Errorf("heap %v, rss %v", r.HeapBytesPerShard, r.RSSBytesPerShard)
-	}
-	if r.StormStreams != 40 || r.StormMaxMs == 0 {
-		t.Errorf("storm: %d streams, max %.2f ms", r.StormStreams, r.StormMaxMs)
-	}
-
 	dir := t.TempDir()
 	jp, hp := filepath.Join(dir, "bench.json"), filepath.Join(dir, "bench.html")
 	if err := WriteJSON(jp, res); err != nil {
@@ -159,6 +105,34 @@ func TestSmoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("\n%s", tbl.String())
+}
+
+func checkRun(t *testing.T, r RunResult, services int) {
+	t.Helper()
+	if r.FinalStateMismatches != 0 || r.StreamsClosed != 0 || r.ApplyErrors != 0 {
+		t.Errorf("%d shards: mismatches %d, streams closed %d, apply errors %d", r.Shards, r.FinalStateMismatches, r.StreamsClosed, r.ApplyErrors)
+	}
+	if r.ChangesApplied == 0 || r.LatencySamples == 0 {
+		t.Errorf("changes %d, latency samples %d", r.ChangesApplied, r.LatencySamples)
+	}
+	if r.LatencyMissed != 0 {
+		t.Errorf("%d observations missed", r.LatencyMissed)
+	}
+	if len(r.HeapBytesPerShard) != r.Shards || r.HeapBytesPerShard[0] == 0 || r.RSSBytesPerShard[0] == 0 {
+		t.Errorf("heap %v, rss %v", r.HeapBytesPerShard, r.RSSBytesPerShard)
+	}
+	if r.StormStreams != 40 || r.StormMaxMs == 0 {
+		t.Errorf("storm: %d streams, max %.2f ms", r.StormStreams, r.StormMaxMs)
+	}
+	if r.Shards > 1 {
+		owned := uint64(0)
+		for _, n := range r.OwnedServicesPerShard {
+			owned += n
+		}
+		if owned != uint64(services) {
+			t.Errorf("%d shards own %v services, want %d in all", r.Shards, r.OwnedServicesPerShard, services)
+		}
+	}
 }
 
 // checkJSON checks that the file has the documented fields of every run.

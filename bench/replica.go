@@ -174,6 +174,7 @@ type procStats struct {
 	OwnershipChanges          uint64
 	Handovers                 uint64
 	Forwarded                 uint64
+	OwnedServices             uint64
 }
 
 // scrape forces a garbage collection in the replica (pprof's heap profile with gc=1, which
@@ -208,6 +209,7 @@ func (r *replica) scrape(ctx context.Context) (procStats, error) {
 	st.OwnershipChanges = uint64(m["destination_ownership_changes_total"])
 	st.Handovers = uint64(m["destination_stream_handovers_total"])
 	st.Forwarded = uint64(m["destination_forwarded_streams"])
+	st.OwnedServices = uint64(m["destination_owned_services"])
 	return st, nil
 }
 

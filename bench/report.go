@@ -57,6 +57,7 @@ func rows() []row {
 		{"bytes received", func(r RunResult) float64 { return float64(r.BytesReceived) }, mib, true},
 		{"changes applied", func(r RunResult) float64 { return float64(r.ChangesApplied) }, n0, false},
 		{"coalescings", func(r RunResult) float64 { return float64(r.Coalescings) }, n0, false},
+		{"owned services per shard, max", func(r RunResult) float64 { return maxU(r.OwnedServicesPerShard) }, n0, true},
 		{"ownership changes", func(r RunResult) float64 { return float64(r.OwnershipChanges) }, n0, false},
 		{"forwarded streams at end", func(r RunResult) float64 { return float64(r.ForwardedStreams) }, n0, false},
 		{"streams closed by kill", func(r RunResult) float64 { return float64(r.StreamsClosedByKill) }, n0, false},
@@ -274,4 +275,12 @@ func sumF(v []float64) float64 {
 		s += x
 	}
 	return s
+}
+
+func maxU(v []uint64) float64 {
+	m := 0.0
+	for _, x := range v {
+		m = max(m, float64(x))
+	}
+	return m
 }

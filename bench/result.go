@@ -62,13 +62,15 @@ type RunResult struct {
 	ApplyErrors         int64 `json:"apply_errors"`
 	// From the replicas' sharding metrics, summed: ring changes applied (services gained or
 	// lost), streams handed over between serving and relaying, streams relayed at the end.
-	OwnershipChanges uint64  `json:"ownership_changes"`
-	StreamHandovers  uint64  `json:"stream_handovers"`
-	ForwardedStreams uint64  `json:"forwarded_streams"`
-	FeedResyncs      uint64  `json:"feed_resyncs"`
-	Joined           bool    `json:"joined,omitempty"`
-	Killed           bool    `json:"killed,omitempty"`
-	SettleSeconds    float64 `json:"settle_seconds"`
+	OwnershipChanges uint64 `json:"ownership_changes"`
+	StreamHandovers  uint64 `json:"stream_handovers"`
+	ForwardedStreams uint64 `json:"forwarded_streams"`
+	// OwnedServicesPerShard is each replica's destination_owned_services at the end.
+	OwnedServicesPerShard []uint64 `json:"owned_services_per_shard"`
+	FeedResyncs           uint64   `json:"feed_resyncs"`
+	Joined                bool     `json:"joined,omitempty"`
+	Killed                bool     `json:"killed,omitempty"`
+	SettleSeconds         float64  `json:"settle_seconds"`
 }
 
 // CDFPoint is one point of a latency distribution.

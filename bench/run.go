@@ -370,6 +370,7 @@ func runOne(parent context.Context, cfg Config, n int, log *zap.Logger) (_ *RunR
 		res.OwnershipChanges += st.OwnershipChanges
 		res.StreamHandovers += st.Handovers
 		res.ForwardedStreams += st.Forwarded
+		res.OwnedServicesPerShard = append(res.OwnedServicesPerShard, st.OwnedServices)
 		cpu1 += st.CPUSeconds
 		if w, ok := runqueueWait(r.cmd.Process.Pid); ok {
 			res.RunqueueWaitSeconds = append(res.RunqueueWaitSeconds, w)
