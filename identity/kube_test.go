@@ -84,11 +84,11 @@ func TestTokenReviewRealAPIServer(t *testing.T) {
 	}
 	// A token for the API server's default audience is not for identity.
 	err = certify(mint("web"))
-	if c := status.Code(err); c != codes.InvalidArgument && c != codes.FailedPrecondition {
-		t.Fatalf("Certify with a token for another audience: %v, want a refusal", err)
+	if c := status.Code(err); c != codes.Unauthenticated {
+		t.Fatalf("Certify with a token for another audience: %v, want Unauthenticated", err)
 	}
 	err = certify([]byte("not-a-token"))
-	if c := status.Code(err); c != codes.FailedPrecondition && c != codes.InvalidArgument {
-		t.Fatalf("Certify with garbage: %v, want a refusal", err)
+	if c := status.Code(err); c != codes.Unauthenticated {
+		t.Fatalf("Certify with garbage: %v, want Unauthenticated", err)
 	}
 }

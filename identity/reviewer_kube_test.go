@@ -88,10 +88,10 @@ func TestKubeReviewerOverHTTP(t *testing.T) {
 		msg   string
 	}{
 		{"web-token", codes.OK, ""},
-		{"expired-token", codes.InvalidArgument, "has expired"},
-		{"other-audience", codes.InvalidArgument, "not \"identity.l5d.io\""},
-		{"unknown-token", codes.FailedPrecondition, "could not be authenticated"},
-		{"node-token", codes.InvalidArgument, "system:serviceaccount:NS:SA"},
+		{"expired-token", codes.Unauthenticated, "has expired"},
+		{"other-audience", codes.Unauthenticated, "not \"identity.l5d.io\""},
+		{"unknown-token", codes.Unauthenticated, "could not be authenticated"},
+		{"node-token", codes.FailedPrecondition, "system:serviceaccount:NS:SA"},
 		{"server-error", codes.Unavailable, "token review failed"},
 	}
 	for _, tc := range cases {

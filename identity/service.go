@@ -243,15 +243,18 @@ func (s *Service) certify(ctx context.Context, req *pb.CertifyRequest) (*pb.Cert
 	}
 	if rv.Error != "" {
 		s.log.Info("token refused by review", zap.String("identity", identity), zap.String("reason", rv.Error))
-		return nil, status.Errorf(codes.InvalidArgument, "invalid token: %s", rv.Error)
+		// The token itself is bad (expired, malformed, for another audience): Unauthenticated,
+		// as the issue specifies (Linkerd answers InvalidArgument here).
+		return nil, status.Errorf(codes.Unauthenticated, "invalid token: %s", rv.Error)
 	}
 	if !rv.Authenticated {
 		s.log.Info("token not authenticated", zap.String("identity", identity))
-		return nil, status.Error(codes.FailedPrecondition, "the token could not be authenticated")
+		return nil, status.Error(codes.Unauthenticated, "the token could not be authenticated")
 	}
 	ns, sa, err := ParseServiceAccountUser(rv.Username)
 	if err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
+		// A valid token of a user that is not a ServiceAccount yields no identity.
+		return nil, status.Error(codes.FailedPrecondition, err.Error())
 	}
 	tokID := ServiceAccountIdentity(ns, sa, s.cfg.ControlPlaneNamespace, s.cfg.TrustDomain)
 	if tokID != identity {

@@ -115,12 +115,12 @@ func TestCertifyRefusals(t *testing.T) {
 		{"wrong service account", otherID, goodTok, makeCSR(t, csrSpec{dns: []string{otherID}}), codes.FailedPrecondition, "does not match the token's ServiceAccount"},
 		{"other trust domain", identity.ServiceAccountIdentity(testNS, testSA, "linkerd", "example.org"), goodTok,
 			makeCSR(t, csrSpec{dns: []string{identity.ServiceAccountIdentity(testNS, testSA, "linkerd", "example.org")}}), codes.FailedPrecondition, "does not match"},
-		{"expired token", testID, expired, goodCSR, codes.InvalidArgument, "expired"},
-		{"wrong audience", testID, wrongAud, goodCSR, codes.InvalidArgument, "audiences"},
-		{"foreign token", testID, other.token(t, testNS, testSA), goodCSR, codes.FailedPrecondition, "could not be authenticated"},
-		{"malformed token", testID, []byte("garbage"), goodCSR, codes.InvalidArgument, "malformed token"},
-		{"tampered token", testID, tamper(goodTok), goodCSR, codes.FailedPrecondition, "could not be authenticated"},
-		{"not a service account", testID, mintSubject(t, p, "alice"), goodCSR, codes.InvalidArgument, "system:serviceaccount:NS:SA"},
+		{"expired token", testID, expired, goodCSR, codes.Unauthenticated, "expired"},
+		{"wrong audience", testID, wrongAud, goodCSR, codes.Unauthenticated, "audiences"},
+		{"foreign token", testID, other.token(t, testNS, testSA), goodCSR, codes.Unauthenticated, "could not be authenticated"},
+		{"malformed token", testID, []byte("garbage"), goodCSR, codes.Unauthenticated, "malformed token"},
+		{"tampered token", testID, tamper(goodTok), goodCSR, codes.Unauthenticated, "could not be authenticated"},
+		{"not a service account", testID, mintSubject(t, p, "alice"), goodCSR, codes.FailedPrecondition, "system:serviceaccount:NS:SA"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -81,12 +81,9 @@ func (s *Server) Get(req *pb.GetDestination, stream pb.Destination_GetServer) er
 	defer s.m.streams.WithLabelValues("get").Dec()
 	var view *destclient.View // what the client holds, when a segment elsewhere served it
 	backoff := newBackoff()
-	for segment := 0; ; segment++ {
+	for {
 		o := s.r.ring.load()
 		owner, local := o.owner(k)
-		if segment > 0 {
-			s.m.handovers.Inc()
-		}
 		if local {
 			view, err = s.serveLocal(ctx, t, k, o, view, send)
 		} else if isForwarded(ctx) || s.cfg.NonOwner == Redirect {
@@ -98,6 +95,7 @@ func (s *Server) Get(req *pb.GetDestination, stream pb.Destination_GetServer) er
 		case err == nil:
 			return nil
 		case errors.Is(err, errMoved):
+			s.m.handovers.Inc()
 			backoff.reset()
 			continue
 		case ctx.Err() != nil:
