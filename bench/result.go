@@ -70,7 +70,10 @@ type RunResult struct {
 	FeedResyncs           uint64   `json:"feed_resyncs"`
 	Joined                bool     `json:"joined,omitempty"`
 	Killed                bool     `json:"killed,omitempty"`
-	SettleSeconds         float64  `json:"settle_seconds"`
+	// DriverHeapBytes is the harness's own live heap after a GC at the end of the run (the
+	// truth, every stream's view, gRPC buffers).
+	DriverHeapBytes uint64  `json:"driver_heap_bytes"`
+	SettleSeconds   float64 `json:"settle_seconds"`
 }
 
 // CDFPoint is one point of a latency distribution.

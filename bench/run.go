@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"runtime"
 	"sync"
 	"time"
 
@@ -377,6 +378,10 @@ func runOne(parent context.Context, cfg Config, n int, log *zap.Logger) (_ *RunR
 		}
 	}
 	res.CPUSecondsChurn = cpu1 - cpu0
+	runtime.GC()
+	var mst runtime.MemStats
+	runtime.ReadMemStats(&mst)
+	res.DriverHeapBytes = mst.HeapAlloc
 	if w, ok := runqueueWait(0); ok {
 		res.DriverRunqueueWaitSeconds = w - driverWait0
 	}
