@@ -43,6 +43,9 @@ type Config struct {
 	ExtraReplicaArgs []string
 	// Progress receives a progress bar (nil: none).
 	Progress io.Writer
+	// ProfileDir, when set, receives each replica's heap profile at the end of each run
+	// (shardsN-shardI.heap.pb.gz; read with go tool pprof).
+	ProfileDir string
 	// KeepLogs keeps the replicas' log directory even when the run succeeds.
 	KeepLogs bool
 }

@@ -179,7 +179,9 @@ type procStats struct {
 
 // scrape forces a garbage collection in the replica (pprof's heap profile with gc=1, which
 // the admin server serves) and then reads its /metrics.
-func (r *replica) scrape(ctx context.Context) (procStats, error) {
+// When heapProfile is not empty, the heap profile (taken after that collection) is saved
+// there.
+func (r *replica) scrape(ctx context.Context, heapProfile string) (procStats, error) {
 	var st procStats
 	get := func(path string, fn func(io.Reader) error) error {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.spec.AdminAddr+path, nil)
@@ -193,7 +195,22 @@ func (r *replica) scrape(ctx context.Context) (procStats, error) {
 		}
 		return fn(resp.Body)
 	}
-	if err := get("/debug/pprof/heap?gc=1", func(r io.Reader) error { _, err := io.Copy(io.Discard, r); return err }); err != nil {
+	saveHeap := func(body io.Reader) error {
+		if heapProfile == "" {
+			_, err := io.Copy(io.Discard, body)
+			return err
+		}
+		f, err := os.Create(heapProfile)
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(f, io.LimitReader(body, 256<<20)); err != nil {
+			f.Close()
+			return err
+		}
+		return f.Close()
+	}
+	if err := get("/debug/pprof/heap?gc=1", saveHeap); err != nil {
 		return st, fmt.Errorf("replica %d: %w", r.spec.Index, err)
 	}
 	var m map[string]float64

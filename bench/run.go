@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"runtime"
 	"sync"
 	"time"
@@ -232,7 +233,7 @@ func runOne(parent context.Context, cfg Config, n int, log *zap.Logger) (_ *RunR
 	cpu0 := 0.0
 	driverWait0, _ := runqueueWait(0)
 	for _, r := range reps {
-		st, err := r.scrape(ctx)
+		st, err := r.scrape(ctx, "")
 		if err != nil {
 			return nil, err
 		}
@@ -359,7 +360,11 @@ func runOne(parent context.Context, cfg Config, n int, log *zap.Logger) (_ *RunR
 		if !r.alive() {
 			continue
 		}
-		st, err := r.scrape(ctx)
+		prof := ""
+		if cfg.ProfileDir != "" {
+			prof = filepath.Join(cfg.ProfileDir, fmt.Sprintf("shards%d-shard%d.heap.pb.gz", n, r.spec.Index))
+		}
+		st, err := r.scrape(ctx, prof)
 		if err != nil {
 			return nil, err
 		}
