@@ -1,11 +1,18 @@
 // Package kubetest starts a real kube-apiserver and etcd (controller-runtime's envtest) for a
 // test binary and hands tests a client to it. Every package whose behaviour depends on
-// Kubernetes uses it: informers, TokenReview, admission webhooks, CRDs.
+// Kubernetes uses it: informers, TokenReview, admission webhooks, CRDs, the Helm chart.
 //
-// The binaries are built from source by `make kube-bin` into .cache/kube/<version>/ (see
-// hack/kubetools); KUBEBUILDER_ASSETS overrides the directory. When they are absent the tests
-// that need them skip with a message saying how to build them, so `go test ./...` works on a
-// bare checkout; `make test` always builds them first.
+// The binaries are built from source by `make kube-bin` (hack/kube-bin.sh, with the wrapper
+// module hack/kubetools) into .cache/kube/<KubeVersion>/bin; KUBEBUILDER_ASSETS overrides the
+// directory. When they are absent the tests that need them skip with a message saying how to
+// build them, so `go test ./...` works on a bare checkout; with MERIDIAN_REQUIRE_KUBE=1 (CI)
+// they fail instead. KUBEBUILDER_ATTACH_CONTROL_PLANE_OUTPUT=true shows the servers' logs.
 //
-// Test-only: nothing outside _test.go files may import it.
+// One server is shared by all tests of a test binary (started on first use, stopped by Main);
+// tests isolate themselves with Env.Namespace. There is no controller-manager: nothing creates
+// default ServiceAccounts (the ServiceAccount admission plugin is off), garbage-collects, or
+// finishes deleting namespaces. Env.Restart restarts the API server in place to cut watches.
+//
+// kubetest owns the server processes and their temporary directories. It is test-only:
+// nothing outside _test.go files may import it, and it imports nothing from Meridian.
 package kubetest

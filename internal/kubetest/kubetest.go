@@ -31,7 +31,8 @@ type Env struct {
 	Dynamic dynamic.Interface
 	APIExt  apiextclient.Interface
 
-	env *envtest.Environment
+	env     *envtest.Environment
+	certDir string
 }
 
 var (
@@ -67,13 +68,24 @@ func Available() (bool, string) {
 	return true, ""
 }
 
+// Required reports whether MERIDIAN_REQUIRE_KUBE is set (to anything but "", "0" or "false"):
+// CI sets it so that absent binaries fail the tests instead of skipping them.
+func Required() bool {
+	switch os.Getenv("MERIDIAN_REQUIRE_KUBE") {
+	case "", "0", "false":
+		return false
+	}
+	return true
+}
+
 // Start returns the test binary's shared API server, starting it on first use with the
-// repository's CRDs (deploy/crds) installed. It skips t when the binaries are absent and fails
-// t when the server cannot start. Call Main from TestMain so the server is stopped at exit.
+// repository's CRDs (deploy/crds) installed. It skips t when the binaries are absent (fails it
+// when Required) and fails t when the server cannot start. Call Main from TestMain so the
+// server is stopped at exit.
 func Start(t testing.TB) *Env {
 	t.Helper()
 	if ok, why := Available(); !ok {
-		if os.Getenv("MERIDIAN_REQUIRE_KUBE") != "" {
+		if Required() {
 			t.Fatalf("MERIDIAN_REQUIRE_KUBE is set but %s", why)
 		}
 		t.Skip(why)
@@ -95,38 +107,53 @@ func Start(t testing.TB) *Env {
 	return shared
 }
 
-func start() (*Env, error) {
+func start() (_ *Env, err error) {
+	// The API server's directory (serving certificate, its CA, the ServiceAccount signing key)
+	// is ours rather than envtest's throwaway one, so that Restart keeps it: clients keep
+	// trusting the server and ServiceAccount tokens issued before a restart stay valid.
+	certDir, err := os.MkdirTemp("", "kubetest-apiserver-")
+	if err != nil {
+		return nil, err
+	}
 	te := &envtest.Environment{
 		BinaryAssetsDirectory:    AssetsDir(),
 		ErrorIfCRDPathMissing:    false,
 		ControlPlaneStartTimeout: 2 * time.Minute,
 		ControlPlaneStopTimeout:  time.Minute,
 	}
+	defer func() {
+		if err != nil {
+			// Start may fail after etcd or the API server is up (CRD install): stop them.
+			_ = te.Stop()
+			_ = os.RemoveAll(certDir)
+		}
+	}()
 	crds := filepath.Join(RepoRoot(), "deploy", "crds")
 	if _, err := os.Stat(crds); err == nil {
 		te.CRDDirectoryPaths = []string{crds}
 		te.ErrorIfCRDPathMissing = true
 	}
 	api := te.ControlPlane.GetAPIServer()
+	api.CertDir = certDir
 	api.Configure().
 		Set("advertise-address", "127.0.0.1").
-		Set("endpoint-reconciler-type", "none")
+		Set("endpoint-reconciler-type", "none").
+		// On SIGTERM, drain ordinary requests, then give open watches 2 s (not the default
+		// request timeout, 60 s, which an informer's watch always uses up) to see GOAWAY.
+		Set("shutdown-send-retry-after", "true")
 	cfg, err := te.Start()
 	if err != nil {
 		return nil, err
 	}
 	cfg.QPS, cfg.Burst = 1000, 2000
-	e := &Env{Config: cfg, env: te}
+	e := &Env{Config: cfg, env: te, certDir: certDir}
 	if e.Client, err = kubernetes.NewForConfig(cfg); err != nil {
-		_ = te.Stop()
 		return nil, err
 	}
 	if e.Dynamic, err = dynamic.NewForConfig(cfg); err != nil {
-		_ = te.Stop()
 		return nil, err
 	}
 	if e.APIExt, err = apiextclient.NewForConfig(cfg); err != nil {
-		_ = te.Stop()
 		return nil, err
 	}
 	return e, nil
@@ -142,6 +169,7 @@ func Main(m *testing.M) int {
 		if err := shared.env.Stop(); err != nil {
 			fmt.Fprintf(os.Stderr, "kubetest: stop API server: %v\n", err)
 		}
+		_ = os.RemoveAll(shared.certDir)
 		shared = nil
 	}
 	return code
@@ -169,15 +197,37 @@ func (e *Env) Namespace(t testing.TB, labels map[string]string) string {
 	return name
 }
 
-// Restart stops the API server (etcd keeps its data) and starts it again on the same
-// address, cutting every open watch, so that tests can prove informers resynchronise.
+// Restart stops the API server (etcd keeps its data) and starts it again on the same address
+// with the same certificates and ServiceAccount signing key, cutting every open watch, so that
+// tests can prove informers resynchronise. Existing clients and Config stay valid. The server
+// is shared by the whole test binary: a test that restarts it must not run in parallel with
+// tests that would be disturbed by the outage.
 func (e *Env) Restart(t testing.TB) {
 	t.Helper()
+	mu.Lock()
+	defer mu.Unlock()
 	api := e.env.ControlPlane.GetAPIServer()
 	if err := api.Stop(); err != nil {
+		failure = fmt.Errorf("restart: stop: %w", err)
 		t.Fatalf("stop API server: %v", err)
 	}
 	if err := api.Start(); err != nil {
+		failure = fmt.Errorf("restart: %w", err) // later Start calls fail fast instead of hanging
 		t.Fatalf("restart API server: %v", err)
 	}
+}
+
+// HelmPath returns the helm binary built by `make kube-bin` next to the API server binaries.
+// Like Start, it skips t when helm is absent, or fails it when Required.
+func HelmPath(t testing.TB) string {
+	t.Helper()
+	p := filepath.Join(AssetsDir(), "helm")
+	if _, err := os.Stat(p); err != nil {
+		why := fmt.Sprintf("helm not found in %s; run `make kube-bin` to build it (make test does)", AssetsDir())
+		if Required() {
+			t.Fatalf("MERIDIAN_REQUIRE_KUBE is set but %s", why)
+		}
+		t.Skip(why)
+	}
+	return p
 }
