@@ -4,24 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/zap/zaptest"
 
 	"github.com/meridian-mesh/meridian/bench/gen"
-)
-
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
 )
 
 // moduleRoot returns the repository root (this file is in bench/).
@@ -33,28 +25,18 @@ func moduleRoot(t *testing.T) string {
 	return filepath.Dir(filepath.Dir(file))
 }
 
-// meridianBinary builds ./cmd/meridian once per test binary.
+// meridianBinary builds ./cmd/meridian into the test's temporary directory.
 func meridianBinary(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "meridian-bench-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "meridian")
-		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", binPath, "./cmd/meridian")
-		cmd.Dir = moduleRoot(t)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("%w\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatalf("go build ./cmd/meridian: %v", buildErr)
+	bin := filepath.Join(t.TempDir(), "meridian")
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/meridian")
+	cmd.Dir = moduleRoot(t)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/meridian: %v\n%s", err, out)
 	}
-	return binPath
+	return bin
 }
 
 func smokeConfig(t *testing.T) Config {
