@@ -69,6 +69,19 @@ func TestSmoke(t *testing.T) {
 	for _, r := range res.Runs {
 		checkRun(t, r, cfg.Cluster.Services)
 	}
+	// Redirect mode: clients follow the owner named in the trailer.
+	rcfg := cfg
+	rcfg.Shards, rcfg.NonOwner = []int{2}, "redirect"
+	rres, err := Run(ctx, rcfg, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRun(t, rres.Runs[0], cfg.Cluster.Services)
+	if rres.Runs[0].Redirects == 0 || rres.Runs[0].ForwardedStreams != 0 {
+		t.Errorf("redirect mode: %d redirects, %d forwarded streams", rres.Runs[0].Redirects, rres.Runs[0].ForwardedStreams)
+	}
+	res.Runs = append(res.Runs, rres.Runs[0])
+
 	dir := t.TempDir()
 	jp, hp := filepath.Join(dir, "bench.json"), filepath.Join(dir, "bench.html")
 	if err := WriteJSON(jp, res); err != nil {

@@ -18,6 +18,10 @@ type Config struct {
 	// Ring passes the ring flags (ReplicaArgs) to replicas even with one shard; they are always
 	// passed with more than one.
 	Ring bool
+	// NonOwner is the replicas' --non-owner mode: "forward" (they relay streams for services
+	// they do not own) or "redirect" (they refuse them naming the owner, and the harness's
+	// clients reconnect there, as Meridian's own proxy does).
+	NonOwner string
 	// Streams is the number of Get streams, spread round-robin over services; StreamsPerConn
 	// of them share a gRPC connection, and connections are spread round-robin over replicas.
 	Streams, StreamsPerConn int
@@ -57,6 +61,7 @@ func DefaultConfig() Config {
 		Shards:         []int{1},
 		Streams:        1000,
 		StreamsPerConn: 100,
+		NonOwner:       "forward",
 		Churn:          100,
 		Duration:       10 * time.Second,
 		Settle:         30 * time.Second,
@@ -97,6 +102,9 @@ func (c Config) Validate() error {
 		if d < 0 || d > c.Duration {
 			errs = append(errs, fmt.Errorf("event at %s is outside the churn phase (0..%s)", d, c.Duration))
 		}
+	}
+	if c.NonOwner != "forward" && c.NonOwner != "redirect" {
+		errs = append(errs, fmt.Errorf("non-owner mode %q: want forward or redirect", c.NonOwner))
 	}
 	if c.Binary == "" {
 		errs = append(errs, errors.New("no meridian binary to run replicas with"))

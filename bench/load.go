@@ -14,6 +14,7 @@ import (
 	"github.com/puzpuzpuz/xsync/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -81,10 +82,12 @@ type load struct {
 	bytes, updates       atomic.Int64
 	closed, closedByKill atomic.Int64
 	applyErrors          atomic.Int64
+	redirects            atomic.Int64
 	firstErr             atomic.Pointer[error]
 
 	paths   []string             // per service: its Get path
 	conns   [][]*grpc.ClientConn // per replica
+	byAddr  map[string]int       // replica gRPC address -> index (read only)
 	mu      sync.Mutex           // guards streams (the storm adds to it)
 	dead    []atomic.Bool        // per replica: killed on purpose
 	streams []*stream
@@ -178,9 +181,15 @@ func (l *load) run(ctx context.Context, st *stream) {
 	defer l.wg.Done()
 	for attempt := 0; attempt <= maxReconnects; attempt++ {
 		c, r := l.client(st)
-		err := l.follow(ctx, st, c)
+		owner, err := l.follow(ctx, st, c)
 		if ctx.Err() != nil {
 			return
+		}
+		if i, ok := l.byAddr[owner]; ok && status.Code(err) == codes.FailedPrecondition {
+			// Redirected to the owner: reopen there at once (not a closed stream).
+			l.redirects.Add(1)
+			st.replica.Store(int32(i))
+			continue
 		}
 		if l.dead[r].Load() {
 			l.closedByKill.Add(1)
@@ -198,22 +207,24 @@ func (l *load) run(ctx context.Context, st *stream) {
 	}
 }
 
-// follow opens the stream and applies what it receives until it ends.
-func (l *load) follow(ctx context.Context, st *stream, c pb.DestinationClient) error {
+// follow opens the stream and applies what it receives until it ends. owner is the address a
+// redirect named, if any.
+func (l *load) follow(ctx context.Context, st *stream, c pb.DestinationClient) (owner string, _ error) {
 	req := &pb.GetDestination{Scheme: "k8s", Path: l.paths[st.svc]}
 	var recv func() (proto.Message, error)
+	var trailer func() metadata.MD
 	if st.profile {
 		s, err := c.GetProfile(ctx, req)
 		if err != nil {
-			return err
+			return "", err
 		}
-		recv = func() (proto.Message, error) { return s.Recv() }
+		recv, trailer = func() (proto.Message, error) { return s.Recv() }, s.Trailer
 	} else {
 		s, err := c.Get(ctx, req)
 		if err != nil {
-			return err
+			return "", err
 		}
-		recv = func() (proto.Message, error) { return s.Recv() }
+		recv, trailer = func() (proto.Message, error) { return s.Recv() }, s.Trailer
 		st.mu.Lock()
 		st.view = destclient.NewView() // a reopened stream starts afresh, as a proxy's does
 		st.mu.Unlock()
@@ -222,9 +233,12 @@ func (l *load) follow(ctx context.Context, st *stream, c pb.DestinationClient) e
 		m, err := recv()
 		if err != nil {
 			if errors.Is(err, io.EOF) {
-				return nil
+				return "", nil
 			}
-			return err
+			if v := trailer().Get(destclient.OwnerTrailer); len(v) > 0 {
+				owner = v[0]
+			}
+			return owner, err
 		}
 		now := time.Now()
 		st.firstOnce.Do(func() { st.firstAt = now; close(st.firstBatch) })
@@ -240,7 +254,7 @@ func (l *load) follow(ctx context.Context, st *stream, c pb.DestinationClient) e
 		if err != nil {
 			l.applyErrors.Add(1)
 			l.fail(err)
-			return err
+			return "", err
 		}
 		if st.measure {
 			switch x := u.GetUpdate().(type) {

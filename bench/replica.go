@@ -26,6 +26,8 @@ type ReplicaSpec struct {
 	Seed string
 	// Ring says whether to pass the ring flags.
 	Ring bool
+	// NonOwner is the --non-owner mode with the ring ("" means forward).
+	NonOwner string
 }
 
 // ReplicaArgs returns the arguments of `meridian` for one replica. This is the one place
@@ -40,11 +42,15 @@ func ReplicaArgs(s ReplicaSpec) []string {
 		"--log-format", "console",
 	}
 	if s.Ring {
+		nonOwner := s.NonOwner
+		if nonOwner == "" {
+			nonOwner = "forward"
+		}
 		args = append(args,
 			"--node-name", "shard"+strconv.Itoa(s.Index),
 			"--gossip-addr", s.GossipAddr,
 			"--join", s.Seed,
-			"--non-owner", "forward",
+			"--non-owner", nonOwner,
 		)
 	}
 	return args

@@ -59,6 +59,7 @@ func rows() []row {
 		{"changes applied", func(r RunResult) float64 { return float64(r.ChangesApplied) }, n0, false},
 		{"coalescings", func(r RunResult) float64 { return float64(r.Coalescings) }, n0, false},
 		{"owned services per shard, max", func(r RunResult) float64 { return maxU(r.OwnedServicesPerShard) }, n0, true},
+		{"redirects followed", func(r RunResult) float64 { return float64(r.Redirects) }, n0, false},
 		{"ownership changes", func(r RunResult) float64 { return float64(r.OwnershipChanges) }, n0, false},
 		{"forwarded streams at end", func(r RunResult) float64 { return float64(r.ForwardedStreams) }, n0, false},
 		{"streams closed by kill", func(r RunResult) float64 { return float64(r.StreamsClosedByKill) }, n0, false},
@@ -72,7 +73,7 @@ func rows() []row {
 func tableCells(res *Result) [][]string {
 	head := []string{"figure"}
 	for _, r := range res.Runs {
-		head = append(head, fmt.Sprintf("%d shard(s)", r.Shards))
+		head = append(head, r.Label())
 	}
 	rest := res.Runs[min(1, len(res.Runs)):]
 	for _, r := range rest {
@@ -178,7 +179,7 @@ func WriteHTML(path string, res *Result) error {
 				prev = p.Fraction
 			}
 			pts = append(pts, fmt.Sprintf("%.1f,%.1f", margin+plotW, y(prev)))
-			d.Lines = append(d.Lines, svgLine{palette[i%len(palette)], fmt.Sprintf("%d shard(s): p99 %.2f ms", r.Shards, r.P99Ms), strings.Join(pts, " ")})
+			d.Lines = append(d.Lines, svgLine{palette[i%len(palette)], fmt.Sprintf("%s: p99 %.2f ms", r.Label(), r.P99Ms), strings.Join(pts, " ")})
 		}
 	}
 
@@ -204,14 +205,14 @@ func WriteHTML(path string, res *Result) error {
 			gx := xpos
 			for i, h := range r.HeapBytesPerShard {
 				c := palette[gi%len(palette)]
-				d.Bars = append(d.Bars, svgBar{xpos, yb(float64(h)), bw, float64(h) / maxV * plotH, c, fmt.Sprintf("%d shard(s), shard %d: heap %s", r.Shards, i, mib(float64(h)))})
+				d.Bars = append(d.Bars, svgBar{xpos, yb(float64(h)), bw, float64(h) / maxV * plotH, c, fmt.Sprintf("%s, shard %d: heap %s", r.Label(), i, mib(float64(h)))})
 				if i < len(r.RSSBytesPerShard) {
 					v := float64(r.RSSBytesPerShard[i])
-					d.Bars = append(d.Bars, svgBar{xpos + bw, yb(v), bw, v / maxV * plotH, c + "55", fmt.Sprintf("%d shard(s), shard %d: RSS %s", r.Shards, i, mib(v))})
+					d.Bars = append(d.Bars, svgBar{xpos + bw, yb(v), bw, v / maxV * plotH, c + "55", fmt.Sprintf("%s, shard %d: RSS %s", r.Label(), i, mib(v))})
 				}
 				xpos += 2 * bw
 			}
-			d.BarLabels = append(d.BarLabels, svgTick{(gx + xpos) / 2, fmt.Sprintf("%d shard(s)", r.Shards)})
+			d.BarLabels = append(d.BarLabels, svgTick{(gx + xpos) / 2, r.Label()})
 			xpos += gap
 		}
 		for f := 0.0; f <= 1.0001; f += 0.25 {

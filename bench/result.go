@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"fmt"
+
 	"github.com/meridian-mesh/meridian/bench/gen"
 )
 
@@ -19,6 +21,8 @@ type Result struct {
 // the README.
 type RunResult struct {
 	Shards int `json:"shards"`
+	// NonOwner is the replicas' --non-owner mode (forward or redirect).
+	NonOwner string `json:"non_owner"`
 	// Propagation latency from the driver's change to its receipt by every stream of the
 	// service, in milliseconds.
 	P50Ms          float64 `json:"p50_ms"`
@@ -60,6 +64,9 @@ type RunResult struct {
 	StreamsClosed       int64 `json:"streams_closed"`
 	StreamsClosedByKill int64 `json:"streams_closed_by_kill"`
 	ApplyErrors         int64 `json:"apply_errors"`
+	// Redirects counts streams that a replica refused naming the owner (--non-owner redirect)
+	// and that the client reopened there.
+	Redirects int64 `json:"redirects"`
 	// From the replicas' sharding metrics, summed: ring changes applied (services gained or
 	// lost), streams handed over between serving and relaying, streams relayed at the end.
 	OwnershipChanges uint64 `json:"ownership_changes"`
@@ -103,4 +110,13 @@ func meanU(v []uint64) float64 {
 		s += float64(x)
 	}
 	return s / float64(len(v))
+}
+
+// Label names the configuration: "4 shard(s)", plus the mode when it is redirect.
+func (r RunResult) Label() string {
+	l := fmt.Sprintf("%d shard(s)", r.Shards)
+	if r.NonOwner == "redirect" {
+		l += " redirect"
+	}
+	return l
 }

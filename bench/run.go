@@ -89,7 +89,7 @@ func runOne(parent context.Context, cfg Config, n int, log *zap.Logger) (_ *RunR
 	}
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
-	res := &RunResult{Shards: n}
+	res := &RunResult{Shards: n, NonOwner: cfg.NonOwner}
 
 	cluster, err := gen.NewCluster(cfg.Cluster)
 	if err != nil {
@@ -139,7 +139,7 @@ func runOne(parent context.Context, cfg Config, n int, log *zap.Logger) (_ *RunR
 	}()
 	var seed string
 	newSpec := func(i int) (ReplicaSpec, error) {
-		s := ReplicaSpec{Index: i, FeedAddr: lis.Addr().String(), Ring: ring}
+		s := ReplicaSpec{Index: i, FeedAddr: lis.Addr().String(), Ring: ring, NonOwner: cfg.NonOwner}
 		var errs [3]error
 		s.Addr, errs[0] = freeAddr()
 		s.AdminAddr, errs[1] = freeAddr()
@@ -165,6 +165,10 @@ func runOne(parent context.Context, cfg Config, n int, log *zap.Logger) (_ *RunR
 		reps = append(reps, r)
 		repMu.Unlock()
 	}
+	byAddr := map[string]int{}
+	for i, r := range reps {
+		byAddr[r.spec.Addr] = i
+	}
 	for i, r := range reps {
 		if err := r.waitReady(ctx, cfg.ReadyTimeout); err != nil {
 			return nil, err
@@ -176,6 +180,7 @@ func runOne(parent context.Context, cfg Config, n int, log *zap.Logger) (_ *RunR
 
 	// Connections and streams.
 	ld := newLoad(cfg.Cluster, n)
+	ld.byAddr = byAddr
 	nconns := (cfg.Streams + cfg.StreamsPerConn - 1) / cfg.StreamsPerConn
 	ld.conns = make([][]*grpc.ClientConn, n)
 	defer func() {
@@ -398,6 +403,7 @@ func runOne(parent context.Context, cfg Config, n int, log *zap.Logger) (_ *RunR
 	res.StreamsClosed = ld.closed.Load()
 	res.StreamsClosedByKill = ld.closedByKill.Load()
 	res.ApplyErrors = ld.applyErrors.Load()
+	res.Redirects = ld.redirects.Load()
 	res.FeedResyncs = srv.Resyncs()
 	fillLatency(res, ld)
 	if p := ld.firstErr.Load(); p != nil {

@@ -39,6 +39,7 @@ func runBench(ctx context.Context, args []string) error {
 	shards := fs.Int("shards", 1, "destination replicas to run")
 	compare := fs.String("compare-shards", "", "run the workload at each of these replica counts in turn (e.g. 1,4); overrides --shards")
 	fs.BoolVar(&cfg.Ring, "ring", cfg.Ring, "pass the ring flags to replicas even with one shard")
+	fs.StringVar(&cfg.NonOwner, "non-owner", cfg.NonOwner, "replicas' --non-owner mode: forward (relay) or redirect (clients reconnect to the owner)")
 	fs.IntVar(&cfg.Streams, "streams", cfg.Streams, "Get streams, spread round-robin over services")
 	fs.IntVar(&cfg.StreamsPerConn, "streams-per-conn", cfg.StreamsPerConn, "streams sharing one gRPC connection")
 	fs.Float64Var(&cfg.Churn, "churn", cfg.Churn, "endpoint changes per second")
