@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"time"
 
@@ -47,14 +46,9 @@ func runDemo(ctx context.Context, args []string) error {
 	replica := shard.NewReplica(shard.DefaultConfig(), source.NewDir(*dir, log), reg, log)
 	gs := grpcserver.New(reg)
 	replica.Register(gs)
-	lis, err := net.Listen("tcp", *addr)
+	lis, adminLis, err := listenBoth(*addr, *adminAddr)
 	if err != nil {
-		return fmt.Errorf("listen %s: %w", *addr, err)
-	}
-	adminLis, err := net.Listen("tcp", *adminAddr)
-	if err != nil {
-		lis.Close()
-		return fmt.Errorf("listen %s: %w", *adminAddr, err)
+		return err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -8,11 +8,9 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.uber.org/zap"
 	"k8s.io/client-go/kubernetes"
 
@@ -122,11 +120,6 @@ func newSource(spec, kubeconfig string, reg prometheus.Registerer, log *zap.Logg
 	}
 }
 
-func newRegistry() *prometheus.Registry {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return reg
-}
 
 func runDestination(ctx context.Context, args []string) error {
 	var f destinationFlags
@@ -146,14 +139,9 @@ func runDestination(ctx context.Context, args []string) error {
 	replica := shard.NewReplica(f.cfg, src, reg, log)
 	gs := grpcserver.New(reg)
 	replica.Register(gs)
-	lis, err := net.Listen("tcp", f.addr)
+	lis, adminLis, err := listenBoth(f.addr, f.adminAddr)
 	if err != nil {
-		return fmt.Errorf("listen %s: %w", f.addr, err)
-	}
-	adminLis, err := net.Listen("tcp", f.adminAddr)
-	if err != nil {
-		lis.Close()
-		return fmt.Errorf("listen %s: %w", f.adminAddr, err)
+		return err
 	}
 	fns := []func(context.Context) error{
 		replica.Run,
@@ -178,27 +166,6 @@ func runDestination(ctx context.Context, args []string) error {
 	return runAll(ctx, fns...)
 }
 
-// runAll runs each function until ctx ends or one of them fails, then cancels the rest and
-// waits for all of them. It returns the first error.
-func runAll(ctx context.Context, fns ...func(context.Context) error) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	var once sync.Once
-	var first error
-	for _, fn := range fns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := fn(ctx); err != nil {
-				once.Do(func() { first = err })
-				cancel()
-			}
-		}()
-	}
-	wg.Wait()
-	return first
-}
 
 // newRing builds this replica's memberlist node from the flags.
 func (f *destinationFlags) newRing(grpcAddr net.Addr, reg prometheus.Registerer, log *zap.Logger) (*ring.Cluster, error) {

@@ -5,13 +5,10 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
@@ -127,8 +124,7 @@ func runIdentityServer(ctx context.Context, args []string) error {
 		return fmt.Errorf("--tokens=%q: want kubernetes or local", *tokens)
 	}
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := newRegistry()
 	opts := identity.Options{Logger: log, Registerer: reg}
 	if kube != nil && *eventObject != "" {
 		opts.Events = &identity.KubeEvents{Client: kube, Object: corev1.ObjectReference{
@@ -143,13 +139,8 @@ func runIdentityServer(ctx context.Context, args []string) error {
 		return fmt.Errorf("refusing to start: %w", err)
 	}
 
-	lis, err := net.Listen("tcp", *addr)
+	lis, adminLis, err := listenBoth(*addr, *adminAddr)
 	if err != nil {
-		return err
-	}
-	adminLis, err := net.Listen("tcp", *adminAddr)
-	if err != nil {
-		lis.Close()
 		return err
 	}
 	srv := grpcserver.New(reg)

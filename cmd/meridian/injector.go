@@ -4,14 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"time"
 
 	"github.com/meridian-mesh/meridian/injector"
 	"github.com/meridian-mesh/meridian/internal/admin"
 	"github.com/meridian-mesh/meridian/internal/logging"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.uber.org/zap"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -82,8 +79,7 @@ func runInjector(ctx context.Context, args []string) error {
 		}
 	}
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := newRegistry()
 	metrics, err := injector.NewMetrics(reg)
 	if err != nil {
 		return err
@@ -96,13 +92,8 @@ func runInjector(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	lis, err := net.Listen("tcp", *addr)
+	lis, adminLis, err := listenBoth(*addr, *adminAddr)
 	if err != nil {
-		return err
-	}
-	adminLis, err := net.Listen("tcp", *adminAddr)
-	if err != nil {
-		lis.Close()
 		return err
 	}
 	log.Info("proxy injector serving", zap.String("addr", lis.Addr().String()), zap.String("admin", adminLis.Addr().String()),

@@ -6,8 +6,6 @@ import (
 	"net/netip"
 	"strings"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/meridian-mesh/meridian/internal/logging"
 	"github.com/meridian-mesh/meridian/policy"
@@ -66,8 +64,7 @@ func runPolicy(ctx context.Context, args []string) error {
 		return err
 	}
 	defer func() { _ = log.Sync() }()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := newRegistry()
 	return policy.Run(ctx, cfg, reg, log)
 }
 
