@@ -120,7 +120,6 @@ func newSource(spec, kubeconfig string, reg prometheus.Registerer, log *zap.Logg
 	}
 }
 
-
 func runDestination(ctx context.Context, args []string) error {
 	var f destinationFlags
 	if err := f.parse("destination", args); err != nil {
@@ -165,7 +164,6 @@ func runDestination(ctx context.Context, args []string) error {
 	log.Info("destination replica starting", zap.String("addr", lis.Addr().String()), zap.String("admin", adminLis.Addr().String()), zap.String("source", f.src))
 	return runAll(ctx, fns...)
 }
-
 
 // newRing builds this replica's memberlist node from the flags.
 func (f *destinationFlags) newRing(grpcAddr net.Addr, reg prometheus.Registerer, log *zap.Logger) (*ring.Cluster, error) {

@@ -6,7 +6,6 @@ import (
 	"net/netip"
 	"strings"
 
-
 	"github.com/meridian-mesh/meridian/internal/logging"
 	"github.com/meridian-mesh/meridian/policy"
 	"github.com/meridian-mesh/meridian/policy/compute"
