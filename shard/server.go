@@ -79,7 +79,7 @@ func (s *Server) Get(req *pb.GetDestination, stream pb.Destination_GetServer) er
 	}
 	s.m.streams.WithLabelValues("get").Inc()
 	defer s.m.streams.WithLabelValues("get").Dec()
-	var view *destclient.View // what the client holds, when a segment elsewhere served it
+	var view *destclient.Held // what the client holds, when a segment elsewhere served it
 	backoff := newBackoff()
 	for {
 		o := s.r.ring.load()
@@ -121,7 +121,7 @@ func (s *Server) Get(req *pb.GetDestination, stream pb.Destination_GetServer) er
 
 // serveLocal serves a Get from this replica's snapshots until the stream ends or the service
 // changes owner (errMoved, with the view the client then holds).
-func (s *Server) serveLocal(ctx context.Context, t translator.Target, k ServiceKey, o *ownership, view *destclient.View, send func(*pb.Update) error) (*destclient.View, error) {
+func (s *Server) serveLocal(ctx context.Context, t translator.Target, k ServiceKey, o *ownership, view *destclient.Held, send func(*pb.Update) error) (*destclient.Held, error) {
 	svc := s.idx.Service(k)
 	if svc == nil {
 		if !s.idx.Owns(k) {
@@ -186,9 +186,9 @@ func (s *Server) serveLocal(ctx context.Context, t translator.Target, k ServiceK
 
 // relay serves a Get by relaying the owner's stream until the stream ends or the service
 // changes owner. It returns the view the client holds.
-func (s *Server) relay(ctx context.Context, req *pb.GetDestination, k ServiceKey, owner ring.Member, o *ownership, view *destclient.View, send func(*pb.Update) error) (*destclient.View, error) {
+func (s *Server) relay(ctx context.Context, req *pb.GetDestination, k ServiceKey, owner ring.Member, o *ownership, view *destclient.Held, send func(*pb.Update) error) (*destclient.Held, error) {
 	if view == nil {
-		view = destclient.NewView()
+		view = destclient.NewHeld()
 	}
 	conn, err := s.r.conns.get(owner.Addr)
 	if err != nil {

@@ -167,8 +167,8 @@ func fullUpdate(set *snapshot.AddressSet, hostname string) *pb.Update {
 
 // viewOf is what a client holds after receiving snap (nil: nothing yet) on a stream for
 // hostname.
-func viewOf(snap *snapshot.Snapshot, hostname string) *destclient.View {
-	v := destclient.NewView()
+func viewOf(snap *snapshot.Snapshot, hostname string) *destclient.Held {
+	v := destclient.NewHeld()
 	if snap == nil {
 		return v
 	}

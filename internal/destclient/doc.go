@@ -2,5 +2,7 @@
 // tools share (the endpoints CLI, the bench harness, tests): View applies a Get stream's
 // updates to the set of addresses a proxy would hold.
 //
-// It imports the generated API, internal/wire and the standard library only.
+// Held is the compact form a relaying replica keeps per stream: address plus a fingerprint.
+//
+// It imports the generated API, protobuf, internal/wire and the standard library only.
 package destclient

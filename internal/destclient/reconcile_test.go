@@ -1,6 +1,8 @@
 package destclient
 
 import (
+	pbnet "github.com/linkerd/linkerd2-proxy-api/go/net"
+	"google.golang.org/protobuf/proto"
 	"net/netip"
 	"testing"
 
@@ -65,5 +67,48 @@ func TestReconcileFreshViewSendsFullState(t *testing.T) {
 	out, _ = v.Reconcile(noEndpoints(false))
 	if len(out) != 1 || out[0].GetNoEndpoints().GetExists() {
 		t.Fatalf("fresh view, no service: %v", out)
+	}
+}
+
+// Held reconciles exactly as View does, from its compact state.
+func TestHeldMatchesView(t *testing.T) {
+	steps := []*pb.Update{
+		add(nil, "10.0.0.1:80", "10.0.0.2:80"),
+		add(nil, "10.0.0.2:80", "10.0.0.3:80"),
+		noEndpoints(true),
+		noEndpoints(false),
+		add(map[string]string{"service": "web"}, "10.0.0.9:80"),
+		add(nil, "10.0.0.9:80"),
+	}
+	v, h := NewView(), NewHeld()
+	for i, full := range steps {
+		vo, err := v.Reconcile(full)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ho, err := h.Reconcile(full)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(vo) != len(ho) {
+			t.Fatalf("step %d: view sends %v, held sends %v", i, vo, ho)
+		}
+		for j := range vo {
+			if !proto.Equal(vo[j], ho[j]) {
+				t.Fatalf("step %d: view sends %v, held sends %v", i, vo[j], ho[j])
+			}
+		}
+		if h.Len() != len(v.Addrs) {
+			t.Fatalf("step %d: held %d, view %d", i, h.Len(), len(v.Addrs))
+		}
+	}
+	// A changed address (same IP, other weight) is sent again.
+	changed := add(nil, "10.0.0.9:80")
+	changed.GetAdd().GetAddrs()[0].Weight = 5
+	if out, _ := h.Reconcile(changed); len(out) != 1 || len(out[0].GetAdd().GetAddrs()) != 1 {
+		t.Fatalf("changed metadata must be re-added: %v", out)
+	}
+	if err := h.Apply(&pb.Update{Update: &pb.Update_Remove{Remove: &pb.AddrSet{Addrs: []*pbnet.TcpAddress{changed.GetAdd().GetAddrs()[0].GetAddr()}}}}); err != nil || h.Len() != 0 {
+		t.Fatalf("remove: %v, %d held", err, h.Len())
 	}
 }
