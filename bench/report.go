@@ -136,7 +136,7 @@ type reportData struct {
 }
 
 const (
-	plotW, plotH, margin = 720.0, 320.0, 60.0
+	plotW, plotH, margin = 720.0, 320.0, 96.0 // the left margin holds labels such as "3798.8 MiB"
 )
 
 // WriteHTML writes a self-contained page: the figures, the latency CDF of every
