@@ -417,3 +417,9 @@ func sameKeys(got []string, want map[string]bool) bool {
 	}
 	return true
 }
+
+func (e *env) rep() *Replica { return e.replica }
+
+func (e *env2) rep() *Replica { return e.replica }
+
+func netipMust(s string) netip.AddrPort { return netip.MustParseAddrPort(s) }

@@ -50,10 +50,10 @@ func TestGetErrors(t *testing.T) {
 	}
 }
 
-func waitService(t *testing.T, e *env, ns, name string) {
+func waitService(t *testing.T, e interface{ rep() *Replica }, ns, name string) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
-	for e.replica.Index().Service(ServiceKey{ns, name}) == nil {
+	for e.rep().Index().Service(ServiceKey{ns, name}) == nil {
 		if time.Now().After(deadline) {
 			t.Fatalf("service %s/%s never indexed", ns, name)
 		}
