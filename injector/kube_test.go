@@ -65,7 +65,10 @@ func TestWebhookWithAPIServer(t *testing.T) {
 	newPod := func(name string, ann map[string]string) *corev1.Pod {
 		return &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: ann},
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{
+			// A real cluster's ServiceAccount admission plugin sets "default" before webhooks
+			// run; the test API server runs without it (nothing creates ServiceAccounts), and
+			// the projected identity token is only valid with a ServiceAccount.
+			Spec: corev1.PodSpec{ServiceAccountName: "default", Containers: []corev1.Container{{
 				Name: "app", Image: "registry.example/app:1",
 				Ports: []corev1.ContainerPort{{ContainerPort: 8080}},
 			}}},
