@@ -37,6 +37,8 @@ bench: build
 	$(GO) test -run '^$$' -bench . -benchmem ./snapshot ./ring ./translator ./shard
 	$(MERIDIAN) bench --services 10000 --endpoints-per-service 100 --compare-shards 1,4 \
 		--streams 20000 --churn 1000 --duration 60s --json bench.json --report bench.html
+	$(MERIDIAN) bench --services 10000 --endpoints-per-service 100 --compare-shards 1,4 --non-owner redirect \
+		--streams 20000 --churn 1000 --duration 60s --json bench-redirect.json --report bench-redirect.html
 
 # Builds kube-apiserver, etcd and helm from source into .cache/kube/<version>/bin (a no-op when
 # already built); the real-API-server tests use them (internal/kubetest).
