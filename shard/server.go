@@ -80,16 +80,37 @@ func (s *Server) Get(req *pb.GetDestination, stream pb.Destination_GetServer) er
 	s.m.streams.WithLabelValues("get").Inc()
 	defer s.m.streams.WithLabelValues("get").Dec()
 	var view *destclient.Held // what the client holds, when a segment elsewhere served it
+	return s.follow(stream, k, func() bool { return view != nil && view.Started() },
+		func(o *ownership) (err error) {
+			view, err = s.serveLocal(ctx, t, k, o, view, send)
+			return err
+		},
+		func(owner ring.Member, o *ownership) (err error) {
+			view, err = s.relay(ctx, req, k, owner, o, view, send)
+			return err
+		})
+}
+
+// follow serves one stream for service k in segments, each either local (this replica owns
+// k) or relayed to the owner, until the stream ends. A segment that ends because k changed
+// owner is followed at once by the next; one that ends because the owner is gone or not ready
+// is retried with backoff, keeping what the client holds. A NotFound or InvalidArgument
+// answer is returned as it is while the client has received nothing (started false). A
+// replica that may not relay answers with notOwner.
+func (s *Server) follow(stream grpc.ServerStream, k ServiceKey, started func() bool,
+	local func(*ownership) error, relay func(ring.Member, *ownership) error) error {
+	ctx := stream.Context()
 	backoff := newBackoff()
 	for {
 		o := s.r.ring.load()
-		owner, local := o.owner(k)
-		if local {
-			view, err = s.serveLocal(ctx, t, k, o, view, send)
+		owner, isLocal := o.owner(k)
+		var err error
+		if isLocal {
+			err = local(o)
 		} else if isForwarded(ctx) || s.cfg.NonOwner == Redirect {
 			return s.notOwner(stream, k, owner)
 		} else {
-			view, err = s.relay(ctx, req, k, owner, o, view, send)
+			err = relay(owner, o)
 		}
 		switch {
 		case err == nil:
@@ -101,10 +122,13 @@ func (s *Server) Get(req *pb.GetDestination, stream pb.Destination_GetServer) er
 		case ctx.Err() != nil:
 			return nil
 		}
-		if st, ok := status.FromError(err); ok && (st.Code() == codes.NotFound || st.Code() == codes.InvalidArgument) && (view == nil || !view.Started()) {
-			return err // nothing sent yet: the client gets the owner's answer
-		}
-		if st, ok := status.FromError(err); ok && st.Code() != codes.Unavailable && st.Code() != codes.Unknown && st.Code() != codes.NotFound && st.Code() != codes.Canceled {
+		switch status.Code(err) {
+		case codes.NotFound, codes.InvalidArgument:
+			if !started() {
+				return err // nothing sent yet: the client gets the owner's answer
+			}
+		case codes.Unavailable, codes.Unknown, codes.Canceled:
+		default:
 			return err
 		}
 		// The owner is gone or not ready (or the service vanished during a handover): keep the
@@ -296,36 +320,9 @@ func (s *Server) GetProfile(req *pb.GetDestination, stream pb.Destination_GetPro
 		last = p
 		return stream.Send(p)
 	}
-	backoff := newBackoff()
-	for {
-		o := s.r.ring.load()
-		owner, local := o.owner(k)
-		if local {
-			err = s.profileLocal(ctx, t, k, o, send)
-		} else if isForwarded(ctx) || s.cfg.NonOwner == Redirect {
-			return s.notOwner(stream, k, owner)
-		} else {
-			err = s.profileRelay(ctx, req, k, owner, o, send)
-		}
-		switch {
-		case err == nil:
-			return nil
-		case errors.Is(err, errMoved):
-			backoff.reset()
-			continue
-		case ctx.Err() != nil:
-			return nil
-		}
-		if code := status.Code(err); last == nil && (code == codes.NotFound || code == codes.InvalidArgument) {
-			return err
-		}
-		if err := backoff.wait(ctx, s.stop, s.r.ring.load().changed); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
-		}
-	}
+	return s.follow(stream, k, func() bool { return last != nil },
+		func(o *ownership) error { return s.profileLocal(ctx, t, k, o, send) },
+		func(owner ring.Member, o *ownership) error { return s.profileRelay(ctx, req, k, owner, o, send) })
 }
 
 func (s *Server) profileLocal(ctx context.Context, t translator.Target, k ServiceKey, o *ownership, send func(*pb.DestinationProfile) error) error {
