@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
+	"github.com/meridian-mesh/meridian/internal/run"
 	"github.com/meridian-mesh/meridian/shard/source"
 	"github.com/meridian-mesh/meridian/snapshot"
 )
@@ -96,8 +97,6 @@ func (r *Replica) loading() bool { return !r.src.Synced() || r.replaying.Load() 
 func (r *Replica) Run(ctx context.Context) error {
 	defer r.conns.close()
 	defer r.once.Do(func() { close(r.stop) })
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	fns := []func(context.Context) error{
 		r.idx.Run,
 		func(ctx context.Context) error { return r.src.Run(ctx, r.idx) },
@@ -105,26 +104,7 @@ func (r *Replica) Run(ctx context.Context) error {
 	if r.members != nil {
 		fns = append(fns, r.followRing)
 	}
-	var wg sync.WaitGroup
-	errc := make(chan error, len(fns))
-	for _, fn := range fns {
-		wg.Add(1)
-		go func() { defer wg.Done(); errc <- fn(ctx) }()
-	}
-	var first error
-	select {
-	case first = <-errc:
-		cancel()
-	case <-ctx.Done():
-	}
-	wg.Wait()
-	close(errc)
-	for err := range errc {
-		if first == nil {
-			first = err
-		}
-	}
-	return first
+	return run.All(ctx, fns...)
 }
 
 func (r *Replica) selfName() string {

@@ -15,6 +15,7 @@ import (
 	"github.com/meridian-mesh/meridian/internal/admin"
 	"github.com/meridian-mesh/meridian/internal/grpcserver"
 	"github.com/meridian-mesh/meridian/internal/logging"
+	"github.com/meridian-mesh/meridian/internal/run"
 	"github.com/meridian-mesh/meridian/shard"
 	"github.com/meridian-mesh/meridian/shard/source"
 )
@@ -80,7 +81,7 @@ func runDemo(ctx context.Context, args []string) error {
 		fmt.Fprintf(stdout, "Serving; try: bin/meridian endpoints --addr %s --watch web.shop.svc.cluster.local:80\nCtrl-C stops.\n", lis.Addr())
 		return nil
 	}
-	err = runAll(ctx,
+	err = run.All(ctx,
 		replica.Run,
 		func(ctx context.Context) error { return grpcserver.Serve(ctx, gs, lis, 2*time.Second) },
 		func(ctx context.Context) error { return admin.Serve(ctx, adminLis, admin.Handler(reg, replica.Ready)) },

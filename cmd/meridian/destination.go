@@ -18,6 +18,7 @@ import (
 	"github.com/meridian-mesh/meridian/internal/admin"
 	"github.com/meridian-mesh/meridian/internal/grpcserver"
 	"github.com/meridian-mesh/meridian/internal/logging"
+	"github.com/meridian-mesh/meridian/internal/run"
 	"github.com/meridian-mesh/meridian/ring"
 	"github.com/meridian-mesh/meridian/shard"
 	"github.com/meridian-mesh/meridian/shard/source"
@@ -162,7 +163,7 @@ func runDestination(ctx context.Context, args []string) error {
 	mux.Handle("/ring", replica.RingHandler())
 	fns = append(fns, func(ctx context.Context) error { return admin.Serve(ctx, adminLis, mux) })
 	log.Info("destination replica starting", zap.String("addr", lis.Addr().String()), zap.String("admin", adminLis.Addr().String()), zap.String("source", f.src))
-	return runAll(ctx, fns...)
+	return run.All(ctx, fns...)
 }
 
 // newRing builds this replica's memberlist node from the flags.
