@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -152,28 +153,36 @@ func runOne(parent context.Context, cfg Config, n int, log *zap.Logger) (_ *RunR
 	}
 	syncStart := time.Now()
 	ph := newPhase(cfg, int64(n), fmt.Sprintf("shards=%d: starting replicas", n))
+	// One replica at a time, each ready before the next: the ports come from freeAddr, which
+	// another process can take between its probe and the replica's bind, so a replica that
+	// fails to bind is started again on fresh ports (bounded).
 	for i := range n {
-		spec, err := newSpec(i)
-		if err != nil {
-			return nil, err
-		}
-		r, err := startReplica(cfg.Binary, dir, spec, cfg.ExtraReplicaArgs)
-		if err != nil {
-			return nil, err
+		var r *replica
+		for attempt := 1; ; attempt++ {
+			spec, err := newSpec(i)
+			if err != nil {
+				return nil, err
+			}
+			if r, err = startReplica(cfg.Binary, dir, spec, cfg.ExtraReplicaArgs); err != nil {
+				return nil, err
+			}
+			err = r.waitReady(ctx, cfg.ReadyTimeout)
+			if err == nil {
+				break
+			}
+			r.kill()
+			if attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
+				return nil, err
+			}
 		}
 		repMu.Lock()
 		reps = append(reps, r)
 		repMu.Unlock()
+		ph.set(int64(i + 1))
 	}
 	byAddr := map[string]int{}
 	for i, r := range reps {
 		byAddr[r.spec.Addr] = i
-	}
-	for i, r := range reps {
-		if err := r.waitReady(ctx, cfg.ReadyTimeout); err != nil {
-			return nil, err
-		}
-		ph.set(int64(i + 1))
 	}
 	ph.done()
 	res.SyncSeconds = time.Since(syncStart).Seconds()
