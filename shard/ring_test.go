@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"sort"
@@ -233,6 +232,18 @@ func watch(t *testing.T, ctx context.Context, wg *sync.WaitGroup, conn *grpc.Cli
 	return w
 }
 
+// watchAll opens a stream for every service through every node.
+func watchAll(t *testing.T, ctx context.Context, wg *sync.WaitGroup, nodes []*shardNode) []*watcher {
+	var ws []*watcher
+	for _, n := range nodes {
+		conn := dial(t, n.addr)
+		for i := range ringServices {
+			ws = append(ws, watch(t, ctx, wg, conn, i))
+		}
+	}
+	return ws
+}
+
 // waitTruth waits until every watcher holds exactly the truth.
 func waitTruth(t *testing.T, c *cluster, ws []*watcher, within time.Duration) {
 	t.Helper()
@@ -309,13 +320,7 @@ func TestRingEachServiceOneOwnerAnyReplicaAnswers(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
-	var ws []*watcher
-	for _, n := range nodes {
-		conn := dial(t, n.addr)
-		for i := range ringServices {
-			ws = append(ws, watch(t, ctx, &wg, conn, i))
-		}
-	}
+	ws := watchAll(t, ctx, &wg, nodes)
 	waitTruth(t, c, ws, 20*time.Second)
 	// An unknown service is NotFound through any replica.
 	for _, n := range nodes {
@@ -354,13 +359,7 @@ func TestRingReplicaKilledUnderChurn(t *testing.T) {
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
 	// Streams on the replicas that survive, for every service.
-	var ws []*watcher
-	for _, n := range nodes[:3] {
-		conn := dial(t, n.addr)
-		for i := range ringServices {
-			ws = append(ws, watch(t, ctx, &wg, conn, i))
-		}
-	}
+	ws := watchAll(t, ctx, &wg, nodes[:3])
 	waitTruth(t, c, ws, 20*time.Second)
 	churnCtx, stopChurn := context.WithCancel(ctx)
 	var cw sync.WaitGroup
@@ -386,13 +385,7 @@ func TestRingJoinMovesStreamsWithoutLoss(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
-	var ws []*watcher
-	for _, n := range nodes {
-		conn := dial(t, n.addr)
-		for i := range ringServices {
-			ws = append(ws, watch(t, ctx, &wg, conn, i))
-		}
-	}
+	ws := watchAll(t, ctx, &wg, nodes)
 	waitTruth(t, c, ws, 20*time.Second)
 	before := map[string]int{}
 	for _, n := range nodes {
@@ -472,5 +465,4 @@ func TestRingRedirect(t *testing.T) {
 		}
 		break
 	}
-	_ = netip.Addr{}
 }
