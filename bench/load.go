@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/netip"
 	"sync"
@@ -18,7 +19,6 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	pbnet "github.com/linkerd/linkerd2-proxy-api/go/net"
 	"github.com/meridian-mesh/meridian/bench/gen"
 	"github.com/meridian-mesh/meridian/internal/destclient"
 	"github.com/meridian-mesh/meridian/internal/wire"
@@ -64,7 +64,7 @@ type stream struct {
 	replica atomic.Int32
 
 	mu   sync.Mutex
-	view *destclient.View
+	view addrView
 
 	opened     time.Time
 	firstAt    time.Time     // written once before firstBatch is closed
@@ -137,11 +137,7 @@ func (l *load) missed() int64 {
 	return n
 }
 
-func (l *load) observe(a *pbnet.TcpAddress, wantAdd bool, now time.Time) {
-	ap, err := wire.ToAddrPort(a)
-	if err != nil {
-		return
-	}
+func (l *load) observe(ap netip.AddrPort, wantAdd bool, now time.Time) {
 	serial, ok := gen.AddrSerial(ap.Addr())
 	if !ok {
 		return
@@ -226,7 +222,7 @@ func (l *load) follow(ctx context.Context, st *stream, c pb.DestinationClient) (
 		}
 		recv, trailer = func() (proto.Message, error) { return s.Recv() }, s.Trailer
 		st.mu.Lock()
-		st.view = destclient.NewView() // a reopened stream starts afresh, as a proxy's does
+		st.view = addrView{} // a reopened stream starts afresh, as a proxy's does
 		st.mu.Unlock()
 	}
 	for {
@@ -248,27 +244,63 @@ func (l *load) follow(ctx context.Context, st *stream, c pb.DestinationClient) (
 		if !ok {
 			continue
 		}
+		var seen func(netip.AddrPort, bool)
+		if st.measure {
+			seen = func(ap netip.AddrPort, added bool) { l.observe(ap, added, now) }
+		}
 		st.mu.Lock()
-		err = st.view.Apply(u)
+		err = st.view.apply(u, seen)
 		st.mu.Unlock()
 		if err != nil {
 			l.applyErrors.Add(1)
 			l.fail(err)
 			return "", err
 		}
-		if st.measure {
-			switch x := u.GetUpdate().(type) {
-			case *pb.Update_Add:
-				for _, a := range x.Add.GetAddrs() {
-					l.observe(a.GetAddr(), true, now)
-				}
-			case *pb.Update_Remove:
-				for _, a := range x.Remove.GetAddrs() {
-					l.observe(a, false, now)
-				}
+	}
+}
+
+// addrView is what the harness keeps of a Get stream's state: its addresses. A proxy keeps
+// their metadata too, but the harness stands in for every proxy of a cluster in one process,
+// where the decoded messages of 20,000 streams would take gigabytes and their garbage
+// collection the CPU the replicas are measured on.
+type addrView map[netip.AddrPort]struct{}
+
+// apply applies one update, calling seen (when not nil) for each address added or removed. A
+// Remove of an address not held is an error (the server sent a delta the client cannot have
+// expected), as is a malformed address or an update of unknown kind, as in destclient.View.
+func (v addrView) apply(u *pb.Update, seen func(ap netip.AddrPort, added bool)) error {
+	switch x := u.GetUpdate().(type) {
+	case *pb.Update_Add:
+		for _, a := range x.Add.GetAddrs() {
+			ap, err := wire.ToAddrPort(a.GetAddr())
+			if err != nil {
+				return fmt.Errorf("add: %w", err)
+			}
+			v[ap] = struct{}{}
+			if seen != nil {
+				seen(ap, true)
 			}
 		}
+	case *pb.Update_Remove:
+		for _, a := range x.Remove.GetAddrs() {
+			ap, err := wire.ToAddrPort(a)
+			if err != nil {
+				return fmt.Errorf("remove: %w", err)
+			}
+			if _, ok := v[ap]; !ok {
+				return fmt.Errorf("remove of %s, which was never added", ap)
+			}
+			delete(v, ap)
+			if seen != nil {
+				seen(ap, false)
+			}
+		}
+	case *pb.Update_NoEndpoints:
+		clear(v)
+	default:
+		return fmt.Errorf("update of unknown kind %T", u.GetUpdate())
 	}
+	return nil
 }
 
 // mismatches counts the Get streams whose view differs from truth (service -> addresses).
@@ -280,9 +312,9 @@ func (l *load) mismatches(truth map[int]map[netip.AddrPort]struct{}) int {
 		}
 		want := truth[st.svc]
 		st.mu.Lock()
-		ok := st.view != nil && len(st.view.Addrs) == len(want)
+		ok := st.view != nil && len(st.view) == len(want)
 		if ok {
-			for a := range st.view.Addrs {
+			for a := range st.view {
 				if _, in := want[a]; !in {
 					ok = false
 					break

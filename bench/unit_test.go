@@ -2,6 +2,8 @@ package bench
 
 import (
 	"bytes"
+	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -10,7 +12,11 @@ import (
 	"testing"
 	"time"
 
+	pb "github.com/linkerd/linkerd2-proxy-api/go/destination"
+	pbnet "github.com/linkerd/linkerd2-proxy-api/go/net"
 	"go.uber.org/goleak"
+
+	"github.com/meridian-mesh/meridian/internal/wire"
 )
 
 func TestParseMetrics(t *testing.T) {
@@ -147,3 +153,41 @@ func TestCDF(t *testing.T) {
 }
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestAddrViewApply(t *testing.T) {
+	a := netip.MustParseAddrPort("10.0.0.1:8080")
+	b := netip.MustParseAddrPort("10.0.0.2:8080")
+	add := &pb.Update{Update: &pb.Update_Add{Add: &pb.WeightedAddrSet{Addrs: []*pb.WeightedAddr{
+		{Addr: wire.TCPAddr(a)}, {Addr: wire.TCPAddr(b)},
+	}}}}
+	rm := func(ap netip.AddrPort) *pb.Update {
+		return &pb.Update{Update: &pb.Update_Remove{Remove: &pb.AddrSet{Addrs: []*pbnet.TcpAddress{wire.TCPAddr(ap)}}}}
+	}
+	v := addrView{}
+	var seen []string
+	rec := func(ap netip.AddrPort, added bool) { seen = append(seen, fmt.Sprint(ap, added)) }
+	if err := v.apply(add, rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.apply(rm(a), rec); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"10.0.0.1:8080 true", "10.0.0.2:8080 true", "10.0.0.1:8080 false"}; !slices.Equal(seen, want) {
+		t.Fatalf("seen %q, want %q", seen, want)
+	}
+	if len(v) != 1 {
+		t.Fatalf("view holds %d addresses, want 1", len(v))
+	}
+	if err := v.apply(rm(a), nil); err == nil || !strings.Contains(err.Error(), "never added") {
+		t.Fatalf("remove of an address not held: err %v", err)
+	}
+	if err := v.apply(&pb.Update{Update: &pb.Update_Add{Add: &pb.WeightedAddrSet{Addrs: []*pb.WeightedAddr{{}}}}}, nil); err == nil {
+		t.Fatal("add of an address without an IP: no error")
+	}
+	if err := v.apply(&pb.Update{Update: &pb.Update_NoEndpoints{NoEndpoints: &pb.NoEndpoints{Exists: true}}}, nil); err != nil || len(v) != 0 {
+		t.Fatalf("NoEndpoints: err %v, %d addresses left", err, len(v))
+	}
+	if err := v.apply(&pb.Update{}, nil); err == nil {
+		t.Fatal("update of no kind: no error")
+	}
+}
