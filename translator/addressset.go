@@ -38,7 +38,31 @@ func IsExternalName(svc *corev1.Service) bool {
 // EndpointSlices and the pods behind them. port is the Service port the client asked for. A
 // nil svc gives a set with Exists false. See HostAddressSet for the rules.
 func AddressSet(cfg Config, svc *corev1.Service, port uint32, slices []*discoveryv1.EndpointSlice, pods PodLookup) *snapshot.AddressSet {
-	return HostAddressSet(cfg, svc, port, "", slices, pods)
+	return hostAddressSet(cfg, svc, port, "", slices, pods, nil)
+}
+
+// Reuse lets AddressSetReusing take endpoints over from the set computed before for the same
+// Service, port and Config, instead of translating them again.
+type Reuse struct {
+	// Prev is the earlier set (nil: nothing to reuse).
+	Prev *snapshot.AddressSet
+	// Stale reports whether the pod ns/name may have changed since Prev was computed; its
+	// endpoints are translated again. Nil means no pod changed.
+	Stale func(ns, name string) bool
+}
+
+// AddressSetReusing is AddressSet, except that an endpoint of r.Prev is taken over (the same
+// pointer) when the slices still have it at the same address with the same pod reference,
+// hostname and zone, and its pod is not stale: everything it holds is derived from those, the
+// Service port and the Config. A change to one endpoint of a large service therefore costs one
+// pod lookup and one translation, not one per endpoint. The result is the one AddressSet gives
+// for the same inputs, provided r.Prev was computed from the same Service and Config and
+// r.Stale names every pod changed since.
+func AddressSetReusing(cfg Config, svc *corev1.Service, port uint32, slices []*discoveryv1.EndpointSlice, pods PodLookup, r Reuse) *snapshot.AddressSet {
+	if r.Prev == nil || !r.Prev.Exists {
+		return AddressSet(cfg, svc, port, slices, pods)
+	}
+	return hostAddressSet(cfg, svc, port, "", slices, pods, &r)
 }
 
 // HostAddressSet is AddressSet restricted, when hostname is not empty, to the endpoints with
@@ -69,6 +93,10 @@ func AddressSet(cfg Config, svc *corev1.Service, port uint32, slices []*discover
 // a pointer to one endpoint keeps those arrays alive; the cost for n addresses is about a
 // dozen allocations.
 func HostAddressSet(cfg Config, svc *corev1.Service, port uint32, hostname string, slices []*discoveryv1.EndpointSlice, pods PodLookup) *snapshot.AddressSet {
+	return hostAddressSet(cfg, svc, port, hostname, slices, pods, nil)
+}
+
+func hostAddressSet(cfg Config, svc *corev1.Service, port uint32, hostname string, slices []*discoveryv1.EndpointSlice, pods PodLookup, reuse *Reuse) *snapshot.AddressSet {
 	if svc == nil {
 		return &snapshot.AddressSet{Exists: false}
 	}
@@ -100,8 +128,12 @@ func HostAddressSet(cfg Config, svc *corev1.Service, port uint32, hostname strin
 	}
 	sortSlices(own)
 	set.Endpoints = make(map[netip.AddrPort]*snapshot.Endpoint, nAddrs)
-	b.endpoints = make([]snapshot.Endpoint, 0, nAddrs)
-	b.labels = make([]snapshot.Label, 0, nLabels)
+	if reuse == nil {
+		// Every endpoint is new: two exact allocations. When reusing, few are, and the batch
+		// grows by doubling from one instead.
+		b.endpoints = make([]snapshot.Endpoint, 0, nAddrs)
+		b.labels = make([]snapshot.Label, 0, nLabels)
+	}
 
 	for _, es := range own {
 		tp, _ := slicePort(es, port, spName, named)
@@ -113,18 +145,27 @@ func HostAddressSet(cfg Config, svc *corev1.Service, port uint32, hostname strin
 			if hostname != "" && (ep.Hostname == nil || *ep.Hostname != hostname) {
 				continue
 			}
-			tmpl, ok := endpointTemplate(cfg, es, ep, tp, pods, &b)
-			if !ok {
-				continue
-			}
+			var tmpl snapshot.Endpoint
+			translated, ok := false, true
 			for _, a := range ep.Addresses {
-				addr, ok := parseAddr(a, es.AddressType)
-				if !ok {
+				addr, valid := parseAddr(a, es.AddressType)
+				if !valid {
 					continue
 				}
 				ap := netip.AddrPortFrom(addr, uint16(tp))
 				if _, dup := set.Endpoints[ap]; dup {
 					continue
+				}
+				if old := reuse.take(es, ep, ap); old != nil {
+					set.Endpoints[ap] = old
+					continue
+				}
+				if !translated {
+					translated = true
+					tmpl, ok = endpointTemplate(cfg, es, ep, tp, pods, &b)
+				}
+				if !ok {
+					break // its pod is unknown: every address of it is left out
 				}
 				e := b.endpoint()
 				*e = tmpl
@@ -134,6 +175,46 @@ func HostAddressSet(cfg Config, svc *corev1.Service, port uint32, hostname strin
 		}
 	}
 	return set
+}
+
+// take returns the endpoint of the previous set at ap when it may be taken over for ep of es
+// (see AddressSetReusing), or nil. A nil r takes nothing.
+func (r *Reuse) take(es *discoveryv1.EndpointSlice, ep *discoveryv1.Endpoint, ap netip.AddrPort) *snapshot.Endpoint {
+	if r == nil {
+		return nil
+	}
+	old := r.Prev.Endpoints[ap]
+	if old == nil {
+		return nil
+	}
+	hostname, zone := "", ""
+	if ep.Hostname != nil {
+		hostname = *ep.Hostname
+	}
+	if ep.Zone != nil {
+		zone = *ep.Zone
+	}
+	if old.Hostname != hostname || old.Label(LabelKeyZone) != zone {
+		return nil
+	}
+	ref := ep.TargetRef
+	if ref == nil || ref.Kind != "Pod" {
+		if old.Pod != "" {
+			return nil
+		}
+		return old
+	}
+	ns := ref.Namespace
+	if ns == "" {
+		ns = es.Namespace
+	}
+	if old.Pod == "" || old.Pod != ref.Name || old.Namespace != ns {
+		return nil
+	}
+	if r.Stale != nil && r.Stale(ns, ref.Name) {
+		return nil
+	}
+	return old
 }
 
 // servicePortName returns the name of svc's port numbered port (preferring TCP), and whether
@@ -334,10 +415,13 @@ func (b *batch) identity(cfg Config, sa, ns string) string {
 	return b.id
 }
 
-// endpoint returns a zero endpoint of the batch.
+// endpoint returns a zero endpoint of the batch. A batch allocated with the exact count
+// never grows; one that starts empty grows by doubling from one, so that the few new
+// endpoints of an incremental computation (each kept alive by the snapshots that hold it)
+// do not pin a large array.
 func (b *batch) endpoint() *snapshot.Endpoint {
 	if len(b.endpoints) == cap(b.endpoints) {
-		b.endpoints = make([]snapshot.Endpoint, 0, max(16, cap(b.endpoints)))
+		b.endpoints = make([]snapshot.Endpoint, 0, min(max(1, 2*cap(b.endpoints)), 256))
 	}
 	b.endpoints = b.endpoints[:len(b.endpoints)+1]
 	return &b.endpoints[len(b.endpoints)-1]
@@ -347,7 +431,7 @@ func (b *batch) endpoint() *snapshot.Endpoint {
 // rather than overwrite a neighbour.
 func (b *batch) labelBuf(n int) []snapshot.Label {
 	if cap(b.labels)-len(b.labels) < n {
-		b.labels = make([]snapshot.Label, 0, max(64, n))
+		b.labels = make([]snapshot.Label, 0, max(min(2*cap(b.labels), 1536), n))
 	}
 	l := len(b.labels)
 	b.labels = b.labels[:l+n]

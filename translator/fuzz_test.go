@@ -3,6 +3,7 @@ package translator
 import (
 	"errors"
 	"net/netip"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -328,4 +329,40 @@ func slicePortAllows(es *discoveryv1.EndpointSlice, port uint32, spName string, 
 		}
 	}
 	return false
+}
+
+// FuzzAddressSetReusing checks that taking endpoints over from an earlier set never changes
+// the result: two worlds of the same Service and port, the second computed reusing the
+// first's set with the pods that differ marked stale, give what AddressSet gives.
+func FuzzAddressSetReusing(f *testing.F) {
+	f.Add([]byte{}, []byte{})
+	f.Add([]byte{1, 1, 0, 0, 0, 3, 0, 0, 0, 0, 2, 1, 0, 1, 0, 3, 2, 0, 1, 1, 1, 0, 3, 1, 1, 2, 3, 1, 1, 1},
+		[]byte{1, 1, 0, 0, 0, 3, 0, 0, 0, 0, 2, 1, 0, 1, 0, 3, 2, 0, 1, 1, 1, 0, 3, 1, 1, 2, 3, 1, 2, 1})
+	f.Add([]byte("an arbitrary but longer seed that exercises more of the choices made by fuzzWorld"),
+		[]byte("an arbitrary but longer seed that exercises more of the choices made by fuzzWorlds"))
+	cfg := DefaultConfig()
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		svc, port, slA, podsA := fuzzWorld(a)
+		_, _, slB, podsB := fuzzWorld(b)
+		prev := AddressSet(cfg, svc, port, slA, podsA.lookup)
+		stale := func(ns, name string) bool {
+			pa, pb := podsA[ns+"/"+name], podsB[ns+"/"+name]
+			return !reflect.DeepEqual(pa, pb)
+		}
+		want := AddressSet(cfg, svc, port, slB, podsB.lookup)
+		got := AddressSetReusing(cfg, svc, port, slB, podsB.lookup, Reuse{Prev: prev, Stale: stale})
+		if !got.Equal(want) {
+			t.Fatalf("reusing gives\n%q\nwant\n%q", renderSet(got), renderSet(want))
+		}
+		// With nothing changed, every endpoint is taken over.
+		same := AddressSetReusing(cfg, svc, port, slA, podsA.lookup, Reuse{Prev: prev})
+		for ap, e := range same.Endpoints {
+			if prev.Endpoints[ap] != e {
+				t.Fatalf("%v: unchanged endpoint translated again", ap)
+			}
+		}
+		if !same.Equal(prev) {
+			t.Fatalf("reusing the same inputs gives\n%q\nwant\n%q", renderSet(same), renderSet(prev))
+		}
+	})
 }
