@@ -35,6 +35,27 @@ type service struct {
 	watched map[uint32]int
 	// published lists the ports with a snapshot in the store.
 	published map[uint32]struct{}
+	// stale names the pods changed since the last recompute: their endpoints are translated
+	// again, while the others are taken over from the published sets. full (set when the
+	// Service changes, or its inputs are dropped) translates every endpoint again.
+	stale map[podKey]struct{}
+	full  bool
+}
+
+// reuse returns what publishing port p may take over from the snapshot published before;
+// s.mu is held.
+func (s *service) reuse(prev *snapshot.Snapshot) translator.Reuse {
+	if s.full || prev == nil {
+		return translator.Reuse{}
+	}
+	r := translator.Reuse{Prev: prev.Set}
+	if len(s.stale) > 0 {
+		r.Stale = func(ns, name string) bool {
+			_, ok := s.stale[podKey{ns, name}]
+			return ok
+		}
+	}
+	return r
 }
 
 // OwnsFunc reports whether this replica owns a service. It must be cheap and safe for
@@ -149,6 +170,7 @@ func (x *Index) OnService(svc *corev1.Service, deleted bool) {
 	} else {
 		s.svc = translator.SlimService(svc)
 	}
+	s.full = true
 	s.mu.Unlock()
 	x.queue.Add(k)
 }
@@ -178,8 +200,8 @@ func (x *Index) OnEndpointSlice(es *discoveryv1.EndpointSlice, deleted bool) {
 	x.queue.Add(k)
 }
 
-// OnPod implements source.Handler: the services whose slices name the pod are recomputed (the
-// pod itself stays with the source).
+// OnPod implements source.Handler: the services whose slices name the pod translate its
+// endpoints again (the pod itself stays with the source).
 func (x *Index) OnPod(pod *corev1.Pod, _ bool) {
 	pk := podKey{pod.Namespace, pod.Name}
 	x.refMu.Lock()
@@ -190,61 +212,113 @@ func (x *Index) OnPod(pod *corev1.Pod, _ bool) {
 	}
 	x.refMu.Unlock()
 	for _, k := range keys {
+		s, ok := x.services.Load(k)
+		if !ok {
+			continue
+		}
+		s.mu.Lock()
+		if s.stale == nil {
+			s.stale = map[podKey]struct{}{}
+		}
+		s.stale[pk] = struct{}{}
+		s.mu.Unlock()
 		x.queue.Add(k)
 	}
 }
 
-func slicePods(es *discoveryv1.EndpointSlice) []podKey {
-	if es == nil {
-		return nil
+// slicePod returns the pod endpoint i of es names, if any.
+func slicePod(es *discoveryv1.EndpointSlice, i int) (podKey, bool) {
+	r := es.Endpoints[i].TargetRef
+	if r == nil || r.Kind != "Pod" {
+		return podKey{}, false
 	}
-	var out []podKey
-	for i := range es.Endpoints {
-		if r := es.Endpoints[i].TargetRef; r != nil && r.Kind == "Pod" {
-			ns := r.Namespace
-			if ns == "" {
-				ns = es.Namespace
-			}
-			out = append(out, podKey{ns, r.Name})
-		}
+	ns := r.Namespace
+	if ns == "" {
+		ns = es.Namespace
 	}
-	return out
+	return podKey{ns, r.Name}, true
 }
 
+// updateRefs moves k's references from the pods of old to those of next (either may be nil).
+// A slice update mostly keeps its endpoints in order, changing, inserting or removing one or
+// a few, so the two lists are walked side by side and only the pods where they differ are
+// touched (one skipped insertion or removal is recognised as such): a change of one endpoint
+// costs one or two reference updates, not one per endpoint.
 func (x *Index) updateRefs(k ServiceKey, old, next *discoveryv1.EndpointSlice) {
+	at := func(es *discoveryv1.EndpointSlice, i int) (podKey, bool, bool) {
+		if es == nil || i >= len(es.Endpoints) {
+			return podKey{}, false, false
+		}
+		pk, ok := slicePod(es, i)
+		return pk, ok, true
+	}
+	same := func(a podKey, aok bool, b podKey, bok bool) bool { return aok == bok && a == b }
 	x.refMu.Lock()
 	defer x.refMu.Unlock()
-	for _, pk := range slicePods(old) {
-		refs := x.podRefs[pk]
-		for i := range refs {
-			if refs[i].key == k {
-				refs[i].count--
-				if refs[i].count == 0 {
-					refs = append(refs[:i], refs[i+1:]...)
-				}
-				break
+	i, j := 0, 0
+	for {
+		po, okO, inO := at(old, i)
+		pn, okN, inN := at(next, j)
+		if !inO && !inN {
+			return
+		}
+		switch {
+		case inO && inN && same(po, okO, pn, okN):
+			i, j = i+1, j+1
+			continue
+		case inO && inN:
+			if p2, ok2, in2 := at(old, i+1); in2 && same(p2, ok2, pn, okN) {
+				inN = false // old[i] was removed
+			} else if p2, ok2, in2 := at(next, j+1); in2 && same(po, okO, p2, ok2) {
+				inO = false // next[j] was inserted
 			}
 		}
+		// Add before removing, so that a pod named on both sides keeps its entry.
+		if inN {
+			if okN {
+				x.addRef(pn, k)
+			}
+			j++
+		}
+		if inO {
+			if okO {
+				x.dropRef(po, k)
+			}
+			i++
+		}
+	}
+}
+
+// addRef counts one more slice of k naming pk; refMu is held.
+func (x *Index) addRef(pk podKey, k ServiceKey) {
+	refs := x.podRefs[pk]
+	for i := range refs {
+		if refs[i].key == k {
+			refs[i].count++
+			return
+		}
+	}
+	x.podRefs[pk] = append(refs, svcRef{key: k, count: 1})
+}
+
+// dropRef counts one slice of k naming pk less; refMu is held.
+func (x *Index) dropRef(pk podKey, k ServiceKey) {
+	refs := x.podRefs[pk]
+	for i := range refs {
+		if refs[i].key != k {
+			continue
+		}
+		refs[i].count--
+		if refs[i].count > 0 {
+			return
+		}
+		refs = append(refs[:i], refs[i+1:]...)
 		if len(refs) == 0 {
 			delete(x.podRefs, pk)
 		} else {
 			x.podRefs[pk] = refs
 		}
-	}
-	for _, pk := range slicePods(next) {
-		refs := x.podRefs[pk]
-		found := false
-		for i := range refs {
-			if refs[i].key == k {
-				refs[i].count++
-				found = true
-				break
-			}
-		}
-		if !found {
-			refs = append(refs, svcRef{key: k, count: 1})
-		}
-		x.podRefs[pk] = refs
+		return
 	}
 }
 
@@ -289,6 +363,7 @@ func (x *Index) recompute(k ServiceKey) {
 	for p := range ports {
 		x.publishLocked(k, s, p)
 	}
+	s.stale, s.full = nil, false
 	if s.svc == nil && len(s.slices) == 0 && len(s.watched) == 0 {
 		x.forgetLocked(k, s)
 	}
@@ -303,14 +378,16 @@ func (x *Index) forgetLocked(k ServiceKey, s *service) {
 	x.services.Delete(k)
 }
 
-// publishLocked computes and publishes port p of s; s.mu is held.
+// publishLocked computes and publishes port p of s, taking the endpoints that did not change
+// over from its current snapshot; s.mu is held.
 func (x *Index) publishLocked(k ServiceKey, s *service, p uint32) {
 	slices := make([]*discoveryv1.EndpointSlice, 0, len(s.slices))
 	for _, es := range s.slices {
 		slices = append(slices, es)
 	}
-	set := translator.AddressSet(x.cfg.Translator, s.svc, p, slices, x.pods)
-	x.store.Publish(snapshot.Key{Namespace: k.Namespace, Name: k.Name, Port: p}, set)
+	key := snapshot.Key{Namespace: k.Namespace, Name: k.Name, Port: p}
+	set := translator.AddressSetReusing(x.cfg.Translator, s.svc, p, slices, x.pods, s.reuse(x.store.Load(key)))
+	x.store.Publish(key, set)
 	s.published[p] = struct{}{}
 }
 
@@ -405,6 +482,7 @@ func (x *Index) DropUnowned() int {
 			x.updateRefs(k, es, nil)
 		}
 		s.svc, s.slices = nil, map[string]*discoveryv1.EndpointSlice{}
+		s.stale, s.full = nil, true
 		s.mu.Unlock()
 		x.queue.Add(k)
 		return true

@@ -1,0 +1,114 @@
+package shard
+
+import (
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/meridian-mesh/meridian/snapshot"
+)
+
+// TestPodRefsIncremental checks the pod reference index against a count from scratch while
+// slices of two services change at random: endpoints replaced, moved, duplicated, slices
+// deleted and services dropped.
+func TestPodRefsIncremental(t *testing.T) {
+	x := NewIndex(DefaultConfig(), snapshot.NewStore(snapshot.StoreConfig{}), nil, newMetrics(prometheus.NewRegistry()), zap.NewNop())
+	rng := rand.New(rand.NewPCG(1, 2))
+	type sliceID struct{ svc, name string }
+	truth := map[sliceID]*discoveryv1.EndpointSlice{}
+	randSlice := func(id sliceID) *discoveryv1.EndpointSlice {
+		es := &discoveryv1.EndpointSlice{
+			ObjectMeta:  metav1.ObjectMeta{Namespace: "ns", Name: id.name, Labels: map[string]string{discoveryv1.LabelServiceName: id.svc}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+		}
+		for range rng.IntN(6) {
+			ep := discoveryv1.Endpoint{Addresses: []string{"10.0.0.1"}}
+			switch rng.IntN(5) {
+			case 0: // no target
+			case 1:
+				ep.TargetRef = &corev1.ObjectReference{Kind: "Node", Name: "n"}
+			default:
+				ep.TargetRef = &corev1.ObjectReference{Kind: "Pod", Name: fmt.Sprintf("p%d", rng.IntN(5))}
+			}
+			es.Endpoints = append(es.Endpoints, ep)
+		}
+		return es
+	}
+	want := func() map[podKey]map[ServiceKey]int32 {
+		out := map[podKey]map[ServiceKey]int32{}
+		for id, es := range truth {
+			for i := range es.Endpoints {
+				if r := es.Endpoints[i].Conditions.Ready; r != nil && !*r {
+					continue // not kept by the index
+				}
+				if pk, ok := slicePod(es, i); ok {
+					if out[pk] == nil {
+						out[pk] = map[ServiceKey]int32{}
+					}
+					out[pk][ServiceKey{"ns", id.svc}]++
+				}
+			}
+		}
+		return out
+	}
+	for step := range 3000 {
+		id := sliceID{svc: fmt.Sprintf("s%d", rng.IntN(2)), name: fmt.Sprintf("e%d", rng.IntN(3))}
+		switch r := rng.IntN(10); {
+		case r == 0:
+			if es, ok := truth[id]; ok {
+				x.OnEndpointSlice(es, true)
+				delete(truth, id)
+			}
+		case r == 1:
+			x.DropUnowned() // owns everything: drops nothing
+		default:
+			if old, ok := truth[id]; ok && rng.IntN(2) == 0 && len(old.Endpoints) > 0 {
+				// Change, mark not ready, remove or insert one endpoint, or swap two, as slice
+				// updates do.
+				es := old.DeepCopy()
+				i, j := rng.IntN(len(es.Endpoints)), rng.IntN(len(es.Endpoints))
+				switch rng.IntN(5) {
+				case 0:
+					es.Endpoints[i].TargetRef = &corev1.ObjectReference{Kind: "Pod", Name: fmt.Sprintf("p%d", rng.IntN(5))}
+				case 1:
+					no := false
+					es.Endpoints[i].Conditions.Ready = &no
+				case 2:
+					es.Endpoints = slices.Delete(es.Endpoints, i, i+1)
+				case 3:
+					ep := discoveryv1.Endpoint{Addresses: []string{"10.0.0.2"}, TargetRef: &corev1.ObjectReference{Kind: "Pod", Name: fmt.Sprintf("p%d", rng.IntN(5))}}
+					es.Endpoints = slices.Insert(es.Endpoints, i, ep)
+				default:
+					es.Endpoints[i], es.Endpoints[j] = es.Endpoints[j], es.Endpoints[i]
+				}
+				truth[id] = es
+			} else {
+				truth[id] = randSlice(id)
+			}
+			x.OnEndpointSlice(truth[id], false)
+		}
+		got := map[podKey]map[ServiceKey]int32{}
+		x.refMu.Lock()
+		for pk, refs := range x.podRefs {
+			got[pk] = map[ServiceKey]int32{}
+			for _, r := range refs {
+				if r.count <= 0 {
+					t.Fatalf("step %d: %v has a reference from %v counted %d", step, pk, r.key, r.count)
+				}
+				got[pk][r.key] = r.count
+			}
+		}
+		x.refMu.Unlock()
+		if w := want(); !maps.EqualFunc(got, w, maps.Equal) {
+			t.Fatalf("step %d: references\n%v\nwant\n%v", step, got, w)
+		}
+	}
+}
