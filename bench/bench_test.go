@@ -2,8 +2,10 @@ package bench
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -70,13 +72,19 @@ func TestSmoke(t *testing.T) {
 		checkRun(t, r, cfg.Cluster.Services)
 	}
 	// Redirect mode: clients follow the owner named in the trailer.
+	// Profiles of the replicas and the harness too.
 	rcfg := cfg
-	rcfg.Shards, rcfg.NonOwner = []int{2}, "redirect"
+	rcfg.Shards, rcfg.NonOwner, rcfg.ProfileDir = []int{2}, "redirect", t.TempDir()
 	rres, err := Run(ctx, rcfg, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkRun(t, rres.Runs[0], cfg.Cluster.Services)
+	for _, name := range []string{"shards2-driver.cpu.pb.gz", "shards2-shard0.cpu.pb.gz", "shards2-shard1.cpu.pb.gz", "shards2-shard0.heap.pb.gz"} {
+		if n, err := gunzipLen(filepath.Join(rcfg.ProfileDir, name)); err != nil || n == 0 {
+			t.Errorf("%s: %d bytes of profile, err %v", name, n, err)
+		}
+	}
 	if rres.Runs[0].Redirects == 0 || rres.Runs[0].ForwardedStreams != 0 {
 		t.Errorf("redirect mode: %d redirects, %d forwarded streams", rres.Runs[0].Redirects, rres.Runs[0].ForwardedStreams)
 	}
@@ -100,6 +108,21 @@ func TestSmoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("\n%s", tbl.String())
+}
+
+// gunzipLen returns the length of the gzipped file's content (a pprof profile is a gzipped
+// protobuf).
+func gunzipLen(path string) (int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	z, err := gzip.NewReader(f)
+	if err != nil {
+		return 0, err
+	}
+	return io.Copy(io.Discard, z)
 }
 
 func checkRun(t *testing.T, r RunResult, services int) {

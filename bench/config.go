@@ -48,7 +48,9 @@ type Config struct {
 	// Progress receives a progress bar (nil: none).
 	Progress io.Writer
 	// ProfileDir, when set, receives each replica's heap profile at the end of each run
-	// (shardsN-shardI.heap.pb.gz; read with go tool pprof).
+	// (shardsN-shardI.heap.pb.gz) and CPU profiles of each replica and of the harness over
+	// the churn phase (shardsN-shardI.cpu.pb.gz, shardsN-driver.cpu.pb.gz); read them with
+	// go tool pprof.
 	ProfileDir string
 	// KeepLogs keeps the replicas' log directory even when the run succeeds.
 	KeepLogs bool

@@ -236,6 +236,33 @@ func (r *replica) scrape(ctx context.Context, heapProfile string) (procStats, er
 	return st, nil
 }
 
+// cpuProfile saves the replica's CPU profile over the next d (pprof's /debug/pprof/profile)
+// to path.
+func (r *replica) cpuProfile(ctx context.Context, d time.Duration, path string) error {
+	secs := max(1, int(d.Round(time.Second)/time.Second))
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.spec.AdminAddr+"/debug/pprof/profile?seconds="+strconv.Itoa(secs), nil)
+	resp, err := profileClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("replica %d: CPU profile: %w", r.spec.Index, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("replica %d: CPU profile: %s", r.spec.Index, resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, io.LimitReader(resp.Body, 256<<20)); err != nil {
+		f.Close()
+		return fmt.Errorf("replica %d: CPU profile: %w", r.spec.Index, err)
+	}
+	return f.Close()
+}
+
+// profileClient has no timeout of its own: a CPU profile takes as long as it was asked to.
+var profileClient = &http.Client{}
+
 // parseMetrics reads Prometheus text exposition and returns, per metric name, the sum of its
 // samples over all label sets. It reads at most 64 MiB.
 func parseMetrics(r io.Reader) (map[string]float64, error) {

@@ -52,6 +52,7 @@ func rows() []row {
 		{"RSS per shard, mean", func(r RunResult) float64 { return meanU(r.RSSBytesPerShard) }, mib, true},
 		{"driver heap", func(r RunResult) float64 { return float64(r.DriverHeapBytes) }, mib, false},
 		{"CPU seconds in churn (all shards)", func(r RunResult) float64 { return r.CPUSecondsChurn }, f1, true},
+		{"driver CPU seconds in churn", func(r RunResult) float64 { return r.DriverCPUSecondsChurn }, f1, false},
 		{"run-queue wait, all shards (s)", func(r RunResult) float64 { return sumF(r.RunqueueWaitSeconds) }, f1, false},
 		{"storm first batch p99 (ms)", func(r RunResult) float64 { return r.StormP99Ms }, f1, true},
 		{"sync (s)", func(r RunResult) float64 { return r.SyncSeconds }, f1, true},

@@ -53,9 +53,12 @@ type RunResult struct {
 	DriverRunqueueWaitSeconds float64   `json:"driver_runqueue_wait_seconds,omitempty"`
 	// CPUSecondsChurn is the replicas' CPU time during the churn phase, summed.
 	CPUSecondsChurn float64 `json:"cpu_seconds_churn"`
-	BytesReceived   int64   `json:"bytes_received"`
-	UpdatesReceived int64   `json:"updates_received"`
-	ChangesApplied  int64   `json:"changes_applied"`
+	// DriverCPUSecondsChurn is the harness's own CPU time over the same phase (it shares the
+	// machine with the replicas).
+	DriverCPUSecondsChurn float64 `json:"driver_cpu_seconds_churn,omitempty"`
+	BytesReceived         int64   `json:"bytes_received"`
+	UpdatesReceived       int64   `json:"updates_received"`
+	ChangesApplied        int64   `json:"changes_applied"`
 	// FinalStateMismatches counts Get streams whose final set differs from the truth.
 	FinalStateMismatches int    `json:"final_state_mismatches"`
 	Coalescings          uint64 `json:"coalescings"`

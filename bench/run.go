@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"time"
@@ -246,6 +247,7 @@ func runOne(parent context.Context, cfg Config, n int, log *zap.Logger) (_ *RunR
 
 	cpu0 := 0.0
 	driverWait0, _ := runqueueWait(0)
+	driverCPU0, _ := selfCPUSeconds()
 	for _, r := range reps {
 		st, err := r.scrape(ctx, "")
 		if err != nil {
@@ -260,6 +262,10 @@ func runOne(parent context.Context, cfg Config, n int, log *zap.Logger) (_ *RunR
 		stormAt = cfg.Duration / 2
 	}
 	rng := rand.New(rand.NewPCG(cfg.Cluster.Seed, uint64(n)))
+	stopProfiles, err := startCPUProfiles(ctx, cfg, n, reps)
+	if err != nil {
+		return nil, err
+	}
 	ph = newPhase(cfg, max(cfg.Duration.Milliseconds(), 1), fmt.Sprintf("shards=%d: churn %g/s", n, cfg.Churn))
 	start := time.Now()
 	tick := time.NewTicker(10 * time.Millisecond)
@@ -322,6 +328,9 @@ func runOne(parent context.Context, cfg Config, n int, log *zap.Logger) (_ *RunR
 	}
 	ph.set(cfg.Duration.Milliseconds())
 	ph.done()
+	if err := stopProfiles(); err != nil {
+		log.Warn("CPU profiles", zap.Error(err))
+	}
 	if churnErr != nil {
 		return nil, fmt.Errorf("churn: %w", churnErr)
 	}
@@ -397,6 +406,9 @@ func runOne(parent context.Context, cfg Config, n int, log *zap.Logger) (_ *RunR
 		}
 	}
 	res.CPUSecondsChurn = cpu1 - cpu0
+	if c, ok := selfCPUSeconds(); ok {
+		res.DriverCPUSecondsChurn = c - driverCPU0
+	}
 	runtime.GC()
 	var mst runtime.MemStats
 	runtime.ReadMemStats(&mst)
@@ -419,6 +431,38 @@ func runOne(parent context.Context, cfg Config, n int, log *zap.Logger) (_ *RunR
 		log.Warn("first stream error", zap.Error(*p))
 	}
 	return res, nil
+}
+
+// startCPUProfiles starts, when cfg.ProfileDir is set, CPU profiles of the harness and of
+// every replica over the churn phase (shardsN-driver.cpu.pb.gz, shardsN-shardI.cpu.pb.gz).
+// stop ends the harness's profile and waits for the replicas' (which last cfg.Duration).
+func startCPUProfiles(ctx context.Context, cfg Config, n int, reps []*replica) (stop func() error, _ error) {
+	if cfg.ProfileDir == "" {
+		return func() error { return nil }, nil
+	}
+	f, err := os.Create(filepath.Join(cfg.ProfileDir, fmt.Sprintf("shards%d-driver.cpu.pb.gz", n)))
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(reps))
+	for i, r := range reps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = r.cpuProfile(ctx, cfg.Duration, filepath.Join(cfg.ProfileDir, fmt.Sprintf("shards%d-shard%d.cpu.pb.gz", n, r.spec.Index)))
+		}()
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		err := f.Close()
+		wg.Wait()
+		return errors.Join(append(errs, err)...)
+	}, nil
 }
 
 func ms(us int64) float64 { return float64(us) / 1000 }

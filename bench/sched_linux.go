@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // runqueueWait returns the seconds the threads of process pid (0: this process) have spent
@@ -36,4 +37,14 @@ func runqueueWait(pid int) (float64, bool) {
 		ns += v
 	}
 	return ns / 1e9, true
+}
+
+// selfCPUSeconds returns this process's user and system CPU time.
+func selfCPUSeconds() (float64, bool) {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0, false
+	}
+	tv := func(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
+	return tv(ru.Utime) + tv(ru.Stime), true
 }

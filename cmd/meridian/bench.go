@@ -51,7 +51,7 @@ func runBench(ctx context.Context, args []string) error {
 	fs.DurationVar(&cfg.KillAt, "kill-at", cfg.KillAt, "kill the last replica this far into the churn phase (0: never)")
 	fs.DurationVar(&cfg.ReadyTimeout, "ready-timeout", cfg.ReadyTimeout, "longest wait for a replica to be ready and for streams' first batches")
 	fs.BoolVar(&cfg.DeliverPods, "deliver-pods", cfg.DeliverPods, "hand every endpoint's pod to replicas (for replicas without the source's Pod lookup)")
-	fs.StringVar(&cfg.ProfileDir, "profile-dir", cfg.ProfileDir, "save each replica's heap profile at the end of each run into this directory")
+	fs.StringVar(&cfg.ProfileDir, "profile-dir", cfg.ProfileDir, "save profiles into this directory: each replica's and the harness's CPU over the churn phase, each replica's heap at the end of each run")
 	fs.BoolVar(&cfg.KeepLogs, "keep-logs", cfg.KeepLogs, "keep the replicas' logs even when the run succeeds")
 	jsonPath := fs.String("json", "", "write every figure as JSON to this file")
 	reportPath := fs.String("report", "", "write a self-contained HTML report to this file")
