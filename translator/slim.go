@@ -12,7 +12,7 @@ import (
 // so that a replica keeps little per object. For every input, AddressSet over slim objects equals AddressSet over the
 // originals. A slim object is for this package: code that reads other fields (a Server's pod
 // selector, say) must keep its own copy. Nil in, nil out. The copies share only strings with
-// their inputs.
+// their inputs; within a slim EndpointSlice, endpoints of the same zone share its *string.
 
 // slimMeta keeps identity and the given labels and annotations.
 func slimMeta(m *metav1.ObjectMeta, labels, annotations []string) metav1.ObjectMeta {
@@ -122,19 +122,54 @@ func SlimEndpointSlice(es *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice
 	if n == 0 {
 		return out
 	}
+	// The endpoints' addresses and target references are carved from one array each, and
+	// endpoints of the same zone share one copy of it: a few allocations per slice, not
+	// several per endpoint.
 	out.Endpoints = make([]discoveryv1.Endpoint, 0, n)
+	nAddrs, nRefs := 0, 0
+	for i := range es.Endpoints {
+		if ep := &es.Endpoints[i]; ready(ep) {
+			nAddrs += len(ep.Addresses)
+			if ep.TargetRef != nil {
+				nRefs++
+			}
+		}
+	}
+	addrs := make([]string, 0, nAddrs)
+	var refs []corev1.ObjectReference
+	if nRefs > 0 {
+		refs = make([]corev1.ObjectReference, 0, nRefs)
+	}
+	var zones []*string // the distinct zones seen, up to a few
+	zoneOf := func(z *string) *string {
+		for _, p := range zones {
+			if *p == *z {
+				return p
+			}
+		}
+		p := clonePtr(z)
+		if len(zones) < 8 {
+			zones = append(zones, p)
+		}
+		return p
+	}
 	for i := range es.Endpoints {
 		ep := &es.Endpoints[i]
 		if !ready(ep) {
 			continue
 		}
-		e := discoveryv1.Endpoint{
-			Addresses: append([]string(nil), ep.Addresses...),
-			Hostname:  clonePtr(ep.Hostname),
-			Zone:      clonePtr(ep.Zone),
+		e := discoveryv1.Endpoint{Hostname: clonePtr(ep.Hostname)}
+		if len(ep.Addresses) > 0 {
+			lo := len(addrs)
+			addrs = append(addrs, ep.Addresses...)
+			e.Addresses = addrs[lo:len(addrs):len(addrs)]
 		}
-		if ep.TargetRef != nil {
-			e.TargetRef = &corev1.ObjectReference{Kind: ep.TargetRef.Kind, Namespace: ep.TargetRef.Namespace, Name: ep.TargetRef.Name}
+		if ep.Zone != nil {
+			e.Zone = zoneOf(ep.Zone)
+		}
+		if r := ep.TargetRef; r != nil {
+			refs = append(refs, corev1.ObjectReference{Kind: r.Kind, Namespace: r.Namespace, Name: r.Name})
+			e.TargetRef = &refs[len(refs)-1]
 		}
 		out.Endpoints = append(out.Endpoints, e)
 	}

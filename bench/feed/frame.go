@@ -168,8 +168,12 @@ func (r *Reader) Next() (FrameType, []byte, error) {
 }
 
 // Decode decodes one frame. Objects are checked for what the source relies on (a name and
-// namespace); an unknown type is an error.
-func Decode(t FrameType, p []byte) (Event, error) {
+// namespace); an unknown type is an error. An EndpointSlice comes in the form
+// translator.SlimEndpointSlice gives (see decodeSlimEndpointSlice).
+func Decode(t FrameType, p []byte) (Event, error) { return decode(t, p, nil) }
+
+// decode is Decode sharing recurring strings through in (nil: none).
+func decode(t FrameType, p []byte, in *interner) (Event, error) {
 	ev := Event{Type: t}
 	switch t {
 	case FrameHello:
@@ -191,8 +195,8 @@ func Decode(t FrameType, p []byte) (Event, error) {
 		}
 		ev.Service = s
 	case FrameEndpointSlice, FrameEndpointSliceDeleted:
-		es := &discoveryv1.EndpointSlice{}
-		if err := es.Unmarshal(p); err != nil {
+		es, err := decodeSlimEndpointSlice(p, in)
+		if err != nil {
 			return ev, fmt.Errorf("%s: %w", t, err)
 		}
 		if es.Name == "" || es.Namespace == "" {

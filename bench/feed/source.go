@@ -19,7 +19,8 @@ import (
 
 // Source is a source.Source reading the bench driver's feed at an address (host:port). It
 // keeps no copy of the cluster: objects go to the handler as they arrive, and Pod
-// synthesizes pods from their names.
+// synthesizes pods from their names. EndpointSlices arrive in the slim form (as the
+// Kubernetes source's transform makes them).
 type Source struct {
 	addr   string
 	log    *zap.Logger
@@ -99,6 +100,7 @@ func (s *Source) run(ctx context.Context, h source.Handler) error {
 		return fmt.Errorf("feed %s: %s: %s", s.addr, resp.Status, b)
 	}
 	r := NewReader(resp.Body)
+	in := newInterner()
 	for {
 		t, p, err := r.Next()
 		if err != nil {
@@ -107,7 +109,7 @@ func (s *Source) run(ctx context.Context, h source.Handler) error {
 			}
 			return fmt.Errorf("feed %s: %w", s.addr, err)
 		}
-		ev, err := Decode(t, p)
+		ev, err := decode(t, p, in)
 		if err != nil {
 			return fmt.Errorf("feed %s: %w", s.addr, err)
 		}

@@ -1,0 +1,176 @@
+package feed
+
+import (
+	"bytes"
+	"fmt"
+	"reflect"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/meridian-mesh/meridian/bench/gen"
+	"github.com/meridian-mesh/meridian/translator"
+)
+
+// byteReader hands out bytes of the fuzz input, then zeros.
+type byteReader struct{ b []byte }
+
+func (r *byteReader) next() byte {
+	if len(r.b) == 0 {
+		return 0
+	}
+	c := r.b[0]
+	r.b = r.b[1:]
+	return c
+}
+
+func (r *byteReader) pick(n int) int { return int(r.next()) % n }
+
+func optString(r *byteReader, vals ...string) *string {
+	if r.pick(3) == 0 {
+		return nil
+	}
+	s := vals[r.pick(len(vals))]
+	return &s
+}
+
+func optBool(r *byteReader) *bool {
+	switch r.pick(3) {
+	case 0:
+		return nil
+	case 1:
+		b := true
+		return &b
+	}
+	b := false
+	return &b
+}
+
+// fuzzSlice builds an EndpointSlice using every field of the type, from fuzz bytes.
+func fuzzSlice(data []byte) *discoveryv1.EndpointSlice {
+	r := &byteReader{b: data}
+	es := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: []string{"a", "", "svc-1-0"}[r.pick(3)], Namespace: []string{"ns", ""}[r.pick(2)],
+			UID: "u-1", ResourceVersion: "42", Generation: int64(r.pick(5)),
+			Labels:          map[string]string{discoveryv1.LabelServiceName: "svc", discoveryv1.LabelManagedBy: "x"},
+			Annotations:     map[string]string{"a": "b"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Service", Name: "svc", UID: "u-2"}},
+			Finalizers:      []string{"f"},
+		},
+		AddressType: []discoveryv1.AddressType{"IPv4", "IPv6", "FQDN", ""}[r.pick(4)],
+	}
+	if r.pick(4) == 0 {
+		es.Labels = nil
+	}
+	for range r.pick(3) {
+		es.Ports = append(es.Ports, discoveryv1.EndpointPort{Name: optString(r, "http", ""), Protocol: (*corev1.Protocol)(optString(r, "TCP", "UDP")), Port: func() *int32 {
+			if r.pick(3) == 0 {
+				return nil
+			}
+			p := int32(r.pick(70000)) - 1
+			return &p
+		}(), AppProtocol: optString(r, "h2")})
+	}
+	for range r.pick(8) {
+		ep := discoveryv1.Endpoint{
+			Conditions: discoveryv1.EndpointConditions{Ready: optBool(r), Serving: optBool(r), Terminating: optBool(r)},
+			Hostname:   optString(r, "h0", ""),
+			NodeName:   optString(r, "node-1"),
+			Zone:       optString(r, "zone-a", "zone-b", ""),
+		}
+		for range r.pick(3) {
+			ep.Addresses = append(ep.Addresses, []string{"10.0.0.1", "fd00::1", "", "x"}[r.pick(4)])
+		}
+		if r.pick(3) != 0 {
+			ep.TargetRef = &corev1.ObjectReference{Kind: []string{"Pod", "Node", ""}[r.pick(3)], Namespace: []string{"ns", ""}[r.pick(2)], Name: fmt.Sprintf("p%d", r.pick(4)), UID: "u", APIVersion: "v1", ResourceVersion: "1", FieldPath: "f"}
+		}
+		if r.pick(4) == 0 {
+			ep.DeprecatedTopology = map[string]string{"k": "v"}
+		}
+		if r.pick(4) == 0 {
+			ep.Hints = &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: "zone-a"}}, ForNodes: []discoveryv1.ForNode{{Name: "n"}}}
+		}
+		es.Endpoints = append(es.Endpoints, ep)
+	}
+	return es
+}
+
+// checkSlimDecode checks decodeSlimEndpointSlice against the generated decoder followed by
+// translator.SlimEndpointSlice: whatever the one accepts, the other accepts with the same
+// result.
+func checkSlimDecode(t *testing.T, b []byte, in *interner) {
+	t.Helper()
+	var full discoveryv1.EndpointSlice
+	fullErr := full.Unmarshal(b)
+	got, err := decodeSlimEndpointSlice(b, in)
+	switch {
+	case fullErr == nil && err != nil:
+		t.Fatalf("%x: the generated decoder accepts it, decodeSlimEndpointSlice: %v", b, err)
+	case fullErr != nil && err == nil:
+		t.Fatalf("%x: the generated decoder fails (%v), decodeSlimEndpointSlice accepts it", b, fullErr)
+	case err != nil:
+		if got != nil {
+			t.Fatal("an object with an error")
+		}
+		return
+	}
+	if want := translator.SlimEndpointSlice(&full); !reflect.DeepEqual(got, want) {
+		t.Fatalf("%x:\n got %+v\nwant %+v", b, got, want)
+	}
+}
+
+func FuzzSlimEndpointSlice(f *testing.F) {
+	f.Add([]byte{}, false)
+	f.Add([]byte("a longer seed choosing more endpoints, ports and fields of each"), false)
+	f.Add([]byte{0x0a, 0x02, 0x0a, 0x00, 0x12, 0x00}, true)
+	in := newInterner()
+	f.Fuzz(func(t *testing.T, data []byte, raw bool) {
+		if raw {
+			checkSlimDecode(t, data, in)
+			return
+		}
+		b, err := fuzzSlice(data).Marshal()
+		if err != nil {
+			t.Skip(err)
+		}
+		checkSlimDecode(t, b, in)
+		// Every proper prefix is an error or a valid message, never a panic or a difference.
+		for i := range len(b) {
+			checkSlimDecode(t, b[:i], nil)
+		}
+	})
+}
+
+func TestSlimEndpointSliceGenerated(t *testing.T) {
+	cfg := smallConfig()
+	c, _ := gen.NewCluster(cfg)
+	for i := range 3 {
+		es := c.EndpointSlice(i, 0)
+		b, err := es.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkSlimDecode(t, b, newInterner())
+	}
+	// Ready is what decides: a not-ready endpoint is left out.
+	es := fuzzSlice(bytes.Repeat([]byte{1, 2}, 40))
+	b, _ := es.Marshal()
+	checkSlimDecode(t, b, nil)
+}
+
+func BenchmarkSlimDecodeSlice(b *testing.B) {
+	cfg := smallConfig()
+	c, _ := gen.NewCluster(cfg)
+	buf, _ := c.EndpointSlice(0, 0).Marshal()
+	in := newInterner()
+	b.SetBytes(int64(len(buf)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := decodeSlimEndpointSlice(buf, in); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
