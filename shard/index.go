@@ -91,7 +91,10 @@ type svcRef struct {
 	count int32 // slices of key that reference the pod
 }
 
-var _ source.Handler = (*Index)(nil)
+var (
+	_ source.Handler       = (*Index)(nil)
+	_ source.ServiceFilter = (*Index)(nil)
+)
 
 // NewIndex returns an index publishing to store, looking pods up with pods (the source keeps
 // them). Run its workers with Run.
@@ -117,6 +120,13 @@ func (x *Index) SetOwns(f OwnsFunc) { x.owns.Store(&f) }
 
 // Owns reports whether the replica owns k now.
 func (x *Index) Owns(k ServiceKey) bool { return (*x.owns.Load())(k) }
+
+// WantsService implements source.ServiceFilter: the index keeps the slices of the services
+// the replica owns (OnEndpointSlice drops the others), and the ring follower replays the
+// source after SetOwns whenever the replica gains services.
+func (x *Index) WantsService(namespace, name string) bool {
+	return x.Owns(ServiceKey{namespace, name})
+}
 
 // Run runs cfg.Workers workers until ctx ends.
 func (x *Index) Run(ctx context.Context) error {

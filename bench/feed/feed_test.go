@@ -128,6 +128,13 @@ type recorder struct {
 	services map[string]*corev1.Service
 	slices   map[string]*discoveryv1.EndpointSlice
 	pods     int
+	// want, when set, is the recorder's source.ServiceFilter: it keeps only those slices.
+	want func(namespace, service string) bool
+}
+
+// WantsService implements source.ServiceFilter.
+func (r *recorder) WantsService(namespace, service string) bool {
+	return r.want == nil || r.want(namespace, service)
 }
 
 func newRecorder() *recorder {
@@ -169,6 +176,9 @@ func (r *recorder) matches(c *gen.Cluster) bool {
 		if r.services[c.Config().Namespace(i)+"/"+gen.ServiceName(i)] == nil {
 			return false
 		}
+		if !r.WantsService(c.Config().Namespace(i), gen.ServiceName(i)) {
+			continue
+		}
 		for k := range c.Slices(i) {
 			n++
 			// Slices arrive slim: their ready endpoints only, in order.
@@ -203,13 +213,18 @@ type fixture struct {
 	runErr error
 }
 
-func start(t *testing.T, scfg ServerConfig) *fixture {
+func start(t *testing.T, scfg ServerConfig) *fixture { return startFiltered(t, scfg, nil) }
+
+// startFiltered starts a fixture whose recorder wants the slices of the services want
+// accepts (nil: all).
+func startFiltered(t *testing.T, scfg ServerConfig, want func(namespace, service string) bool) *fixture {
 	t.Helper()
 	cl, err := gen.NewCluster(smallConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
 	f := &fixture{srv: NewServer(cl, scfg, zaptest.NewLogger(t)), rec: newRecorder()}
+	f.rec.want = want
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -389,5 +404,32 @@ func BenchmarkDecodeSlice(b *testing.B) {
 		if _, err := Decode(ft, payload); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestServiceFilter: a handler that wants some services gets every Service but only their
+// slices, through churn.
+func TestServiceFilter(t *testing.T) {
+	f := startFiltered(t, DefaultServerConfig(), func(_, svc string) bool { return svc == gen.ServiceName(1) || svc == gen.ServiceName(2) })
+	f.converged(t, "initial state")
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 300 {
+		if _, _, err := f.srv.Apply(rng, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.converged(t, "after churn")
+	f.rec.mu.Lock()
+	defer f.rec.mu.Unlock()
+	if len(f.rec.services) != smallConfig().Services {
+		t.Errorf("%d services delivered, want all %d", len(f.rec.services), smallConfig().Services)
+	}
+	for k, es := range f.rec.slices {
+		if svc := es.Labels[discoveryv1.LabelServiceName]; svc != gen.ServiceName(1) && svc != gen.ServiceName(2) {
+			t.Errorf("slice %s of unwanted service %s delivered", k, svc)
+		}
+	}
+	if len(f.rec.slices) != 4 { // 150 endpoints each: two slices per service
+		t.Errorf("%d slices delivered, want 4", len(f.rec.slices))
 	}
 }

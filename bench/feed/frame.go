@@ -70,6 +70,9 @@ type Event struct {
 	Service       *corev1.Service
 	EndpointSlice *discoveryv1.EndpointSlice
 	Token         uint64
+	// Skipped is set for an EndpointSlice of a service the handler does not want: it was
+	// not decoded past its metadata and is not delivered.
+	Skipped bool
 }
 
 // AppendFrame appends a frame of type t with payload p to dst.
@@ -170,10 +173,11 @@ func (r *Reader) Next() (FrameType, []byte, error) {
 // Decode decodes one frame. Objects are checked for what the source relies on (a name and
 // namespace); an unknown type is an error. An EndpointSlice comes in the form
 // translator.SlimEndpointSlice gives (see decodeSlimEndpointSlice).
-func Decode(t FrameType, p []byte) (Event, error) { return decode(t, p, nil) }
+func Decode(t FrameType, p []byte) (Event, error) { return decode(t, p, nil, nil) }
 
-// decode is Decode sharing recurring strings through in (nil: none).
-func decode(t FrameType, p []byte, in *interner) (Event, error) {
+// decode is Decode sharing recurring strings through in (nil: none). When want is not nil
+// and says no to an EndpointSlice's service, the event has no EndpointSlice (Skipped is set).
+func decode(t FrameType, p []byte, in *interner, want func(namespace, service string) bool) (Event, error) {
 	ev := Event{Type: t}
 	switch t {
 	case FrameHello:
@@ -195,9 +199,13 @@ func decode(t FrameType, p []byte, in *interner) (Event, error) {
 		}
 		ev.Service = s
 	case FrameEndpointSlice, FrameEndpointSliceDeleted:
-		es, err := decodeSlimEndpointSlice(p, in)
+		es, err := decodeSlimEndpointSlice(p, in, want)
 		if err != nil {
 			return ev, fmt.Errorf("%s: %w", t, err)
+		}
+		if es == nil {
+			ev.Skipped = true
+			return ev, nil
 		}
 		if es.Name == "" || es.Namespace == "" {
 			return ev, fmt.Errorf("%s: object without name or namespace", t)

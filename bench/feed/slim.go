@@ -22,8 +22,12 @@ import (
 //
 // The metadata, the ports, and an endpoint's hints and deprecated topology (both rare) go
 // through the generated decoders, so that they are checked exactly as before.
-func decodeSlimEndpointSlice(b []byte, in *interner) (*discoveryv1.EndpointSlice, error) {
-	d := sliceDecoder{in: in}
+//
+// When want is not nil, it is asked, once the metadata is read, whether the slice's service
+// is wanted; if not, the rest is not decoded and the result is nil with no error (the
+// framing of the whole message is still checked).
+func decodeSlimEndpointSlice(b []byte, in *interner, want func(namespace, service string) bool) (*discoveryv1.EndpointSlice, error) {
+	d := sliceDecoder{in: in, want: want}
 	out, err := d.decode(b)
 	if err != nil {
 		return nil, fmt.Errorf("proto: EndpointSlice: %w", err)
@@ -32,7 +36,8 @@ func decodeSlimEndpointSlice(b []byte, in *interner) (*discoveryv1.EndpointSlice
 }
 
 type sliceDecoder struct {
-	in *interner
+	in   *interner
+	want func(namespace, service string) bool
 	// The endpoints' addresses and target references are carved from these, a few
 	// allocations per slice instead of some per endpoint.
 	addrs []string
@@ -157,22 +162,36 @@ func skip(full []byte) ([]byte, error) {
 }
 
 func (d *sliceDecoder) decode(b []byte) (*discoveryv1.EndpointSlice, error) {
-	// Count the endpoints first, to size what they are carved from.
+	// First the metadata (merged, as repeated occurrences of a message field are), and the
+	// number of endpoints, to size what they are carved from.
+	var meta metav1.ObjectMeta
 	n := 0
 	for rest := b; len(rest) > 0; {
-		num, _, _, err := field(rest)
+		num, typ, r, err := field(rest)
 		if err != nil {
 			return nil, err
+		}
+		switch num {
+		case 1:
+			var v []byte
+			if v, rest, err = bytesField(typ, r); err != nil {
+				return nil, fmt.Errorf("field %d: %w", num, err)
+			}
+			if err := meta.Unmarshal(v); err != nil {
+				return nil, err
+			}
+			continue
+		case 2:
+			n++
 		}
 		if rest, err = skip(rest); err != nil {
 			return nil, err
 		}
-		if num == 2 {
-			n++
-		}
+	}
+	if d.want != nil && !d.want(meta.Namespace, meta.Labels[discoveryv1.LabelServiceName]) {
+		return nil, nil
 	}
 	out := &discoveryv1.EndpointSlice{}
-	var meta metav1.ObjectMeta
 	var eps []discoveryv1.Endpoint
 	if n > 0 {
 		eps = make([]discoveryv1.Endpoint, 0, n)
@@ -197,11 +216,7 @@ func (d *sliceDecoder) decode(b []byte) (*discoveryv1.EndpointSlice, error) {
 			continue
 		}
 		switch num {
-		case 1:
-			// Merged, as repeated occurrences of a message field are.
-			if err := meta.Unmarshal(v); err != nil {
-				return nil, err
-			}
+		case 1: // read above
 		case 2:
 			eps = append(eps, discoveryv1.Endpoint{})
 			ready, err := d.endpoint(&eps[len(eps)-1], v)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -105,7 +106,7 @@ func checkSlimDecode(t *testing.T, b []byte, in *interner) {
 	t.Helper()
 	var full discoveryv1.EndpointSlice
 	fullErr := full.Unmarshal(b)
-	got, err := decodeSlimEndpointSlice(b, in)
+	got, err := decodeSlimEndpointSlice(b, in, nil)
 	switch {
 	case fullErr == nil && err != nil:
 		t.Fatalf("%x: the generated decoder accepts it, decodeSlimEndpointSlice: %v", b, err)
@@ -169,8 +170,31 @@ func BenchmarkSlimDecodeSlice(b *testing.B) {
 	b.SetBytes(int64(len(buf)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := decodeSlimEndpointSlice(buf, in); err != nil {
+		if _, err := decodeSlimEndpointSlice(buf, in, nil); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+func TestSlimEndpointSliceUnwanted(t *testing.T) {
+	c, _ := gen.NewCluster(smallConfig())
+	b, _ := c.EndpointSlice(1, 0).Marshal()
+	var asked []string
+	want := func(ns, svc string) bool { asked = append(asked, ns+"/"+svc); return false }
+	es, err := decodeSlimEndpointSlice(b, nil, want)
+	if es != nil || err != nil {
+		t.Fatalf("unwanted slice: %v, %v", es, err)
+	}
+	if w := []string{"ns-1/" + gen.ServiceName(1)}; !slices.Equal(asked, w) {
+		t.Fatalf("asked about %q, want %q", asked, w)
+	}
+	// A broken message is an error even when its service is not wanted.
+	if _, err := decodeSlimEndpointSlice(b[:len(b)-1], nil, want); err == nil {
+		t.Fatal("truncated unwanted slice: no error")
+	}
+	// A wanted one is decoded.
+	es, err = decodeSlimEndpointSlice(b, nil, func(string, string) bool { return true })
+	if err != nil || es == nil || len(es.Endpoints) != 100 {
+		t.Fatalf("wanted slice: %v, %v", es, err)
 	}
 }

@@ -20,7 +20,9 @@ import (
 // Source is a source.Source reading the bench driver's feed at an address (host:port). It
 // keeps no copy of the cluster: objects go to the handler as they arrive, and Pod
 // synthesizes pods from their names. EndpointSlices arrive in the slim form (as the
-// Kubernetes source's transform makes them).
+// Kubernetes source's transform makes them). When the handler is a source.ServiceFilter, the
+// slices of services it does not want are dropped after their metadata is read: a replica
+// pays for decoding only the slices it keeps.
 type Source struct {
 	addr   string
 	log    *zap.Logger
@@ -101,6 +103,10 @@ func (s *Source) run(ctx context.Context, h source.Handler) error {
 	}
 	r := NewReader(resp.Body)
 	in := newInterner()
+	var want func(namespace, service string) bool
+	if f, ok := h.(source.ServiceFilter); ok {
+		want = f.WantsService
+	}
 	for {
 		t, p, err := r.Next()
 		if err != nil {
@@ -109,7 +115,7 @@ func (s *Source) run(ctx context.Context, h source.Handler) error {
 			}
 			return fmt.Errorf("feed %s: %w", s.addr, err)
 		}
-		ev, err := decode(t, p, in)
+		ev, err := decode(t, p, in, want)
 		if err != nil {
 			return fmt.Errorf("feed %s: %w", s.addr, err)
 		}
@@ -133,6 +139,9 @@ func (s *Source) dispatch(ev Event, h source.Handler) error {
 	case FrameService, FrameServiceDeleted:
 		h.OnService(ev.Service, ev.Type == FrameServiceDeleted)
 	case FrameEndpointSlice, FrameEndpointSliceDeleted:
+		if ev.Skipped {
+			return nil
+		}
 		if hello := s.hello.Load(); hello.DeliverPods && ev.Type == FrameEndpointSlice {
 			for i := range ev.EndpointSlice.Endpoints {
 				if ref := ev.EndpointSlice.Endpoints[i].TargetRef; ref != nil && ref.Kind == "Pod" {

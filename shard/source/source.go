@@ -20,6 +20,17 @@ type Handler interface {
 	OnPod(pod *corev1.Pod, deleted bool)
 }
 
+// ServiceFilter is implemented by a Handler that keeps the EndpointSlices of some services
+// only (a replica keeps those of the services it owns). A source may ask it, once it has read
+// a slice's metadata, whether to decode the rest, and drop the slice when the answer is no:
+// the handler would drop it anyway. Because a source may have dropped them, a handler that
+// starts wanting more services must call Source.Replay afterwards (a replica does: it keeps
+// nothing of the services it does not own). Services and Pods are always delivered.
+// WantsService must be cheap and safe for concurrent use.
+type ServiceFilter interface {
+	WantsService(namespace, name string) bool
+}
+
 // Source delivers Services, EndpointSlices and Pods to a Handler.
 type Source interface {
 	// Run delivers the current objects and then every change to h until ctx ends. It returns
