@@ -36,6 +36,12 @@ type Config struct {
 	// JoinAt starts one more replica, KillAt kills the last one (0: never); both are offsets
 	// into the churn phase.
 	JoinAt, KillAt time.Duration
+	// ReplicaCPUs is each replica's GOMAXPROCS. 0 shares the machine's CPUs among the
+	// replicas of a run (at least one each), as per-pod CPU limits would in a cluster (Go
+	// sizes GOMAXPROCS to a container's CPU limit); without that, N replicas on one machine
+	// each run a parallel garbage collector sized for the whole machine and take the CPU
+	// from one another. -1 leaves Go's default (all CPUs) to every replica.
+	ReplicaCPUs int
 	// Binary is the meridian executable that replicas run (`<Binary> destination ...`).
 	Binary string
 	// ReadyTimeout bounds the wait for a replica's /ready.
@@ -105,6 +111,9 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("event at %s is outside the churn phase (0..%s)", d, c.Duration))
 		}
 	}
+	if c.ReplicaCPUs < -1 {
+		errs = append(errs, fmt.Errorf("replica CPUs %d: want -1 (Go's default), 0 (shared out) or a count", c.ReplicaCPUs))
+	}
 	if c.NonOwner != "forward" && c.NonOwner != "redirect" {
 		errs = append(errs, fmt.Errorf("non-owner mode %q: want forward or redirect", c.NonOwner))
 	}
@@ -112,4 +121,16 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("no meridian binary to run replicas with"))
 	}
 	return errors.Join(errs...)
+}
+
+// replicaProcs returns the GOMAXPROCS of each of n replicas on a machine of cpus CPUs (0:
+// Go's default).
+func (c Config) replicaProcs(n, cpus int) int {
+	switch {
+	case c.ReplicaCPUs > 0:
+		return c.ReplicaCPUs
+	case c.ReplicaCPUs < 0:
+		return 0
+	}
+	return max(1, cpus/max(n, 1))
 }

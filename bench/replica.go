@@ -28,6 +28,8 @@ type ReplicaSpec struct {
 	Ring bool
 	// NonOwner is the --non-owner mode with the ring ("" means forward).
 	NonOwner string
+	// GOMAXPROCS is the replica's (0: Go's default).
+	GOMAXPROCS int
 }
 
 // ReplicaArgs returns the arguments of `meridian` for one replica. This is the one place
@@ -85,6 +87,9 @@ func startReplica(binary, dir string, spec ReplicaSpec, extra []string) (*replic
 	cmd := exec.Command(binary, append(ReplicaArgs(spec), extra...)...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.Env = append(os.Environ(), "GOTRACEBACK=all")
+	if spec.GOMAXPROCS > 0 {
+		cmd.Env = append(cmd.Env, "GOMAXPROCS="+strconv.Itoa(spec.GOMAXPROCS))
+	}
 	setProcAttrs(cmd)
 	if err := cmd.Start(); err != nil {
 		f.Close()

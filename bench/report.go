@@ -55,6 +55,7 @@ func rows() []row {
 		{"driver CPU seconds in churn", func(r RunResult) float64 { return r.DriverCPUSecondsChurn }, f1, false},
 		{"run-queue wait, all shards (s)", func(r RunResult) float64 { return sumF(r.RunqueueWaitSeconds) }, f1, false},
 		{"storm first batch p99 (ms)", func(r RunResult) float64 { return r.StormP99Ms }, f1, true},
+		{"replica GOMAXPROCS (0: all CPUs)", func(r RunResult) float64 { return float64(r.ReplicaGOMAXPROCS) }, n0, false},
 		{"sync (s)", func(r RunResult) float64 { return r.SyncSeconds }, f1, true},
 		{"bytes received", func(r RunResult) float64 { return float64(r.BytesReceived) }, mib, true},
 		{"changes applied", func(r RunResult) float64 { return float64(r.ChangesApplied) }, n0, false},

@@ -23,6 +23,8 @@ type RunResult struct {
 	Shards int `json:"shards"`
 	// NonOwner is the replicas' --non-owner mode (forward or redirect).
 	NonOwner string `json:"non_owner"`
+	// ReplicaGOMAXPROCS is each replica's GOMAXPROCS (0: Go's default, all CPUs).
+	ReplicaGOMAXPROCS int `json:"replica_gomaxprocs"`
 	// Propagation latency from the driver's change to its receipt by every stream of the
 	// service, in milliseconds.
 	P50Ms          float64 `json:"p50_ms"`

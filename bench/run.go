@@ -91,7 +91,7 @@ func runOne(parent context.Context, cfg Config, n int, log *zap.Logger) (_ *RunR
 	}
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
-	res := &RunResult{Shards: n, NonOwner: cfg.NonOwner}
+	res := &RunResult{Shards: n, NonOwner: cfg.NonOwner, ReplicaGOMAXPROCS: cfg.replicaProcs(n, runtime.NumCPU())}
 
 	cluster, err := gen.NewCluster(cfg.Cluster)
 	if err != nil {
@@ -141,7 +141,7 @@ func runOne(parent context.Context, cfg Config, n int, log *zap.Logger) (_ *RunR
 	}()
 	var seed string
 	newSpec := func(i int) (ReplicaSpec, error) {
-		s := ReplicaSpec{Index: i, FeedAddr: lis.Addr().String(), Ring: ring, NonOwner: cfg.NonOwner}
+		s := ReplicaSpec{Index: i, FeedAddr: lis.Addr().String(), Ring: ring, NonOwner: cfg.NonOwner, GOMAXPROCS: res.ReplicaGOMAXPROCS}
 		var errs [3]error
 		s.Addr, errs[0] = freeAddr()
 		s.AdminAddr, errs[1] = freeAddr()

@@ -81,12 +81,26 @@ func TestValidate(t *testing.T) {
 		func(c *Config) { c.KillAt = c.Duration + 1 },
 		func(c *Config) { c.Binary = "" },
 		func(c *Config) { c.Cluster.Services = 0 },
+		func(c *Config) { c.ReplicaCPUs = -2 },
 	} {
 		c := DefaultConfig()
 		c.Binary = "x"
 		mut(&c)
 		if c.Validate() == nil {
 			t.Errorf("%+v: no error", c)
+		}
+	}
+}
+
+func TestReplicaProcs(t *testing.T) {
+	c := DefaultConfig()
+	for _, tc := range []struct{ cpus, n, set, want int }{
+		{2, 1, 0, 2}, {2, 4, 0, 1}, {8, 4, 0, 2}, {8, 3, 0, 2}, {1, 1, 0, 1},
+		{2, 4, 3, 3}, {2, 4, -1, 0},
+	} {
+		c.ReplicaCPUs = tc.set
+		if got := c.replicaProcs(tc.n, tc.cpus); got != tc.want {
+			t.Errorf("%d CPUs, %d replicas, --replica-cpus %d: GOMAXPROCS %d, want %d", tc.cpus, tc.n, tc.set, got, tc.want)
 		}
 	}
 }

@@ -39,6 +39,7 @@ func runBench(ctx context.Context, args []string) error {
 	shards := fs.Int("shards", 1, "destination replicas to run")
 	compare := fs.String("compare-shards", "", "run the workload at each of these replica counts in turn (e.g. 1,4); overrides --shards")
 	fs.BoolVar(&cfg.Ring, "ring", cfg.Ring, "pass the ring flags to replicas even with one shard")
+	fs.IntVar(&cfg.ReplicaCPUs, "replica-cpus", cfg.ReplicaCPUs, "GOMAXPROCS of each replica: 0 shares this machine's CPUs among a run's replicas (at least 1 each), as per-pod CPU limits would; -1 leaves Go's default (all CPUs)")
 	fs.StringVar(&cfg.NonOwner, "non-owner", cfg.NonOwner, "replicas' --non-owner mode: forward (relay) or redirect (clients reconnect to the owner)")
 	fs.IntVar(&cfg.Streams, "streams", cfg.Streams, "Get streams, spread round-robin over services")
 	fs.IntVar(&cfg.StreamsPerConn, "streams-per-conn", cfg.StreamsPerConn, "streams sharing one gRPC connection")
