@@ -2,6 +2,7 @@ package shard
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -82,6 +83,9 @@ type Index struct {
 	// recomputes exactly those services.
 	refMu   sync.Mutex
 	podRefs map[podKey][]svcRef
+	// refsPeak is the most entries podRefs has held since it was made: a Go map keeps the
+	// room of its largest size, so when a ring change leaves it far smaller it is copied.
+	refsPeak int
 
 	queue workqueue.TypedInterface[ServiceKey]
 }
@@ -309,6 +313,20 @@ func (x *Index) addRef(pk podKey, k ServiceKey) {
 		}
 	}
 	x.podRefs[pk] = append(refs, svcRef{key: k, count: 1})
+	x.refsPeak = max(x.refsPeak, len(x.podRefs))
+}
+
+// compactRefs copies podRefs into a map of its size once it holds under half of its peak
+// (the first replica of a ring holds every pod's reference until the others join and take
+// their shares; without this it would keep that room for good).
+func (x *Index) compactRefs() {
+	x.refMu.Lock()
+	defer x.refMu.Unlock()
+	if n := len(x.podRefs); n < x.refsPeak/2 {
+		m := make(map[podKey][]svcRef, n) // not maps.Clone, which keeps the room too
+		maps.Copy(m, x.podRefs)
+		x.podRefs, x.refsPeak = m, n
+	}
 }
 
 // dropRef counts one slice of k naming pk less; refMu is held.
@@ -497,5 +515,6 @@ func (x *Index) DropUnowned() int {
 		x.queue.Add(k)
 		return true
 	})
+	x.compactRefs()
 	return n
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -110,5 +111,40 @@ func TestPodRefsIncremental(t *testing.T) {
 		if w := want(); !maps.EqualFunc(got, w, maps.Equal) {
 			t.Fatalf("step %d: references\n%v\nwant\n%v", step, got, w)
 		}
+	}
+}
+
+// TestPodRefsCompact: once ownership drops most services, the reference index is copied into
+// a map of its new size (a Go map never gives back the room of its peak).
+func TestPodRefsCompact(t *testing.T) {
+	x := NewIndex(DefaultConfig(), snapshot.NewStore(snapshot.StoreConfig{}), nil, newMetrics(prometheus.NewRegistry()), zap.NewNop())
+	for s := range 40 {
+		es := &discoveryv1.EndpointSlice{
+			ObjectMeta:  metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprintf("s%d-0", s), Labels: map[string]string{discoveryv1.LabelServiceName: fmt.Sprintf("s%d", s)}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+		}
+		for p := range 10 {
+			es.Endpoints = append(es.Endpoints, discoveryv1.Endpoint{Addresses: []string{"10.0.0.1"}, TargetRef: &corev1.ObjectReference{Kind: "Pod", Name: fmt.Sprintf("p%d-%d", s, p)}})
+		}
+		x.OnEndpointSlice(es, false)
+	}
+	x.refMu.Lock()
+	before, peak := x.podRefs, x.refsPeak
+	x.refMu.Unlock()
+	if len(before) != 400 || peak != 400 {
+		t.Fatalf("%d references, peak %d; want 400", len(before), peak)
+	}
+	// Keep a quarter of the services.
+	x.SetOwns(func(k ServiceKey) bool { var n int; fmt.Sscanf(k.Name, "s%d", &n); return n%4 == 0 })
+	if dropped := x.DropUnowned(); dropped != 30 {
+		t.Fatalf("dropped %d services, want 30", dropped)
+	}
+	x.refMu.Lock()
+	defer x.refMu.Unlock()
+	if len(x.podRefs) != 100 || x.refsPeak != 100 {
+		t.Fatalf("after the drop: %d references, peak %d; want 100", len(x.podRefs), x.refsPeak)
+	}
+	if reflect.ValueOf(x.podRefs).UnsafePointer() == reflect.ValueOf(before).UnsafePointer() {
+		t.Fatal("the reference map was not replaced")
 	}
 }
