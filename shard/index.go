@@ -206,7 +206,10 @@ func (x *Index) OnEndpointSlice(es *discoveryv1.EndpointSlice, deleted bool) {
 	if deleted {
 		delete(s.slices, es.Name)
 	} else {
-		next = translator.SlimEndpointSlice(es)
+		next = es // a source that delivers slim slices is not copied again
+		if !translator.IsSlimEndpointSlice(es) {
+			next = translator.SlimEndpointSlice(es)
+		}
 		s.slices[es.Name] = next
 	}
 	x.updateRefs(k, old, next)

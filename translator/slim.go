@@ -213,3 +213,42 @@ func clonePtr[T any](p *T) *T {
 	v := *p
 	return &v
 }
+
+// IsSlimEndpointSlice reports whether es holds nothing that SlimEndpointSlice would drop, so
+// that a consumer may keep es itself instead of a slim copy (sources whose transform already
+// slims objects, or that decode them slim, deliver such slices). It allocates nothing. A
+// true answer means SlimEndpointSlice(es) equals es, except that empty lists may be nil.
+func IsSlimEndpointSlice(es *discoveryv1.EndpointSlice) bool {
+	if es == nil {
+		return true
+	}
+	m := &es.ObjectMeta
+	if m.GenerateName != "" || m.SelfLink != "" || m.Generation != 0 || !m.CreationTimestamp.IsZero() ||
+		m.DeletionTimestamp != nil || m.DeletionGracePeriodSeconds != nil || len(m.Annotations) != 0 ||
+		len(m.OwnerReferences) != 0 || len(m.Finalizers) != 0 || len(m.ManagedFields) != 0 {
+		return false
+	}
+	for k := range m.Labels {
+		if k != LabelServiceName {
+			return false
+		}
+	}
+	for i := range es.Ports {
+		if es.Ports[i].AppProtocol != nil {
+			return false
+		}
+	}
+	if es.AddressType != discoveryv1.AddressTypeIPv4 && es.AddressType != discoveryv1.AddressTypeIPv6 {
+		return len(es.Endpoints) == 0
+	}
+	for i := range es.Endpoints {
+		ep := &es.Endpoints[i]
+		if ep.Conditions != (discoveryv1.EndpointConditions{}) || ep.NodeName != nil || ep.Hints != nil || len(ep.DeprecatedTopology) != 0 {
+			return false
+		}
+		if r := ep.TargetRef; r != nil && (r.UID != "" || r.APIVersion != "" || r.ResourceVersion != "" || r.FieldPath != "") {
+			return false
+		}
+	}
+	return true
+}

@@ -1,6 +1,7 @@
 package translator
 
 import (
+	"reflect"
 	"testing"
 	"time"
 
@@ -154,4 +155,55 @@ func TestSlimSharesNoMemory(t *testing.T) {
 		pods["ns/a"].Labels[LabelControlPlaneNS] != "linkerd" || pods["ns/c"].Spec.Containers[0].Ports[0].ContainerPort != 8080 || svc.Spec.Ports[0].Port != 80 {
 		t.Error("a change to a slim copy reached the original")
 	}
+}
+
+// normalSlice returns a copy of es with empty lists and maps made nil (IsSlimEndpointSlice
+// does not tell them apart).
+func normalSlice(es *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice {
+	c := es.DeepCopy()
+	if len(c.Endpoints) == 0 {
+		c.Endpoints = nil
+	}
+	if len(c.Ports) == 0 {
+		c.Ports = nil
+	}
+	if len(c.Labels) == 0 {
+		c.Labels = nil
+	}
+	for i := range c.Endpoints {
+		if len(c.Endpoints[i].Addresses) == 0 {
+			c.Endpoints[i].Addresses = nil
+		}
+	}
+	return c
+}
+
+func FuzzIsSlimEndpointSlice(f *testing.F) {
+	f.Add([]byte{}, byte(0))
+	f.Add([]byte("an arbitrary but longer seed that exercises more of the choices made by fuzzWorld"), byte(3))
+	f.Fuzz(func(t *testing.T, data []byte, extra byte) {
+		_, _, sl, _ := fuzzWorld(data)
+		for _, es := range sl {
+			if es == nil {
+				continue
+			}
+			// Some of what slim drops, chosen by extra.
+			if extra&1 != 0 && len(es.Endpoints) > 0 {
+				es.Endpoints[0].NodeName = ptr("n")
+			}
+			if extra&2 != 0 {
+				es.Annotations = map[string]string{"a": "b"}
+			}
+			if extra&4 != 0 && len(es.Endpoints) > 0 && es.Endpoints[0].TargetRef != nil {
+				es.Endpoints[0].TargetRef.UID = "u"
+			}
+			slim := SlimEndpointSlice(es)
+			if !IsSlimEndpointSlice(slim) {
+				t.Fatalf("a slim copy is not slim: %+v", slim)
+			}
+			if IsSlimEndpointSlice(es) && !reflect.DeepEqual(normalSlice(es), normalSlice(slim)) {
+				t.Fatalf("IsSlimEndpointSlice says slim, but slimming changes it:\n%+v\n%+v", es, slim)
+			}
+		}
+	})
 }
