@@ -48,6 +48,37 @@ func (h *histogram) record(d time.Duration) {
 	h.mu.Unlock()
 }
 
+// timeline counts, per second of the run (by the time of the change), the latency samples,
+// those over SlowMs, and the largest: whether a tail comes from a few stalls or from a steady
+// backlog.
+type timeline struct {
+	mu    sync.Mutex
+	start time.Time
+	secs  []SecondLatency
+}
+
+// SlowMs is the latency above which timeline counts a sample as slow (the p99 target).
+const SlowMs = 20
+
+func (t *timeline) record(at time.Time, d time.Duration) {
+	s := max(int(at.Sub(t.start)/time.Second), 0)
+	ms := float64(d) / float64(time.Millisecond)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s >= 24*3600 {
+		return
+	}
+	for len(t.secs) <= s {
+		t.secs = append(t.secs, SecondLatency{Second: len(t.secs)})
+	}
+	x := &t.secs[s]
+	x.Samples++
+	if ms > SlowMs {
+		x.Slow++
+	}
+	x.MaxMs = max(x.MaxMs, ms)
+}
+
 // pendingChange is a change not yet seen by every stream of its service.
 type pendingChange struct {
 	at   time.Time
@@ -78,6 +109,7 @@ type load struct {
 	subsPerSvc []int32
 	latency    *histogram
 	storm      *histogram
+	timeline   timeline
 
 	bytes, updates       atomic.Int64
 	closed, closedByKill atomic.Int64
@@ -147,6 +179,7 @@ func (l *load) observe(ap netip.AddrPort, wantAdd bool, now time.Time) {
 		return
 	}
 	l.latency.record(now.Sub(p.at))
+	l.timeline.record(p.at, now.Sub(p.at))
 	if p.left.Add(-1) <= 0 {
 		l.pending.Compute(serial, func(old *pendingChange, loaded bool) (*pendingChange, bool) {
 			return old, loaded && old == p

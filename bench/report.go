@@ -45,6 +45,7 @@ func rows() []row {
 		{"propagation p99 (ms)", func(r RunResult) float64 { return r.P99Ms }, f1, true},
 		{"propagation p999 (ms)", func(r RunResult) float64 { return r.P999Ms }, f1, true},
 		{"propagation max (ms)", func(r RunResult) float64 { return r.MaxMs }, f1, true},
+		{fmt.Sprintf("seconds with a sample over %d ms", SlowMs), func(r RunResult) float64 { return float64(r.SlowSeconds) }, n0, false},
 		{"latency samples", func(r RunResult) float64 { return float64(r.LatencySamples) }, n0, false},
 		{"latency missed", func(r RunResult) float64 { return float64(r.LatencyMissed) }, n0, false},
 		{"heap per shard, mean", RunResult.HeapMean, mib, true},

@@ -36,6 +36,11 @@ type RunResult struct {
 	// change on its own; 0 when every stream ends right).
 	LatencyMissed int64      `json:"latency_missed"`
 	LatencyCDF    []CDFPoint `json:"latency_cdf,omitempty"`
+	// LatencyBySecond is, for each second of the churn phase (by the time of the change),
+	// how many samples it had, how many took over SlowMs, and the largest.
+	LatencyBySecond []SecondLatency `json:"latency_by_second,omitempty"`
+	// SlowSeconds counts the seconds with a sample over SlowMs.
+	SlowSeconds int `json:"slow_seconds"`
 	// Storm: time from opening each of the storm's streams to its first message.
 	StormStreams  int     `json:"storm_streams"`
 	StormP50Ms    float64 `json:"storm_first_batch_p50_ms"`
@@ -124,4 +129,12 @@ func (r RunResult) Label() string {
 		l += " redirect"
 	}
 	return l
+}
+
+// SecondLatency is one second of RunResult.LatencyBySecond.
+type SecondLatency struct {
+	Second  int     `json:"second"`
+	Samples int64   `json:"samples"`
+	Slow    int64   `json:"slow"`
+	MaxMs   float64 `json:"max_ms"`
 }

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -268,6 +269,9 @@ func runOne(parent context.Context, cfg Config, n int, log *zap.Logger) (_ *RunR
 	}
 	ph = newPhase(cfg, max(cfg.Duration.Milliseconds(), 1), fmt.Sprintf("shards=%d: churn %g/s", n, cfg.Churn))
 	start := time.Now()
+	ld.timeline.mu.Lock()
+	ld.timeline.start = start
+	ld.timeline.mu.Unlock()
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	stormDone, joined, killed := cfg.Storm == 0, cfg.JoinAt == 0, cfg.KillAt == 0
@@ -474,6 +478,14 @@ func fillLatency(res *RunResult, ld *load) {
 		res.P50Ms, res.P99Ms = ms(h.ValueAtQuantile(50)), ms(h.ValueAtQuantile(99))
 		res.P999Ms, res.MaxMs = ms(h.ValueAtQuantile(99.9)), ms(h.Max())
 		res.LatencyCDF = cdf(h, 200)
+	}
+	ld.timeline.mu.Lock()
+	res.LatencyBySecond = slices.Clone(ld.timeline.secs)
+	ld.timeline.mu.Unlock()
+	for _, s := range res.LatencyBySecond {
+		if s.Slow > 0 {
+			res.SlowSeconds++
+		}
 	}
 	s := ld.storm.h
 	if s.TotalCount() > 0 {

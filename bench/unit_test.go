@@ -205,3 +205,16 @@ func TestAddrViewApply(t *testing.T) {
 		t.Fatal("update of no kind: no error")
 	}
 }
+
+func TestTimeline(t *testing.T) {
+	start := time.Now()
+	tl := timeline{start: start}
+	tl.record(start.Add(500*time.Millisecond), 5*time.Millisecond)
+	tl.record(start.Add(1200*time.Millisecond), 30*time.Millisecond)
+	tl.record(start.Add(1500*time.Millisecond), 10*time.Millisecond)
+	tl.record(start.Add(-time.Second), time.Millisecond) // before the start: second 0
+	want := []SecondLatency{{Second: 0, Samples: 2, Slow: 0, MaxMs: 5}, {Second: 1, Samples: 2, Slow: 1, MaxMs: 30}}
+	if !slices.Equal(tl.secs, want) {
+		t.Fatalf("timeline %+v, want %+v", tl.secs, want)
+	}
+}
