@@ -295,8 +295,9 @@ func (l *load) follow(ctx context.Context, st *stream, c pb.DestinationClient) (
 // addrView is what the harness keeps of a Get stream's state: its addresses. A proxy keeps
 // their metadata too, but the harness stands in for every proxy of a cluster in one process,
 // where the decoded messages of 20,000 streams would take gigabytes and their garbage
-// collection the CPU the replicas are measured on.
-type addrView map[netip.AddrPort]struct{}
+// collection the CPU the replicas are measured on. Its keys hold no pointers, so the
+// collector does not scan its millions of entries.
+type addrView map[wire.AddrKey]struct{}
 
 // apply applies one update, calling seen (when not nil) for each address added or removed. A
 // Remove of an address not held is an error (the server sent a delta the client cannot have
@@ -309,7 +310,7 @@ func (v addrView) apply(u *pb.Update, seen func(ap netip.AddrPort, added bool)) 
 			if err != nil {
 				return fmt.Errorf("add: %w", err)
 			}
-			v[ap] = struct{}{}
+			v[wire.KeyOf(ap)] = struct{}{}
 			if seen != nil {
 				seen(ap, true)
 			}
@@ -320,10 +321,11 @@ func (v addrView) apply(u *pb.Update, seen func(ap netip.AddrPort, added bool)) 
 			if err != nil {
 				return fmt.Errorf("remove: %w", err)
 			}
-			if _, ok := v[ap]; !ok {
+			k := wire.KeyOf(ap)
+			if _, ok := v[k]; !ok {
 				return fmt.Errorf("remove of %s, which was never added", ap)
 			}
-			delete(v, ap)
+			delete(v, k)
 			if seen != nil {
 				seen(ap, false)
 			}
@@ -347,8 +349,8 @@ func (l *load) mismatches(truth map[int]map[netip.AddrPort]struct{}) int {
 		st.mu.Lock()
 		ok := st.view != nil && len(st.view) == len(want)
 		if ok {
-			for a := range st.view {
-				if _, in := want[a]; !in {
+			for k := range st.view {
+				if _, in := want[k.AddrPort()]; !in {
 					ok = false
 					break
 				}

@@ -19,14 +19,14 @@ import (
 // another owner it can send the client the difference only, at a few dozen bytes per address
 // instead of the decoded messages. Not safe for concurrent use.
 type Held struct {
-	addrs   map[netip.AddrPort]uint64
+	addrs   map[wire.AddrKey]uint64 // pointer-free keys: the collector skips the entries
 	started bool
 	empty   bool // the last state was NoEndpoints
 	exists  bool
 }
 
 // NewHeld returns the state of a client that has received nothing.
-func NewHeld() *Held { return &Held{addrs: map[netip.AddrPort]uint64{}} }
+func NewHeld() *Held { return &Held{addrs: map[wire.AddrKey]uint64{}} }
 
 var seed = maphash.MakeSeed()
 
@@ -58,7 +58,7 @@ func (h *Held) Apply(u *pb.Update) error {
 			if err != nil {
 				return err
 			}
-			h.addrs[ap] = fingerprint(a)
+			h.addrs[wire.KeyOf(ap)] = fingerprint(a)
 		}
 	case *pb.Update_Remove:
 		for _, a := range x.Remove.GetAddrs() {
@@ -66,10 +66,11 @@ func (h *Held) Apply(u *pb.Update) error {
 			if err != nil {
 				return err
 			}
-			if _, ok := h.addrs[ap]; !ok {
+			k := wire.KeyOf(ap)
+			if _, ok := h.addrs[k]; !ok {
 				return errors.New("remove of " + ap.String() + ", which was never added")
 			}
-			delete(h.addrs, ap)
+			delete(h.addrs, k)
 		}
 	case *pb.Update_NoEndpoints:
 		h.empty, h.exists = true, x.NoEndpoints.GetExists()
@@ -92,22 +93,23 @@ func (h *Held) Reconcile(full *pb.Update) ([]*pb.Update, error) {
 			out = append(out, full)
 		}
 	case *pb.Update_Add:
-		next := make(map[netip.AddrPort]struct{}, len(x.Add.GetAddrs()))
+		next := make(map[wire.AddrKey]struct{}, len(x.Add.GetAddrs()))
 		var added []*pb.WeightedAddr
 		for _, a := range x.Add.GetAddrs() {
 			ap, err := wire.ToAddrPort(a.GetAddr())
 			if err != nil {
 				return nil, err
 			}
-			next[ap] = struct{}{}
-			if fp, ok := h.addrs[ap]; !ok || fp != fingerprint(a) {
+			k := wire.KeyOf(ap)
+			next[k] = struct{}{}
+			if fp, ok := h.addrs[k]; !ok || fp != fingerprint(a) {
 				added = append(added, a)
 			}
 		}
 		var gone []netip.AddrPort
-		for ap := range h.addrs {
-			if _, ok := next[ap]; !ok {
-				gone = append(gone, ap)
+		for k := range h.addrs {
+			if _, ok := next[k]; !ok {
+				gone = append(gone, k.AddrPort())
 			}
 		}
 		if len(gone) > 0 {

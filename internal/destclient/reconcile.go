@@ -1,9 +1,9 @@
 package destclient
 
 import (
-	"net/netip"
-
 	pb "github.com/linkerd/linkerd2-proxy-api/go/destination"
+
+	"github.com/meridian-mesh/meridian/internal/wire"
 )
 
 // Started reports whether the view has received anything.
@@ -29,9 +29,9 @@ func (v *View) Reconcile(full *pb.Update) ([]*pb.Update, error) {
 
 // held is the compact form of v.
 func (v *View) held() *Held {
-	h := &Held{addrs: make(map[netip.AddrPort]uint64, len(v.Addrs)), started: v.Started()}
+	h := &Held{addrs: make(map[wire.AddrKey]uint64, len(v.Addrs)), started: v.Started()}
 	for ap, a := range v.Addrs {
-		h.addrs[ap] = fingerprint(a)
+		h.addrs[wire.KeyOf(ap)] = fingerprint(a)
 	}
 	if v.NoEndpoints != nil {
 		h.empty, h.exists = true, v.NoEndpoints.GetExists()

@@ -59,3 +59,29 @@ func ToAddrPort(a *pbnet.TcpAddress) (netip.AddrPort, error) {
 	}
 	return netip.AddrPortFrom(ip, uint16(a.GetPort())), nil
 }
+
+// AddrKey is an address and port as a comparable value without pointers (a netip.Addr holds
+// one for its zone), for maps of many addresses: the garbage collector does not scan such a
+// map's entries. Zones are not kept (the proxy API has none).
+type AddrKey [19]byte
+
+// KeyOf returns the key of ap.
+func KeyOf(ap netip.AddrPort) AddrKey {
+	var k AddrKey
+	a := ap.Addr().As16()
+	copy(k[:16], a[:])
+	k[16], k[17] = byte(ap.Port()>>8), byte(ap.Port())
+	if ap.Addr().Is4() {
+		k[18] = 4
+	}
+	return k
+}
+
+// AddrPort returns the address and port of k.
+func (k AddrKey) AddrPort() netip.AddrPort {
+	a := netip.AddrFrom16([16]byte(k[:16]))
+	if k[18] == 4 {
+		a = a.Unmap()
+	}
+	return netip.AddrPortFrom(a, uint16(k[16])<<8|uint16(k[17]))
+}

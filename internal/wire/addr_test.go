@@ -21,3 +21,15 @@ func TestRoundTrip(t *testing.T) {
 		t.Fatal("nil address must be an error")
 	}
 }
+
+func TestAddrKey(t *testing.T) {
+	for _, s := range []string{"10.0.0.1:8080", "[fd00::1]:80", "[::ffff:10.0.0.1]:443", "0.0.0.0:0", "[::]:65535"} {
+		ap := netip.MustParseAddrPort(s)
+		if got := KeyOf(ap).AddrPort(); got != ap {
+			t.Errorf("%s: round trip gives %s", ap, got)
+		}
+	}
+	if KeyOf(netip.MustParseAddrPort("10.0.0.1:80")) == KeyOf(netip.MustParseAddrPort("[::ffff:10.0.0.1]:80")) {
+		t.Error("an IPv4 address and its IPv4-mapped IPv6 form share a key")
+	}
+}
