@@ -90,6 +90,19 @@ func TestSmoke(t *testing.T) {
 	}
 	res.Runs = append(res.Runs, rres.Runs[0])
 
+	// A replica joins and another is killed during churn: the streams follow their services.
+	jcfg := cfg
+	jcfg.Shards, jcfg.JoinAt, jcfg.KillAt, jcfg.Storm = []int{2}, 500*time.Millisecond, 1500*time.Millisecond, 0
+	jres, err := Run(ctx, jcfg, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := jres.Runs[0]
+	if !j.Joined || !j.Killed || j.FinalStateMismatches != 0 || j.StreamsClosed != 0 || j.ApplyErrors != 0 || j.OwnershipChanges == 0 {
+		t.Errorf("join and kill: joined %v, killed %v, mismatches %d, closed %d, apply errors %d, ownership changes %d",
+			j.Joined, j.Killed, j.FinalStateMismatches, j.StreamsClosed, j.ApplyErrors, j.OwnershipChanges)
+	}
+
 	dir := t.TempDir()
 	jp, hp := filepath.Join(dir, "bench.json"), filepath.Join(dir, "bench.html")
 	if err := WriteJSON(jp, res); err != nil {

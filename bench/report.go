@@ -54,6 +54,7 @@ func rows() []row {
 		{"driver heap", func(r RunResult) float64 { return float64(r.DriverHeapBytes) }, mib, false},
 		{"CPU seconds in churn (all shards)", func(r RunResult) float64 { return r.CPUSecondsChurn }, f1, true},
 		{"driver CPU seconds in churn", func(r RunResult) float64 { return r.DriverCPUSecondsChurn }, f1, false},
+		{"driver GC cycles in churn", func(r RunResult) float64 { return float64(r.DriverGCCyclesChurn) }, n0, false},
 		{"run-queue wait, all shards (s)", func(r RunResult) float64 { return sumF(r.RunqueueWaitSeconds) }, f1, false},
 		{"storm first batch p99 (ms)", func(r RunResult) float64 { return r.StormP99Ms }, f1, true},
 		{"replica GOMAXPROCS (0: all CPUs)", func(r RunResult) float64 { return float64(r.ReplicaGOMAXPROCS) }, n0, false},

@@ -63,9 +63,12 @@ type RunResult struct {
 	// DriverCPUSecondsChurn is the harness's own CPU time over the same phase (it shares the
 	// machine with the replicas).
 	DriverCPUSecondsChurn float64 `json:"driver_cpu_seconds_churn,omitempty"`
-	BytesReceived         int64   `json:"bytes_received"`
-	UpdatesReceived       int64   `json:"updates_received"`
-	ChangesApplied        int64   `json:"changes_applied"`
+	// DriverGCCyclesChurn counts the harness's garbage collections from the start of churn
+	// to the end of settling (it runs at GOGC=DriverGOGC).
+	DriverGCCyclesChurn uint32 `json:"driver_gc_cycles_churn"`
+	BytesReceived       int64  `json:"bytes_received"`
+	UpdatesReceived     int64  `json:"updates_received"`
+	ChangesApplied      int64  `json:"changes_applied"`
 	// FinalStateMismatches counts Get streams whose final set differs from the truth.
 	FinalStateMismatches int    `json:"final_state_mismatches"`
 	Coalescings          uint64 `json:"coalescings"`
