@@ -127,14 +127,6 @@ func New(cfg Config) (*Cluster, error) {
 // memberlistConfig maps cfg onto memberlist's configuration.
 func memberlistConfig(cfg Config, lg *zap.Logger) (*memberlist.Config, error) {
 	mc := memberlist.DefaultLANConfig()
-	// A member is declared dead once a suspicion of it has gone unrefuted for SuspicionMult
-	// probe intervals (scaled up with the cluster's size). memberlist's LAN default, 4, let
-	// replicas busy collecting garbage at full size be declared dead and rejoin a few
-	// seconds later. Each such flap is two ring changes, each a replay of the source and a
-	// handover of the moved streams. With 8, detection takes at least 8 s instead of 4 s: a
-	// dead replica's own streams move at once (their connections break); only relays to it
-	// and redirects naming it wait.
-	mc.SuspicionMult = 8
 	if cfg.Fast {
 		mc = memberlist.DefaultLocalConfig()
 		mc.GossipInterval = 50 * time.Millisecond
