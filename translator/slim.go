@@ -113,28 +113,23 @@ func SlimEndpointSlice(es *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice
 	if es.AddressType != discoveryv1.AddressTypeIPv4 && es.AddressType != discoveryv1.AddressTypeIPv6 {
 		return out
 	}
-	n := 0
-	for i := range es.Endpoints {
-		if ready(&es.Endpoints[i]) {
-			n++
-		}
-	}
-	if n == 0 {
-		return out
-	}
 	// The endpoints' addresses and target references are carved from one array each, and
 	// endpoints of the same zone share one copy of it: a few allocations per slice, not
-	// several per endpoint.
-	out.Endpoints = make([]discoveryv1.Endpoint, 0, n)
-	nAddrs, nRefs := 0, 0
+	// several per endpoint. Count what they need first.
+	n, nAddrs, nRefs := 0, 0, 0
 	for i := range es.Endpoints {
 		if ep := &es.Endpoints[i]; ready(ep) {
+			n++
 			nAddrs += len(ep.Addresses)
 			if ep.TargetRef != nil {
 				nRefs++
 			}
 		}
 	}
+	if n == 0 {
+		return out
+	}
+	out.Endpoints = make([]discoveryv1.Endpoint, 0, n)
 	addrs := make([]string, 0, nAddrs)
 	var refs []corev1.ObjectReference
 	if nRefs > 0 {
