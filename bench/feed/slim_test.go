@@ -198,3 +198,20 @@ func TestSlimEndpointSliceUnwanted(t *testing.T) {
 		t.Fatalf("wanted slice: %v, %v", es, err)
 	}
 }
+
+// BenchmarkGeneratedDecodeSlice is what decodeSlimEndpointSlice replaces: the generated
+// decoder, then translator.SlimEndpointSlice. Compare with BenchmarkSlimDecodeSlice.
+func BenchmarkGeneratedDecodeSlice(b *testing.B) {
+	cfg := smallConfig()
+	c, _ := gen.NewCluster(cfg)
+	buf, _ := c.EndpointSlice(0, 0).Marshal()
+	b.SetBytes(int64(len(buf)))
+	b.ReportAllocs()
+	for b.Loop() {
+		var es discoveryv1.EndpointSlice
+		if err := es.Unmarshal(buf); err != nil {
+			b.Fatal(err)
+		}
+		_ = translator.SlimEndpointSlice(&es)
+	}
+}
