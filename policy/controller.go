@@ -11,13 +11,11 @@ import (
 	"github.com/linkerd/linkerd2-proxy-api/go/inbound"
 	"github.com/meridian-mesh/meridian/internal/admin"
 	"github.com/meridian-mesh/meridian/internal/grpcserver"
+	"github.com/meridian-mesh/meridian/internal/kube"
 	"github.com/meridian-mesh/meridian/policy/compute"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 )
 
 // Config configures the policy controller.
@@ -51,21 +49,11 @@ func DefaultConfig() Config {
 func NewSource(cfg Config, reg prometheus.Registerer, log *zap.Logger, metrics *Metrics) (Source, error) {
 	switch {
 	case cfg.Source == "kubernetes":
-		rules := clientcmd.NewDefaultClientConfigLoadingRules()
-		rules.ExplicitPath = cfg.Kubeconfig
-		rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
+		kc, err := kube.NewClients(cfg.Kubeconfig)
 		if err != nil {
-			return nil, fmt.Errorf("kubernetes client config: %w", err)
+			return nil, err
 		}
-		client, err := kubernetes.NewForConfig(rc)
-		if err != nil {
-			return nil, fmt.Errorf("kubernetes client: %w", err)
-		}
-		dyn, err := dynamic.NewForConfig(rc)
-		if err != nil {
-			return nil, fmt.Errorf("kubernetes dynamic client: %w", err)
-		}
-		return NewKubeSource(client, dyn, reg, log, metrics), nil
+		return NewKubeSource(kc.Typed, kc.Dynamic, reg, log, metrics), nil
 	case strings.HasPrefix(cfg.Source, "dir:") && len(cfg.Source) > len("dir:"):
 		return NewDirSource(strings.TrimPrefix(cfg.Source, "dir:"), log, metrics), nil
 	}

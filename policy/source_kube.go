@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"time"
 
+	"github.com/meridian-mesh/meridian/internal/kube"
 	"github.com/meridian-mesh/meridian/policy/api"
 	"github.com/meridian-mesh/meridian/policy/compute"
 	"github.com/prometheus/client_golang/prometheus"
@@ -37,7 +37,7 @@ type KubeSource struct {
 	dynamic dynamic.Interface
 	log     *zap.Logger
 	metrics *Metrics
-	lag     map[api.Kind]prometheus.Observer
+	lag     map[api.Kind]*kube.Lag
 
 	mu   sync.Mutex
 	regs []cache.ResourceEventHandlerRegistration
@@ -55,9 +55,6 @@ var lagNames = map[api.Kind]string{
 	api.KindServerAuthorization:   "serverauthorizations",
 }
 
-// lagBuckets span 5ms to ~80s.
-var lagBuckets = prometheus.ExponentialBuckets(0.005, 2, 15)
-
 // NewKubeSource returns a Kubernetes source. Its histograms are registered on reg (nil: not
 // registered; histograms already registered under the same names are reused). metrics may
 // be nil.
@@ -65,17 +62,14 @@ func NewKubeSource(client kubernetes.Interface, dyn dynamic.Interface, reg prome
 	if metrics == nil {
 		metrics = NewMetrics(nil)
 	}
-	k := &KubeSource{client: client, dynamic: dyn, log: log.With(zap.String("source", "kubernetes")), metrics: metrics, lag: map[api.Kind]prometheus.Observer{}}
+	k := &KubeSource{client: client, dynamic: dyn, log: log.With(zap.String("source", "kubernetes")), metrics: metrics, lag: map[api.Kind]*kube.Lag{}}
 	for kind, name := range lagNames {
-		h := prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    name + "_informer_lag_seconds",
-			Help:    fmt.Sprintf("Seconds between the newest managedFields time of a %s and the informer's update event for it.", kind),
-			Buckets: lagBuckets,
-		})
-		if reg != nil {
-			h = register(reg, h)
+		l, err := kube.NewLag(reg, name)
+		if err != nil {
+			k.log.Error("cannot register informer lag histogram", zap.Error(err))
+			l, _ = kube.NewLag(nil, name)
 		}
-		k.lag[kind] = h
+		k.lag[kind] = l
 	}
 	return k
 }
@@ -170,9 +164,7 @@ func (k *KubeSource) handler(kind api.Kind, sink Sink) cache.ResourceEventHandle
 				return // a resync: nothing changed
 			}
 			if ok2 {
-				if t := newestManagedTime(n); !t.IsZero() {
-					k.lag[kind].Observe(max(time.Since(t).Seconds(), 0))
-				}
+				k.lag[kind].ObserveUpdate(n)
 			}
 			deliver(newObj)
 		},
@@ -188,14 +180,4 @@ func (k *KubeSource) handler(kind api.Kind, sink Sink) cache.ResourceEventHandle
 			sink.Delete(kind, compute.Key{Namespace: m.GetNamespace(), Name: m.GetName()})
 		},
 	}
-}
-
-func newestManagedTime(o metav1.Object) time.Time {
-	var t time.Time
-	for _, mf := range o.GetManagedFields() {
-		if mf.Time != nil && mf.Time.After(t) {
-			t = mf.Time.Time
-		}
-	}
-	return t
 }

@@ -12,11 +12,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/meridian-mesh/meridian/bench/feed"
 	"github.com/meridian-mesh/meridian/internal/admin"
 	"github.com/meridian-mesh/meridian/internal/grpcserver"
+	"github.com/meridian-mesh/meridian/internal/kube"
 	"github.com/meridian-mesh/meridian/internal/logging"
 	"github.com/meridian-mesh/meridian/internal/run"
 	"github.com/meridian-mesh/meridian/ring"
@@ -56,7 +56,7 @@ func (f *destinationFlags) parse(name string, args []string) error {
 	fs.StringVar(&f.addr, "addr", ":8086", "gRPC address of the Destination API")
 	fs.StringVar(&f.adminAddr, "admin-addr", ":9996", "admin address (/metrics, /live, /ready, /debug/pprof/)")
 	fs.StringVar(&f.src, "source", "kubernetes", "discovery source: kubernetes, or dir:PATH for a directory of Kubernetes YAML")
-	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, then in-cluster)")
+	fs.StringVar(&f.kubeconfig, "kubeconfig", "", kube.KubeconfigUsage)
 	fs.StringVar(&f.cfg.Translator.ClusterDomain, "cluster-domain", f.cfg.Translator.ClusterDomain, "cluster DNS domain")
 	fs.StringVar(&f.cfg.Translator.ControlPlaneNamespace, "control-plane-namespace", f.cfg.Translator.ControlPlaneNamespace, "control plane namespace")
 	fs.StringVar(&f.cfg.Translator.TrustDomain, "trust-domain", f.cfg.Translator.TrustDomain, "identity trust domain")
@@ -98,15 +98,11 @@ func (f *destinationFlags) parse(name string, args []string) error {
 func newSource(spec, kubeconfig string, reg prometheus.Registerer, log *zap.Logger) (source.Source, error) {
 	switch {
 	case spec == "kubernetes":
-		rc, err := source.RESTConfig(kubeconfig)
+		kc, err := kube.NewClients(kubeconfig)
 		if err != nil {
 			return nil, err
 		}
-		cs, err := kubernetes.NewForConfig(rc)
-		if err != nil {
-			return nil, fmt.Errorf("kubernetes client: %w", err)
-		}
-		return source.NewKubernetes(cs, source.DefaultKubernetesConfig(), reg, log), nil
+		return source.NewKubernetes(kc.Typed, source.DefaultKubernetesConfig(), reg, log), nil
 	case strings.HasPrefix(spec, "feed:"):
 		// The bench harness's synthetic cluster (meridian bench starts replicas with it).
 		return feed.NewSource(strings.TrimPrefix(spec, "feed:"), log), nil

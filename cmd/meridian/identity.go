@@ -15,12 +15,12 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/meridian-mesh/meridian/identity"
 	idclient "github.com/meridian-mesh/meridian/identity/client"
 	"github.com/meridian-mesh/meridian/internal/admin"
 	"github.com/meridian-mesh/meridian/internal/grpcserver"
+	"github.com/meridian-mesh/meridian/internal/kube"
 	"github.com/meridian-mesh/meridian/internal/logging"
 )
 
@@ -62,7 +62,7 @@ func runIdentityServer(ctx context.Context, args []string) error {
 	anchorsFile := fs.String("trust-anchors", "", "trust anchor bundle file (default ISSUER-DIR/ca-bundle.crt); with the Kubernetes source, the ConfigMap linkerd-identity-trust-roots")
 	tokens := fs.String("tokens", "kubernetes", "token reviewer: kubernetes (TokenReview, audience identity.l5d.io) or local (tokens signed with --local-token-key)")
 	localKey := fs.String("local-token-key", "", "local-mesh token signing key (PEM, from 'identity init --local-token-key'); with --tokens=local")
-	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
+	kubeconfig := fs.String("kubeconfig", "", kube.KubeconfigUsage)
 	eventObject := fs.String("event-deployment", "linkerd-identity", "Deployment in the control plane namespace that issuer update events are recorded on (Kubernetes only; empty: no events)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -76,37 +76,33 @@ func runIdentityServer(ctx context.Context, args []string) error {
 	}
 	defer log.Sync() //nolint:errcheck
 
-	var kube kubernetes.Interface
+	var kclient kubernetes.Interface
 	needKube := *issuerDir == "" || *tokens == "kubernetes"
 	if needKube {
-		rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
-			&clientcmd.ClientConfigLoadingRules{ExplicitPath: *kubeconfig, Precedence: clientcmd.NewDefaultClientConfigLoadingRules().Precedence},
-			&clientcmd.ConfigOverrides{}).ClientConfig()
+		kc, err := kube.NewClients(*kubeconfig)
 		if err != nil {
 			return fmt.Errorf("kubernetes client config (needed for %s): %w", kubeNeeds(*issuerDir, *tokens), err)
 		}
-		if kube, err = kubernetes.NewForConfig(rc); err != nil {
-			return fmt.Errorf("kubernetes client: %w", err)
-		}
+		kclient = kc.Typed
 	}
 
 	var source identity.IssuerSource
 	if *issuerDir != "" {
 		source = &identity.FileSource{IssuerDir: *issuerDir, AnchorsFile: *anchorsFile}
 	} else {
-		source = &identity.KubeSource{Client: kube, Namespace: cfg.ControlPlaneNamespace}
+		source = &identity.KubeSource{Client: kclient, Namespace: cfg.ControlPlaneNamespace}
 	}
 
 	var reviewer identity.TokenReviewer
 	switch *tokens {
 	case "kubernetes":
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		err := identity.CheckTokenReviewAccess(cctx, kube)
+		err := identity.CheckTokenReviewAccess(cctx, kclient)
 		cancel()
 		if err != nil {
 			return err
 		}
-		reviewer = identity.NewKubeReviewer(kube)
+		reviewer = identity.NewKubeReviewer(kclient)
 	case "local":
 		if *localKey == "" {
 			return errors.New("--tokens=local needs --local-token-key")
@@ -126,8 +122,8 @@ func runIdentityServer(ctx context.Context, args []string) error {
 
 	reg := newRegistry()
 	opts := identity.Options{Logger: log, Registerer: reg}
-	if kube != nil && *eventObject != "" {
-		opts.Events = &identity.KubeEvents{Client: kube, Object: corev1.ObjectReference{
+	if kclient != nil && *eventObject != "" {
+		opts.Events = &identity.KubeEvents{Client: kclient, Object: corev1.ObjectReference{
 			APIVersion: "apps/v1", Kind: "Deployment", Namespace: cfg.ControlPlaneNamespace, Name: *eventObject,
 		}}
 	}

@@ -8,12 +8,11 @@ import (
 
 	"github.com/meridian-mesh/meridian/injector"
 	"github.com/meridian-mesh/meridian/internal/admin"
+	"github.com/meridian-mesh/meridian/internal/kube"
 	"github.com/meridian-mesh/meridian/internal/logging"
 	"go.uber.org/zap"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 )
 
 func init() {
@@ -35,7 +34,7 @@ func runInjector(ctx context.Context, args []string) error {
 	adminAddr := fs.String("admin-addr", ":9995", "admin address (/metrics, /live, /ready, /debug/pprof/)")
 	certFile := fs.String("tls-cert", "/var/run/linkerd/tls/tls.crt", "webhook serving certificate (PEM), reloaded on change")
 	keyFile := fs.String("tls-key", "/var/run/linkerd/tls/tls.key", "webhook serving key (PEM), reloaded on change")
-	kubeconfig := fs.String("kubeconfig", "", "kubeconfig path (default: $KUBECONFIG, ~/.kube/config, then in-cluster)")
+	kubeconfig := fs.String("kubeconfig", "", kube.KubeconfigUsage)
 	anchorsCM := fs.String("trust-anchors-configmap", "linkerd-identity-trust-roots", "ConfigMap (key ca-bundle.crt) in the control-plane namespace read for the trust anchors when no file is given")
 	logLevel := fs.String("log-level", "info", "log level")
 	logFormat := fs.String("log-format", "json", "log format: json or console")
@@ -55,16 +54,11 @@ func runInjector(ctx context.Context, args []string) error {
 	}
 	defer func() { _ = log.Sync() }()
 
-	rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
-		&clientcmd.ClientConfigLoadingRules{ExplicitPath: *kubeconfig, Precedence: clientcmd.NewDefaultClientConfigLoadingRules().Precedence},
-		&clientcmd.ConfigOverrides{}).ClientConfig()
+	kc, err := kube.NewClients(*kubeconfig)
 	if err != nil {
-		return fmt.Errorf("kubernetes client config: %w", err)
+		return err
 	}
-	client, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return fmt.Errorf("kubernetes client: %w", err)
-	}
+	client := kc.Typed
 	if cfg.TrustAnchorsPEM == "" && *anchorsCM != "" {
 		gctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		cm, err := client.CoreV1().ConfigMaps(cfg.ControlPlaneNamespace).Get(gctx, *anchorsCM, metav1.GetOptions{})

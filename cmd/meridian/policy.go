@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/meridian-mesh/meridian/internal/kube"
 	"github.com/meridian-mesh/meridian/internal/logging"
 	"github.com/meridian-mesh/meridian/policy"
 	"github.com/meridian-mesh/meridian/policy/compute"
@@ -22,7 +23,7 @@ func policyFlags(args []string) (policy.Config, string, string, error) {
 	fs.StringVar(&cfg.GRPCAddr, "grpc-addr", cfg.GRPCAddr, "InboundServerPolicies gRPC address")
 	fs.StringVar(&cfg.AdminAddr, "admin-addr", cfg.AdminAddr, "admin address (/metrics, /live, /ready, /debug/pprof/)")
 	fs.StringVar(&cfg.Source, "source", cfg.Source, "where pods and policy resources come from: kubernetes, or dir:PATH (a directory of YAML manifests, watched)")
-	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig for --source kubernetes (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
+	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", "", kube.KubeconfigUsage)
 	defaultPolicy := fs.String("cluster-default-policy", cfg.Compute.DefaultPolicy.String(),
 		"default inbound policy for pods without config.linkerd.io/default-inbound-policy: all-unauthenticated, all-authenticated, cluster-unauthenticated, cluster-authenticated, deny or audit")
 	clusterNets := fs.String("cluster-networks", prefixList(cfg.Compute.ClusterNetworks), "comma-separated pod networks of the cluster (for cluster-* policies and ServerAuthorizations without networks)")

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,29 +17,69 @@ import (
 // It is called from HTTP handler goroutines and must be safe for concurrent use.
 type ReadyFunc func() error
 
-// Handler returns the admin mux: /metrics from g, /live (always 200 while the process
-// runs), /ready (200 when ready returns nil, else 503 with the reason) and /debug/pprof/.
+// Options say what the admin endpoints report.
+type Options struct {
+	// Ready is /ready's answer; nil means always ready.
+	Ready ReadyFunc
+	// Warnings, when set, lists what an operator should know while the process serves (a
+	// manifest that does not parse, say); /ready shows them under "warnings:" whether or
+	// not the process is ready, without changing its status code.
+	Warnings func() []string
+	// Pprof serves /debug/pprof/.
+	Pprof bool
+}
+
+// Handler returns the admin mux with /debug/pprof/ on: see NewHandler.
 func Handler(g prometheus.Gatherer, ready ReadyFunc) http.Handler {
+	return NewHandler(g, Options{Ready: ready, Pprof: true})
+}
+
+// NewHandler returns the admin mux: /metrics from g, /live (always 200 while the process
+// runs), /ready (200 "ready" when o.Ready returns nil, else 503 "not ready: " and the reason,
+// then the warnings) and, when o.Pprof, /debug/pprof/.
+func NewHandler(g prometheus.Gatherer, o Options) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/live", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("live\n"))
 	})
 	mux.HandleFunc("/ready", func(w http.ResponseWriter, _ *http.Request) {
-		if ready != nil {
-			if err := ready(); err != nil {
-				http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
-				return
+		var b strings.Builder
+		code := http.StatusOK
+		if err := readyErr(o.Ready); err != nil {
+			code = http.StatusServiceUnavailable
+			b.WriteString("not ready: " + err.Error() + "\n")
+		} else {
+			b.WriteString("ready\n")
+		}
+		if o.Warnings != nil {
+			if ws := o.Warnings(); len(ws) > 0 {
+				b.WriteString("warnings:\n")
+				for _, s := range ws {
+					b.WriteString("  " + s + "\n")
+				}
 			}
 		}
-		_, _ = w.Write([]byte("ready\n"))
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.WriteHeader(code)
+		_, _ = w.Write([]byte(b.String()))
 	})
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	if o.Pprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	return mux
+}
+
+func readyErr(ready ReadyFunc) error {
+	if ready == nil {
+		return nil
+	}
+	return ready()
 }
 
 // Serve serves h on lis until ctx ends, then shuts down gracefully (bounded to 5s).

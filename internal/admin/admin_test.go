@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -70,5 +71,25 @@ func TestAdminEndpoints(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("admin server did not stop")
+	}
+}
+
+func TestReadyShowsWarningsAndPprofIsOptional(t *testing.T) {
+	h := NewHandler(prometheus.NewRegistry(), Options{
+		Ready:    func() error { return nil },
+		Warnings: func() []string { return []string{"manifest: a.yaml:3: yaml: did not find expected key"} },
+	})
+	for _, c := range []struct {
+		path, want string
+		code       int
+	}{
+		{"/ready", "ready\nwarnings:\n  manifest: a.yaml:3: yaml: did not find expected key\n", 200},
+		{"/debug/pprof/", "404 page not found\n", 404},
+	} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", c.path, nil))
+		if rec.Code != c.code || rec.Body.String() != c.want {
+			t.Errorf("GET %s = %d %q, want %d %q", c.path, rec.Code, rec.Body.String(), c.code, c.want)
+		}
 	}
 }

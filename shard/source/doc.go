@@ -4,7 +4,7 @@
 //   - Kubernetes: client-go shared informers (no periodic resync) with a transform that
 //     strips what Meridian never reads before objects are cached, and the informer lag
 //     histograms services_informer_lag_seconds, endpointslices_informer_lag_seconds and
-//     pods_informer_lag_seconds. RESTConfig finds the API server (--kubeconfig, $KUBECONFIG,
+//     pods_informer_lag_seconds. The API server is found by internal/kube (--kubeconfig, $KUBECONFIG,
 //     in-cluster, ~/.kube/config).
 //   - Dir: Kubernetes YAML or JSON read from a local directory (multi-document files and
 //     Lists), followed through file notifications plus a periodic rescan, delivering only

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -16,6 +15,8 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/meridian-mesh/meridian/internal/kube"
 )
 
 // KubernetesConfig configures a Kubernetes source.
@@ -26,11 +27,6 @@ type KubernetesConfig struct {
 
 // DefaultKubernetesConfig watches all namespaces.
 func DefaultKubernetesConfig() KubernetesConfig { return KubernetesConfig{} }
-
-// LagBuckets are the buckets of the informer lag histograms, in seconds. The lag is
-// measured against managedFields times, which the API server keeps with one-second
-// resolution, so buckets below a second say little.
-var LagBuckets = []float64{0.5, 1, 2, 3, 5, 10, 30, 60, 120, 300}
 
 // Kubernetes is a Source backed by client-go shared informers on Services, EndpointSlices
 // (discovery.k8s.io/v1) and Pods, without periodic resync.
@@ -52,7 +48,7 @@ type Kubernetes struct {
 	cfg    KubernetesConfig
 	log    *zap.Logger
 
-	lagServices, lagSlices, lagPods prometheus.Observer
+	lagServices, lagSlices, lagPods *kube.Lag
 
 	synced  atomic.Bool
 	mu      sync.Mutex
@@ -127,31 +123,19 @@ func NewKubernetes(client kubernetes.Interface, cfg KubernetesConfig, reg promet
 	}
 	log = log.With(zap.String("source", "kubernetes"))
 	k := &Kubernetes{client: client, cfg: cfg, log: log}
-	k.lagServices = lagHistogram(reg, log, "services_informer_lag_seconds", "Services")
-	k.lagSlices = lagHistogram(reg, log, "endpointslices_informer_lag_seconds", "EndpointSlices")
-	k.lagPods = lagHistogram(reg, log, "pods_informer_lag_seconds", "Pods")
+	k.lagServices = lag(reg, log, "services")
+	k.lagSlices = lag(reg, log, "endpointslices")
+	k.lagPods = lag(reg, log, "pods")
 	return k
 }
 
-func lagHistogram(reg prometheus.Registerer, log *zap.Logger, name, what string) prometheus.Observer {
-	h := prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name:    name,
-		Help:    fmt.Sprintf("Seconds between the newest managedFields time of %s and the informer's update event for it.", what),
-		Buckets: LagBuckets,
-	})
-	if reg == nil {
-		return h
+func lag(reg prometheus.Registerer, log *zap.Logger, resource string) *kube.Lag {
+	l, err := kube.NewLag(reg, resource)
+	if err != nil {
+		log.Error("cannot register informer lag histogram", zap.Error(err))
+		l, _ = kube.NewLag(nil, resource)
 	}
-	if err := reg.Register(h); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(prometheus.Histogram); ok {
-				return existing
-			}
-		}
-		log.Error("cannot register informer lag histogram", zap.String("name", name), zap.Error(err))
-	}
-	return h
+	return l
 }
 
 // Synced reports whether every informer's initial list has been delivered to the handler.
@@ -240,7 +224,7 @@ func (k *Kubernetes) Run(ctx context.Context, h Handler) error {
 }
 
 // eventHandler adapts one Handler method to informer callbacks.
-func eventHandler[T metav1.Object](k *Kubernetes, lag prometheus.Observer, deliver func(T, bool)) cache.ResourceEventHandler {
+func eventHandler[T metav1.Object](k *Kubernetes, lag *kube.Lag, deliver func(T, bool)) cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if o, ok := obj.(T); ok {
@@ -255,10 +239,7 @@ func eventHandler[T metav1.Object](k *Kubernetes, lag prometheus.Observer, deliv
 			if !ok1 || !ok2 || o.GetResourceVersion() == n.GetResourceVersion() {
 				return
 			}
-			if t := newestManagedTime(n); !t.IsZero() {
-				// Negative only through clock skew between the API server and us.
-				lag.Observe(max(time.Since(t).Seconds(), 0))
-			}
+			lag.ObserveUpdate(n)
 			k.deliverMu.Lock()
 			deliver(n, false)
 			k.deliverMu.Unlock()

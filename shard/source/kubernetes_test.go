@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meridian-mesh/meridian/internal/kube"
 	"github.com/meridian-mesh/meridian/internal/kubetest"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
@@ -306,7 +307,7 @@ func TestSlimObjectIdempotent(t *testing.T) {
 	if len(mf) != 1 || mf[0].Manager != "kubelet" || !mf[0].Time.Equal(&now) || mf[0].FieldsV1 != nil {
 		t.Errorf("managedFields = %+v, want only the newest time", mf)
 	}
-	if got := newestManagedTime(first); !got.Equal(now.Time) {
+	if got := kube.NewestManagedTime(first); !got.Equal(now.Time) {
 		t.Errorf("newestManagedTime = %v, want %v", got, now)
 	}
 }

@@ -2,7 +2,6 @@ package source
 
 import (
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -106,15 +105,4 @@ func slimContainer(c *corev1.Container) {
 		}
 		c.Env = kept
 	}
-}
-
-// newestManagedTime returns the newest managedFields time of an object, or zero.
-func newestManagedTime(o metav1.Object) time.Time {
-	var t time.Time
-	for _, f := range o.GetManagedFields() {
-		if f.Time != nil && f.Time.After(t) {
-			t = f.Time.Time
-		}
-	}
-	return t
 }

@@ -1,0 +1,67 @@
+package kube
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// LagBuckets are the buckets of the informer lag histograms, in seconds. The lag is measured
+// against managedFields times, which the API server keeps with one-second resolution, so
+// buckets below a second say little.
+var LagBuckets = []float64{0.5, 1, 2, 3, 5, 10, 30, 60, 120, 300}
+
+// Lag observes how long after an object's last write an informer saw it.
+type Lag struct{ h prometheus.Observer }
+
+// NewLag returns the histogram <resource>_informer_lag_seconds (resource in the plural, lower
+// case: "pods", "endpointslices"), registered on reg (which may be nil). When reg already holds
+// it (two components in one process) the registered one is shared.
+func NewLag(reg prometheus.Registerer, resource string) (*Lag, error) {
+	name := resource + "_informer_lag_seconds"
+	h := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    name,
+		Help:    fmt.Sprintf("Seconds between the newest managedFields time of an updated %s object and the informer's update event for it.", resource),
+		Buckets: LagBuckets,
+	})
+	if reg == nil {
+		return &Lag{h}, nil
+	}
+	if err := reg.Register(h); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(prometheus.Histogram); ok {
+				return &Lag{existing}, nil
+			}
+		}
+		return nil, fmt.Errorf("register %s: %w", name, err)
+	}
+	return &Lag{h}, nil
+}
+
+// ObserveUpdate records the lag of an update event: now minus the newest managedFields time
+// of o. Objects without managedFields times are not observed. Call it for updates whose
+// resourceVersion changed only; a relist re-delivers unchanged objects.
+func (l *Lag) ObserveUpdate(o metav1.Object) {
+	if l == nil {
+		return
+	}
+	if t := NewestManagedTime(o); !t.IsZero() {
+		// Negative only through clock skew between the API server and us.
+		l.h.Observe(max(time.Since(t).Seconds(), 0))
+	}
+}
+
+// NewestManagedTime returns the newest managedFields time of an object, or zero.
+func NewestManagedTime(o metav1.Object) time.Time {
+	var t time.Time
+	for _, f := range o.GetManagedFields() {
+		if f.Time != nil && f.Time.After(t) {
+			t = f.Time.Time
+		}
+	}
+	return t
+}

@@ -1,0 +1,47 @@
+package testutil
+
+import (
+	"fmt"
+	"os"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// LeakOptions are the goroutines a test binary may leave behind: process-wide daemons that
+// libraries start once and never stop (klog's flush daemon, the OpenCensus worker client-go's
+// dependencies start, grpc's and net/http's idle machinery being torn down).
+func LeakOptions() []goleak.Option {
+	return []goleak.Option{
+		goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
+		goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"),
+		goleak.IgnoreAnyFunction("k8s.io/apimachinery/pkg/util/wait.BackoffUntilWithContext.func1"),
+		goleak.IgnoreTopFunction("gopkg.in/natefinch/lumberjack%2ev2.(*Logger).millRun"),
+	}
+}
+
+// Main runs the package's tests with run (m.Run when nil; kubetest.Main in packages that start
+// a shared API server) and then fails the binary if goroutines are left over. Use it as:
+//
+//	func TestMain(m *testing.M) { os.Exit(testutil.Main(m, nil)) }
+func Main(m *testing.M, run func(*testing.M) int) int {
+	if run == nil {
+		run = (*testing.M).Run
+	}
+	code := run(m)
+	if code != 0 {
+		return code // the failure is already reported; leaks of a failed run are noise
+	}
+	if err := goleak.Find(LeakOptions()...); err != nil {
+		fmt.Fprintf(os.Stderr, "goleak: goroutines left after the tests: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// VerifyNone fails t at its end if goroutines started during it are still running then.
+// Call it first in a test: it ignores the goroutines running when it is called.
+func VerifyNone(t *testing.T) {
+	opts := append(LeakOptions(), goleak.IgnoreCurrent())
+	t.Cleanup(func() { goleak.VerifyNone(t, opts...) })
+}
