@@ -58,7 +58,7 @@ func (f *fakeComponent) Run(ctx context.Context) error {
 	<-ctx.Done()
 	return nil
 }
-func (f *fakeComponent) Ready() error        { return f.ready }
+func (f *fakeComponent) Ready() error       { return f.ready }
 func (f *fakeComponent) Warnings() []string { return f.warnings }
 
 func TestGroupReadinessAndWarnings(t *testing.T) {
