@@ -3,6 +3,7 @@ package identity
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -26,6 +27,41 @@ type Config struct {
 	ReloadInterval time.Duration
 	// ReviewTimeout bounds one token review.
 	ReviewTimeout time.Duration
+
+	// Where the issuer comes from and how tokens are checked (what New builds; NewService
+	// takes the source and reviewer ready-made instead).
+
+	// IssuerDir holds crt.pem/key.pem (or tls.crt/tls.key); empty means the Kubernetes Secret
+	// linkerd-identity-issuer and ConfigMap linkerd-identity-trust-roots in
+	// ControlPlaneNamespace.
+	IssuerDir string
+	// AnchorsFile is the trust anchor bundle with IssuerDir (default IssuerDir/ca-bundle.crt).
+	AnchorsFile string
+	// Tokens is the token reviewer: TokensKubernetes (TokenReview) or TokensLocal.
+	Tokens string
+	// LocalTokenKey is the PEM file of the local-mesh token signing key, with TokensLocal.
+	LocalTokenKey string
+	// EventDeployment is the Deployment in ControlPlaneNamespace that issuer update events
+	// are recorded on (Kubernetes only; empty: no events).
+	EventDeployment string
+}
+
+// The token reviewers of Config.Tokens.
+const (
+	TokensKubernetes = "kubernetes" // Kubernetes TokenReview, audience identity.l5d.io
+	TokensLocal      = "local"      // tokens signed with Config.LocalTokenKey (the local mesh)
+)
+
+// NeedsKubernetes reports whether New needs a Kubernetes client for c, and for what.
+func (c Config) NeedsKubernetes() (bool, string) {
+	var n []string
+	if c.IssuerDir == "" {
+		n = append(n, "the issuer Secret (or pass --issuer-dir)")
+	}
+	if c.Tokens == TokensKubernetes {
+		n = append(n, "TokenReview (or pass --tokens=local)")
+	}
+	return len(n) > 0, strings.Join(n, " and ")
 }
 
 // DefaultConfig returns Linkerd's defaults: trust domain cluster.local, control plane
@@ -38,6 +74,8 @@ func DefaultConfig() Config {
 		ClockSkew:             20 * time.Second,
 		ReloadInterval:        30 * time.Second,
 		ReviewTimeout:         10 * time.Second,
+		Tokens:                TokensKubernetes,
+		EventDeployment:       "linkerd-identity",
 	}
 }
 
@@ -60,6 +98,14 @@ func (c Config) Validate() error {
 	}
 	if c.ReviewTimeout <= 0 {
 		return fmt.Errorf("review timeout %v must be positive", c.ReviewTimeout)
+	}
+	switch c.Tokens {
+	case TokensKubernetes, TokensLocal, "":
+	default:
+		return fmt.Errorf("token reviewer %q: want %s or %s", c.Tokens, TokensKubernetes, TokensLocal)
+	}
+	if c.Tokens == TokensLocal && c.LocalTokenKey == "" {
+		return fmt.Errorf("the %s token reviewer needs a local token key file", TokensLocal)
 	}
 	return nil
 }

@@ -8,7 +8,9 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/fsnotify/fsnotify"
+	"go.uber.org/zap"
+
+	"github.com/meridian-mesh/meridian/internal/filewatch"
 )
 
 // IssuerSource reads the issuer material. Load is called from one goroutine at a time
@@ -31,6 +33,7 @@ type ChangeWatcher interface {
 type FileSource struct {
 	IssuerDir   string
 	AnchorsFile string
+	Log         *zap.Logger // nil: watch problems are not logged
 }
 
 var (
@@ -71,37 +74,11 @@ func (f *FileSource) Load(context.Context) (Material, error) {
 	return m, nil
 }
 
-// Watch implements ChangeWatcher with fsnotify on the issuer directory and the anchors'
-// directory (Kubernetes updates mounted Secrets by swapping a symlink in the directory).
+// Watch implements ChangeWatcher with internal/filewatch on the issuer directory and the
+// anchors' file (Kubernetes updates mounted Secrets by swapping a symlink in the directory).
+// The Service polls on its own ReloadInterval, so the watcher does not poll; it never fails.
 func (f *FileSource) Watch(ctx context.Context, changed func()) error {
-	w, err := fsnotify.NewWatcher()
-	if err != nil {
-		return fmt.Errorf("watch issuer files: %w", err)
-	}
-	defer w.Close()
-	dirs := []string{f.IssuerDir}
-	if d := filepath.Dir(f.anchorsPath()); filepath.Clean(d) != filepath.Clean(f.IssuerDir) {
-		dirs = append(dirs, d)
-	}
-	for _, d := range dirs {
-		if err := w.Add(d); err != nil {
-			return fmt.Errorf("watch %s: %w", d, err)
-		}
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case _, ok := <-w.Events:
-			if !ok {
-				return errors.New("fsnotify watcher closed")
-			}
-			changed()
-		case err, ok := <-w.Errors:
-			if !ok {
-				return errors.New("fsnotify watcher closed")
-			}
-			return fmt.Errorf("watch issuer files: %w", err)
-		}
-	}
+	cfg := filewatch.Default(f.IssuerDir, f.anchorsPath())
+	cfg.Poll = 0
+	return filewatch.New(cfg, f.Log).Run(ctx, changed)
 }

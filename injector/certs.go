@@ -4,15 +4,14 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync/atomic"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
 	"go.uber.org/zap"
+
+	"github.com/meridian-mesh/meridian/internal/filewatch"
 )
 
 // CertReloader serves a TLS keypair read from two files and reloads it when they change.
@@ -94,39 +93,13 @@ func (c *CertReloader) tryReload() {
 	}
 }
 
-// Run watches the files until ctx ends, reloading on change. It returns nil when ctx ends.
+// Run watches the files until ctx ends, reloading on change and every poll period
+// (internal/filewatch; it never fails). It returns nil when ctx ends.
 func (c *CertReloader) Run(ctx context.Context) error {
-	w, err := fsnotify.NewWatcher()
-	if err != nil {
-		return fmt.Errorf("watch TLS files: %w", err)
-	}
-	defer w.Close()
-	dirs := map[string]bool{filepath.Dir(c.certFile): true, filepath.Dir(c.keyFile): true}
-	for d := range dirs {
-		if err := w.Add(d); err != nil {
-			return fmt.Errorf("watch %s: %w", d, err)
-		}
-	}
+	cfg := filewatch.Default(c.certFile, c.keyFile)
+	cfg.Poll = c.poll
+	w := filewatch.New(cfg, c.log)
 	// A change between the initial load and the watch being set up is caught here.
 	c.tryReload()
-	tick := time.NewTicker(c.poll)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case _, ok := <-w.Events:
-			if !ok {
-				return errors.New("TLS file watcher closed")
-			}
-			c.tryReload()
-		case err, ok := <-w.Errors:
-			if !ok {
-				return errors.New("TLS file watcher closed")
-			}
-			c.log.Warn("TLS file watch error", zap.Error(err))
-		case <-tick.C:
-			c.tryReload()
-		}
-	}
+	return w.Run(ctx, c.tryReload)
 }

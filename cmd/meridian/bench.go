@@ -7,12 +7,24 @@ import (
 	"strconv"
 	"strings"
 
+	"go.uber.org/zap"
+
 	"github.com/meridian-mesh/meridian/bench"
+	"github.com/meridian-mesh/meridian/bench/feed"
 	"github.com/meridian-mesh/meridian/internal/logging"
+	"github.com/meridian-mesh/meridian/shard/source"
 )
 
 func init() {
 	register(&command{name: "bench", summary: "load harness: synthetic cluster, real replicas, streams and churn", run: runBench})
+	// The replicas the harness starts read its synthetic cluster: meridian destination
+	// --source feed:ADDR.
+	sourceKinds["feed"] = func(addr string, log *zap.Logger) (source.Source, error) {
+		if addr == "" {
+			return nil, fmt.Errorf("--source feed: needs the harness's address, as in feed:127.0.0.1:7000")
+		}
+		return feed.NewSource(addr, log), nil
+	}
 }
 
 // parseShardList parses "1,4".
@@ -59,7 +71,7 @@ func runBench(ctx context.Context, args []string) error {
 	binary := fs.String("binary", "", "meridian executable for the replicas (default: this one)")
 	noProgress := fs.Bool("no-progress", false, "no progress bar")
 	logLevel := fs.String("log-level", "warn", "log level of the harness")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

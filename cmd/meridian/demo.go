@@ -12,10 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/meridian-mesh/meridian/internal/admin"
-	"github.com/meridian-mesh/meridian/internal/grpcserver"
 	"github.com/meridian-mesh/meridian/internal/logging"
-	"github.com/meridian-mesh/meridian/internal/run"
 	"github.com/meridian-mesh/meridian/shard"
 	"github.com/meridian-mesh/meridian/shard/source"
 )
@@ -31,7 +28,7 @@ func runDemo(ctx context.Context, args []string) error {
 	adminAddr := fs.String("admin-addr", "127.0.0.1:9996", "destination admin address")
 	once := fs.Bool("once", false, "print the endpoints and exit instead of serving until interrupted")
 	logLevel := fs.String("log-level", "warn", "log level")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if _, err := os.Stat(*dir); err != nil {
@@ -43,14 +40,15 @@ func runDemo(ctx context.Context, args []string) error {
 	}
 	defer func() { _ = log.Sync() }()
 
-	reg := newRegistry()
-	replica := shard.NewReplica(shard.DefaultConfig(), source.NewDir(*dir, log), reg, log)
-	gs := grpcserver.New(reg)
-	replica.Register(gs)
-	lis, adminLis, err := listenBoth(*addr, *adminAddr)
-	if err != nil {
+	srv := newServer(log, *adminAddr)
+	srv.grace = 2 * time.Second
+	replica := shard.NewReplica(shard.DefaultConfig(), source.NewDir(*dir, log), srv.reg, log)
+	replica.Register(srv.withGRPC(*addr))
+	if err := srv.listen(); err != nil {
 		return err
 	}
+	defer srv.close()
+	lis, adminLis := srv.lis, srv.adminLis
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	show := func(ctx context.Context) error {
@@ -81,12 +79,9 @@ func runDemo(ctx context.Context, args []string) error {
 		fmt.Fprintf(stdout, "Serving; try: bin/meridian endpoints --addr %s --watch web.shop.svc.cluster.local:80\nCtrl-C stops.\n", lis.Addr())
 		return nil
 	}
-	err = run.All(ctx,
-		replica.Run,
-		func(ctx context.Context) error { return grpcserver.Serve(ctx, gs, lis, 2*time.Second) },
-		func(ctx context.Context) error { return admin.Serve(ctx, adminLis, admin.Handler(reg, replica.Ready)) },
-		show,
-	)
+	srv.group.Add("replica", replica)
+	srv.group.Go("show", show)
+	err = srv.run(ctx)
 	if errors.Is(err, context.Canceled) {
 		return nil
 	}

@@ -4,21 +4,15 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
-	"github.com/meridian-mesh/meridian/bench/feed"
-	"github.com/meridian-mesh/meridian/internal/admin"
-	"github.com/meridian-mesh/meridian/internal/grpcserver"
 	"github.com/meridian-mesh/meridian/internal/kube"
 	"github.com/meridian-mesh/meridian/internal/logging"
-	"github.com/meridian-mesh/meridian/internal/run"
 	"github.com/meridian-mesh/meridian/ring"
 	"github.com/meridian-mesh/meridian/shard"
 	"github.com/meridian-mesh/meridian/shard/source"
@@ -72,7 +66,7 @@ func (f *destinationFlags) parse(name string, args []string) error {
 	fs.StringVar(&f.nonOwner, "non-owner", "forward", "for a service another replica owns: forward (relay the stream) or redirect (refuse, naming the owner)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&f.logFormat, "log-format", "json", "log format: json or console")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -94,8 +88,14 @@ func (f *destinationFlags) parse(name string, args []string) error {
 	return nil
 }
 
+// sourceKinds are the discovery sources `--source KIND:ARG` may name besides kubernetes
+// and dir:. Other files of this command add to it in their init (the bench harness adds
+// feed:, its synthetic cluster), so that the destination does not depend on them.
+var sourceKinds = map[string]func(arg string, log *zap.Logger) (source.Source, error){}
+
 // newSource builds the discovery source named by spec.
 func newSource(spec, kubeconfig string, reg prometheus.Registerer, log *zap.Logger) (source.Source, error) {
+	kind, arg, _ := strings.Cut(spec, ":")
 	switch {
 	case spec == "kubernetes":
 		kc, err := kube.NewClients(kubeconfig)
@@ -103,15 +103,13 @@ func newSource(spec, kubeconfig string, reg prometheus.Registerer, log *zap.Logg
 			return nil, err
 		}
 		return source.NewKubernetes(kc.Typed, source.DefaultKubernetesConfig(), reg, log), nil
-	case strings.HasPrefix(spec, "feed:"):
-		// The bench harness's synthetic cluster (meridian bench starts replicas with it).
-		return feed.NewSource(strings.TrimPrefix(spec, "feed:"), log), nil
-	case strings.HasPrefix(spec, "dir:"):
-		path := strings.TrimPrefix(spec, "dir:")
-		if path == "" {
+	case kind == "dir":
+		if arg == "" {
 			return nil, fmt.Errorf("--source dir: needs a path, as in dir:deploy/examples")
 		}
-		return source.NewDir(path, log), nil
+		return source.NewDir(arg, log), nil
+	case sourceKinds[kind] != nil && strings.Contains(spec, ":"):
+		return sourceKinds[kind](arg, log)
 	default:
 		return nil, fmt.Errorf("--source %q: want kubernetes or dir:PATH", spec)
 	}
@@ -127,39 +125,31 @@ func runDestination(ctx context.Context, args []string) error {
 		return err
 	}
 	defer func() { _ = log.Sync() }()
-	reg := newRegistry()
-	src, err := newSource(f.src, f.kubeconfig, reg, log)
+	srv := newServer(log, f.adminAddr)
+	src, err := newSource(f.src, f.kubeconfig, srv.reg, log)
 	if err != nil {
 		return err
 	}
-	replica := shard.NewReplica(f.cfg, src, reg, log)
-	gs := grpcserver.New(reg)
+	gs := srv.withGRPC(f.addr)
+	if err := srv.listen(); err != nil {
+		return err
+	}
+	defer srv.close()
+	replica := shard.NewReplica(f.cfg, src, srv.reg, log)
 	replica.Register(gs)
-	lis, adminLis, err := listenBoth(f.addr, f.adminAddr)
-	if err != nil {
-		return err
-	}
-	fns := []func(context.Context) error{
-		replica.Run,
-		func(ctx context.Context) error { return grpcserver.Serve(ctx, gs, lis, 5*time.Second) },
-	}
 	if f.ring || len(f.join) > 0 {
-		members, err := f.newRing(lis.Addr(), reg, log)
+		members, err := f.newRing(srv.lis.Addr(), srv.reg, log)
 		if err != nil {
-			lis.Close()
-			adminLis.Close()
 			return err
 		}
 		replica.SetMembership(members)
-		fns = append(fns, members.Run)
+		srv.group.Add("ring", members)
 		log.Info("ring", zap.String("node", f.nodeName), zap.String("gossip", members.GossipAddr()), zap.Strings("join", f.join))
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/", admin.Handler(reg, replica.Ready))
-	mux.Handle("/ring", replica.RingHandler())
-	fns = append(fns, func(ctx context.Context) error { return admin.Serve(ctx, adminLis, mux) })
-	log.Info("destination replica starting", zap.String("addr", lis.Addr().String()), zap.String("admin", adminLis.Addr().String()), zap.String("source", f.src))
-	return run.All(ctx, fns...)
+	srv.group.Add("replica", replica)
+	srv.adminRoutes["/ring"] = replica.RingHandler()
+	log.Info("destination replica starting", zap.String("source", f.src))
+	return srv.run(ctx)
 }
 
 // newRing builds this replica's memberlist node from the flags.

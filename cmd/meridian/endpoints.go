@@ -31,7 +31,7 @@ func runEndpoints(ctx context.Context, args []string) error {
 		fmt.Fprintf(fs.Output(), "usage: meridian endpoints [flags] <service>.<namespace>.svc.<cluster-domain>[:port] ...\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() == 0 {

@@ -10,16 +10,11 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/meridian-mesh/meridian/identity"
 	idclient "github.com/meridian-mesh/meridian/identity/client"
-	"github.com/meridian-mesh/meridian/internal/admin"
-	"github.com/meridian-mesh/meridian/internal/grpcserver"
 	"github.com/meridian-mesh/meridian/internal/kube"
 	"github.com/meridian-mesh/meridian/internal/logging"
 )
@@ -58,17 +53,20 @@ func runIdentityServer(ctx context.Context, args []string) error {
 	fs.DurationVar(&cfg.Lifetime, "lifetime", cfg.Lifetime, "lifetime of issued certificates (never past the issuer's expiry)")
 	fs.DurationVar(&cfg.ClockSkew, "clock-skew", cfg.ClockSkew, "clock-skew allowance subtracted from NotBefore")
 	fs.DurationVar(&cfg.ReloadInterval, "reload-interval", cfg.ReloadInterval, "how often the issuer is re-read (files are also watched)")
-	issuerDir := fs.String("issuer-dir", "", "directory with crt.pem/key.pem (or tls.crt/tls.key); empty: read the Kubernetes Secret linkerd-identity-issuer")
-	anchorsFile := fs.String("trust-anchors", "", "trust anchor bundle file (default ISSUER-DIR/ca-bundle.crt); with the Kubernetes source, the ConfigMap linkerd-identity-trust-roots")
-	tokens := fs.String("tokens", "kubernetes", "token reviewer: kubernetes (TokenReview, audience identity.l5d.io) or local (tokens signed with --local-token-key)")
-	localKey := fs.String("local-token-key", "", "local-mesh token signing key (PEM, from 'identity init --local-token-key'); with --tokens=local")
+	fs.StringVar(&cfg.IssuerDir, "issuer-dir", "", "directory with crt.pem/key.pem (or tls.crt/tls.key); empty: read the Kubernetes Secret linkerd-identity-issuer")
+	fs.StringVar(&cfg.AnchorsFile, "trust-anchors", "", "trust anchor bundle file (default ISSUER-DIR/ca-bundle.crt); with the Kubernetes source, the ConfigMap linkerd-identity-trust-roots")
+	fs.StringVar(&cfg.Tokens, "tokens", cfg.Tokens, "token reviewer: kubernetes (TokenReview, audience identity.l5d.io) or local (tokens signed with --local-token-key)")
+	fs.StringVar(&cfg.LocalTokenKey, "local-token-key", "", "local-mesh token signing key (PEM, from 'identity init --local-token-key'); with --tokens=local")
 	kubeconfig := fs.String("kubeconfig", "", kube.KubeconfigUsage)
-	eventObject := fs.String("event-deployment", "linkerd-identity", "Deployment in the control plane namespace that issuer update events are recorded on (Kubernetes only; empty: no events)")
-	if err := fs.Parse(args); err != nil {
+	fs.StringVar(&cfg.EventDeployment, "event-deployment", cfg.EventDeployment, "Deployment in the control plane namespace that issuer update events are recorded on (Kubernetes only; empty: no events)")
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q (subcommands: init, token)", fs.Args())
+		return fmt.Errorf("unexpected arguments %q (subcommands: init, token, certify)", fs.Args())
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
 	}
 	log, err := logging.New(*logLevel, *logFormat)
 	if err != nil {
@@ -76,90 +74,28 @@ func runIdentityServer(ctx context.Context, args []string) error {
 	}
 	defer log.Sync() //nolint:errcheck
 
-	var kclient kubernetes.Interface
-	needKube := *issuerDir == "" || *tokens == "kubernetes"
-	if needKube {
+	srv := newServer(log, *adminAddr)
+	srv.grace = 10 * time.Second
+	deps := identity.Deps{Logger: log, Registerer: srv.reg}
+	if need, what := cfg.NeedsKubernetes(); need {
 		kc, err := kube.NewClients(*kubeconfig)
 		if err != nil {
-			return fmt.Errorf("kubernetes client config (needed for %s): %w", kubeNeeds(*issuerDir, *tokens), err)
+			return fmt.Errorf("kubernetes client config (needed for %s): %w", what, err)
 		}
-		kclient = kc.Typed
+		deps.Kube = kc.Typed
 	}
-
-	var source identity.IssuerSource
-	if *issuerDir != "" {
-		source = &identity.FileSource{IssuerDir: *issuerDir, AnchorsFile: *anchorsFile}
-	} else {
-		source = &identity.KubeSource{Client: kclient, Namespace: cfg.ControlPlaneNamespace}
-	}
-
-	var reviewer identity.TokenReviewer
-	switch *tokens {
-	case "kubernetes":
-		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		err := identity.CheckTokenReviewAccess(cctx, kclient)
-		cancel()
-		if err != nil {
-			return err
-		}
-		reviewer = identity.NewKubeReviewer(kclient)
-	case "local":
-		if *localKey == "" {
-			return errors.New("--tokens=local needs --local-token-key")
-		}
-		pemData, err := os.ReadFile(*localKey)
-		if err != nil {
-			return fmt.Errorf("read local token key: %w", err)
-		}
-		k, err := identity.ParseLocalTokenKey(pemData)
-		if err != nil {
-			return err
-		}
-		reviewer = identity.NewLocalReviewer(&k.PublicKey)
-	default:
-		return fmt.Errorf("--tokens=%q: want kubernetes or local", *tokens)
-	}
-
-	reg := newRegistry()
-	opts := identity.Options{Logger: log, Registerer: reg}
-	if kclient != nil && *eventObject != "" {
-		opts.Events = &identity.KubeEvents{Client: kclient, Object: corev1.ObjectReference{
-			APIVersion: "apps/v1", Kind: "Deployment", Namespace: cfg.ControlPlaneNamespace, Name: *eventObject,
-		}}
-	}
-	svc, err := identity.NewService(cfg, source, reviewer, opts)
+	svc, err := identity.New(ctx, cfg, deps)
 	if err != nil {
 		return err
 	}
-	if err := svc.Load(ctx); err != nil {
-		return fmt.Errorf("refusing to start: %w", err)
-	}
-
-	lis, adminLis, err := listenBoth(*addr, *adminAddr)
-	if err != nil {
+	svc.Register(srv.withGRPC(*addr))
+	srv.group.Add("identity", svc)
+	if err := srv.listen(); err != nil {
 		return err
 	}
-	srv := grpcserver.New(reg)
-	svc.Register(srv)
-	log.Info("identity serving", zap.String("addr", lis.Addr().String()), zap.String("admin", adminLis.Addr().String()),
-		zap.Stringer("issuer", source), zap.String("tokens", *tokens), zap.String("trustDomain", cfg.TrustDomain))
-
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return grpcserver.Serve(gctx, srv, lis, 10*time.Second) })
-	g.Go(func() error { return admin.Serve(gctx, adminLis, admin.Handler(reg, svc.Ready)) })
-	g.Go(func() error { return svc.Run(gctx) })
-	return g.Wait()
-}
-
-func kubeNeeds(issuerDir, tokens string) string {
-	var n []string
-	if issuerDir == "" {
-		n = append(n, "the issuer Secret (or pass --issuer-dir)")
-	}
-	if tokens == "kubernetes" {
-		n = append(n, "TokenReview (or pass --tokens=local)")
-	}
-	return strings.Join(n, " and ")
+	defer srv.close()
+	log.Info("identity issuing", zap.String("tokens", cfg.Tokens), zap.String("trustDomain", cfg.TrustDomain))
+	return srv.run(ctx)
 }
 
 func runIdentityInit(args []string) error {
@@ -171,7 +107,7 @@ func runIdentityInit(args []string) error {
 	validity := fs.Duration("validity", 365*24*time.Hour, "validity of the trust anchor and the issuer")
 	localKey := fs.Bool("local-token-key", false, "also write token-key.pem, the signing key for local-mesh tokens (identity --tokens=local)")
 	force := fs.Bool("force", false, "overwrite existing files")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *out == "" {
@@ -200,7 +136,7 @@ func runIdentityToken(args []string) error {
 	sa := fs.String("service-account", "default", "ServiceAccount name")
 	aud := fs.String("audience", identity.Audience, "token audience")
 	ttl := fs.Duration("ttl", 24*time.Hour, "token lifetime")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *keyFile == "" {
@@ -231,7 +167,7 @@ func runIdentityCertify(ctx context.Context, args []string) error {
 	tokenFile := fs.String("token", "", "file holding the ServiceAccount token (required)")
 	anchorsFile := fs.String("trust-anchors", "", "trust anchor bundle to verify the certificate against (optional)")
 	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *id == "" || *tokenFile == "" {

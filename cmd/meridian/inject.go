@@ -92,7 +92,7 @@ func runInject(_ context.Context, args []string) error {
 	}
 	manual := fs.Bool("manual", false, "materialise the proxy and init containers instead of adding the inject annotation")
 	flagsSet := injProxyFlags(fs, &cfg)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	set := flagsSet()

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"strings"
 	"syscall"
 )
 
@@ -27,8 +28,12 @@ type command struct {
 
 var commands = map[string]*command{}
 
-// stdout is where subcommands print their results (tests replace it).
-var stdout io.Writer = os.Stdout
+// stdout is where subcommands print their results, stderr where errors go (tests replace
+// them).
+var (
+	stdout io.Writer = os.Stdout
+	stderr io.Writer = os.Stderr
+)
 
 func register(c *command) {
 	if _, dup := commands[c.name]; dup {
@@ -37,44 +42,82 @@ func register(c *command) {
 	commands[c.name] = c
 }
 
-func usage() {
-	fmt.Fprintf(os.Stderr, "usage: meridian <command> [flags]\n\ncommands:\n")
+func usage(w io.Writer) {
+	fmt.Fprintf(w, "usage: meridian <command> [flags]\n\ncommands:\n")
 	names := make([]string, 0, len(commands))
 	for n := range commands {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		fmt.Fprintf(os.Stderr, "  %-14s %s\n", n, commands[n].summary)
+		fmt.Fprintf(w, "  %-14s %s\n", n, commands[n].summary)
 	}
-	fmt.Fprintf(os.Stderr, "\nRun 'meridian <command> -h' for its flags.\n")
+	fmt.Fprintf(w, "\nRun 'meridian <command> -h' for its flags.\n")
 }
 
-func main() {
-	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help" {
-		usage()
-		os.Exit(2)
+func main() { os.Exit(runMain(os.Args[1:])) }
+
+// runMain runs the command line args (without the program name) and returns the exit code:
+// 0 on success and for an asked-for help text, 1 when the command fails, 2 for a usage error.
+func runMain(args []string) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return 2
 	}
-	c, ok := commands[os.Args[1]]
+	switch args[0] {
+	case "-h", "--help", "help":
+		usage(stdout)
+		return 0
+	}
+	c, ok := commands[args[0]]
 	if !ok {
-		fmt.Fprintf(os.Stderr, "meridian: unknown command %q\n\n", os.Args[1])
-		usage()
-		os.Exit(2)
+		fmt.Fprintf(stderr, "meridian: unknown command %q\n\n", args[0])
+		usage(stderr)
+		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := c.run(ctx, os.Args[2:])
+	err := c.run(ctx, args[1:])
 	stop()
-	if errors.Is(err, flag.ErrHelp) {
-		os.Exit(2)
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "meridian %s: %v\n", c.name, err)
-		os.Exit(1)
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errUsage):
+		fmt.Fprintf(stderr, "meridian %s: %s\n", c.name, strings.TrimPrefix(err.Error(), errUsage.Error()+": "))
+		return 2
+	default:
+		fmt.Fprintf(stderr, "meridian %s: %v\n", c.name, err)
+		return 1
 	}
 }
 
-// newFlagSet returns a flag set for a subcommand that reports errors instead of exiting.
+// errUsage marks an error in how a command was called (flags that do not parse).
+var errUsage = errors.New("usage")
+
+// newFlagSet returns a flag set for a subcommand that reports errors instead of exiting;
+// -h and --help print its usage to stdout (and the command then exits 0), a bad flag prints
+// it to stderr.
 func newFlagSet(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet("meridian "+name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // parseFlags prints what is needed
+	fs.Usage = func() {}
 	return fs
+}
+
+// parseFlags parses args into fs. Asked for help (-h, --help), it prints the usage to stdout
+// and returns flag.ErrHelp (the command exits 0); for a flag that does not parse it returns
+// the error marked errUsage (exit 2, with a hint to -h).
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	err := fs.Parse(args)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprintf(stdout, "usage: %s [flags]\n\nflags:\n", fs.Name())
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
+		return err
+	default:
+		return fmt.Errorf("%w: %v (run '%s -h' for the flags)", errUsage, err, fs.Name())
+	}
 }

@@ -34,7 +34,7 @@ func policyFlags(args []string) (policy.Config, string, string, error) {
 	fs.DurationVar(&cfg.ShutdownGrace, "shutdown-grace", cfg.ShutdownGrace, "how long in-flight calls may run at shutdown")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	logFormat := fs.String("log-format", "json", "log format: json or console")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return cfg, "", "", err
 	}
 	if fs.NArg() > 0 {

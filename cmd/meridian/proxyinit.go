@@ -41,7 +41,7 @@ func runProxyInit(ctx context.Context, args []string) error {
 	fs.Var(&subnets, "subnets-to-ignore", "outbound IPv4 CIDRs not redirected (comma-separated, repeatable)")
 	mode := fs.String("iptables-mode", "default", "iptables backend: default, legacy or nft")
 	dryRun := fs.Bool("dry-run", false, "print the iptables-restore input and exit without applying it")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

@@ -16,7 +16,7 @@ func init() {
 func runRing(ctx context.Context, args []string) error {
 	fs := newFlagSet("ring")
 	addr := fs.String("addr", "localhost:9996", "admin address of any destination replica")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
