@@ -54,114 +54,137 @@ func lookup(ns Meta, pod map[string]string, key string) (string, bool) {
 // whose value cannot be parsed is an error naming it (the webhook then skips the pod with
 // ReasonInvalidProxyConfig rather than inject something the user did not ask for).
 func (c *Config) Resolve(ns Meta, podAnnotations map[string]string) (Values, error) {
-	d := c.Proxy
-	v := Values{
-		Image:           d.Image,
-		InitImage:       d.InitImage,
-		Version:         d.Version,
-		ImagePullPolicy: corev1.PullPolicy(d.ImagePullPolicy),
-		LogLevel:        d.LogLevel,
-		LogFormat:       d.LogFormat,
-		UID:             d.UID,
-		GID:             d.GID,
-		InboundPort:     int32(d.InboundPort),
-		OutboundPort:    int32(d.OutboundPort),
-		AdminPort:       int32(d.AdminPort),
-		ControlPort:     int32(d.ControlPort),
-		NativeSidecar:   d.NativeSidecar,
-		DefaultInbound:  d.DefaultInbound,
-	}
-	initVersion := d.InitVersion
-	res := map[string]string{
-		AnnotationProxyCPURequest:       d.CPURequest,
-		AnnotationProxyCPULimit:         d.CPULimit,
-		AnnotationProxyMemoryRequest:    d.MemoryRequest,
-		AnnotationProxyMemoryLimit:      d.MemoryLimit,
-		AnnotationProxyEphemeralRequest: d.EphemeralRequest,
-		AnnotationProxyEphemeralLimit:   d.EphemeralLimit,
-	}
-	skipIn, skipOut := d.SkipInboundPorts, d.SkipOutbound
-
+	r := newResolver(c.Proxy)
 	for _, key := range ProxyAnnotations {
 		raw, ok := lookup(ns, podAnnotations, key)
 		if !ok {
 			continue
 		}
-		val := strings.TrimSpace(raw)
-		var err error
-		switch key {
-		case AnnotationProxyImage:
-			v.Image, err = nonEmpty(val)
-		case AnnotationProxyVersionOverride:
-			v.Version, err = nonEmpty(val)
-		case AnnotationProxyInitImage:
-			v.InitImage, err = nonEmpty(val)
-		case AnnotationProxyInitImageVersion:
-			initVersion, err = nonEmpty(val)
-		case AnnotationProxyImagePullPolicy:
-			switch p := corev1.PullPolicy(val); p {
-			case corev1.PullAlways, corev1.PullNever, corev1.PullIfNotPresent:
-				v.ImagePullPolicy = p
-			default:
-				err = fmt.Errorf("want Always, Never or IfNotPresent")
-			}
-		case AnnotationProxyCPURequest, AnnotationProxyCPULimit, AnnotationProxyMemoryRequest,
-			AnnotationProxyMemoryLimit, AnnotationProxyEphemeralRequest, AnnotationProxyEphemeralLimit:
-			res[key] = val
-		case AnnotationProxyLogLevel:
-			v.LogLevel, err = nonEmpty(val)
-		case AnnotationProxyLogFormat:
-			if val != "plain" && val != "json" {
-				err = fmt.Errorf("want plain or json")
-			}
-			v.LogFormat = val
-		case AnnotationProxyUID:
-			v.UID, err = parseID(val)
-		case AnnotationProxyGID:
-			v.GID, err = parseID(val)
-		case AnnotationProxyInboundPort:
-			v.InboundPort, err = parsePort(val)
-		case AnnotationProxyOutboundPort:
-			v.OutboundPort, err = parsePort(val)
-		case AnnotationProxyAdminPort:
-			v.AdminPort, err = parsePort(val)
-		case AnnotationProxyControlPort:
-			v.ControlPort, err = parsePort(val)
-		case AnnotationSkipInboundPorts:
-			skipIn = val
-		case AnnotationSkipOutboundPorts:
-			skipOut = val
-		case AnnotationNativeSidecar:
-			v.NativeSidecar, err = strconv.ParseBool(val)
-		case AnnotationDefaultInboundPolicy:
-			switch val {
-			case "all-unauthenticated", "all-authenticated", "cluster-unauthenticated",
-				"cluster-authenticated", "deny", "audit":
-				v.DefaultInbound = val
-			default:
-				err = fmt.Errorf("unknown policy")
-			}
-		}
-		if err != nil {
+		if err := r.apply(key, strings.TrimSpace(raw)); err != nil {
 			return Values{}, fmt.Errorf("annotation %s=%q: %w", key, raw, err)
 		}
-		v.Overridden = append(v.Overridden, key)
+		r.v.Overridden = append(r.v.Overridden, key)
 	}
+	return r.finish()
+}
+
+// resolver accumulates the effective values while annotations are applied.
+type resolver struct {
+	v               Values
+	initVersion     string
+	res             map[string]string // resource annotation -> quantity
+	skipIn, skipOut string
+}
+
+func newResolver(d ProxyDefaults) *resolver {
+	return &resolver{
+		v: Values{
+			Image:           d.Image,
+			InitImage:       d.InitImage,
+			Version:         d.Version,
+			ImagePullPolicy: corev1.PullPolicy(d.ImagePullPolicy),
+			LogLevel:        d.LogLevel,
+			LogFormat:       d.LogFormat,
+			UID:             d.UID,
+			GID:             d.GID,
+			InboundPort:     int32(d.InboundPort),
+			OutboundPort:    int32(d.OutboundPort),
+			AdminPort:       int32(d.AdminPort),
+			ControlPort:     int32(d.ControlPort),
+			NativeSidecar:   d.NativeSidecar,
+			DefaultInbound:  d.DefaultInbound,
+		},
+		initVersion: d.InitVersion,
+		res: map[string]string{
+			AnnotationProxyCPURequest:       d.CPURequest,
+			AnnotationProxyCPULimit:         d.CPULimit,
+			AnnotationProxyMemoryRequest:    d.MemoryRequest,
+			AnnotationProxyMemoryLimit:      d.MemoryLimit,
+			AnnotationProxyEphemeralRequest: d.EphemeralRequest,
+			AnnotationProxyEphemeralLimit:   d.EphemeralLimit,
+		},
+		skipIn:  d.SkipInboundPorts,
+		skipOut: d.SkipOutbound,
+	}
+}
+
+// apply applies one annotation's (trimmed) value.
+func (r *resolver) apply(key, val string) (err error) {
+	v := &r.v
+	switch key {
+	case AnnotationProxyImage:
+		v.Image, err = nonEmpty(val)
+	case AnnotationProxyVersionOverride:
+		v.Version, err = nonEmpty(val)
+	case AnnotationProxyInitImage:
+		v.InitImage, err = nonEmpty(val)
+	case AnnotationProxyInitImageVersion:
+		r.initVersion, err = nonEmpty(val)
+	case AnnotationProxyImagePullPolicy:
+		switch p := corev1.PullPolicy(val); p {
+		case corev1.PullAlways, corev1.PullNever, corev1.PullIfNotPresent:
+			v.ImagePullPolicy = p
+		default:
+			err = fmt.Errorf("want Always, Never or IfNotPresent")
+		}
+	case AnnotationProxyCPURequest, AnnotationProxyCPULimit, AnnotationProxyMemoryRequest,
+		AnnotationProxyMemoryLimit, AnnotationProxyEphemeralRequest, AnnotationProxyEphemeralLimit:
+		r.res[key] = val
+	case AnnotationProxyLogLevel:
+		v.LogLevel, err = nonEmpty(val)
+	case AnnotationProxyLogFormat:
+		if val != "plain" && val != "json" {
+			err = fmt.Errorf("want plain or json")
+		}
+		v.LogFormat = val
+	case AnnotationProxyUID:
+		v.UID, err = parseID(val)
+	case AnnotationProxyGID:
+		v.GID, err = parseID(val)
+	case AnnotationProxyInboundPort:
+		v.InboundPort, err = parsePort(val)
+	case AnnotationProxyOutboundPort:
+		v.OutboundPort, err = parsePort(val)
+	case AnnotationProxyAdminPort:
+		v.AdminPort, err = parsePort(val)
+	case AnnotationProxyControlPort:
+		v.ControlPort, err = parsePort(val)
+	case AnnotationSkipInboundPorts:
+		r.skipIn = val
+	case AnnotationSkipOutboundPorts:
+		r.skipOut = val
+	case AnnotationNativeSidecar:
+		v.NativeSidecar, err = strconv.ParseBool(val)
+	case AnnotationDefaultInboundPolicy:
+		switch val {
+		case "all-unauthenticated", "all-authenticated", "cluster-unauthenticated",
+			"cluster-authenticated", "deny", "audit":
+			v.DefaultInbound = val
+		default:
+			err = fmt.Errorf("unknown policy")
+		}
+	}
+	return err
+}
+
+// finish derives what follows from the applied values and checks them together.
+func (r *resolver) finish() (Values, error) {
+	v := r.v
 	if v.InitImage == "" {
 		v.InitImage = v.Image
 	}
-	if initVersion == "" {
-		initVersion = v.Version
+	if r.initVersion == "" {
+		r.initVersion = v.Version
 	}
-	v.InitImage = imageRef(v.InitImage, initVersion)
+	v.InitImage = imageRef(v.InitImage, r.initVersion)
 	v.Image = imageRef(v.Image, v.Version)
 
 	var err error
-	if v.SkipInbound, err = ParsePortList(skipIn); err != nil {
-		return Values{}, fmt.Errorf("skip-inbound-ports %q: %w", skipIn, err)
+	if v.SkipInbound, err = ParsePortList(r.skipIn); err != nil {
+		return Values{}, fmt.Errorf("skip-inbound-ports %q: %w", r.skipIn, err)
 	}
-	if v.SkipOutbound, err = ParsePortList(skipOut); err != nil {
-		return Values{}, fmt.Errorf("skip-outbound-ports %q: %w", skipOut, err)
+	if v.SkipOutbound, err = ParsePortList(r.skipOut); err != nil {
+		return Values{}, fmt.Errorf("skip-outbound-ports %q: %w", r.skipOut, err)
 	}
 	ports := map[int32]string{}
 	for _, p := range []struct {
@@ -173,7 +196,7 @@ func (c *Config) Resolve(ns Meta, podAnnotations map[string]string) (Values, err
 		}
 		ports[p.port] = p.name
 	}
-	if v.Resources, err = resources(res); err != nil {
+	if v.Resources, err = resources(r.res); err != nil {
 		return Values{}, err
 	}
 	return v, nil
