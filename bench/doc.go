@@ -10,5 +10,5 @@
 // kernel if the harness dies: Pdeathsig), the feed server and every client goroutine; all of
 // them are bounded in count and time and waited for. Everything listens on 127.0.0.1.
 //
-// It may import anything but cmd; nothing imports it but cmd/meridian.
+// It may import anything but cmd: it must not import `cmd/...`. Nothing imports it but cmd/meridian.
 package bench

@@ -30,6 +30,7 @@
 //
 // The renewing client used by proxies lives in identity/client.
 //
-// It imports the generated Linkerd API, grpc, client-go, zap, fsnotify and Prometheus; it
-// must not import cmd, shard, proxy or any other Meridian server package.
+// It imports the generated Linkerd API, grpc, client-go, zap, Prometheus and internal/filewatch;
+// it must not import `cmd/...`, `shard/...`, `proxy/...`, `policy/...`, `injector/...` or
+// `bench/...`.
 package identity

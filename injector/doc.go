@@ -18,6 +18,6 @@
 //
 // The capture init container's iptables rules live in the subpackage proxyinit.
 //
-// This package must not import any other Meridian server package (shard, policy, identity,
-// proxy) nor cmd; it may import internal/admin for the admin endpoints' types.
+// This package must not import any other Meridian server package (`shard/...`, `policy/...`,
+// `identity/...`, `proxy/...`, `bench/...`) nor `cmd/...`; it may import internal/*.
 package injector

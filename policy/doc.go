@@ -18,6 +18,7 @@
 //     sends it only if it differs (proto.Equal) from what it last sent. Per-stream state is
 //     bounded: the last message sent and one pending wake-up; bursts of changes coalesce.
 //
-// It imports policy/api, policy/compute, policy/workload, internal/* and client-go; it must not import other
-// Meridian server packages (shard, identity, injector, proxy).
+// It imports policy/api, policy/compute, policy/workload, internal/* and client-go; it must
+// not import other Meridian server packages: `shard/...`, `identity/...`, `injector/...`,
+// `proxy/...`, `bench/...`, `cmd/...`.
 package policy

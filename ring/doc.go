@@ -15,5 +15,6 @@
 //
 // The package owns the gossip listener and the memberlist goroutines (stopped when
 // Cluster.Run returns). It imports only memberlist, xxhash, the Prometheus client, zap and
-// the standard library; never a Meridian server package, gRPC or Kubernetes.
+// the standard library; it must not import a Meridian package, gRPC or Kubernetes:
+// `github.com/meridian-mesh/meridian/...`, `google.golang.org/grpc/...`, `k8s.io/...`.
 package ring

@@ -8,6 +8,7 @@
 // stream reading its snapshot.Subscription; Replica wires a source, an index and a server and
 // runs them.
 //
-// It may import translator, snapshot, ring, shard/source and the generated proxy API; nothing
-// below it may import shard.
+// It may import translator, snapshot, ring, shard/source, internal/* and the generated proxy
+// API; it must not import `cmd/...`, `bench/...`, `policy/...`, `injector/...`, `proxy/...` or
+// the identity server `identity`. Nothing below it may import shard.
 package shard

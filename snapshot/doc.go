@@ -12,5 +12,6 @@
 // Diff lives here rather than in translator because resynchronisation needs it and this
 // package must not import translator.
 //
-// It imports the standard library and puzpuzpuz/xsync only.
+// It imports the standard library and puzpuzpuz/xsync only; it must not import
+// `github.com/meridian-mesh/meridian/...`, `google.golang.org/grpc/...` or `k8s.io/...`.
 package snapshot

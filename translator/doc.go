@@ -15,5 +15,6 @@
 //
 // It imports the standard library, snapshot, and the Kubernetes API types (k8s.io/api,
 // k8s.io/apimachinery). It must not import client-go (no clients, informers or listers), gRPC,
-// or any server package (shard, policy, identity, ...).
+// or any server package: `k8s.io/client-go/...`, `google.golang.org/grpc/...`, `shard/...`,
+// `policy/...`, `identity/...`, `injector/...`, `ring`, `bench/...`, `cmd/...`.
 package translator

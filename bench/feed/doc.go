@@ -15,6 +15,6 @@
 // it the whole state instead (the frames dropped are all in that state), so a slow replica
 // never blocks churn. Source keeps no copy of the cluster.
 //
-// It imports bench/gen, shard/source, the Kubernetes API types, zap and the standard
-// library; it must not import shard or cmd.
+// It imports bench/gen, shard/source, translator, the Kubernetes API types, zap and the
+// standard library; it must not import `shard` or `cmd/...`.
 package feed

@@ -12,5 +12,5 @@
 // Services fd00:96::/64 cluster IPs; nothing ever connects to them.
 //
 // It imports the Kubernetes API types, xxhash and the standard library; it must not import
-// shard, the feed, gRPC or anything that does I/O.
+// `shard/...`, `bench/feed`, `google.golang.org/grpc/...` or anything that does I/O.
 package gen

@@ -12,5 +12,6 @@
 //
 // It owns the key, the current certificate and the renewal goroutine (Run). It imports the
 // generated Linkerd identity API, grpc and zap; it must not import the identity server
-// package or any other Meridian server package, so the proxy can use it alone.
+// package or any other Meridian server package (`identity`, `shard/...`, `policy/...`,
+// `injector/...`, `bench/...`, `cmd/...`), so the proxy can use it alone.
 package client

@@ -13,5 +13,5 @@
 // would loop the proxy's traffic back into itself.
 //
 // This package imports only the standard library; it must not import the injector or any
-// Kubernetes package.
+// Kubernetes package: `injector`, `k8s.io/...`, `sigs.k8s.io/...`.
 package proxyinit

@@ -4,5 +4,7 @@
 //
 // Held is the compact form a relaying replica keeps per stream: address plus a fingerprint.
 //
-// It imports the generated API, protobuf, internal/wire and the standard library only.
+// It imports the generated API, protobuf, internal/wire and the standard library only; it
+// must not import `shard/...`, `snapshot`, `translator`, `ring`, `policy/...`, `identity/...`,
+// `injector/...`, `bench/...`, `proxy/...` or `cmd/...`.
 package destclient

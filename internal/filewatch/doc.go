@@ -11,5 +11,5 @@
 //
 // It owns its fsnotify watcher and nothing else; the caller decides what a change means. It
 // imports fsnotify, zap and the standard library; it must not import any other Meridian
-// package.
+// package: `github.com/meridian-mesh/meridian/...`.
 package filewatch

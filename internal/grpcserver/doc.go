@@ -2,5 +2,6 @@
 // grpc_server_* Prometheus metrics (go-grpc-middleware's provider) and serves them until a
 // context ends, stopping gracefully within a bound.
 //
-// It imports grpc, Prometheus and the middleware provider only.
+// It imports grpc, Prometheus and the middleware provider only; it must not import
+// `github.com/meridian-mesh/meridian/...`.
 package grpcserver

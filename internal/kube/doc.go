@@ -6,5 +6,5 @@
 // managedFields time of an updated object).
 //
 // It imports client-go, apimachinery, the Prometheus client and the standard library; it must
-// not import any other Meridian package.
+// not import any other Meridian package: `github.com/meridian-mesh/meridian/...`.
 package kube

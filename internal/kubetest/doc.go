@@ -14,5 +14,6 @@
 // finishes deleting namespaces. Env.Restart restarts the API server in place to cut watches.
 //
 // kubetest owns the server processes and their temporary directories. It is test-only:
-// nothing outside _test.go files may import it, and it imports nothing from Meridian.
+// nothing outside _test.go files may import it, and it must not import
+// `github.com/meridian-mesh/meridian/...`.
 package kubetest

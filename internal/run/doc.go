@@ -5,5 +5,6 @@
 // process's /ready) and their warnings (Warner: what an operator should know while the
 // process still serves, such as a manifest that does not parse).
 //
-// It imports the standard library only; it must not import any other Meridian package.
+// It imports the standard library only; it must not import any other Meridian package:
+// `github.com/meridian-mesh/meridian/...`.
 package run

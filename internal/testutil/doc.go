@@ -3,6 +3,6 @@
 // servers and clients (ServeGRPC, DialGRPC).
 //
 // It is test-only: nothing outside _test.go files may import it. It imports grpc, goleak and
-// the standard library; it must not import any other Meridian package, so that every package
-// can use it.
+// the standard library; it must not import any other Meridian package
+// (`github.com/meridian-mesh/meridian/...`), so that every package can use it.
 package testutil

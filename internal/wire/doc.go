@@ -1,4 +1,5 @@
 // Package wire converts between Go's net/netip values and the address messages of Linkerd's
 // proxy API (io.linkerd.proxy.net). Servers and the proxy share it; it imports only the
-// generated API and the standard library.
+// generated API and the standard library: it must not import
+// `github.com/meridian-mesh/meridian/...`.
 package wire

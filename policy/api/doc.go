@@ -7,6 +7,7 @@
 // reject is rejected here too (so a manifest directory, which no API server validates, gets
 // the same treatment), with an error naming the field. It is pure: no I/O, no clients.
 //
-// It may import compute and Kubernetes API types; it must not import client-go clients,
-// gRPC, or the policy controller.
+// It may import compute and Kubernetes API types; it must not import client-go clients, the
+// gRPC servers, or the policy controller: `k8s.io/client-go/...`, `internal/grpcserver`,
+// `policy`.
 package api

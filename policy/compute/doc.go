@@ -27,5 +27,6 @@
 //     authorizations to the server's, so probes pass even when the policy denies everything
 //     else, exactly as with Linkerd.
 //
-// It must not import client-go, gRPC servers, or any other Meridian package.
+// It imports the generated inbound API; it must not import client-go or any other Meridian
+// package: `k8s.io/client-go/...`, `github.com/meridian-mesh/meridian/...`.
 package compute

@@ -3,5 +3,6 @@
 // "ns:pod".
 //
 // It is small on purpose (stdlib and apimachinery's name validation only), so that its fuzz
-// target runs fast; it must not import client-go, gRPC or other Meridian packages.
+// target runs fast; it must not import client-go, gRPC or other Meridian packages:
+// `k8s.io/client-go/...`, `google.golang.org/grpc/...`, `github.com/meridian-mesh/meridian/...`.
 package workload

@@ -18,6 +18,6 @@
 // It owns decoding, validating and defaulting manifests for Dir, and the informers'
 // lifecycle for Kubernetes. A source keeps no endpoint state of its own beyond what its
 // informers (or, for Dir, the last good version of each file) need; translation and
-// snapshots belong to the translator and snapshot packages. It must not import shard,
-// translator or snapshot, nor anything under cmd.
+// snapshots belong to the translator and snapshot packages. It must not import `shard`,
+// `snapshot` or `bench/...`, nor anything under `cmd/...`.
 package source

@@ -1,0 +1,173 @@
+package archtest
+
+import (
+	"encoding/json"
+	"go/parser"
+	"go/token"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/meridian-mesh/meridian"
+
+// pkg is what `go list -json` says of a package.
+type pkg struct {
+	ImportPath string
+	Dir        string
+	Name       string
+	Deps       []string
+	GoFiles    []string
+}
+
+func listPackages(t *testing.T) []pkg {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-json", module+"/...")
+	cmd.Dir = "../.."
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	var pkgs []pkg
+	dec := json.NewDecoder(out)
+	for {
+		var p pkg
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatalf("go list output: %v", err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	if len(pkgs) < 10 {
+		t.Fatalf("go list found %d packages; the test is not looking at the module", len(pkgs))
+	}
+	return pkgs
+}
+
+// packageDoc returns the package comment of the package in dir (from its doc.go).
+func packageDoc(t *testing.T, dir string) (string, bool) {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), filepath.Join(dir, "doc.go"), nil, parser.ParseComments|parser.PackageClauseOnly)
+	if err != nil || f.Doc == nil {
+		return "", false
+	}
+	return f.Doc.Text(), true
+}
+
+var (
+	mustNotRE  = regexp.MustCompile(`(?s)must\s+not\s+import(.*?)(\.\s|\.$|\n\n|$)`)
+	backquoted = regexp.MustCompile("`([^`]+)`")
+)
+
+// forbidden extracts the patterns of a doc's "must not import" sentences.
+func forbidden(doc string) []string {
+	var out []string
+	for _, m := range mustNotRE.FindAllStringSubmatch(doc, -1) {
+		for _, q := range backquoted.FindAllStringSubmatch(m[1], -1) {
+			out = append(out, q[1])
+		}
+	}
+	return out
+}
+
+// matches reports whether import path p matches pattern (relative patterns are within the
+// module; a trailing /... matches the package and everything below it).
+func matches(pattern, p string) bool {
+	if !strings.Contains(strings.SplitN(pattern, "/", 2)[0], ".") {
+		pattern = module + "/" + pattern
+	}
+	if base, ok := strings.CutSuffix(pattern, "/..."); ok {
+		return p == base || strings.HasPrefix(p, base+"/")
+	}
+	return p == pattern
+}
+
+func TestEveryPackageHasADocWithImportRules(t *testing.T) {
+	for _, p := range listPackages(t) {
+		if len(p.GoFiles) == 0 || p.Name == "main" {
+			continue
+		}
+		doc, ok := packageDoc(t, p.Dir)
+		if !ok {
+			t.Errorf("%s has no doc.go with a package comment", p.ImportPath)
+			continue
+		}
+		if len(forbidden(doc)) == 0 {
+			t.Errorf("%s: its doc.go has no \"must not import\" sentence naming packages in backquotes", p.ImportPath)
+		}
+	}
+}
+
+func TestImportRules(t *testing.T) {
+	pkgs := listPackages(t)
+	var testOnly []string
+	for _, p := range pkgs {
+		if doc, ok := packageDoc(t, p.Dir); ok && strings.Contains(doc, "test-only") {
+			testOnly = append(testOnly, p.ImportPath)
+		}
+	}
+	for _, p := range pkgs {
+		doc, _ := packageDoc(t, p.Dir)
+		rules := forbidden(doc)
+		broken := map[string]bool{} // one report per rule
+		for _, dep := range p.Deps {
+			if dep == p.ImportPath {
+				continue
+			}
+			for _, r := range rules {
+				if matches(r, dep) && !broken[r] {
+					broken[r] = true
+					t.Errorf("%s depends on %s, which its doc.go forbids (%s)", p.ImportPath, dep, r)
+				}
+			}
+			for _, to := range testOnly {
+				if dep == to && !contains(testOnly, p.ImportPath) {
+					t.Errorf("%s (production code) depends on the test-only package %s", p.ImportPath, dep)
+				}
+			}
+		}
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func TestRulePatterns(t *testing.T) {
+	doc := "It imports grpc. It must not import `shard/...`, `cmd/...` or\n`k8s.io/client-go/...`; nor `translator`. Other text `x`."
+	got := forbidden(doc)
+	want := []string{"shard/...", "cmd/...", "k8s.io/client-go/...", "translator"}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("forbidden = %q, want %q", got, want)
+	}
+	for _, c := range []struct {
+		pattern, path string
+		want          bool
+	}{
+		{"shard", module + "/shard", true},
+		{"shard", module + "/shard/source", false},
+		{"shard/...", module + "/shard/source", true},
+		{"shard/...", module + "/shardx", false},
+		{"k8s.io/client-go/...", "k8s.io/client-go/kubernetes", true},
+		{module + "/...", module + "/ring", true},
+	} {
+		if got := matches(c.pattern, c.path); got != c.want {
+			t.Errorf("matches(%q, %q) = %v", c.pattern, c.path, got)
+		}
+	}
+}
