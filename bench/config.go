@@ -51,7 +51,8 @@ type Config struct {
 	DeliverPods bool
 	// ExtraReplicaArgs are appended to every replica's arguments.
 	ExtraReplicaArgs []string
-	// Progress receives a progress bar (nil: none).
+	// Progress receives the progress of each phase (nil: none): a bar on a terminal, else one
+	// line per phase when it is done.
 	Progress io.Writer
 	// ProfileDir, when set, receives each replica's heap profile at the end of each run
 	// (shardsN-shardI.heap.pb.gz) and CPU profiles of each replica and of the harness over

@@ -14,8 +14,8 @@ import (
 
 	pb "github.com/linkerd/linkerd2-proxy-api/go/destination"
 	pbnet "github.com/linkerd/linkerd2-proxy-api/go/net"
-	"go.uber.org/goleak"
 
+	"github.com/meridian-mesh/meridian/internal/testutil"
 	"github.com/meridian-mesh/meridian/internal/wire"
 )
 
@@ -166,7 +166,7 @@ func TestCDF(t *testing.T) {
 	}
 }
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { os.Exit(testutil.Main(m, nil)) }
 
 func TestAddrViewApply(t *testing.T) {
 	a := netip.MustParseAddrPort("10.0.0.1:8080")

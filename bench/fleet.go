@@ -1,0 +1,97 @@
+package bench
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// fleet is the replica processes of a run. A replica that joins during churn is added from
+// its own goroutine, so every method holds mu. Once stopped, the fleet takes no more
+// replicas: a late joiner is killed instead.
+type fleet struct {
+	mu      sync.Mutex
+	reps    []*replica
+	stopped bool
+}
+
+// add adds rep, or kills it and returns an error when the fleet is already stopped.
+func (f *fleet) add(rep *replica) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.stopped {
+		rep.kill()
+		return errors.New("the run ended while a replica started")
+	}
+	f.reps = append(f.reps, rep)
+	return nil
+}
+
+// get returns replica i (in the order added).
+func (f *fleet) get(i int) *replica {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.reps[i]
+}
+
+// list returns the replicas added so far.
+func (f *fleet) list() []*replica {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.reps)
+}
+
+// stop stops every replica at once (SIGTERM, then SIGKILL after 5s) and waits until they
+// have exited. A replica being added meanwhile waits, then is killed.
+func (f *fleet) stop() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stopped = true
+	var wg sync.WaitGroup
+	for _, rep := range f.reps {
+		wg.Add(1)
+		go func() { defer wg.Done(); rep.stop(5 * time.Second) }()
+	}
+	wg.Wait()
+}
+
+// spec returns replica i's spec on fresh ports.
+func (r *run) spec(i int) (ReplicaSpec, error) {
+	s := ReplicaSpec{Index: i, FeedAddr: r.lis.Addr().String(), Ring: r.ring, NonOwner: r.cfg.NonOwner, GOMAXPROCS: r.res.ReplicaGOMAXPROCS}
+	var errs [3]error
+	s.Addr, errs[0] = freeAddr()
+	s.AdminAddr, errs[1] = freeAddr()
+	s.GossipAddr, errs[2] = freeAddr()
+	if i == 0 {
+		r.seed = s.GossipAddr
+	}
+	s.Seed = r.seed
+	return s, errors.Join(errs[:]...)
+}
+
+// startReady starts replica i and waits until it is ready. Its ports come from freeAddr,
+// which another process can take between the probe and the replica's bind, so a replica
+// that fails to bind is started again on fresh ports (bounded). It is added to the fleet
+// once ready, or stopped when the run is already over.
+func (r *run) startReady(i int) error {
+	for attempt := 1; ; attempt++ {
+		spec, err := r.spec(i)
+		if err != nil {
+			return err
+		}
+		rep, err := startReplica(r.cfg.Binary, r.dir, spec, r.cfg.ExtraReplicaArgs)
+		if err != nil {
+			return err
+		}
+		if err = rep.waitReady(r.ctx, r.cfg.ReadyTimeout); err != nil {
+			rep.kill()
+			if attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
+				return err
+			}
+			continue
+		}
+		return r.reps.add(rep)
+	}
+}

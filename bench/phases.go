@@ -1,0 +1,249 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/meridian-mesh/meridian/bench/gen"
+)
+
+// startReplicas starts the run's n replicas, one at a time, each ready before the next.
+func (r *run) startReplicas() error {
+	start := time.Now()
+	ph := newPhase(r.cfg, int64(r.n), fmt.Sprintf("shards=%d: starting replicas", r.n), "replicas")
+	for i := range r.n {
+		if err := r.startReady(i); err != nil {
+			return err
+		}
+		ph.set(int64(i + 1))
+	}
+	byAddr := map[string]int{}
+	for i, rep := range r.reps.list() {
+		byAddr[rep.spec.Addr] = i
+	}
+	r.ld.byAddr = byAddr
+	ph.done()
+	r.res.SyncSeconds = time.Since(start).Seconds()
+	return nil
+}
+
+// openStreams dials the connections, opens cfg.Streams Get streams over them and waits for
+// each one's first batch.
+func (r *run) openStreams() error {
+	cfg := r.cfg
+	if err := r.dial(); err != nil {
+		return err
+	}
+	for s := range cfg.Streams {
+		svc := s % cfg.Cluster.Services
+		r.ld.subsPerSvc[svc]++
+		r.open(svc, s/cfg.StreamsPerConn, false, true)
+	}
+	r.res.StreamsOpened = cfg.Streams
+	ph := newPhase(cfg, int64(cfg.Streams), fmt.Sprintf("shards=%d: opening streams", r.n), "streams")
+	deadline := time.After(cfg.ReadyTimeout)
+	for i, st := range r.ld.all() {
+		select {
+		case <-st.firstBatch:
+		case <-deadline:
+			return fmt.Errorf("stream %d (%s) had no first batch within %s", i, r.ld.paths[st.svc], cfg.ReadyTimeout)
+		case <-r.ctx.Done():
+			return r.ctx.Err()
+		}
+		if i%1000 == 0 {
+			ph.set(int64(i))
+		}
+	}
+	ph.set(int64(cfg.Streams))
+	ph.done()
+	return nil
+}
+
+// dial opens the run's connections (cfg.StreamsPerConn streams each, at least one per
+// replica), spread round-robin over the replicas.
+func (r *run) dial() error {
+	nconns := (r.cfg.Streams + r.cfg.StreamsPerConn - 1) / r.cfg.StreamsPerConn
+	for c := range max(nconns, r.n) {
+		rep := r.reps.get(c % r.n)
+		cc, err := grpc.NewClient(rep.spec.Addr,
+			grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(256<<20)))
+		if err != nil {
+			return err
+		}
+		r.ld.conns[c%r.n] = append(r.ld.conns[c%r.n], cc)
+	}
+	return nil
+}
+
+// churn applies cfg.Churn changes a second for cfg.Duration, with the storm, join and kill
+// on the way, and the CPU profiles over it when asked.
+func (r *run) churn() error {
+	stopProfiles, err := startCPUProfiles(r.ctx, r.cfg, r.n, r.reps.list())
+	if err != nil {
+		return err
+	}
+	ph := newPhase(r.cfg, max(r.cfg.Duration.Milliseconds(), 1), fmt.Sprintf("shards=%d: churn %g/s", r.n, r.cfg.Churn), "ms")
+	churnErr, err := r.churnLoop(ph)
+	if err != nil {
+		_ = stopProfiles() // the run was cancelled: so were the replicas' profiles
+		return err
+	}
+	ph.set(r.cfg.Duration.Milliseconds())
+	ph.done()
+	if err := stopProfiles(); err != nil {
+		r.log.Warn("CPU profiles", zap.Error(err))
+	}
+	if churnErr != nil {
+		return fmt.Errorf("churn: %w", churnErr)
+	}
+	return nil
+}
+
+// churnLoop ticks every 10ms until cfg.Duration has passed or a change fails (churnErr),
+// firing the events that are due and applying the changes that are due. err is r.ctx's.
+func (r *run) churnLoop(ph *phase) (churnErr, err error) {
+	cfg := r.cfg
+	stormAt := cfg.StormAt
+	if stormAt == 0 {
+		stormAt = cfg.Duration / 2
+	}
+	rng := rand.New(rand.NewPCG(cfg.Cluster.Seed, uint64(r.n)))
+	start := time.Now()
+	r.ld.timeline.mu.Lock()
+	r.ld.timeline.start = start
+	r.ld.timeline.mu.Unlock()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	ev := events{storm: cfg.Storm == 0, join: cfg.JoinAt == 0, kill: cfg.KillAt == 0}
+	for {
+		el := time.Since(start)
+		r.fire(&ev, el, stormAt, ph)
+		if el >= cfg.Duration || churnErr != nil {
+			return churnErr, nil
+		}
+		churnErr = r.applyDue(rng, el)
+		ph.set(el.Milliseconds())
+		select {
+		case <-r.ctx.Done():
+			return nil, r.ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// events are the one-off events of the churn phase, each true once it has happened (or
+// when it was not asked for).
+type events struct{ storm, join, kill bool }
+
+// fire starts the events that are due el into churn: the storm (owned by r.storm), a
+// joining replica (owned by r.bg), the kill of the last replica.
+func (r *run) fire(ev *events, el, stormAt time.Duration, ph *phase) {
+	cfg := r.cfg
+	if !ev.storm && el >= stormAt {
+		ev.storm = true
+		ph.describe(fmt.Sprintf("shards=%d: storm of %d", r.n, cfg.Storm))
+		r.storm.Add(1)
+		go func() { defer r.storm.Done(); r.ld.stormRun(r.sctx, cfg, r.n, r.open) }()
+		r.res.StormStreams = 2 * cfg.Storm
+	}
+	if !ev.join && el >= cfg.JoinAt {
+		ev.join, r.res.Joined = true, true
+		r.bg.Add(1)
+		go func() {
+			defer r.bg.Done()
+			if err := r.startReady(r.n); err != nil && r.ctx.Err() == nil {
+				r.ld.fail(err)
+			}
+		}()
+	}
+	if !ev.kill && el >= cfg.KillAt {
+		ev.kill, r.res.Killed = true, true
+		victim := r.n - 1
+		r.ld.dead[victim].Store(true)
+		r.reps.get(victim).kill() // a joining replica may be added meanwhile
+	}
+}
+
+// applyDue applies the changes due el into churn, at most 10,000 at a time.
+func (r *run) applyDue(rng *rand.Rand, el time.Duration) error {
+	due := int64(el.Seconds() * r.cfg.Churn)
+	for k := 0; r.res.ChangesApplied < due && k < 10000; k++ {
+		if _, _, err := r.srv.Apply(rng, r.ld.busy, r.ld.recordChange); err != nil {
+			return err
+		}
+		r.res.ChangesApplied++
+	}
+	return nil
+}
+
+// stormRun opens cfg.Storm Get and cfg.Storm GetProfile streams at once and records the time
+// each takes to its first message. The streams stay open (and are checked) until the end.
+func (l *load) stormRun(ctx context.Context, cfg Config, n int, open func(svc, slot int, profile, measure bool) *stream) {
+	sts := make([]*stream, 0, 2*cfg.Storm)
+	for i := range 2 * cfg.Storm {
+		svc := (i / 2 * 7919) % cfg.Cluster.Services // spread over services, unlike the main streams' order
+		sts = append(sts, open(svc, i/cfg.StreamsPerConn, i%2 == 1, false))
+	}
+	for _, st := range sts {
+		select {
+		case <-st.firstBatch:
+			l.storm.record(st.firstAt.Sub(st.opened))
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// settle waits, at most cfg.Settle, for every Get stream to hold the truth, and counts
+// those that do not.
+func (r *run) settle() error {
+	start := time.Now()
+	truth := r.truth()
+	ph := newPhase(r.cfg, -1, fmt.Sprintf("shards=%d: settling", r.n), "")
+	for {
+		r.res.FinalStateMismatches = r.ld.mismatches(truth)
+		if r.res.FinalStateMismatches == 0 || time.Since(start) > r.cfg.Settle {
+			break
+		}
+		ph.describe(fmt.Sprintf("shards=%d: settling, %d streams behind", r.n, r.res.FinalStateMismatches))
+		select {
+		case <-r.ctx.Done():
+			return r.ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+		ph.set(time.Since(start).Milliseconds())
+	}
+	ph.done()
+	r.res.SettleSeconds = time.Since(start).Seconds()
+	// Give the last observations a moment: the views match, so the updates are in.
+	r.res.LatencyMissed = r.ld.missed()
+	return nil
+}
+
+// truth returns, for each service with a Get stream, its ready addresses now.
+func (r *run) truth() map[int]map[netip.AddrPort]struct{} {
+	out := map[int]map[netip.AddrPort]struct{}{}
+	var buf []netip.AddrPort
+	r.srv.Read(func(c *gen.Cluster) {
+		for _, st := range r.ld.all() {
+			if _, ok := out[st.svc]; ok || st.profile {
+				continue
+			}
+			buf = c.ReadyAddrs(buf[:0], st.svc)
+			m := make(map[netip.AddrPort]struct{}, len(buf))
+			for _, a := range buf {
+				m[a] = struct{}{}
+			}
+			out[st.svc] = m
+		}
+	})
+	return out
+}
