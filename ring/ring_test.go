@@ -239,37 +239,30 @@ func BenchmarkOwner(b *testing.B) {
 	_ = sink
 }
 
+// BenchmarkOwns looks keys up by their string (key) and, for a caller that keeps each key's
+// hash, by that (hash).
 func BenchmarkOwns(b *testing.B) {
-	r := Build(testMembers(8), DefaultHashConfig())
-	keys := testKeys(1024)
-	b.ReportAllocs()
-	b.ResetTimer()
-	n := 0
-	for i := 0; i < b.N; i++ {
-		if r.Owns(keys[i&1023], "destination-3") {
-			n++
-		}
-	}
-	_ = n
-}
-
-// BenchmarkOwnsHash is BenchmarkOwns for a caller that keeps each key's hash.
-func BenchmarkOwnsHash(b *testing.B) {
 	r := Build(testMembers(8), DefaultHashConfig())
 	keys := testKeys(1024)
 	hashes := make([]uint64, len(keys))
 	for i, k := range keys {
 		hashes[i] = KeyHash(k)
 	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	n := 0
-	for i := 0; i < b.N; i++ {
-		if r.OwnsHash(hashes[i&1023], "destination-3") {
-			n++
-		}
+	for name, owns := range map[string]func(i int) bool{
+		"key":  func(i int) bool { return r.Owns(keys[i], "destination-3") },
+		"hash": func(i int) bool { return r.OwnsHash(hashes[i], "destination-3") },
+	} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			n := 0
+			for i := 0; i < b.N; i++ {
+				if owns(i & 1023) {
+					n++
+				}
+			}
+			_ = n
+		})
 	}
-	_ = n
 }
 
 func BenchmarkServiceHash(b *testing.B) {

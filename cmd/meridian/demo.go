@@ -44,7 +44,10 @@ func runDemo(ctx context.Context, args []string) error {
 	defer func() { _ = log.Sync() }()
 
 	reg := newRegistry()
-	replica := shard.NewReplica(shard.DefaultConfig(), source.NewDir(*dir, log), reg, log)
+	replica, err := shard.NewReplica(shard.DefaultConfig(), shard.Deps{Source: source.NewDir(*dir, log), Registerer: reg, Logger: log})
+	if err != nil {
+		return err
+	}
 	gs := grpcserver.New(reg)
 	replica.Register(gs)
 	lis, adminLis, err := listenBoth(*addr, *adminAddr)

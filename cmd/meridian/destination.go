@@ -132,28 +132,39 @@ func runDestination(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	replica := shard.NewReplica(f.cfg, src, reg, log)
-	gs := grpcserver.New(reg)
-	replica.Register(gs)
 	lis, adminLis, err := listenBoth(f.addr, f.adminAddr)
 	if err != nil {
 		return err
 	}
-	fns := []func(context.Context) error{
-		replica.Run,
-		func(ctx context.Context) error { return grpcserver.Serve(ctx, gs, lis, 5*time.Second) },
-	}
+	deps := shard.Deps{Source: src, Registerer: reg, Logger: log}
+	var fns []func(context.Context) error
+	var members *ring.Cluster
 	if f.ring || len(f.join) > 0 {
-		members, err := f.newRing(lis.Addr(), reg, log)
+		members, err = f.newRing(lis.Addr(), reg, log)
 		if err != nil {
 			lis.Close()
 			adminLis.Close()
 			return err
 		}
-		replica.SetMembership(members)
+		deps.Membership = members
 		fns = append(fns, members.Run)
 		log.Info("ring", zap.String("node", f.nodeName), zap.String("gossip", members.GossipAddr()), zap.Strings("join", f.join))
 	}
+	replica, err := shard.NewReplica(f.cfg, deps)
+	if err != nil {
+		if members != nil {
+			_ = members.Close()
+		}
+		lis.Close()
+		adminLis.Close()
+		return err
+	}
+	gs := grpcserver.New(reg)
+	replica.Register(gs)
+	fns = append(fns,
+		replica.Run,
+		func(ctx context.Context) error { return grpcserver.Serve(ctx, gs, lis, 5*time.Second) },
+	)
 	mux := http.NewServeMux()
 	mux.Handle("/", admin.Handler(reg, replica.Ready))
 	mux.Handle("/ring", replica.RingHandler())
