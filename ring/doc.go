@@ -3,7 +3,8 @@
 //
 // The core is pure: Build turns a set of members into an immutable Ring, and
 // (*Ring).Owner maps a service key ("namespace/name") to its owner without locks or
-// allocation. Keys hash with xxhash into a fixed number of partitions; partitions are
+// allocation; OwnerOfHash and OwnsHash do the same from the key's hash (KeyHash, or
+// ServiceHash for a namespace and name), for callers that keep it. Keys hash with xxhash into a fixed number of partitions; partitions are
 // assigned by consistent hashing over virtual nodes with a bounded-load rule, so no member
 // owns more than about 1.25x its fair share and a join or leave moves close to the minimal
 // 1/N of the keys. Every replica computes the same Ring from the same members.

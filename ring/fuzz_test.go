@@ -86,6 +86,12 @@ func FuzzOwner(f *testing.F) {
 		if p < 0 || p >= r.Partitions() || r.PartitionOwner(p) != m {
 			t.Fatalf("Partition(%q) = %d inconsistent with Owner", key, p)
 		}
+		if h := KeyHash(key); r.OwnerOfHash(h) != m || !r.OwnsHash(h, m.Name) {
+			t.Fatalf("lookups of %q by hash disagree with Owner", key)
+		}
+		if ns, name, ok := strings.Cut(key, "/"); ok && ServiceHash(ns, name) != KeyHash(key) {
+			t.Fatalf("ServiceHash(%q, %q) differs from KeyHash(%q)", ns, name, key)
+		}
 		_ = utf8.ValidString(key)
 	})
 }

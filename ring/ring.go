@@ -62,7 +62,9 @@ func (c HashConfig) Validate() error {
 	return nil
 }
 
-// Ring maps service keys ("namespace/name") to the member that owns them.
+// Ring maps service keys ("namespace/name") to the member that owns them. Keys are looked up
+// by string (Owner, Owns) or by their KeyHash (OwnerOfHash, OwnsHash; ServiceHash computes
+// a service's without building its key).
 //
 // A Ring is an immutable value: nothing changes it after Build returns, so it is shared by
 // pointer between goroutines without locks. Membership changes produce a new Ring.
@@ -203,29 +205,57 @@ func ringID(ms []Member, cfg HashConfig) uint64 {
 	return d.Sum64()
 }
 
+// KeyHash returns the 64-bit hash of key that places it in the ring (xxhash). The *Hash
+// lookups take it, so that a caller holding a key's hash looks the key up without hashing
+// (or building) its string again.
+func KeyHash(key string) uint64 { return xxhash.Sum64String(key) }
+
+// ServiceHash returns KeyHash(namespace + "/" + name), the hash of a service's key, without
+// building that string. It does not allocate.
+func ServiceHash(namespace, name string) uint64 {
+	var d xxhash.Digest
+	d.Reset()
+	_, _ = d.WriteString(namespace)
+	_, _ = d.WriteString("/")
+	_, _ = d.WriteString(name)
+	return d.Sum64()
+}
+
 // Partition returns the partition key hashes into, in [0, Partitions()). It does not
 // depend on the members.
-func (r *Ring) Partition(key string) int {
-	hi, _ := bits.Mul64(xxhash.Sum64String(key), uint64(r.cfg.Partitions))
+func (r *Ring) Partition(key string) int { return r.PartitionOfHash(KeyHash(key)) }
+
+// PartitionOfHash returns the partition of the key whose KeyHash is h.
+func (r *Ring) PartitionOfHash(h uint64) int {
+	hi, _ := bits.Mul64(h, uint64(r.cfg.Partitions))
 	return int(hi)
 }
 
 // Owner returns the member that owns key, or the zero Member when the ring is empty.
 // It takes no lock and does not allocate.
-func (r *Ring) Owner(key string) Member {
+func (r *Ring) Owner(key string) Member { return r.OwnerOfHash(KeyHash(key)) }
+
+// OwnerOfHash returns the member that owns the key whose KeyHash is h (Owner(key) ==
+// OwnerOfHash(KeyHash(key))), or the zero Member when the ring is empty. It takes no lock
+// and does not allocate.
+func (r *Ring) OwnerOfHash(h uint64) Member {
 	if len(r.owner) == 0 {
 		return Member{}
 	}
-	return r.members[r.owner[r.Partition(key)]]
+	return r.members[r.owner[r.PartitionOfHash(h)]]
 }
 
 // Owns reports whether the member named self owns key. It takes no lock and does not
 // allocate.
-func (r *Ring) Owns(key, self string) bool {
+func (r *Ring) Owns(key, self string) bool { return r.OwnsHash(KeyHash(key), self) }
+
+// OwnsHash reports whether the member named self owns the key whose KeyHash is h. It takes
+// no lock and does not allocate.
+func (r *Ring) OwnsHash(h uint64, self string) bool {
 	if len(r.owner) == 0 {
 		return false
 	}
-	return r.members[r.owner[r.Partition(key)]].Name == self
+	return r.members[r.owner[r.PartitionOfHash(h)]].Name == self
 }
 
 // PartitionOwner returns the owner of partition p, or the zero Member when the ring is

@@ -3,6 +3,7 @@ package ring
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -238,18 +239,39 @@ func BenchmarkOwner(b *testing.B) {
 	_ = sink
 }
 
+// BenchmarkOwns looks keys up by their string (key) and, for a caller that keeps each key's
+// hash, by that (hash).
 func BenchmarkOwns(b *testing.B) {
 	r := Build(testMembers(8), DefaultHashConfig())
 	keys := testKeys(1024)
-	b.ReportAllocs()
-	b.ResetTimer()
-	n := 0
-	for i := 0; i < b.N; i++ {
-		if r.Owns(keys[i&1023], "destination-3") {
-			n++
-		}
+	hashes := make([]uint64, len(keys))
+	for i, k := range keys {
+		hashes[i] = KeyHash(k)
 	}
-	_ = n
+	for name, owns := range map[string]func(i int) bool{
+		"key":  func(i int) bool { return r.Owns(keys[i], "destination-3") },
+		"hash": func(i int) bool { return r.OwnsHash(hashes[i], "destination-3") },
+	} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			n := 0
+			for i := 0; i < b.N; i++ {
+				if owns(i & 1023) {
+					n++
+				}
+			}
+			_ = n
+		})
+	}
+}
+
+func BenchmarkServiceHash(b *testing.B) {
+	b.ReportAllocs()
+	var sink uint64
+	for i := 0; i < b.N; i++ {
+		sink += ServiceHash("payments-production", "checkout-service-canary")
+	}
+	_ = sink
 }
 
 func BenchmarkBuild(b *testing.B) {
@@ -269,6 +291,49 @@ func TestOwnerAllocs(t *testing.T) {
 	key := "default/web"
 	if a := testing.AllocsPerRun(100, func() { _ = r.Owner(key); _ = r.Owns(key, "x") }); a != 0 {
 		t.Errorf("Owner/Owns allocate %.1f times per call, want 0", a)
+	}
+	ns, name := "payments-production-with-a-long-name", "checkout-service-canary-with-a-long-name"
+	if a := testing.AllocsPerRun(100, func() {
+		h := ServiceHash(ns, name)
+		_ = r.OwnerOfHash(h)
+		_ = r.OwnsHash(h, "x")
+	}); a != 0 {
+		t.Errorf("ServiceHash/OwnerOfHash/OwnsHash allocate %.1f times per call, want 0", a)
+	}
+}
+
+// TestHashLookupsAgree: the lookups by hash give what the lookups by string give, and
+// ServiceHash is the hash of "namespace/name", for keys short and long (the hash's block
+// size is 32 bytes), empty parts, slashes inside a part and bytes that are not UTF-8.
+func TestHashLookupsAgree(t *testing.T) {
+	parts := [][2]string{
+		{"default", "web"}, {"", ""}, {"", "web"}, {"default", ""}, {"a/b", "c"}, {"a", "b/c"},
+		{"\xff\xfe", "\x00"}, {strings.Repeat("n", 31), "s"}, {strings.Repeat("n", 32), strings.Repeat("s", 32)},
+		{"payments-production", "checkout-service-canary-v2"}, {strings.Repeat("x", 253), strings.Repeat("y", 63)},
+	}
+	for i := range 500 {
+		parts = append(parts, [2]string{fmt.Sprintf("ns-%d", i%97), fmt.Sprintf("svc-%d", i)})
+	}
+	for _, n := range []int{0, 1, 5} {
+		r := Build(testMembers(n), DefaultHashConfig())
+		for _, p := range parts {
+			key := p[0] + "/" + p[1]
+			h := ServiceHash(p[0], p[1])
+			if h != KeyHash(key) {
+				t.Fatalf("ServiceHash(%q, %q) = %x, KeyHash(%q) = %x", p[0], p[1], h, key, KeyHash(key))
+			}
+			if got, want := r.OwnerOfHash(h), r.Owner(key); got != want {
+				t.Fatalf("N=%d: OwnerOfHash(%q) = %v, Owner = %v", n, key, got, want)
+			}
+			if got, want := r.PartitionOfHash(h), r.Partition(key); got != want {
+				t.Fatalf("N=%d: PartitionOfHash(%q) = %d, Partition = %d", n, key, got, want)
+			}
+			for _, m := range append(testMembers(n), Member{Name: "absent"}) {
+				if got, want := r.OwnsHash(h, m.Name), r.Owns(key, m.Name); got != want {
+					t.Fatalf("N=%d: OwnsHash(%q, %s) = %v, Owns = %v", n, key, m.Name, got, want)
+				}
+			}
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/meridian-mesh/meridian/snapshot"
@@ -33,4 +34,23 @@ func DefaultConfig() Config {
 		RetryTTL:          10 * time.Second,
 		NonOwner:          Forward,
 	}
+}
+
+// NonOwnerMode says what a replica does with a stream for a service it does not own.
+type NonOwnerMode string
+
+const (
+	// Forward relays the stream to the owner, so any unmodified Linkerd proxy works.
+	Forward NonOwnerMode = "forward"
+	// Redirect refuses with FailedPrecondition naming the owner (see RedirectOwner).
+	Redirect NonOwnerMode = "redirect"
+)
+
+// ParseNonOwnerMode parses the --non-owner flag.
+func ParseNonOwnerMode(s string) (NonOwnerMode, error) {
+	switch NonOwnerMode(s) {
+	case Forward, Redirect:
+		return NonOwnerMode(s), nil
+	}
+	return "", fmt.Errorf("non-owner mode %q: want forward or redirect", s)
 }

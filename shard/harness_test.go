@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,13 +15,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/meridian-mesh/meridian/internal/grpcserver"
+	"github.com/meridian-mesh/meridian/internal/testutil"
 	"github.com/meridian-mesh/meridian/internal/wire"
 	"github.com/meridian-mesh/meridian/shard/source"
 )
@@ -82,40 +83,29 @@ func (s *pushSource) Replay(ctx context.Context) error {
 	return nil
 }
 
-func (s *pushSource) OnService(v *corev1.Service, deleted bool) {
+// keep records v under key in m (or forgets it when deleted) and returns the handler to pass
+// the event on to.
+func keep[T any](s *pushSource, m map[string]T, key string, v T, deleted bool) source.Handler {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if deleted {
-		delete(s.services, v.Namespace+"/"+v.Name)
+		delete(m, key)
 	} else {
-		s.services[v.Namespace+"/"+v.Name] = v
+		m[key] = v
 	}
-	h := s.h
-	s.mu.Unlock()
-	h.OnService(v, deleted)
+	return s.h
+}
+
+func (s *pushSource) OnService(v *corev1.Service, deleted bool) {
+	keep(s, s.services, v.Namespace+"/"+v.Name, v, deleted).OnService(v, deleted)
 }
 
 func (s *pushSource) OnEndpointSlice(v *discoveryv1.EndpointSlice, deleted bool) {
-	s.mu.Lock()
-	if deleted {
-		delete(s.slices, v.Namespace+"/"+v.Name)
-	} else {
-		s.slices[v.Namespace+"/"+v.Name] = v
-	}
-	h := s.h
-	s.mu.Unlock()
-	h.OnEndpointSlice(v, deleted)
+	keep(s, s.slices, v.Namespace+"/"+v.Name, v, deleted).OnEndpointSlice(v, deleted)
 }
 
 func (s *pushSource) OnPod(v *corev1.Pod, deleted bool) {
-	s.mu.Lock()
-	if deleted {
-		delete(s.pods, v.Namespace+"/"+v.Name)
-	} else {
-		s.pods[v.Namespace+"/"+v.Name] = v
-	}
-	h := s.h
-	s.mu.Unlock()
-	h.OnPod(v, deleted)
+	keep(s, s.pods, v.Namespace+"/"+v.Name, v, deleted).OnPod(v, deleted)
 }
 
 // handler waits for Run and returns the source itself, which records and forwards.
@@ -148,35 +138,49 @@ func newEnv(t *testing.T, mutate func(*Config)) *env {
 	}
 	src := newPushSource()
 	reg := prometheus.NewRegistry()
-	r := NewReplica(cfg, src, reg, zaptest.NewLogger(t))
-	gs := grpcserver.New(reg)
-	r.Register(gs)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	r, err := NewReplica(cfg, Deps{Source: src, Registerer: reg, Logger: zaptest.NewLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); _ = r.Run(ctx) }()
-	go func() { defer wg.Done(); _ = grpcserver.Serve(ctx, gs, lis, 2*time.Second) }()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		conn.Close()
-		cancel()
-		done := make(chan struct{})
-		go func() { wg.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			t.Error("replica did not stop within 10s")
-		}
-	})
+	lis := testutil.Listen(t)
+	serveReplica(t, r, reg, lis)
+	conn := testutil.DialGRPC(t, lis.Addr().String())
 	src.handler(t)
 	return &env{t: t, src: src, replica: r, reg: reg, conn: conn, client: pb.NewDestinationClient(conn), addr: lis.Addr().String()}
+}
+
+// serveReplica serves r's Destination API on lis and runs r, the gRPC server and extra (the
+// replica's ring, say) until the returned stop is called or the test ends. stop waits for all
+// of them, failing the test when they have not ended within 20s; it may be called again.
+func serveReplica(t *testing.T, r *Replica, reg prometheus.Registerer, lis net.Listener, extra ...func(context.Context) error) (stop func()) {
+	t.Helper()
+	gs := grpcserver.New(reg)
+	r.Register(gs)
+	ctx, cancel := context.WithCancel(context.Background())
+	fns := append([]func(context.Context) error{
+		r.Run,
+		func(ctx context.Context) error { return grpcserver.Serve(ctx, gs, lis, time.Second) },
+	}, extra...)
+	var wg sync.WaitGroup
+	for _, fn := range fns {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = fn(ctx) }()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case <-done:
+			case <-time.After(20 * time.Second):
+				t.Errorf("replica did not stop within 20s")
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
 }
 
 func (e *env) h() source.Handler { return e.src.handler(e.t) }
@@ -356,11 +360,7 @@ func get(t *testing.T, e *env, path string) (*stream, context.CancelFunc) {
 }
 
 func sortedStrings(s []string) []string {
-	for i := 1; i < len(s); i++ {
-		for j := i; j > 0 && s[j] < s[j-1]; j-- {
-			s[j], s[j-1] = s[j-1], s[j]
-		}
-	}
+	slices.Sort(s)
 	return s
 }
 
@@ -417,9 +417,5 @@ func sameKeys(got []string, want map[string]bool) bool {
 	}
 	return true
 }
-
-func (e *env) rep() *Replica { return e.replica }
-
-func (e *env2) rep() *Replica { return e.replica }
 
 func netipMust(s string) netip.AddrPort { return netip.MustParseAddrPort(s) }

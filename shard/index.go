@@ -4,7 +4,6 @@ import (
 	"context"
 	"maps"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -18,11 +17,6 @@ import (
 	"github.com/meridian-mesh/meridian/snapshot"
 	"github.com/meridian-mesh/meridian/translator"
 )
-
-// ServiceKey names a Service.
-type ServiceKey struct{ Namespace, Name string }
-
-func (k ServiceKey) String() string { return k.Namespace + "/" + k.Name }
 
 type podKey struct{ Namespace, Name string }
 
@@ -60,7 +54,7 @@ func (s *service) reuse(prev *snapshot.Snapshot) translator.Reuse {
 }
 
 // OwnsFunc reports whether this replica owns a service. It must be cheap and safe for
-// concurrent use (the ring's Owns is lock-free).
+// concurrent use (the ring's OwnsHash is lock-free and does not allocate).
 type OwnsFunc func(ServiceKey) bool
 
 // Index keeps the inputs of the services this replica owns and keeps their snapshots current.
@@ -129,7 +123,7 @@ func (x *Index) Owns(k ServiceKey) bool { return (*x.owns.Load())(k) }
 // the replica owns (OnEndpointSlice drops the others), and the ring follower replays the
 // source after SetOwns whenever the replica gains services.
 func (x *Index) WantsService(namespace, name string) bool {
-	return x.Owns(ServiceKey{namespace, name})
+	return x.Owns(NewServiceKey(namespace, name))
 }
 
 // Run runs cfg.Workers workers until ctx ends.
@@ -168,7 +162,7 @@ func (x *Index) getOrCreate(k ServiceKey) *service {
 
 // OnService implements source.Handler.
 func (x *Index) OnService(svc *corev1.Service, deleted bool) {
-	k := ServiceKey{svc.Namespace, svc.Name}
+	k := NewServiceKey(svc.Namespace, svc.Name)
 	if deleted {
 		x.known.Delete(k)
 	} else {
@@ -195,7 +189,7 @@ func (x *Index) OnEndpointSlice(es *discoveryv1.EndpointSlice, deleted bool) {
 	if name == "" {
 		return
 	}
-	k := ServiceKey{es.Namespace, name}
+	k := NewServiceKey(es.Namespace, name)
 	if !x.Owns(k) {
 		return
 	}
@@ -472,7 +466,8 @@ func (x *Index) Watch(k ServiceKey, port uint32) (*snapshot.Subscription, func()
 // Len returns the number of services held.
 func (x *Index) Len() int { return x.services.Size() }
 
-// Services returns the keys of the services held whose Service object is known, sorted.
+// Services returns the keys of the services held whose Service object is known, sorted by
+// namespace and name.
 func (x *Index) Services() []ServiceKey {
 	var out []ServiceKey
 	x.services.Range(func(k ServiceKey, s *service) bool {
@@ -484,15 +479,15 @@ func (x *Index) Services() []ServiceKey {
 		}
 		return true
 	})
-	slices.SortFunc(out, func(a, b ServiceKey) int { return strings.Compare(a.String(), b.String()) })
+	slices.SortFunc(out, compareKeys)
 	return out
 }
 
-// KnownServices returns the "namespace/name" of every Service the source has shown.
-func (x *Index) KnownServices() []string {
-	out := make([]string, 0, x.known.Size())
+// KnownServices returns the key of every Service the source has shown, owned or not.
+func (x *Index) KnownServices() []ServiceKey {
+	out := make([]ServiceKey, 0, x.known.Size())
 	x.known.Range(func(k ServiceKey, _ struct{}) bool {
-		out = append(out, k.String())
+		out = append(out, k)
 		return true
 	})
 	return out

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -21,7 +20,7 @@ import (
 // slices of two services change at random: endpoints replaced, moved, duplicated, slices
 // deleted and services dropped.
 func TestPodRefsIncremental(t *testing.T) {
-	x := NewIndex(DefaultConfig(), snapshot.NewStore(snapshot.StoreConfig{}), nil, newMetrics(prometheus.NewRegistry()), zap.NewNop())
+	x := NewIndex(DefaultConfig(), snapshot.NewStore(snapshot.StoreConfig{}), nil, newMetrics(), zap.NewNop())
 	rng := rand.New(rand.NewPCG(1, 2))
 	type sliceID struct{ svc, name string }
 	truth := map[sliceID]*discoveryv1.EndpointSlice{}
@@ -54,7 +53,7 @@ func TestPodRefsIncremental(t *testing.T) {
 					if out[pk] == nil {
 						out[pk] = map[ServiceKey]int32{}
 					}
-					out[pk][ServiceKey{"ns", id.svc}]++
+					out[pk][NewServiceKey("ns", id.svc)]++
 				}
 			}
 		}
@@ -117,7 +116,7 @@ func TestPodRefsIncremental(t *testing.T) {
 // TestPodRefsCompact: once ownership drops most services, the reference index is copied into
 // a map of its new size (a Go map never gives back the room of its peak).
 func TestPodRefsCompact(t *testing.T) {
-	x := NewIndex(DefaultConfig(), snapshot.NewStore(snapshot.StoreConfig{}), nil, newMetrics(prometheus.NewRegistry()), zap.NewNop())
+	x := NewIndex(DefaultConfig(), snapshot.NewStore(snapshot.StoreConfig{}), nil, newMetrics(), zap.NewNop())
 	for s := range 40 {
 		es := &discoveryv1.EndpointSlice{
 			ObjectMeta:  metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprintf("s%d-0", s), Labels: map[string]string{discoveryv1.LabelServiceName: fmt.Sprintf("s%d", s)}},

@@ -2,9 +2,11 @@ package shard
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"net/http"
 	"sync"
-	"sync/atomic"
 
 	pb "github.com/linkerd/linkerd2-proxy-api/go/destination"
 	"github.com/prometheus/client_golang/prometheus"
@@ -12,16 +14,29 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/meridian-mesh/meridian/internal/run"
+	"github.com/meridian-mesh/meridian/ring"
 	"github.com/meridian-mesh/meridian/shard/source"
 	"github.com/meridian-mesh/meridian/snapshot"
 )
 
+// Deps are what a replica is built on.
+type Deps struct {
+	// Source delivers the cluster's objects. Required.
+	Source source.Source
+	// Membership makes the replica one shard of a ring: it keeps and serves only the
+	// services it owns and forwards or redirects the rest. Nil: a single replica owning
+	// everything.
+	Membership Membership
+	// Registerer receives the replica's metrics; nil: not registered.
+	Registerer prometheus.Registerer
+	// Logger; nil: no logs.
+	Logger *zap.Logger
+}
+
 // Replica is one destination replica: a source feeding an index, and the Destination server
-// reading it. With a Membership it is one shard of a ring: it keeps and serves only the
-// services it owns and forwards or redirects the rest. The caller owns the gRPC and admin
-// servers and registers the replica on them.
+// reading it, in a ring or alone. The caller owns the gRPC and admin servers and registers
+// the replica on them (Register, RingHandler), and runs it (Run), gating readiness on Ready.
 type Replica struct {
-	cfg     Config
 	log     *zap.Logger
 	src     source.Source
 	store   *snapshot.Store
@@ -29,40 +44,60 @@ type Replica struct {
 	srv     *Server
 	m       *metrics
 	members Membership // nil: a single replica owning everything
-	ring    *ringState
+	own     *ownership
+	follow  *follower // nil without members
 	conns   *connPool
 
-	replaying atomic.Int32 // replays of the source in progress after a ring change
-	stop      chan struct{}
-	once      sync.Once
+	stop chan struct{} // closed when Run returns: open streams end with Unavailable
+	once sync.Once
 }
 
-// NewReplica returns a replica reading src. Metrics are registered on reg (may be nil).
-func NewReplica(cfg Config, src source.Source, reg prometheus.Registerer, log *zap.Logger) *Replica {
+var (
+	_ run.Component = (*Replica)(nil)
+	_ run.Readier   = (*Replica)(nil)
+)
+
+// NewReplica returns a replica configured by cfg, built on deps. It fails when deps has no
+// Source, cfg.NonOwner is not a mode, or the metrics cannot be registered.
+func NewReplica(cfg Config, deps Deps) (*Replica, error) {
+	if deps.Source == nil {
+		return nil, errors.New("destination replica: no discovery source")
+	}
+	if _, err := ParseNonOwnerMode(string(cfg.NonOwner)); err != nil {
+		return nil, fmt.Errorf("destination replica: %w", err)
+	}
+	log := deps.Logger
 	if log == nil {
 		log = zap.NewNop()
 	}
-	m := newMetrics(reg)
+	m := newMetrics()
 	store := snapshot.NewStore(snapshot.StoreConfig{OnOverflow: func(snapshot.Key) { m.overflow.Inc() }})
-	idx := NewIndex(cfg, store, src.Pod, m, log)
-	r := &Replica{cfg: cfg, log: log, src: src, store: store, idx: idx, m: m, ring: newRingState(), conns: newConnPool(), stop: make(chan struct{})}
-	if reg != nil {
-		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "destination_owned_services",
-			Help: "Services whose inputs this replica holds (with a ring: the services it owns).",
-		}, func() float64 { return float64(idx.Len()) }))
+	idx := NewIndex(cfg, store, deps.Source.Pod, m, log)
+	if deps.Registerer != nil {
+		if err := m.register(deps.Registerer, func() float64 { return float64(idx.Len()) }); err != nil {
+			return nil, err
+		}
 	}
-	r.srv = &Server{cfg: cfg, r: r, idx: idx, m: m, log: log, stop: r.stop}
-	return r
-}
-
-// SetMembership makes the replica a shard of the ring m. Call it before Run.
-func (r *Replica) SetMembership(m Membership) {
-	r.members = m
-	self := m.Self().Name
-	cur := m.Ring()
-	r.idx.SetOwns(func(k ServiceKey) bool { return cur.Owns(k.String(), self) })
-	r.ring.swap(cur, self)
+	r := &Replica{log: log, src: deps.Source, store: store, idx: idx, m: m, members: deps.Membership,
+		conns: newConnPool(), stop: make(chan struct{})}
+	if deps.Membership == nil {
+		r.own = newOwnership(standaloneName, nil)
+	} else {
+		self, cur := deps.Membership.Self().Name, deps.Membership.Ring()
+		idx.SetOwns(ownsFunc(cur, self))
+		r.own = newOwnership(self, cur)
+		r.follow = &follower{members: deps.Membership, own: r.own, idx: idx, src: deps.Source, m: m, log: log}
+	}
+	r.srv = &Server{
+		cfg:   cfg,
+		own:   r.own,
+		local: &local{cfg: cfg, idx: idx, own: r.own, loading: r.loading, stop: r.stop},
+		relay: &relay{conns: r.conns, own: r.own, m: m, stop: r.stop},
+		m:     m,
+		log:   log,
+		stop:  r.stop,
+	}
+	return r, nil
 }
 
 // Register registers the Destination service on g.
@@ -75,7 +110,7 @@ func (r *Replica) Index() *Index { return r.idx }
 func (r *Replica) Store() *snapshot.Store { return r.store }
 
 // Ready reports nil once the replica has joined its ring (if it has one) and the source has
-// delivered the initial state of what it owns.
+// delivered the initial state of what it owns. It implements run.Readier.
 func (r *Replica) Ready() error {
 	if r.members != nil && !r.members.Joined() {
 		return errors.New("not joined to the ring yet")
@@ -83,33 +118,60 @@ func (r *Replica) Ready() error {
 	if !r.src.Synced() {
 		return errors.New("discovery source has not synced")
 	}
-	if r.replaying.Load() > 0 {
+	if r.follow.loading() {
 		return errors.New("loading services gained on a ring change")
 	}
 	return nil
 }
 
 // loading reports whether a missing service may only be not loaded yet.
-func (r *Replica) loading() bool { return !r.src.Synced() || r.replaying.Load() > 0 }
+func (r *Replica) loading() bool { return !r.src.Synced() || r.follow.loading() }
 
 // Run runs the source, the index workers and, with a membership, the ring follower until ctx
-// ends; then open streams end with Unavailable so that clients reconnect.
+// ends; then open streams end with Unavailable so that clients reconnect. It implements
+// run.Component.
 func (r *Replica) Run(ctx context.Context) error {
 	defer r.conns.close()
 	defer r.once.Do(func() { close(r.stop) })
-	fns := []func(context.Context) error{
-		r.idx.Run,
-		func(ctx context.Context) error { return r.src.Run(ctx, r.idx) },
+	var g run.Group
+	g.Go("index", r.idx.Run)
+	g.Go("source", func(ctx context.Context) error { return r.src.Run(ctx, r.idx) })
+	if r.follow != nil {
+		g.Add("ring follower", r.follow)
 	}
-	if r.members != nil {
-		fns = append(fns, r.followRing)
-	}
-	return run.All(ctx, fns...)
+	return g.Run(ctx)
 }
 
-func (r *Replica) selfName() string {
-	if r.members == nil {
-		return "standalone"
-	}
-	return r.members.Self().Name
+// RingHandler serves the ring as this replica sees it, with the share of the known services
+// each member owns, as JSON (what `meridian ring` prints).
+func (r *Replica) RingHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		type member struct {
+			ring.MemberStatus
+			Services int `json:"services"`
+		}
+		out := struct {
+			Self     string   `json:"self"`
+			ID       string   `json:"id"`
+			Services int      `json:"services"`
+			Members  []member `json:"members"`
+		}{}
+		v := r.own.load()
+		if v.ring == nil {
+			http.Error(w, "this replica runs without a ring", http.StatusNotFound)
+			return
+		}
+		keys := r.idx.KnownServices()
+		shares := make(map[string]int)
+		for _, k := range keys {
+			shares[v.ring.OwnerOfHash(k.Hash()).Name]++
+		}
+		st := v.ring.Status()
+		out.Self, out.ID, out.Services = v.self, st.ID, len(keys)
+		for _, m := range st.Members {
+			out.Members = append(out.Members, member{MemberStatus: m, Services: shares[m.Name]})
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(out)
+	})
 }

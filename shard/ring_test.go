@@ -3,12 +3,13 @@ package shard
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,14 +17,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/meridian-mesh/meridian/internal/destclient"
-	"github.com/meridian-mesh/meridian/internal/grpcserver"
+	"github.com/meridian-mesh/meridian/internal/testutil"
 	"github.com/meridian-mesh/meridian/ring"
 	"github.com/meridian-mesh/meridian/shard/source"
 )
@@ -91,16 +90,12 @@ type shardNode struct {
 	cluster *ring.Cluster
 	replica *Replica
 	addr    string
-	cancel  context.CancelFunc
-	done    chan struct{}
+	stop    func() // stops the node and waits for it (crashes it: no graceful leave)
 }
 
 func startShard(t *testing.T, c *cluster, name string, mode NonOwnerMode, seeds ...string) *shardNode {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	lis := testutil.Listen(t)
 	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).Named(name)
 	rc := ring.DefaultConfig()
 	rc.NodeName, rc.GossipAddr, rc.GRPCAddr, rc.Join, rc.Fast, rc.Logger = name, "127.0.0.1:0", lis.Addr().String(), seeds, true, log
@@ -114,29 +109,13 @@ func startShard(t *testing.T, c *cluster, name string, mode NonOwnerMode, seeds 
 	dcfg := source.DefaultDirConfig(c.dir)
 	dcfg.Rescan = 200 * time.Millisecond
 	reg := prometheus.NewRegistry()
-	r := NewReplica(cfg, source.NewDirWithConfig(dcfg, log), reg, log)
-	r.SetMembership(members)
-	gs := grpcserver.New(reg)
-	r.Register(gs)
-	ctx, cancel := context.WithCancel(context.Background())
-	n := &shardNode{name: name, cluster: members, replica: r, addr: lis.Addr().String(), cancel: cancel, done: make(chan struct{})}
-	var wg sync.WaitGroup
-	wg.Add(3)
-	go func() { defer wg.Done(); _ = members.Run(ctx) }()
-	go func() { defer wg.Done(); _ = r.Run(ctx) }()
-	go func() { defer wg.Done(); _ = grpcserver.Serve(ctx, gs, lis, time.Second) }()
-	go func() { wg.Wait(); close(n.done) }()
-	t.Cleanup(func() { n.stop(t) })
-	return n
-}
-
-func (n *shardNode) stop(t *testing.T) {
-	n.cancel()
-	select {
-	case <-n.done:
-	case <-time.After(20 * time.Second):
-		t.Errorf("replica %s did not stop", n.name)
+	r, err := NewReplica(cfg, Deps{Source: source.NewDirWithConfig(dcfg, log), Membership: members, Registerer: reg, Logger: log})
+	if err != nil {
+		t.Fatal(err)
 	}
+	n := &shardNode{name: name, cluster: members, replica: r, addr: lis.Addr().String()}
+	n.stop = serveReplica(t, r, reg, lis, members.Run)
+	return n
 }
 
 func (n *shardNode) gossip() string { return n.cluster.GossipAddr() }
@@ -144,130 +123,21 @@ func (n *shardNode) gossip() string { return n.cluster.GossipAddr() }
 // waitConverged waits until every node sees the same ring of want members and is ready.
 func waitConverged(t *testing.T, nodes []*shardNode, want int) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		ok := true
+	testutil.EventuallyNoError(t, 30*time.Second, fmt.Sprintf("a ring of %d to converge", want), func() error {
 		id := nodes[0].cluster.Ring().ID()
 		for _, n := range nodes {
 			r := n.cluster.Ring()
-			if r.Len() != want || r.ID() != id || n.replica.Ready() != nil || n.replica.ring.load().ring.ID() != id {
-				ok = false
+			switch {
+			case r.Len() != want || r.ID() != id:
+				return fmt.Errorf("%s sees %d members, ring %016x (want %016x)", n.name, r.Len(), r.ID(), id)
+			case n.replica.Ready() != nil:
+				return fmt.Errorf("%s not ready: %w", n.name, n.replica.Ready())
+			case n.replica.own.load().ring.ID() != id:
+				return fmt.Errorf("%s serves by ring %016x", n.name, n.replica.own.load().ring.ID())
 			}
 		}
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			for _, n := range nodes {
-				t.Logf("%s: members %d ready=%v", n.name, n.cluster.Ring().Len(), n.replica.Ready())
-			}
-			t.Fatalf("ring of %d did not converge within 30s", want)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// watcher is a client Get stream following a service, with its view and any failure.
-type watcher struct {
-	svc  int
-	mu   sync.Mutex
-	view *destclient.View
-	err  error
-}
-
-func (w *watcher) keys() []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	var out []string
-	for _, a := range w.view.Sorted() {
-		out = append(out, a.String())
-	}
-	return out
-}
-
-func (w *watcher) failure() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.err
-}
-
-func dial(t *testing.T, addr string) *grpc.ClientConn {
-	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return conn
-}
-
-// watch opens a Get stream for service i through conn; the stream must never end while the
-// test runs, and every update must apply cleanly (no lost or duplicated endpoint).
-func watch(t *testing.T, ctx context.Context, wg *sync.WaitGroup, conn *grpc.ClientConn, i int) *watcher {
-	ns, name := svcName(i)
-	w := &watcher{svc: i, view: destclient.NewView()}
-	s, err := pb.NewDestinationClient(conn).Get(ctx, &pb.GetDestination{Path: fmt.Sprintf("%s.%s.svc.cluster.local:80", name, ns)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			u, err := s.Recv()
-			w.mu.Lock()
-			if err != nil {
-				if ctx.Err() == nil {
-					w.err = fmt.Errorf("stream ended: %w", err)
-				}
-				w.mu.Unlock()
-				return
-			}
-			if aerr := w.view.Apply(u); aerr != nil && w.err == nil {
-				w.err = aerr
-			}
-			w.mu.Unlock()
-		}
-	}()
-	return w
-}
-
-// watchAll opens a stream for every service through every node.
-func watchAll(t *testing.T, ctx context.Context, wg *sync.WaitGroup, nodes []*shardNode) []*watcher {
-	var ws []*watcher
-	for _, n := range nodes {
-		conn := dial(t, n.addr)
-		for i := range ringServices {
-			ws = append(ws, watch(t, ctx, wg, conn, i))
-		}
-	}
-	return ws
-}
-
-// waitTruth waits until every watcher holds exactly the truth.
-func waitTruth(t *testing.T, c *cluster, ws []*watcher, within time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		bad := 0
-		var example string
-		for _, w := range ws {
-			if err := w.failure(); err != nil {
-				t.Fatalf("service %d: %v", w.svc, err)
-			}
-			if got, want := w.keys(), c.truth(w.svc); strings.Join(got, ",") != strings.Join(want, ",") {
-				bad++
-				example = fmt.Sprintf("service %d holds %v, want %v", w.svc, got, want)
-			}
-		}
-		if bad == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d streams differ from the truth after %s; e.g. %s", bad, len(ws), within, example)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 const ringServices = 30
@@ -284,13 +154,13 @@ func startRing(t *testing.T, c *cluster, n int, mode NonOwnerMode) []*shardNode 
 func TestRingEachServiceOneOwnerAnyReplicaAnswers(t *testing.T) {
 	c := newCluster(t, ringServices, 3)
 	nodes := startRing(t, c, 3, Forward)
-	// Each service is held by exactly one replica, and the ring agrees on which.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	// Each service is held by exactly one replica, and the ring agrees on which (looked up by
+	// the "namespace/name" string, as other callers of the ring do).
+	testutil.EventuallyNoError(t, 20*time.Second, "every service held by exactly its owner", func() error {
 		held, ok := 0, true
 		for i := range ringServices {
 			ns, name := svcName(i)
-			k := ServiceKey{ns, name}
+			k := NewServiceKey(ns, name)
 			holders := 0
 			for _, n := range nodes {
 				if n.replica.Index().Service(k) != nil {
@@ -305,14 +175,11 @@ func TestRingEachServiceOneOwnerAnyReplicaAnswers(t *testing.T) {
 			}
 			held += holders
 		}
-		if ok {
-			break
+		if !ok {
+			return fmt.Errorf("%d holdings for %d services", held, ringServices)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("services not held by exactly their owner (%d holdings for %d services)", held, ringServices)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	for _, n := range nodes {
 		t.Logf("%s owns %d of %d services", n.name, n.replica.Index().Len(), ringServices)
 	}
@@ -321,20 +188,35 @@ func TestRingEachServiceOneOwnerAnyReplicaAnswers(t *testing.T) {
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
 	ws := watchAll(t, ctx, &wg, nodes)
+	ps := watchProfiles(t, ctx, &wg, nodes)
 	waitTruth(t, c, ws, 20*time.Second)
+	waitProfiles(t, ps)
 	// An unknown service is NotFound through any replica.
 	for _, n := range nodes {
-		s, _ := pb.NewDestinationClient(dial(t, n.addr)).Get(ctx, &pb.GetDestination{Path: "nope.ns0.svc.cluster.local:80"})
+		s, _ := pb.NewDestinationClient(testutil.DialGRPC(t, n.addr)).Get(ctx, &pb.GetDestination{Path: "nope.ns0.svc.cluster.local:80"})
 		if _, err := s.Recv(); status.Code(err) != codes.NotFound {
 			t.Fatalf("%s: unknown service gave %v", n.name, err)
+		}
+		p, _ := pb.NewDestinationClient(testutil.DialGRPC(t, n.addr)).GetProfile(ctx, &pb.GetDestination{Path: "nope.ns0.svc.cluster.local:80"})
+		if _, err := p.Recv(); status.Code(err) != codes.NotFound {
+			t.Fatalf("%s: profile of an unknown service gave %v", n.name, err)
 		}
 	}
 }
 
-func churn(ctx context.Context, c *cluster, wg *sync.WaitGroup) {
-	wg.Add(1)
+// churner rewrites one service's endpoints every 20ms, round robin, for at most 1000 steps.
+type churner struct {
+	steps  atomic.Int64
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func startChurn(ctx context.Context, c *cluster) *churner {
+	ctx, cancel := context.WithCancel(ctx)
+	ch := &churner{cancel: cancel}
+	ch.wg.Add(1)
 	go func() {
-		defer wg.Done()
+		defer ch.wg.Done()
 		tick := time.NewTicker(20 * time.Millisecond)
 		defer tick.Stop()
 		for step := 1; step <= 1000; step++ {
@@ -348,8 +230,22 @@ func churn(ctx context.Context, c *cluster, wg *sync.WaitGroup) {
 			v := c.version[i] + 1
 			c.mu.Unlock()
 			c.write(i, v)
+			ch.steps.Add(1)
 		}
 	}()
+	return ch
+}
+
+// waitSteps waits until the churn has made n more changes.
+func (ch *churner) waitSteps(t *testing.T, n int64) {
+	t.Helper()
+	target := ch.steps.Load() + n
+	testutil.Eventually(t, 20*time.Second, fmt.Sprintf("%d more changes", n), func() bool { return ch.steps.Load() >= target })
+}
+
+func (ch *churner) stop() {
+	ch.cancel()
+	ch.wg.Wait()
 }
 
 func TestRingReplicaKilledUnderChurn(t *testing.T) {
@@ -361,17 +257,23 @@ func TestRingReplicaKilledUnderChurn(t *testing.T) {
 	// Streams on the replicas that survive, for every service.
 	ws := watchAll(t, ctx, &wg, nodes[:3])
 	waitTruth(t, c, ws, 20*time.Second)
-	churnCtx, stopChurn := context.WithCancel(ctx)
-	var cw sync.WaitGroup
-	churn(churnCtx, c, &cw)
-	time.Sleep(300 * time.Millisecond)
-	// Crash the fourth replica: no graceful leave; memberlist detects it.
+	ch := startChurn(ctx, c)
+	ch.waitSteps(t, 15)
+	// Crash the fourth replica: no graceful leave; memberlist detects it. The churn goes on
+	// while the survivors detect the failure and take its services over.
 	killed := nodes[3]
 	_ = killed.cluster.Close()
-	killed.stop(t)
-	time.Sleep(time.Second)
-	stopChurn()
-	cw.Wait()
+	killed.stop()
+	testutil.Eventually(t, 30*time.Second, "the survivors to drop the crashed replica", func() bool {
+		for _, n := range nodes[:3] {
+			if _, ok := n.cluster.Ring().Member(killed.name); ok {
+				return false
+			}
+		}
+		return true
+	})
+	ch.waitSteps(t, 15)
+	ch.stop()
 	waitConverged(t, nodes[:3], 3)
 	waitTruth(t, c, ws, 30*time.Second)
 	// And the streams keep following changes.
@@ -386,21 +288,26 @@ func TestRingJoinMovesStreamsWithoutLoss(t *testing.T) {
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
 	ws := watchAll(t, ctx, &wg, nodes)
+	ps := watchProfiles(t, ctx, &wg, nodes)
+	clients := slices.Clone(nodes)
 	waitTruth(t, c, ws, 20*time.Second)
+	waitProfiles(t, ps)
+	waitRelayed(t, nodes, clients, 2)
 	before := map[string]int{}
 	for _, n := range nodes {
 		before[n.name] = n.replica.Index().Len()
 	}
-	churnCtx, stopChurn := context.WithCancel(ctx)
-	var cw sync.WaitGroup
-	churn(churnCtx, c, &cw)
+	ch := startChurn(ctx, c)
 	joined := startShard(t, c, "r3", Forward, nodes[0].gossip())
 	nodes = append(nodes, joined)
 	waitConverged(t, nodes, 4)
-	time.Sleep(500 * time.Millisecond)
-	stopChurn()
-	cw.Wait()
+	ch.waitSteps(t, 25) // the churn goes on after the handover
+	ch.stop()
 	waitTruth(t, c, ws, 30*time.Second)
+	// Get and GetProfile streams alike moved: each replica relays exactly the streams of the
+	// services it does not own now, and no profile stream ended or repeated its profile.
+	waitRelayed(t, nodes, clients, 2)
+	waitProfiles(t, ps)
 	if joined.replica.Index().Len() == 0 {
 		t.Fatal("the new replica owns no service")
 	}
@@ -421,9 +328,8 @@ func TestRingRedirect(t *testing.T) {
 	defer cancel()
 	redirected := 0
 	for i := range ringServices {
-		ns, name := svcName(i)
-		path := fmt.Sprintf("%s.%s.svc.cluster.local:80", name, ns)
-		s, err := pb.NewDestinationClient(dial(t, nodes[0].addr)).Get(ctx, &pb.GetDestination{Path: path})
+		path := servicePath(i)
+		s, err := pb.NewDestinationClient(testutil.DialGRPC(t, nodes[0].addr)).Get(ctx, &pb.GetDestination{Path: path})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -439,7 +345,7 @@ func TestRingRedirect(t *testing.T) {
 		if status.Code(err) != codes.FailedPrecondition || len(owner) != 1 || !strings.Contains(err.Error(), owner[0]) {
 			t.Fatalf("redirect: %v, trailer %v", err, owner)
 		}
-		s2, err := pb.NewDestinationClient(dial(t, owner[0])).Get(ctx, &pb.GetDestination{Path: path})
+		s2, err := pb.NewDestinationClient(testutil.DialGRPC(t, owner[0])).Get(ctx, &pb.GetDestination{Path: path})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -455,11 +361,11 @@ func TestRingRedirect(t *testing.T) {
 	md := metadata.Pairs(ForwardedHeader, "test")
 	for i := range ringServices {
 		ns, name := svcName(i)
-		k := ServiceKey{ns, name}
+		k := NewServiceKey(ns, name)
 		if nodes[0].cluster.Ring().Owner(k.String()).Name == nodes[0].name {
 			continue
 		}
-		s, _ := pb.NewDestinationClient(dial(t, nodes[0].addr)).Get(metadata.NewOutgoingContext(ctx, md), &pb.GetDestination{Path: fmt.Sprintf("%s.%s.svc.cluster.local:80", name, ns)})
+		s, _ := pb.NewDestinationClient(testutil.DialGRPC(t, nodes[0].addr)).Get(metadata.NewOutgoingContext(ctx, md), &pb.GetDestination{Path: servicePath(i)})
 		if _, err := s.Recv(); status.Code(err) != codes.Unavailable {
 			t.Fatalf("relayed stream to a non-owner: %v", err)
 		}

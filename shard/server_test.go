@@ -2,20 +2,20 @@ package shard
 
 import (
 	"context"
-
 	"fmt"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"strings"
 	"testing"
 	"time"
 
 	pb "github.com/linkerd/linkerd2-proxy-api/go/destination"
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/meridian-mesh/meridian/internal/testutil"
 )
 
 const auth = "web.shop.svc.cluster.local:80"
@@ -26,7 +26,7 @@ func TestGetErrors(t *testing.T) {
 	ext.Spec.Type = corev1.ServiceTypeExternalName
 	ext.Spec.ExternalName = "example.com"
 	e.h().OnService(ext, false)
-	waitService(t, e, "shop", "ext")
+	waitService(t, e.replica, "shop", "ext")
 	cases := []struct {
 		path string
 		code codes.Code
@@ -50,21 +50,16 @@ func TestGetErrors(t *testing.T) {
 	}
 }
 
-func waitService(t *testing.T, e interface{ rep() *Replica }, ns, name string) {
+func waitService(t *testing.T, r *Replica, ns, name string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for e.rep().Index().Service(ServiceKey{ns, name}) == nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("service %s/%s never indexed", ns, name)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	k := NewServiceKey(ns, name)
+	testutil.Eventually(t, 5*time.Second, "service "+k.String()+" indexed", func() bool { return r.Index().Service(k) != nil })
 }
 
 func TestGetEmptyServiceNoEndpointsAtOnce(t *testing.T) {
 	e := newEnv(t, nil)
 	e.h().OnService(svcObj("shop", "web"), false)
-	waitService(t, e, "shop", "web")
+	waitService(t, e.replica, "shop", "web")
 	s, _ := get(t, e, auth)
 	if u := recv(t, s); kind(u) != "no_endpoints(exists=true)" {
 		t.Fatalf("first update %s, want no_endpoints(exists=true)", kind(u))
@@ -82,7 +77,7 @@ func TestGetLifecycle(t *testing.T) {
 	h.OnEndpointSlice(sliceObj("shop", "web", "web-a", 8080,
 		epSpec{"10.0.0.1", "web-1", true, ""}, epSpec{"10.0.0.2", "web-2", true, ""}, epSpec{"10.0.0.3", "web-3", false, ""}), false)
 	h.OnEndpointSlice(sliceObj("shop", "web", "web-b", 8080, epSpec{"10.0.1.9", "web-9", true, ""}), false)
-	waitService(t, e, "shop", "web")
+	waitService(t, e.replica, "shop", "web")
 
 	s, _ := get(t, e, auth)
 	var v held
@@ -172,7 +167,7 @@ func TestGetNamedTargetPortIPv6AndHostname(t *testing.T) {
 	h.OnPod(podObj("shop", "db-1", "fd00::11", true), false)
 	h.OnEndpointSlice(sliceObj("shop", "db", "db-v6", 9090,
 		epSpec{"fd00::10", "db-0", true, "db-0"}, epSpec{"fd00::11", "db-1", true, "db-1"}), false)
-	waitService(t, e, "shop", "db")
+	waitService(t, e.replica, "shop", "db")
 	s, _ := get(t, e, "db.shop.svc.cluster.local")
 	u := recv(t, s)
 	if strings.Join(addrs(u), ",") != "[fd00::10]:9090,[fd00::11]:9090" {
@@ -208,15 +203,10 @@ func TestSlowClientCoalescesToFinalSet(t *testing.T) {
 		return eps
 	}
 	h.OnEndpointSlice(sliceObj("shop", "web", "s", 8080, mk(0)...), false)
-	waitService(t, e, "shop", "web")
+	waitService(t, e.replica, "shop", "web")
 	// A raw stream with a fixed, small HTTP/2 window, so that a client that stops reading
 	// really stops the server's sends.
-	conn, err := grpc.NewClient(e.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := testutil.DialGRPC(t, e.addr, grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	raw, err := pb.NewDestinationClient(conn).Get(ctx, &pb.GetDestination{Path: auth})
@@ -243,23 +233,16 @@ func TestSlowClientCoalescesToFinalSet(t *testing.T) {
 		want[ep.ip+":8080"] = true
 	}
 	// Wait until the index has published the final state.
-	key := ServiceKey{"shop", "web"}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	key := NewServiceKey("shop", "web")
+	testutil.Eventually(t, 30*time.Second, "the index to publish the final state", func() bool {
 		snap := e.replica.Store().Load(snapKey(key, 80))
-		if snap != nil && snap.Set.Len() == len(want) && allIn(snap, want) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("index never published the final state")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if got := testutil.ToFloat64(e.replica.m.overflow); got == 0 {
+		return snap != nil && snap.Set.Len() == len(want) && allIn(snap, want)
+	})
+	if got := promtest.ToFloat64(e.replica.m.overflow); got == 0 {
 		t.Fatal("expected the stalled stream's queue to overflow and coalesce")
 	}
 	// The client reads again and converges on exactly the final set.
-	deadline = time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	s := newStream(raw)
 	for !sameKeys(v.keys(), want) {
 		if time.Now().After(deadline) {
@@ -268,14 +251,14 @@ func TestSlowClientCoalescesToFinalSet(t *testing.T) {
 		v.apply(t, recv(t, s))
 	}
 	expectNothing(t, s, 300*time.Millisecond)
-	t.Logf("client applied %d updates for %d changes (coalescings: %v)", v.updates, updates, testutil.ToFloat64(e.replica.m.overflow))
+	t.Logf("client applied %d updates for %d changes (coalescings: %v)", v.updates, updates, promtest.ToFloat64(e.replica.m.overflow))
 }
 
 func TestGetProfile(t *testing.T) {
 	e := newEnv(t, nil)
 	h := e.h()
 	h.OnService(svcObj("shop", "web", corev1.ServicePort{Name: "http", Port: 80}, corev1.ServicePort{Name: "pg", Port: 5432}), false)
-	waitService(t, e, "shop", "web")
+	waitService(t, e.replica, "shop", "web")
 	for _, c := range []struct {
 		path   string
 		opaque bool

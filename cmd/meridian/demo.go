@@ -42,7 +42,10 @@ func runDemo(ctx context.Context, args []string) error {
 
 	srv := newServer(log, *adminAddr)
 	srv.grace = 2 * time.Second
-	replica := shard.NewReplica(shard.DefaultConfig(), source.NewDir(*dir, log), srv.reg, log)
+	replica, err := shard.NewReplica(shard.DefaultConfig(), shard.Deps{Source: source.NewDir(*dir, log), Registerer: srv.reg, Logger: log})
+	if err != nil {
+		return err
+	}
 	replica.Register(srv.withGRPC(*addr))
 	if err := srv.listen(); err != nil {
 		return err

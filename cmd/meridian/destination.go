@@ -135,17 +135,25 @@ func runDestination(ctx context.Context, args []string) error {
 		return err
 	}
 	defer srv.close()
-	replica := shard.NewReplica(f.cfg, src, srv.reg, log)
-	replica.Register(gs)
+	deps := shard.Deps{Source: src, Registerer: srv.reg, Logger: log}
+	var members *ring.Cluster
 	if f.ring || len(f.join) > 0 {
-		members, err := f.newRing(srv.lis.Addr(), srv.reg, log)
+		members, err = f.newRing(srv.lis.Addr(), srv.reg, log)
 		if err != nil {
 			return err
 		}
-		replica.SetMembership(members)
+		deps.Membership = members
 		srv.group.Add("ring", members)
 		log.Info("ring", zap.String("node", f.nodeName), zap.String("gossip", members.GossipAddr()), zap.Strings("join", f.join))
 	}
+	replica, err := shard.NewReplica(f.cfg, deps)
+	if err != nil {
+		if members != nil {
+			_ = members.Close()
+		}
+		return err
+	}
+	replica.Register(gs)
 	srv.group.Add("replica", replica)
 	srv.adminRoutes["/ring"] = replica.RingHandler()
 	log.Info("destination replica starting", zap.String("source", f.src))

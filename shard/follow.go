@@ -1,0 +1,87 @@
+package shard
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/meridian-mesh/meridian/ring"
+	"github.com/meridian-mesh/meridian/shard/source"
+)
+
+// follower applies every change of the ring to the replica: the index's filter, a replay of
+// the source for the services gained, the ownership view the streams follow, and the release
+// of what the replica lost. It runs on one goroutine (Run); replaying is read by others.
+type follower struct {
+	members Membership
+	own     *ownership
+	idx     *Index
+	src     source.Source
+	m       *metrics
+	log     *zap.Logger
+
+	replaying atomic.Int32 // replays of the source in progress after a ring change
+}
+
+// Run applies every ring change until ctx ends: it first takes the services it gains (the
+// source replays its objects, now admitted by the new ownership), then wakes the streams so
+// that those of services it lost move to their new owners, and releases what nobody holds.
+func (f *follower) Run(ctx context.Context) error {
+	ch, cancel := f.members.Subscribe()
+	defer cancel()
+	for {
+		cur := f.members.Ring()
+		if prev := f.own.load(); prev.ring == nil || !prev.ring.Equal(cur) {
+			f.apply(ctx, prev.ring, cur)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ch:
+		}
+	}
+}
+
+func (f *follower) apply(ctx context.Context, prev, cur *ring.Ring) {
+	self := f.own.self
+	gained := prev == nil
+	if prev != nil {
+		for p := 0; p < cur.Partitions(); p++ {
+			if cur.PartitionOwner(p).Name == self && prev.PartitionOwner(p).Name != self {
+				gained = true
+				break
+			}
+		}
+	}
+	f.idx.SetOwns(ownsFunc(cur, self))
+	if gained {
+		f.replaying.Add(1)
+		f.replay(ctx)
+		f.replaying.Add(-1)
+	}
+	f.own.swap(cur)
+	dropped := f.idx.DropUnowned()
+	f.m.ownershipChanges.Inc()
+	f.log.Info("ring changed", zap.Int("members", cur.Len()), zap.Bool("gained", gained), zap.Int("released", dropped), zap.Int("owned", f.idx.Len()))
+}
+
+// replay hands the source's objects to the index again, once its initial delivery (filtered
+// by an older ring) has finished.
+func (f *follower) replay(ctx context.Context) {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for !f.src.Synced() && ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+		case <-tick.C:
+		}
+	}
+	if err := f.src.Replay(ctx); err != nil && ctx.Err() == nil {
+		f.log.Error("replay of the source after a ring change failed; gained services may be incomplete", zap.Error(err))
+	}
+}
+
+// loading reports whether a replay is in progress.
+func (f *follower) loading() bool { return f != nil && f.replaying.Load() > 0 }

@@ -1,0 +1,181 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	pb "github.com/linkerd/linkerd2-proxy-api/go/destination"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/meridian-mesh/meridian/internal/destclient"
+	"github.com/meridian-mesh/meridian/snapshot"
+	"github.com/meridian-mesh/meridian/translator"
+)
+
+// local serves streams for the services this replica owns from the index's snapshots.
+type local struct {
+	cfg Config
+	idx *Index
+	own *ownership
+	// loading reports whether a service missing from the index may only not be loaded yet
+	// (the source has not synced, or replays after a ring change): Unavailable, not NotFound.
+	loading func() bool
+	stop    <-chan struct{}
+}
+
+// get serves a Get until the stream ends or k changes owner (errMoved, with the view the
+// client then holds). A client that comes from another replica (view not nil) first receives
+// only the difference between what it holds and the current set.
+func (l *local) get(ctx context.Context, t translator.Target, k ServiceKey, v *ringView,
+	view *destclient.Held, send func(*pb.Update) error) (*destclient.Held, error) {
+	sub, release, err := l.subscribe(t, k, true)
+	if err != nil {
+		return view, err
+	}
+	defer release()
+	st := &streamState{hostname: t.Hostname}
+	err = l.serve(ctx, k, v, sub, func() error {
+		for {
+			d, ok := sub.Next()
+			if !ok {
+				return nil
+			}
+			var ups []*pb.Update
+			if view != nil && d.Initial {
+				var err error
+				if ups, err = view.Reconcile(fullUpdate(d.To, t.Hostname)); err != nil {
+					return status.Errorf(codes.Internal, "reconcile: %v", err)
+				}
+				st.init(d.To)
+				view = nil
+			} else {
+				ups = st.encode(d)
+			}
+			for _, u := range ups {
+				if err := send(u); err != nil {
+					return err
+				}
+			}
+		}
+	})
+	if errors.Is(err, errMoved) {
+		return viewOf(sub.Base(), t.Hostname), err
+	}
+	return nil, err
+}
+
+// profile serves a GetProfile until the stream ends or k changes owner (errMoved): a profile
+// each time the port's address set changes (send drops repeats).
+func (l *local) profile(ctx context.Context, t translator.Target, k ServiceKey, v *ringView,
+	send func(*pb.DestinationProfile) error) error {
+	sub, release, err := l.subscribe(t, k, false)
+	if err != nil {
+		return err
+	}
+	defer release()
+	return l.serve(ctx, k, v, sub, func() error {
+		var latest *snapshot.AddressSet
+		for {
+			d, ok := sub.Next()
+			if !ok {
+				break
+			}
+			latest = d.To
+		}
+		var endpoint *pb.WeightedAddr
+		if t.Hostname != "" {
+			for _, e := range latest.Sorted() {
+				if e.Hostname == t.Hostname {
+					endpoint = weightedAddr(e)
+					break
+				}
+			}
+		}
+		return send(buildProfile(l.cfg, t, l.idx.Service(k), endpoint))
+	})
+}
+
+// subscribe subscribes to port t.Port of k. It fails with errMoved when this replica no
+// longer owns k, Unavailable while k may only not be loaded yet, NotFound when the Service
+// is unknown, and, for an endpoints stream, InvalidArgument for an ExternalName Service.
+func (l *local) subscribe(t translator.Target, k ServiceKey, endpoints bool) (*snapshot.Subscription, func(), error) {
+	svc := l.idx.Service(k)
+	if svc == nil {
+		if !l.idx.Owns(k) {
+			return nil, nil, errMoved
+		}
+		if l.loading() {
+			return nil, nil, status.Errorf(codes.Unavailable, "meridian: service %s is not loaded yet on this replica; retry", k)
+		}
+		return nil, nil, status.Errorf(codes.NotFound, "service %s.%s not found", t.Service, t.Namespace)
+	}
+	if endpoints && translator.IsExternalName(svc) {
+		return nil, nil, status.Errorf(codes.InvalidArgument, "service %s.%s is of type ExternalName (%s) and has no endpoints to discover", t.Service, t.Namespace, svc.Spec.ExternalName)
+	}
+	sub, release := l.idx.Watch(k, t.Port)
+	if sub == nil {
+		if !l.idx.Owns(k) {
+			return nil, nil, errMoved
+		}
+		return nil, nil, status.Errorf(codes.NotFound, "service %s.%s not found", t.Service, t.Namespace)
+	}
+	return sub, release, nil
+}
+
+// serve calls drain each time sub has news, until the stream ends (nil), drain fails, the
+// replica stops (Unavailable) or the ring gives k to another replica (errMoved).
+func (l *local) serve(ctx context.Context, k ServiceKey, v *ringView, sub *snapshot.Subscription, drain func() error) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-l.stop:
+			return errStopping
+		case <-v.changed:
+			v = l.own.load()
+			if _, local := v.owner(k); !local {
+				return errMoved
+			}
+			continue
+		case <-sub.C():
+		}
+		if err := drain(); err != nil {
+			return err
+		}
+	}
+}
+
+// buildProfile is the profile of a service port: its fully qualified name, the retry budget
+// and, for a port the Service declares, whether it is opaque.
+func buildProfile(cfg Config, t translator.Target, svc *corev1.Service, endpoint *pb.WeightedAddr) *pb.DestinationProfile {
+	fqn := fmt.Sprintf("%s.%s.svc.%s", t.Service, t.Namespace, cfg.Translator.ClusterDomain)
+	if t.Hostname != "" {
+		fqn = t.Hostname + "." + fqn
+	}
+	p := &pb.DestinationProfile{
+		FullyQualifiedName: fqn,
+		RetryBudget: &pb.RetryBudget{
+			RetryRatio:          cfg.RetryRatio,
+			MinRetriesPerSecond: cfg.RetryMinPerSecond,
+			Ttl:                 durationpb.New(cfg.RetryTTL),
+		},
+		Endpoint: endpoint,
+	}
+	if svc != nil && servicePortDeclared(svc, t.Port) {
+		p.OpaqueProtocol = translator.IsOpaqueService(cfg.Translator, svc, t.Port)
+	}
+	return p
+}
+
+func servicePortDeclared(svc *corev1.Service, port uint32) bool {
+	for _, p := range svc.Spec.Ports {
+		if uint32(p.Port) == port {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,75 @@
+package shard
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/meridian-mesh/meridian/ring"
+)
+
+// Membership is the ring of replicas this one belongs to. *ring.Cluster implements it.
+// Ring must be lock-free; Subscribe's channel has one slot and coalesces changes.
+type Membership interface {
+	Ring() *ring.Ring
+	Self() ring.Member
+	Subscribe() (<-chan struct{}, func())
+	Joined() bool
+}
+
+var _ Membership = (*ring.Cluster)(nil)
+
+// standaloneName is what a replica without a ring calls itself (in ForwardedHeader and logs).
+const standaloneName = "standalone"
+
+// ownership says which services this replica serves and who owns the others: the ring as
+// streams follow it. It holds one ringView at a time and swaps it atomically on every ring
+// change, so that lookups take no lock. The index has its own filter (Index.SetOwns), which
+// the ring follower moves first: a replica loads what it gains before its streams move.
+type ownership struct {
+	self string // this replica's member name
+	mu   sync.Mutex
+	cur  atomic.Pointer[ringView]
+}
+
+// ringView is one ring as a replica sees it. It never changes once published; changed is
+// closed when the next view replaces it, which wakes every stream waiting on it.
+type ringView struct {
+	ring    *ring.Ring // nil without membership: this replica owns everything
+	self    string
+	changed chan struct{}
+}
+
+// newOwnership returns the ownership of the replica named self, starting with ring r (nil:
+// a replica without a ring, which owns everything).
+func newOwnership(self string, r *ring.Ring) *ownership {
+	o := &ownership{self: self}
+	o.cur.Store(&ringView{ring: r, self: self, changed: make(chan struct{})})
+	return o
+}
+
+// load returns the current view.
+func (o *ownership) load() *ringView { return o.cur.Load() }
+
+// swap publishes r as the current view and wakes every stream waiting on the old one.
+func (o *ownership) swap(r *ring.Ring) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	old := o.cur.Load()
+	o.cur.Store(&ringView{ring: r, self: o.self, changed: make(chan struct{})})
+	close(old.changed)
+}
+
+// owner returns the owner of k and whether this replica serves k itself (it owns k, or the
+// view has no ring or no members). It does not allocate.
+func (v *ringView) owner(k ServiceKey) (ring.Member, bool) {
+	if v.ring == nil {
+		return ring.Member{}, true
+	}
+	m := v.ring.OwnerOfHash(k.Hash())
+	return m, m.Name == v.self || m.Name == ""
+}
+
+// ownsFunc returns the index filter for ring r: the services the member self owns in it.
+func ownsFunc(r *ring.Ring, self string) OwnsFunc {
+	return func(k ServiceKey) bool { return r.OwnsHash(k.Hash(), self) }
+}

@@ -1,0 +1,145 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"io"
+
+	pb "github.com/linkerd/linkerd2-proxy-api/go/destination"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/meridian-mesh/meridian/internal/destclient"
+	"github.com/meridian-mesh/meridian/ring"
+)
+
+// ForwardedHeader marks a stream relayed by another replica; a replica never relays such a
+// stream again (so that replicas whose ring views briefly differ cannot loop).
+const ForwardedHeader = "meridian-forwarded"
+
+// errStopping ends a stream segment when the replica stops; clients reconnect.
+var errStopping = status.Error(codes.Unavailable, "destination replica shutting down")
+
+// relay relays streams for services other replicas own to their owners, over one shared
+// connection per owner.
+type relay struct {
+	conns *connPool
+	own   *ownership
+	m     *metrics
+	stop  <-chan struct{}
+}
+
+func isForwarded(ctx context.Context) bool {
+	md, _ := metadata.FromIncomingContext(ctx)
+	return len(md.Get(ForwardedHeader)) > 0
+}
+
+// get relays a Get to owner until the stream ends or k changes owner (errMoved). The
+// owner's first update is reconciled with what the client holds (view, nil when it holds
+// nothing), so that a stream that moved receives only the difference. It returns the view the
+// client then holds.
+func (rl *relay) get(ctx context.Context, req *pb.GetDestination, k ServiceKey, owner ring.Member, v *ringView,
+	view *destclient.Held, send func(*pb.Update) error) (*destclient.Held, error) {
+	if view == nil {
+		view = destclient.NewHeld()
+	}
+	first := true
+	err := relayStream(rl, ctx, k, owner, v,
+		func(ctx context.Context, c pb.DestinationClient) (grpc.ServerStreamingClient[pb.Update], error) {
+			return c.Get(ctx, req)
+		},
+		func(u *pb.Update) error {
+			ups := []*pb.Update{u}
+			if first {
+				first = false
+				var err error
+				if ups, err = view.Reconcile(u); err != nil {
+					return status.Errorf(codes.Internal, "reconcile with owner %s: %v", owner.Addr, err)
+				}
+			} else if err := view.Apply(u); err != nil {
+				return status.Errorf(codes.Internal, "update from owner %s: %v", owner.Addr, err)
+			}
+			for _, u := range ups {
+				if err := send(u); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	return view, err
+}
+
+// profile relays a GetProfile to owner until the stream ends or k changes owner (errMoved).
+func (rl *relay) profile(ctx context.Context, req *pb.GetDestination, k ServiceKey, owner ring.Member, v *ringView,
+	send func(*pb.DestinationProfile) error) error {
+	return relayStream(rl, ctx, k, owner, v,
+		func(ctx context.Context, c pb.DestinationClient) (grpc.ServerStreamingClient[pb.DestinationProfile], error) {
+			return c.GetProfile(ctx, req)
+		}, send)
+}
+
+// relayStream opens the server stream open makes on owner's connection, marked with
+// ForwardedHeader, and hands each message to recv (on the calling goroutine) until the
+// client's stream ends (nil), the owner's ends (its error; EOF becomes Unavailable), recv
+// fails, the replica stops (Unavailable) or the ring moves k away from owner (errMoved).
+//
+// One goroutine per relayed stream watches the ring and the replica's stop beside the
+// blocking Recv, and cancels the relayed call with the reason; relayStream waits for it.
+func relayStream[T any](rl *relay, ctx context.Context, k ServiceKey, owner ring.Member, v *ringView,
+	open func(context.Context, pb.DestinationClient) (grpc.ServerStreamingClient[T], error),
+	recv func(*T) error) error {
+	conn, err := rl.conns.get(owner.Addr)
+	if err != nil {
+		return status.Errorf(codes.Unavailable, "connect to owner %s: %v", owner.Addr, err)
+	}
+	rl.m.forwarded.Inc()
+	defer rl.m.forwarded.Dec()
+	rl.m.forwardedTotal.Inc()
+	rctx, cancel := context.WithCancelCause(metadata.AppendToOutgoingContext(ctx, ForwardedHeader, rl.own.self))
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		rl.watch(rctx, cancel, k, owner, v)
+	}()
+	defer func() { cancel(nil); <-watched }()
+	rs, err := open(rctx, pb.NewDestinationClient(conn))
+	for err == nil {
+		var msg *T
+		if msg, err = rs.Recv(); err == nil {
+			if err := recv(msg); err != nil {
+				return err
+			}
+		}
+	}
+	switch cause := context.Cause(rctx); {
+	case ctx.Err() != nil:
+		return nil // the client went away
+	case errors.Is(cause, errMoved), errors.Is(cause, errStopping):
+		return cause
+	case errors.Is(err, io.EOF):
+		return status.Error(codes.Unavailable, "owner ended the stream")
+	}
+	return err
+}
+
+// watch cancels a relayed call to owner when the replica stops or the ring gives k to
+// another member (or to this one), until rctx ends.
+func (rl *relay) watch(rctx context.Context, cancel context.CancelCauseFunc, k ServiceKey, owner ring.Member, v *ringView) {
+	for {
+		select {
+		case <-rctx.Done():
+			return
+		case <-rl.stop:
+			cancel(errStopping)
+			return
+		case <-v.changed:
+			v = rl.own.load()
+			if next, local := v.owner(k); local || next.Addr != owner.Addr {
+				cancel(errMoved)
+				return
+			}
+		}
+	}
+}
