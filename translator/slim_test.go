@@ -87,6 +87,8 @@ func slimFixture() (*corev1.Service, []*discoveryv1.EndpointSlice, podIndex) {
 		fatPod(pod("ns", "b", meshed("linkerd"))),
 		fatPod(pod("ns", "c", meshed("linkerd"), annotate(AnnotationOpaquePorts, "http"), owned("StatefulSet", "web"))),
 		fatPod(pod("ns", "d", meshed("linkerd"), annotate(AnnotationSkipInboundPorts, "3306"))),
+		// Behind no slice: only its answers to IsOpaque are compared.
+		fatPod(pod("ns", "e", meshed("linkerd"), annotate(AnnotationOpaquePorts, " admin ,8080, Bad_Name,linkerd-admin"))),
 	)
 	return svc, []*discoveryv1.EndpointSlice{s1, s2, s3}, pods
 }
@@ -120,7 +122,7 @@ func TestSlimPreservesAddressSet(t *testing.T) {
 		}
 	}
 	for k, p := range pods {
-		for _, port := range []uint32{8080, 3306, 25, 9090} {
+		for _, port := range []uint32{8080, 3306, 25, 9090, 9990, 4191} {
 			if IsOpaque(cfg, p, port) != IsOpaque(cfg, spods[k], port) || IsSkippedInbound(p, port) != IsSkippedInbound(spods[k], port) {
 				t.Errorf("pod %s port %d: slim pod answers differently", k, port)
 			}
