@@ -176,7 +176,7 @@ func (x *Index) OnService(svc *corev1.Service, deleted bool) {
 	if deleted {
 		s.svc = nil
 	} else {
-		s.svc = translator.SlimService(svc)
+		s.svc = translator.ProjectService(svc) // a source that delivers projections is not copied again
 	}
 	s.full = true
 	s.mu.Unlock()
@@ -200,10 +200,7 @@ func (x *Index) OnEndpointSlice(es *discoveryv1.EndpointSlice, deleted bool) {
 	if deleted {
 		delete(s.slices, es.Name)
 	} else {
-		next = es // a source that delivers slim slices is not copied again
-		if !translator.IsSlimEndpointSlice(es) {
-			next = translator.SlimEndpointSlice(es)
-		}
+		next = translator.ProjectEndpointSlice(es) // a source that delivers projections is not copied again
 		s.slices[es.Name] = next
 	}
 	x.updateRefs(k, old, next)

@@ -66,3 +66,47 @@ func BenchmarkSlimPod(b *testing.B) {
 		SlimPod(p)
 	}
 }
+
+// BenchmarkProjectPod is the informers' transform on a pod: a fresh one is copied (IsSlimPod
+// fails early), a projected one is checked and kept (the idempotent path).
+func BenchmarkProjectPod(b *testing.B) {
+	p := fatPod(pod("ns", "a", meshed("linkerd"), owned("ReplicaSet", "web-abc"), label(LabelPodTemplateHash, "abc"), annotate(AnnotationOpaquePorts, "http")))
+	for _, tc := range []struct {
+		name string
+		p    *corev1.Pod
+	}{{"fresh", p}, {"projected", SlimPod(p)}} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				ProjectPod(tc.p)
+			}
+		})
+	}
+}
+
+// BenchmarkSlimEndpointSlice projects a slice of 100 endpoints; IsSlimEndpointSlice is the
+// index's check of a slice a source delivered projected.
+func BenchmarkSlimEndpointSlice(b *testing.B) {
+	_, sl, _ := benchService(100)
+	es := sl[0]
+	fatMeta(&es.ObjectMeta)
+	for i := range es.Endpoints {
+		es.Endpoints[i].NodeName = ptr("node-1")
+		es.Endpoints[i].TargetRef.UID = "0b6f0c1e-6b2e-4c1c-9a3b-3c1f7d3d7a10"
+	}
+	b.Run("slim", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			SlimEndpointSlice(es)
+		}
+	})
+	slim := SlimEndpointSlice(es)
+	b.Run("is-slim", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if !IsSlimEndpointSlice(slim) {
+				b.Fatal("not slim")
+			}
+		}
+	})
+}

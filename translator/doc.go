@@ -3,14 +3,22 @@
 // service port (AddressSet), with Linkerd's identity, protocol-hint, opaque-port and
 // metric-label rules. It also parses what clients send (ParseAuthority for the Get/GetProfile
 // path, ParseContextToken for the context token) and the port-list annotations
-// (ParsePortList, IsOpaque, IsOpaqueService, IsSkippedInbound), and trims objects to what it
-// reads (SlimPod, SlimEndpointSlice, SlimService) so that a replica keeps little per object.
+// (ParsePortList, IsOpaque, IsOpaqueService, IsSkippedInbound).
+//
+// It owns the projection: the one definition of what the destination keeps of a Service, an
+// EndpointSlice and a Pod, which is what this package reads plus identity and the newest
+// managedFields time (see slim.go for the field list of each kind). Project and ProjectPod,
+// ProjectService, ProjectEndpointSlice apply it without copying what is projected already
+// (IsSlimPod, IsSlimService, IsSlimEndpointSlice); SlimPod, SlimService, SlimEndpointSlice
+// always copy. The Kubernetes source's informer transform, the index (for what every source
+// delivers) and the bench feed's decoder all use it.
 //
 // Everything here is a pure function of its arguments: no I/O, no goroutines, no clocks, no
-// global state. Inputs are never modified; outputs share no memory with inputs except strings.
+// global state. Inputs are never modified; outputs share no memory with inputs except strings
+// (and the Project functions, which return an input that is a projection already as it is).
 // That keeps it deterministic, fuzzable and safe to call from informer callbacks.
 //
-// It owns the translation rules and nothing else: the diff of two address sets lives in
+// It owns the translation rules and the projection, and nothing else: the diff of two address sets lives in
 // snapshot (snapshot.Diff), storage and streaming in snapshot and shard.
 //
 // It imports the standard library, snapshot, and the Kubernetes API types (k8s.io/api,

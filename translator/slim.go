@@ -1,20 +1,127 @@
 package translator
 
 import (
+	"strings"
+
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// The Slim functions return a copy of an object that holds only what this package reads
-// (AddressSet, HostAddressSet, IsOpaque, IsOpaqueService, IsSkippedInbound, Owner,
-// IsExternalName), plus the identifying metadata (name, namespace, UID, resource version),
-// so that a replica keeps little per object. For every input, AddressSet over slim objects equals AddressSet over the
-// originals. A slim object is for this package: code that reads other fields (a Server's pod
-// selector, say) must keep its own copy. Nil in, nil out. The copies share only strings with
-// their inputs; within a slim EndpointSlice, endpoints of the same zone share its *string.
+// The projection is what the destination keeps of a Service, an EndpointSlice and a Pod: what
+// this package reads (AddressSet, HostAddressSet, IsOpaque, IsOpaqueService, IsSkippedInbound,
+// Owner, IsExternalName), the identifying metadata, and the newest managedFields time, which
+// the informer lag histograms read (internal/kube.NewestManagedTime) after the informers'
+// transform has replaced the object by its projection. It is defined here once and used by
+// every source: the Kubernetes source's informer transform (Project), the index for what any
+// source delivers (ProjectService, ProjectEndpointSlice), and the bench feed's decoder, whose
+// output must equal SlimEndpointSlice of the full decoding.
+//
+// For every input, AddressSet over projected objects equals AddressSet over the originals. A
+// projected object is for this package: code that reads other fields (a Server's pod
+// selector, say) must keep its own copy.
+//
+// The lists below are the definition: every field kept, as a JSON path ("[]" is every element
+// of a list, "[k]" the entry k of a map). Every other field is dropped, and so is every other
+// map entry. TestProjectionFields checks SlimX and IsSlimX against them field by field, over
+// every field of the API types, so that a field a new Kubernetes version adds is dropped
+// until it is listed here.
+var (
+	// serviceFields: the Service's port names, numbers and protocols (servicePortName,
+	// IsOpaqueService) and its type and external name (IsExternalName, Get's error). Its
+	// cluster IPs and target ports are kept for what looks Services up by address.
+	serviceFields = []string{
+		"kind", "apiVersion",
+		"metadata.name", "metadata.namespace", "metadata.uid", "metadata.resourceVersion",
+		"metadata.annotations[" + AnnotationOpaquePorts + "]",
+		"metadata.managedFields[].manager", "metadata.managedFields[].operation", "metadata.managedFields[].time", // the newest entry only
+		"spec.type", "spec.externalName", "spec.clusterIP", "spec.clusterIPs[]",
+		"spec.ports[].name", "spec.ports[].protocol", "spec.ports[].port", "spec.ports[].targetPort",
+	}
+	// sliceFields: of an IPv4 or IPv6 slice, its ready endpoints (conditions.ready unset or
+	// true); a slice of another address type keeps no endpoints.
+	sliceFields = []string{
+		"kind", "apiVersion",
+		"metadata.name", "metadata.namespace", "metadata.uid", "metadata.resourceVersion",
+		"metadata.labels[" + LabelServiceName + "]",
+		"metadata.managedFields[].manager", "metadata.managedFields[].operation", "metadata.managedFields[].time", // the newest entry only
+		"addressType",
+		"ports[].name", "ports[].protocol", "ports[].port",
+		"endpoints[].addresses[]", "endpoints[].hostname", "endpoints[].zone", // ready endpoints only
+		"endpoints[].targetRef.kind", "endpoints[].targetRef.namespace", "endpoints[].targetRef.name",
+	}
+	// podFields: the identity (service account), the mesh and metric labels, the owner
+	// (Owner), the port annotations (IsOpaque, IsSkippedInbound) and the container ports the
+	// opaque-ports annotation names, with their numbers. Not the proxy's environment: the
+	// opaque-transport port is Config.InboundProxyPort. Phase and pod IPs are kept for
+	// whoever needs to tell a running pod from a gone one.
+	podFields = []string{
+		"kind", "apiVersion",
+		"metadata.name", "metadata.namespace", "metadata.uid", "metadata.resourceVersion",
+		"metadata.labels[" + LabelControlPlaneNS + "]", "metadata.labels[" + LabelPodTemplateHash + "]",
+		"metadata.annotations[" + AnnotationOpaquePorts + "]", "metadata.annotations[" + AnnotationSkipInboundPorts + "]",
+		"metadata.ownerReferences[].kind", "metadata.ownerReferences[].name", "metadata.ownerReferences[].controller", // the controller reference (or the only one) only
+		"metadata.managedFields[].manager", "metadata.managedFields[].operation", "metadata.managedFields[].time", // the newest entry only
+		"spec.serviceAccountName",
+		"spec.containers[].ports[].name", "spec.containers[].ports[].containerPort", // ports the opaque-ports annotation names only; containers without one are dropped
+		"status.phase", "status.podIP", "status.podIPs[].ip",
+	}
+)
 
-// slimMeta keeps identity and the given labels and annotations.
+var (
+	podLabels          = []string{LabelControlPlaneNS, LabelPodTemplateHash}
+	podAnnotations     = []string{AnnotationOpaquePorts, AnnotationSkipInboundPorts}
+	sliceLabels        = []string{LabelServiceName}
+	serviceAnnotations = []string{AnnotationOpaquePorts}
+)
+
+// Project returns the projection of a *corev1.Pod, *corev1.Service or
+// *discoveryv1.EndpointSlice (ProjectPod, ProjectService, ProjectEndpointSlice) and any other
+// value as it is. It is idempotent: a projection is returned as it is, not copied again.
+func Project(obj any) any {
+	switch o := obj.(type) {
+	case *corev1.Pod:
+		return ProjectPod(o)
+	case *corev1.Service:
+		return ProjectService(o)
+	case *discoveryv1.EndpointSlice:
+		return ProjectEndpointSlice(o)
+	}
+	return obj
+}
+
+// ProjectPod returns p itself when it is a projection already (IsSlimPod), else SlimPod(p).
+func ProjectPod(p *corev1.Pod) *corev1.Pod {
+	if IsSlimPod(p) {
+		return p
+	}
+	return SlimPod(p)
+}
+
+// ProjectService returns s itself when it is a projection already (IsSlimService), else
+// SlimService(s).
+func ProjectService(s *corev1.Service) *corev1.Service {
+	if IsSlimService(s) {
+		return s
+	}
+	return SlimService(s)
+}
+
+// ProjectEndpointSlice returns es itself when it is a projection already
+// (IsSlimEndpointSlice), else SlimEndpointSlice(es).
+func ProjectEndpointSlice(es *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice {
+	if IsSlimEndpointSlice(es) {
+		return es
+	}
+	return SlimEndpointSlice(es)
+}
+
+// The Slim functions return the projection of an object as a new object, always a copy. Nil
+// in, nil out. The copies share only strings with their inputs; within a slim EndpointSlice,
+// endpoints of the same zone share its *string.
+
+// slimMeta keeps identity, the given labels and annotations, and the newest managedFields
+// entry's time.
 func slimMeta(m *metav1.ObjectMeta, labels, annotations []string) metav1.ObjectMeta {
 	return metav1.ObjectMeta{
 		Name:            m.Name,
@@ -23,6 +130,7 @@ func slimMeta(m *metav1.ObjectMeta, labels, annotations []string) metav1.ObjectM
 		ResourceVersion: m.ResourceVersion,
 		Labels:          keep(m.Labels, labels),
 		Annotations:     keep(m.Annotations, annotations),
+		ManagedFields:   newestManaged(m.ManagedFields),
 	}
 }
 
@@ -40,18 +148,37 @@ func keep(m map[string]string, keys []string) map[string]string {
 	return out
 }
 
-var (
-	podLabels          = []string{LabelControlPlaneNS, LabelPodTemplateHash}
-	podAnnotations     = []string{AnnotationOpaquePorts, AnnotationSkipInboundPorts}
-	sliceLabels        = []string{LabelServiceName}
-	serviceAnnotations = []string{AnnotationOpaquePorts}
-)
+// managedTime is the projection of managedFields in one allocation: the entry and its time.
+type managedTime struct {
+	entry [1]metav1.ManagedFieldsEntry
+	time  metav1.Time
+}
 
-// SlimPod keeps the pod's name, namespace, UID, resource version, the labels
-// linkerd.io/control-plane-ns and pod-template-hash, the opaque-ports and skip-inbound-ports
-// annotations, its owner references (kind, name, controller), its service account, its
-// containers' named ports (name, number, protocol: opaque-ports may name them), and its phase
-// and pod IPs.
+// newestManaged returns the entry with the newest time (the first of equal ones) with only
+// its manager, operation and time, or nil when no entry has a time.
+func newestManaged(fs []metav1.ManagedFieldsEntry) []metav1.ManagedFieldsEntry {
+	var newest *metav1.ManagedFieldsEntry
+	for i := range fs {
+		if f := &fs[i]; f.Time != nil && (newest == nil || newest.Time.Before(f.Time)) {
+			newest = f
+		}
+	}
+	if newest == nil {
+		return nil
+	}
+	op := newest.Operation
+	switch op { // the constants rather than the decoder's copies of them
+	case metav1.ManagedFieldsOperationApply:
+		op = metav1.ManagedFieldsOperationApply
+	case metav1.ManagedFieldsOperationUpdate:
+		op = metav1.ManagedFieldsOperationUpdate
+	}
+	m := &managedTime{time: *newest.Time}
+	m.entry[0] = metav1.ManagedFieldsEntry{Manager: newest.Manager, Operation: op, Time: &m.time}
+	return m.entry[:]
+}
+
+// SlimPod returns the projection of p (podFields).
 func SlimPod(p *corev1.Pod) *corev1.Pod {
 	if p == nil {
 		return nil
@@ -61,40 +188,51 @@ func SlimPod(p *corev1.Pod) *corev1.Pod {
 		ObjectMeta: slimMeta(&p.ObjectMeta, podLabels, podAnnotations),
 	}
 	if ref := controllerRef(p.OwnerReferences); ref != nil {
-		r := metav1.OwnerReference{APIVersion: ref.APIVersion, Kind: ref.Kind, Name: ref.Name, UID: ref.UID}
-		if ref.Controller != nil {
-			c := *ref.Controller
-			r.Controller = &c
-		}
-		out.OwnerReferences = []metav1.OwnerReference{r}
+		out.OwnerReferences = []metav1.OwnerReference{{Kind: ref.Kind, Name: ref.Name, Controller: clonePtr(ref.Controller)}}
 	}
 	out.Spec.ServiceAccountName = p.Spec.ServiceAccountName
-	if _, ok := p.Annotations[AnnotationOpaquePorts]; ok {
+	if v, ok := p.Annotations[AnnotationOpaquePorts]; ok {
 		for i := range p.Spec.Containers {
-			c := &p.Spec.Containers[i]
 			var ports []corev1.ContainerPort
-			for _, cp := range c.Ports {
-				if cp.Name != "" {
-					ports = append(ports, corev1.ContainerPort{Name: cp.Name, ContainerPort: cp.ContainerPort, Protocol: cp.Protocol})
+			for j := range p.Spec.Containers[i].Ports {
+				if cp := &p.Spec.Containers[i].Ports[j]; keepsPort(v, cp) {
+					ports = append(ports, corev1.ContainerPort{Name: cp.Name, ContainerPort: cp.ContainerPort})
 				}
 			}
 			if ports != nil {
-				out.Spec.Containers = append(out.Spec.Containers, corev1.Container{Name: c.Name, Ports: ports})
+				out.Spec.Containers = append(out.Spec.Containers, corev1.Container{Ports: ports})
 			}
 		}
 	}
 	out.Status.Phase = p.Status.Phase
 	out.Status.PodIP = p.Status.PodIP
 	if len(p.Status.PodIPs) > 0 {
-		out.Status.PodIPs = append([]corev1.PodIP(nil), p.Status.PodIPs...)
+		out.Status.PodIPs = make([]corev1.PodIP, len(p.Status.PodIPs))
+		for i, ip := range p.Status.PodIPs {
+			out.Status.PodIPs[i] = corev1.PodIP{IP: ip.IP}
+		}
 	}
 	return out
 }
 
-// SlimEndpointSlice keeps the slice's name, namespace, UID, resource version, its
-// kubernetes.io/service-name label, address type and ports, and of its endpoints only the
-// ready ones (ready unset counts as ready) with their addresses, hostname, zone and targetRef
-// (kind, namespace, name). A slice of address type FQDN keeps no endpoints.
+// keepsPort reports whether the opaque-ports annotation value names the container port cp,
+// so that IsOpaque may resolve the name to it (podPortNamed). Bad items are skipped, as
+// listHas skips them.
+func keepsPort(annotation string, cp *corev1.ContainerPort) bool {
+	if cp.Name == "" {
+		return false
+	}
+	for s := annotation; s != ""; {
+		var item string
+		item, s, _ = strings.Cut(s, ",")
+		if _, name, err := parsePortItem(strings.TrimSpace(item)); err == nil && name == cp.Name {
+			return true
+		}
+	}
+	return false
+}
+
+// SlimEndpointSlice returns the projection of es (sliceFields).
 func SlimEndpointSlice(es *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice {
 	if es == nil {
 		return nil
@@ -175,9 +313,7 @@ func ready(ep *discoveryv1.Endpoint) bool {
 	return ep.Conditions.Ready == nil || *ep.Conditions.Ready
 }
 
-// SlimService keeps the Service's name, namespace, UID, resource version, opaque-ports
-// annotation (IsOpaqueService), type, external name, cluster IPs and ports (name, protocol,
-// port, target port).
+// SlimService returns the projection of s (serviceFields).
 func SlimService(s *corev1.Service) *corev1.Service {
 	if s == nil {
 		return nil
@@ -207,43 +343,4 @@ func clonePtr[T any](p *T) *T {
 	}
 	v := *p
 	return &v
-}
-
-// IsSlimEndpointSlice reports whether es holds nothing that SlimEndpointSlice would drop, so
-// that a consumer may keep es itself instead of a slim copy (sources whose transform already
-// slims objects, or that decode them slim, deliver such slices). It allocates nothing. A
-// true answer means SlimEndpointSlice(es) equals es, except that empty lists may be nil.
-func IsSlimEndpointSlice(es *discoveryv1.EndpointSlice) bool {
-	if es == nil {
-		return true
-	}
-	m := &es.ObjectMeta
-	if m.GenerateName != "" || m.SelfLink != "" || m.Generation != 0 || !m.CreationTimestamp.IsZero() ||
-		m.DeletionTimestamp != nil || m.DeletionGracePeriodSeconds != nil || len(m.Annotations) != 0 ||
-		len(m.OwnerReferences) != 0 || len(m.Finalizers) != 0 || len(m.ManagedFields) != 0 {
-		return false
-	}
-	for k := range m.Labels {
-		if k != LabelServiceName {
-			return false
-		}
-	}
-	for i := range es.Ports {
-		if es.Ports[i].AppProtocol != nil {
-			return false
-		}
-	}
-	if es.AddressType != discoveryv1.AddressTypeIPv4 && es.AddressType != discoveryv1.AddressTypeIPv6 {
-		return len(es.Endpoints) == 0
-	}
-	for i := range es.Endpoints {
-		ep := &es.Endpoints[i]
-		if ep.Conditions != (discoveryv1.EndpointConditions{}) || ep.NodeName != nil || ep.Hints != nil || len(ep.DeprecatedTopology) != 0 {
-			return false
-		}
-		if r := ep.TargetRef; r != nil && (r.UID != "" || r.APIVersion != "" || r.ResourceVersion != "" || r.FieldPath != "") {
-			return false
-		}
-	}
-	return true
 }

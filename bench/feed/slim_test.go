@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"slices"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -96,6 +97,15 @@ func fuzzSlice(data []byte) *discoveryv1.EndpointSlice {
 		}
 		es.Endpoints = append(es.Endpoints, ep)
 	}
+	// managedFields, of which the projection keeps the newest entry's manager, operation and
+	// time (chosen last, so that the seeds written before keep their meaning).
+	times := []*metav1.Time{nil, {Time: time.Unix(1764579600, 0)}, {Time: time.Unix(1764579660, 0)}}
+	for i := range r.pick(4) {
+		es.ManagedFields = append(es.ManagedFields, metav1.ManagedFieldsEntry{
+			Manager: fmt.Sprintf("m%d", i), Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "discovery.k8s.io/v1",
+			Time: times[r.pick(len(times))], FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:endpoints":{}}`)},
+		})
+	}
 	return es
 }
 
@@ -127,6 +137,7 @@ func FuzzSlimEndpointSlice(f *testing.F) {
 	f.Add([]byte{}, false)
 	f.Add([]byte("a longer seed choosing more endpoints, ports and fields of each"), false)
 	f.Add([]byte{0x0a, 0x02, 0x0a, 0x00, 0x12, 0x00}, true)
+	f.Add(append(bytes.Repeat([]byte{1}, 60), 3, 1, 2, 0), false) // managedFields with times
 	in := newInterner()
 	f.Fuzz(func(t *testing.T, data []byte, raw bool) {
 		if raw {
@@ -160,6 +171,19 @@ func TestSlimEndpointSliceGenerated(t *testing.T) {
 	es := fuzzSlice(bytes.Repeat([]byte{1, 2}, 40))
 	b, _ := es.Marshal()
 	checkSlimDecode(t, b, nil)
+	// Of managedFields, the newest entry's time is kept, as by translator's projection.
+	es = c.EndpointSlice(0, 0)
+	older, newer := metav1.NewTime(time.Unix(1764579600, 0)), metav1.NewTime(time.Unix(1764579660, 0))
+	es.ManagedFields = []metav1.ManagedFieldsEntry{
+		{Manager: "a", Operation: metav1.ManagedFieldsOperationUpdate, Time: &older, FieldsV1: &metav1.FieldsV1{Raw: []byte(`{}`)}},
+		{Manager: "b", Operation: metav1.ManagedFieldsOperationUpdate, Time: &newer, FieldsV1: &metav1.FieldsV1{Raw: []byte(`{}`)}},
+	}
+	b, _ = es.Marshal()
+	checkSlimDecode(t, b, nil)
+	got, err := decodeSlimEndpointSlice(b, nil, nil)
+	if err != nil || len(got.ManagedFields) != 1 || got.ManagedFields[0].Manager != "b" || !got.ManagedFields[0].Time.Equal(&newer) || got.ManagedFields[0].FieldsV1 != nil {
+		t.Fatalf("managedFields decoded as %+v (%v), want the newest entry's time only", got.ManagedFields, err)
+	}
 }
 
 func BenchmarkSlimDecodeSlice(b *testing.B) {

@@ -2,7 +2,7 @@
 // EndpointSlices, Pods) to a Handler, from one of two implementations:
 //
 //   - Kubernetes: client-go shared informers (no periodic resync) with a transform that
-//     strips what Meridian never reads before objects are cached, and the informer lag
+//     replaces each object by translator's projection before it is cached, and the informer lag
 //     histograms services_informer_lag_seconds, endpointslices_informer_lag_seconds and
 //     pods_informer_lag_seconds. The API server is found by internal/kube (--kubeconfig, $KUBECONFIG,
 //     in-cluster, ~/.kube/config).
@@ -18,6 +18,7 @@
 // It owns decoding, validating and defaulting manifests for Dir, and the informers'
 // lifecycle for Kubernetes. A source keeps no endpoint state of its own beyond what its
 // informers (or, for Dir, the last good version of each file) need; translation and
-// snapshots belong to the translator and snapshot packages. It must not import `shard`,
-// `snapshot` or `bench/...`, nor anything under `cmd/...`.
+// snapshots belong to the translator and snapshot packages. It imports translator only for
+// the projection of objects (translator.Project). It must not import `shard`, `snapshot` or
+// `bench/...`, nor anything under `cmd/...`.
 package source

@@ -31,9 +31,10 @@ func DefaultKubernetesConfig() KubernetesConfig { return KubernetesConfig{} }
 // Kubernetes is a Source backed by client-go shared informers on Services, EndpointSlices
 // (discovery.k8s.io/v1) and Pods, without periodic resync.
 //
-// To keep memory low, a transform strips what Meridian never reads before objects enter the
-// informers' caches (see slimObject): managedFields are reduced to one entry holding only the
-// newest time, which is all the lag metric needs. The lag histograms
+// To keep memory low, a transform replaces every object by translator's projection of it
+// before it enters the informers' caches (see slimObject), so the caches, Pod and the handler
+// see only projections. Of managedFields the projection keeps one entry holding the newest
+// time, which is all the lag metric needs. The lag histograms
 // services_informer_lag_seconds, endpointslices_informer_lag_seconds and
 // pods_informer_lag_seconds observe, on each update event whose resourceVersion changed,
 // now minus that newest managedFields time: how long after the last write the replica saw

@@ -16,7 +16,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
+
+	"github.com/meridian-mesh/meridian/translator"
 )
 
 func TestMain(m *testing.M) { os.Exit(kubetest.Main(m)) }
@@ -58,7 +61,7 @@ func startKubernetes(t *testing.T, env *kubetest.Env, ns string) (*Kubernetes, *
 func testService(ns, name string) *corev1.Service {
 	return &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"app": name},
-			Annotations: map[string]string{corev1.LastAppliedConfigAnnotation: `{"big":"copy"}`, "keep": "me"}},
+			Annotations: map[string]string{corev1.LastAppliedConfigAnnotation: `{"big":"copy"}`, "other": "dropped", translator.AnnotationOpaquePorts: "3306"}},
 		Spec: corev1.ServiceSpec{
 			Selector: map[string]string{"app": name},
 			Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString("http")}},
@@ -78,9 +81,11 @@ func testSlice(ns, name, svc string, addrs ...string) *discoveryv1.EndpointSlice
 	return es
 }
 
+// testPod is a meshed pod whose opaque-ports annotation names its container port "http".
 func testPod(ns, name string) *corev1.Pod {
 	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"app": "web", "linkerd.io/control-plane-ns": "linkerd"}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"app": "web", "linkerd.io/control-plane-ns": "linkerd"},
+			Annotations: map[string]string{translator.AnnotationOpaquePorts: "http", "other": "dropped"}},
 		Spec: corev1.PodSpec{
 			ServiceAccountName: "web",
 			Volumes:            []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
@@ -90,9 +95,10 @@ func testPod(ns, name string) *corev1.Pod {
 			}},
 			Containers: []corev1.Container{{
 				Name: "web", Image: "web:1", Command: []string{"/web", "--serve"},
-				Ports:        []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
-				Env:          []corev1.EnvVar{{Name: "SECRET_STUFF", Value: "long value"}},
-				VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}},
+				Ports:          []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}, {Name: "metrics", ContainerPort: 9090}},
+				Env:            []corev1.EnvVar{{Name: "SECRET_STUFF", Value: "long value"}},
+				VolumeMounts:   []corev1.VolumeMount{{Name: "data", MountPath: "/data"}},
+				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/ready", Port: intstr.FromString("http")}}},
 			}},
 		},
 	}
@@ -138,28 +144,48 @@ func TestKubernetesSource(t *testing.T) {
 		return rec.get("Service "+ns+"/web") != nil && rec.get("EndpointSlice "+ns+"/web-1") != nil && rec.get("Pod "+ns+"/web-a") != nil
 	})
 
-	// The transform slimmed the objects.
+	// The transform replaced the objects by translator's projection of them.
 	svc := rec.get("Service " + ns + "/web").(*corev1.Service)
-	if _, ok := svc.Annotations[corev1.LastAppliedConfigAnnotation]; ok || svc.Annotations["keep"] != "me" {
-		t.Errorf("service annotations after transform: %v", svc.Annotations)
+	if !translator.IsSlimService(svc) || len(svc.Annotations) != 1 || svc.Annotations[translator.AnnotationOpaquePorts] != "3306" ||
+		svc.Spec.Selector != nil || svc.Spec.Ports[0].Port != 80 {
+		t.Errorf("service after transform: %+v", svc)
+	}
+	if es := rec.get("EndpointSlice " + ns + "/web-1").(*discoveryv1.EndpointSlice); !translator.IsSlimEndpointSlice(es) || len(es.Endpoints) != 1 {
+		t.Errorf("slice after transform: %+v", es)
 	}
 	pod := rec.get("Pod " + ns + "/web-a").(*corev1.Pod)
-	if len(pod.ManagedFields) != 1 || pod.ManagedFields[0].Time == nil || pod.ManagedFields[0].FieldsV1 != nil {
-		t.Errorf("managedFields after transform: %+v", pod.ManagedFields)
+	if !translator.IsSlimPod(pod) {
+		t.Errorf("pod after transform is not a projection: %+v", pod)
 	}
-	if pod.Spec.Volumes != nil || pod.Spec.Containers[0].Command != nil || pod.Spec.Containers[0].Env != nil || pod.Spec.Containers[0].VolumeMounts != nil {
-		t.Errorf("pod spec not slimmed: %+v", pod.Spec)
+	for what, mf := range map[string][]metav1.ManagedFieldsEntry{"service": svc.ManagedFields, "pod": pod.ManagedFields} {
+		if len(mf) != 1 || mf[0].Time == nil || mf[0].FieldsV1 != nil || mf[0].Manager == "" {
+			t.Errorf("%s managedFields after transform: %+v", what, mf)
+		}
 	}
-	if env := pod.Spec.InitContainers[0].Env; len(env) != 1 || env[0].Name != "LINKERD2_PROXY_INBOUND_LISTEN_ADDR" {
-		t.Errorf("proxy env after transform: %+v", env)
+	// Nothing reads the proxy's environment (the opaque-transport port is
+	// translator.Config.InboundProxyPort), so the init containers go with the rest.
+	if pod.Spec.Volumes != nil || pod.Spec.InitContainers != nil || pod.Spec.DNSPolicy != "" || pod.Labels["app"] != "" || pod.Annotations["other"] != "" {
+		t.Errorf("pod spec not projected: %+v", pod.Spec)
 	}
-	if pod.Spec.ServiceAccountName != "web" || pod.Spec.Containers[0].Ports[0].Name != "http" || pod.Labels["linkerd.io/control-plane-ns"] != "linkerd" {
+	if c := pod.Spec.Containers; len(c) != 1 || len(c[0].Ports) != 1 || c[0].Ports[0] != (corev1.ContainerPort{Name: "http", ContainerPort: 8080}) ||
+		c[0].Image != "" || c[0].Env != nil || c[0].ReadinessProbe != nil {
+		t.Errorf("pod containers after transform: %+v, want only the port the opaque-ports annotation names", c)
+	}
+	if pod.Spec.ServiceAccountName != "web" || pod.Labels["linkerd.io/control-plane-ns"] != "linkerd" || pod.UID == "" {
 		t.Errorf("pod lost fields Meridian reads: %+v", pod)
 	}
 
 	// Pod reads the cache; Replay delivers the caches again.
-	if p := src.Pod(ns, "web-a"); p == nil || p.Spec.ServiceAccountName != "web" {
-		t.Errorf("Pod(%s, web-a) = %v", ns, p)
+	// The informer cache holds the projection, the very object the handler received.
+	if p := src.Pod(ns, "web-a"); p != pod || !translator.IsSlimPod(p) || p.Spec.ServiceAccountName != "web" {
+		t.Errorf("Pod(%s, web-a) = %v, want the projection the handler received", ns, p)
+	}
+	for _, store := range []cache.Store{src.pods, src.services, src.slices} {
+		for _, obj := range store.List() {
+			if translator.Project(obj) != obj {
+				t.Errorf("the informer cache holds %T %v, not its projection", obj, obj)
+			}
+		}
 	}
 	if p := src.Pod(ns, "nope"); p != nil {
 		t.Errorf("Pod of an unknown pod = %v", p)
@@ -176,16 +202,21 @@ func TestKubernetesSource(t *testing.T) {
 	}
 
 	// Updates, each observed in its lag histogram.
-	svc = svc.DeepCopy()
-	svc.Labels["tier"] = "front"
-	if _, err := c.CoreV1().Services(ns).Update(ctx, svc, metav1.UpdateOptions{}); err != nil {
+	full, err := c.CoreV1().Services(ns).Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	full.Annotations[translator.AnnotationOpaquePorts] = "3306,5432"
+	if _, err := c.CoreV1().Services(ns).Update(ctx, full, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	es, err := c.DiscoveryV1().EndpointSlices(ns).Get(ctx, "web-1", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	es.Endpoints = append(es.Endpoints, discoveryv1.Endpoint{Addresses: []string{"10.0.0.2"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(false)}})
+	// A ready endpoint and a not-ready one, which the projection drops.
+	es.Endpoints = append(es.Endpoints, discoveryv1.Endpoint{Addresses: []string{"10.0.0.2"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}},
+		discoveryv1.Endpoint{Addresses: []string{"10.0.0.3"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(false)}})
 	if _, err := c.DiscoveryV1().EndpointSlices(ns).Update(ctx, es, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +234,7 @@ func TestKubernetesSource(t *testing.T) {
 		s, _ := rec.get("Service " + ns + "/web").(*corev1.Service)
 		e, _ := rec.get("EndpointSlice " + ns + "/web-1").(*discoveryv1.EndpointSlice)
 		p, _ := rec.get("Pod " + ns + "/web-a").(*corev1.Pod)
-		return s != nil && s.Labels["tier"] == "front" && e != nil && len(e.Endpoints) == 2 && p != nil && p.Status.PodIP == "10.0.0.1"
+		return s != nil && s.Annotations[translator.AnnotationOpaquePorts] == "3306,5432" && e != nil && len(e.Endpoints) == 2 && p != nil && p.Status.PodIP == "10.0.0.1"
 	})
 	for _, name := range []string{"services_informer_lag_seconds", "endpointslices_informer_lag_seconds", "pods_informer_lag_seconds"} {
 		if n := histogramCount(t, reg, name); n == 0 {
@@ -297,11 +328,18 @@ func TestSlimObjectIdempotent(t *testing.T) {
 		{Manager: "kubelet", Operation: metav1.ManagedFieldsOperationUpdate, Time: &now, FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{}}`)}},
 		{Manager: "nil-time"},
 	}
+	in := pod.DeepCopy()
 	once, _ := slimObject(pod)
 	first := once.(*corev1.Pod).DeepCopy()
 	twice, _ := slimObject(once)
+	if twice != once {
+		t.Error("the transform copies a projected pod again")
+	}
 	if got := twice.(*corev1.Pod); !equalPods(first, got) {
 		t.Errorf("transform is not idempotent:\n%+v\n%+v", first, got)
+	}
+	if !equalPods(pod, in) {
+		t.Error("the transform modified its input")
 	}
 	mf := first.ManagedFields
 	if len(mf) != 1 || mf[0].Manager != "kubelet" || !mf[0].Time.Equal(&now) || mf[0].FieldsV1 != nil {
@@ -309,6 +347,24 @@ func TestSlimObjectIdempotent(t *testing.T) {
 	}
 	if got := kube.NewestManagedTime(first); !got.Equal(now.Time) {
 		t.Errorf("newestManagedTime = %v, want %v", got, now)
+	}
+	for _, obj := range []any{testService("ns", "s"), testSlice("ns", "s-1", "s", "10.0.0.1")} {
+		once, _ := slimObject(obj)
+		if once == obj || translator.Project(once) != once {
+			t.Errorf("%T: the transform does not project it", obj)
+		}
+		if twice, _ := slimObject(once); twice != once {
+			t.Errorf("%T: the transform copies a projection again", obj)
+		}
+	}
+	// A tombstone carries its object projected; anything else passes unchanged.
+	got, _ := slimObject(cache.DeletedFinalStateUnknown{Key: "ns/p", Obj: in})
+	if d, ok := got.(cache.DeletedFinalStateUnknown); !ok || d.Key != "ns/p" || !translator.IsSlimPod(d.Obj.(*corev1.Pod)) {
+		t.Errorf("tombstone after transform: %+v", got)
+	}
+	cm := &corev1.ConfigMap{}
+	if got, err := slimObject(cm); got != any(cm) || err != nil {
+		t.Errorf("a ConfigMap after transform: %v, %v", got, err)
 	}
 }
 

@@ -1,0 +1,172 @@
+package translator
+
+import (
+	"reflect"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// The IsSlim functions report whether an object holds nothing that its Slim function would
+// drop, so that a consumer may keep the object itself instead of a copy (Project). A true
+// answer means that SlimX(o) equals o, except that empty lists and maps may be nil; a false
+// answer means it does not. They allocate nothing. Nil is slim.
+
+// IsSlimPod reports whether p is a projection (podFields).
+func IsSlimPod(p *corev1.Pod) bool {
+	if p == nil {
+		return true
+	}
+	if !isSlimMeta(&p.ObjectMeta, podLabels, podAnnotations, true) || !zeroExcept(reflect.ValueOf(&p.Spec).Elem(), podSpecKept) {
+		return false
+	}
+	if len(p.OwnerReferences) > 1 {
+		return false
+	}
+	if len(p.OwnerReferences) == 1 {
+		if r := p.OwnerReferences[0]; r != (metav1.OwnerReference{Kind: r.Kind, Name: r.Name, Controller: r.Controller}) {
+			return false
+		}
+	}
+	v, annotated := p.Annotations[AnnotationOpaquePorts]
+	if len(p.Spec.Containers) > 0 && !annotated {
+		return false
+	}
+	for i := range p.Spec.Containers {
+		c := &p.Spec.Containers[i]
+		if len(c.Ports) == 0 || !zeroExcept(reflect.ValueOf(c).Elem(), containerKept) {
+			return false
+		}
+		for j := range c.Ports {
+			cp := &c.Ports[j]
+			if *cp != (corev1.ContainerPort{Name: cp.Name, ContainerPort: cp.ContainerPort}) || !keepsPort(v, cp) {
+				return false
+			}
+		}
+	}
+	if !zeroExcept(reflect.ValueOf(&p.Status).Elem(), podStatusKept) {
+		return false
+	}
+	for _, ip := range p.Status.PodIPs {
+		if ip != (corev1.PodIP{IP: ip.IP}) {
+			return false
+		}
+	}
+	return true
+}
+
+// IsSlimService reports whether s is a projection (serviceFields).
+func IsSlimService(s *corev1.Service) bool {
+	if s == nil {
+		return true
+	}
+	if !isSlimMeta(&s.ObjectMeta, nil, serviceAnnotations, false) || !zeroExcept(reflect.ValueOf(&s.Spec).Elem(), serviceSpecKept) ||
+		!reflect.ValueOf(&s.Status).Elem().IsZero() {
+		return false
+	}
+	for i := range s.Spec.Ports {
+		p := &s.Spec.Ports[i]
+		if *p != (corev1.ServicePort{Name: p.Name, Protocol: p.Protocol, Port: p.Port, TargetPort: p.TargetPort}) {
+			return false
+		}
+	}
+	return true
+}
+
+// IsSlimEndpointSlice reports whether es is a projection (sliceFields). It is on the path of
+// every slice a source delivers, so it checks the fields one by one rather than by reflection.
+func IsSlimEndpointSlice(es *discoveryv1.EndpointSlice) bool {
+	if es == nil {
+		return true
+	}
+	if !isSlimMeta(&es.ObjectMeta, sliceLabels, nil, false) {
+		return false
+	}
+	for i := range es.Ports {
+		if p := &es.Ports[i]; *p != (discoveryv1.EndpointPort{Name: p.Name, Protocol: p.Protocol, Port: p.Port}) {
+			return false
+		}
+	}
+	if es.AddressType != discoveryv1.AddressTypeIPv4 && es.AddressType != discoveryv1.AddressTypeIPv6 {
+		return len(es.Endpoints) == 0
+	}
+	for i := range es.Endpoints {
+		ep := &es.Endpoints[i]
+		if ep.Conditions != (discoveryv1.EndpointConditions{}) || ep.NodeName != nil || ep.Hints != nil || len(ep.DeprecatedTopology) != 0 {
+			return false
+		}
+		if r := ep.TargetRef; r != nil && *r != (corev1.ObjectReference{Kind: r.Kind, Namespace: r.Namespace, Name: r.Name}) {
+			return false
+		}
+	}
+	return true
+}
+
+// isSlimMeta reports whether m holds only what slimMeta keeps with these labels and
+// annotations (and, when owners is set, owner references, which the caller checks).
+func isSlimMeta(m *metav1.ObjectMeta, labels, annotations []string, owners bool) bool {
+	if m.GenerateName != "" || m.SelfLink != "" || m.Generation != 0 || !m.CreationTimestamp.IsZero() ||
+		m.DeletionTimestamp != nil || m.DeletionGracePeriodSeconds != nil || len(m.Finalizers) != 0 ||
+		(!owners && len(m.OwnerReferences) != 0) {
+		return false
+	}
+	switch len(m.ManagedFields) {
+	case 0:
+	case 1:
+		f := &m.ManagedFields[0]
+		if f.Time == nil || *f != (metav1.ManagedFieldsEntry{Manager: f.Manager, Operation: f.Operation, Time: f.Time}) {
+			return false
+		}
+	default:
+		return false
+	}
+	for k := range m.Labels {
+		if !slices.Contains(labels, k) {
+			return false
+		}
+	}
+	for k := range m.Annotations {
+		if !slices.Contains(annotations, k) {
+			return false
+		}
+	}
+	return true
+}
+
+// The fields of the structs that IsSlimPod and IsSlimService check by reflection (so that a
+// field a new Kubernetes version adds counts as one to drop) which the projection keeps.
+var (
+	podSpecKept     = fieldIndexes[corev1.PodSpec]("ServiceAccountName", "Containers")
+	containerKept   = fieldIndexes[corev1.Container]("Ports")
+	podStatusKept   = fieldIndexes[corev1.PodStatus]("Phase", "PodIP", "PodIPs")
+	serviceSpecKept = fieldIndexes[corev1.ServiceSpec]("Type", "ExternalName", "ClusterIP", "ClusterIPs", "Ports")
+)
+
+// fieldIndexes returns the indexes of the named fields of the struct T. The names are
+// constants of this package, and every one is also used directly by the Slim functions, so
+// a missing one cannot compile there.
+func fieldIndexes[T any](names ...string) []int {
+	t := reflect.TypeFor[T]()
+	out := make([]int, len(names))
+	for i, n := range names {
+		f, ok := t.FieldByName(n)
+		if !ok {
+			panic("translator: " + t.String() + " has no field " + n)
+		}
+		out[i] = f.Index[0]
+	}
+	return out
+}
+
+// zeroExcept reports whether every field of the struct v is zero but those at the indexes
+// kept.
+func zeroExcept(v reflect.Value, kept []int) bool {
+	for i := range v.NumField() {
+		if !slices.Contains(kept, i) && !v.Field(i).IsZero() {
+			return false
+		}
+	}
+	return true
+}
