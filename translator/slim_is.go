@@ -107,6 +107,7 @@ func IsSlimEndpointSlice(es *discoveryv1.EndpointSlice) bool {
 // isSlimMeta reports whether m holds only what slimMeta keeps with these labels and
 // annotations (and, when owners is set, owner references, which the caller checks).
 func isSlimMeta(m *metav1.ObjectMeta, labels, annotations []string, owners bool) bool {
+	//lint:ignore SA1019 selfLink is deprecated, but old objects and manifests can still carry it
 	if m.GenerateName != "" || m.SelfLink != "" || m.Generation != 0 || !m.CreationTimestamp.IsZero() ||
 		m.DeletionTimestamp != nil || m.DeletionGracePeriodSeconds != nil || len(m.Finalizers) != 0 ||
 		(!owners && len(m.OwnerReferences) != 0) {

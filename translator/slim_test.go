@@ -24,9 +24,9 @@ func fatMeta(m *metav1.ObjectMeta) {
 	older, newer := metav1.NewTime(managedTime0), metav1.NewTime(managedTime0.Add(time.Minute))
 	m.ManagedFields = []metav1.ManagedFieldsEntry{
 		{Manager: "kube-controller-manager", Operation: "Update", APIVersion: "v1", Time: &older, FieldsType: "FieldsV1",
-			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:labels":{".":{}}}}`)}},
+			FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{"f:labels":{".":{}}}}`)},
 		{Manager: "kubelet", Operation: "Update", APIVersion: "v1", Time: &newer, FieldsType: "FieldsV1", Subresource: "status",
-			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{"f:phase":{}}}`)}},
+			FieldsV1: metav1.NewFieldsV1(`{"f:status":{"f:phase":{}}}`)},
 		{Manager: "no-time", Operation: "Apply"},
 	}
 	if m.Labels == nil {

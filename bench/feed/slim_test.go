@@ -103,7 +103,7 @@ func fuzzSlice(data []byte) *discoveryv1.EndpointSlice {
 	for i := range r.pick(4) {
 		es.ManagedFields = append(es.ManagedFields, metav1.ManagedFieldsEntry{
 			Manager: fmt.Sprintf("m%d", i), Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "discovery.k8s.io/v1",
-			Time: times[r.pick(len(times))], FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:endpoints":{}}`)},
+			Time: times[r.pick(len(times))], FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:endpoints":{}}`),
 		})
 	}
 	return es
@@ -175,8 +175,8 @@ func TestSlimEndpointSliceGenerated(t *testing.T) {
 	es = c.EndpointSlice(0, 0)
 	older, newer := metav1.NewTime(time.Unix(1764579600, 0)), metav1.NewTime(time.Unix(1764579660, 0))
 	es.ManagedFields = []metav1.ManagedFieldsEntry{
-		{Manager: "a", Operation: metav1.ManagedFieldsOperationUpdate, Time: &older, FieldsV1: &metav1.FieldsV1{Raw: []byte(`{}`)}},
-		{Manager: "b", Operation: metav1.ManagedFieldsOperationUpdate, Time: &newer, FieldsV1: &metav1.FieldsV1{Raw: []byte(`{}`)}},
+		{Manager: "a", Operation: metav1.ManagedFieldsOperationUpdate, Time: &older, FieldsV1: metav1.NewFieldsV1(`{}`)},
+		{Manager: "b", Operation: metav1.ManagedFieldsOperationUpdate, Time: &newer, FieldsV1: metav1.NewFieldsV1(`{}`)},
 	}
 	b, _ = es.Marshal()
 	checkSlimDecode(t, b, nil)

@@ -324,8 +324,8 @@ func TestSlimObjectIdempotent(t *testing.T) {
 	older := metav1.NewTime(now.Add(-time.Hour))
 	pod := testPod("ns", "p")
 	pod.ManagedFields = []metav1.ManagedFieldsEntry{
-		{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply, Time: &older, FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{}}`)}},
-		{Manager: "kubelet", Operation: metav1.ManagedFieldsOperationUpdate, Time: &now, FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{}}`)}},
+		{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply, Time: &older, FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{}}`)},
+		{Manager: "kubelet", Operation: metav1.ManagedFieldsOperationUpdate, Time: &now, FieldsV1: metav1.NewFieldsV1(`{"f:status":{}}`)},
 		{Manager: "nil-time"},
 	}
 	in := pod.DeepCopy()
