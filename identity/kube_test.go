@@ -16,9 +16,10 @@ import (
 
 	"github.com/meridian-mesh/meridian/identity"
 	"github.com/meridian-mesh/meridian/internal/kubetest"
+	"github.com/meridian-mesh/meridian/internal/testutil"
 )
 
-func TestMain(m *testing.M) { os.Exit(kubetest.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(testutil.Main(m, kubetest.Main)) }
 
 // TestTokenReviewRealAPIServer certifies with ServiceAccount tokens minted by a real API
 // server (TokenRequest, audience identity.l5d.io) and reviewed by it (TokenReview), and

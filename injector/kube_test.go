@@ -9,12 +9,13 @@ import (
 	"time"
 
 	"github.com/meridian-mesh/meridian/internal/kubetest"
+	"github.com/meridian-mesh/meridian/internal/testutil"
 	admissionregv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-func TestMain(m *testing.M) { os.Exit(kubetest.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(testutil.Main(m, kubetest.Main)) }
 
 // TestWebhookWithAPIServer registers the webhook (served over HTTPS on loopback) with a
 // real kube-apiserver and creates pods: one in a namespace annotated linkerd.io/inject:

@@ -13,13 +13,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/goleak"
 	"go.uber.org/zap"
+
+	"github.com/meridian-mesh/meridian/internal/testutil"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
+func TestMain(m *testing.M) { os.Exit(testutil.Main(m, nil)) }
 
 // converge is the generous deadline for gossip to settle on loopback, even under -race on
 // a loaded machine. It is a bound on waiting, not a performance assertion.

@@ -4,11 +4,16 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/meridian-mesh/meridian/internal/testutil"
 )
+
+func TestMain(m *testing.M) { os.Exit(testutil.Main(m, nil)) }
 
 func ep(i int) *Endpoint {
 	a := netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"net"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -16,7 +17,11 @@ import (
 	"github.com/meridian-mesh/meridian/identity"
 	"github.com/meridian-mesh/meridian/identity/client"
 	"github.com/meridian-mesh/meridian/internal/grpcserver"
+
+	"github.com/meridian-mesh/meridian/internal/testutil"
 )
+
+func TestMain(m *testing.M) { os.Exit(testutil.Main(m, nil)) }
 
 var webID = identity.ServiceAccountIdentity("emojivoto", "web", "linkerd", "cluster.local")
 

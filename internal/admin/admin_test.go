@@ -7,13 +7,18 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/meridian-mesh/meridian/internal/testutil"
 )
+
+func TestMain(m *testing.M) { os.Exit(testutil.Main(m, nil)) }
 
 func TestAdminEndpoints(t *testing.T) {
 	reg := prometheus.NewRegistry()

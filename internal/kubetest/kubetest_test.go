@@ -18,13 +18,14 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/meridian-mesh/meridian/internal/kubetest"
+	"github.com/meridian-mesh/meridian/internal/testutil"
 )
 
 // identityAudience is the audience Meridian's identity component (like Linkerd's) requests
 // for the ServiceAccount tokens proxies present, and checks with a TokenReview.
 const identityAudience = "identity.l5d.io"
 
-func TestMain(m *testing.M) { os.Exit(kubetest.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(testutil.Main(m, kubetest.Main)) }
 
 func ctxT(t *testing.T, d time.Duration) context.Context {
 	t.Helper()
