@@ -64,11 +64,7 @@ var key = Key{Namespace: "ns", Name: "svc", Port: 80}
 
 func waitC(t *testing.T, sub *Subscription) {
 	t.Helper()
-	select {
-	case <-sub.C():
-	case <-time.After(5 * time.Second):
-		t.Fatal("no wake-up within 5s")
-	}
+	testutil.Recv(t, sub.C(), 5*time.Second, "a wake-up")
 }
 
 func TestPublishVersionsAndNoOp(t *testing.T) {
@@ -234,13 +230,7 @@ func TestConcurrentReadersConverge(t *testing.T) {
 		s.Publish(key, rangeSet(i%37, i%37+10+i%5))
 	}
 	close(done)
-	waited := make(chan struct{})
-	go func() { wg.Wait(); close(waited) }()
-	select {
-	case <-waited:
-	case <-time.After(30 * time.Second):
-		t.Fatal("readers did not finish")
-	}
+	testutil.Wait(t, 30*time.Second, "the readers to finish", wg.Wait)
 	final := s.Load(key).Set
 	for r, v := range results {
 		if !v.equals(final) {

@@ -177,13 +177,15 @@ func TestTokenReview(t *testing.T) {
 	if err := env.Client.CoreV1().ServiceAccounts(ns).Delete(ctxT(t, time.Minute), "web", metav1.DeleteOptions{}); err != nil {
 		t.Fatalf("delete ServiceAccount: %v", err)
 	}
-	deadline := time.Now().Add(45 * time.Second)
-	for review(t, env, token, identityAudience).Authenticated {
-		if time.Now().After(deadline) {
-			t.Fatal("token of a deleted ServiceAccount still authenticated after 45s")
+	// One review every 500 ms at most: each is a request to the shared API server.
+	var last time.Time
+	testutil.Eventually(t, 45*time.Second, "the token of a deleted ServiceAccount to be refused", func() bool {
+		if time.Since(last) < 500*time.Millisecond {
+			return false
 		}
-		time.Sleep(500 * time.Millisecond)
-	}
+		last = time.Now()
+		return !review(t, env, token, identityAudience).Authenticated
+	})
 }
 
 // TestRestartInformerResyncs restarts the API server under a running informer: the watch is
@@ -281,16 +283,8 @@ func (f *fakeTB) Fatalf(format string, args ...any) {
 func startWithFake(t *testing.T) *fakeTB {
 	t.Helper()
 	f := &fakeTB{TB: t}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		kubetest.Start(f)
-	}()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("Start did not return within 30s with no binaries")
-	}
+	// Start ends its goroutine (runtime.Goexit) through f's Skip or Fatalf.
+	testutil.Wait(t, 30*time.Second, "Start to return with no binaries", func() { kubetest.Start(f) })
 	return f
 }
 
