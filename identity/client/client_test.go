@@ -66,6 +66,22 @@ func startMesh(t *testing.T, lifetime time.Duration, load bool) *mesh {
 	return m
 }
 
+// newClient is a client for webID trusting m's anchors and talking to m, its config adjusted
+// by mod when set.
+func newClient(t *testing.T, m *mesh, mod func(*client.Config)) *client.Client {
+	t.Helper()
+	cfg := client.DefaultConfig()
+	cfg.Identity, cfg.TrustAnchors = webID, m.anchors
+	if mod != nil {
+		mod(&cfg)
+	}
+	c, err := client.New(cfg, m.conn, client.StaticToken(m.token), zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // runClient runs c until the test ends.
 func runClient(t *testing.T, c *client.Client) { testutil.Go(t, "client Run", c.Run) }
 
@@ -86,13 +102,9 @@ func isReady(c *client.Client) bool {
 
 func TestClientRenewsBeforeExpiry(t *testing.T) {
 	m := startMesh(t, 3*time.Second, true)
-	cfg := client.DefaultConfig()
-	cfg.Identity, cfg.TrustAnchors = webID, m.anchors
-	cfg.MinRefresh, cfg.InitialBackoff, cfg.MaxBackoff = 100*time.Millisecond, 50*time.Millisecond, 200*time.Millisecond
-	c, err := client.New(cfg, m.conn, client.StaticToken(m.token), zaptest.NewLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := newClient(t, m, func(cfg *client.Config) {
+		cfg.MinRefresh, cfg.InitialBackoff, cfg.MaxBackoff = 100*time.Millisecond, 50*time.Millisecond, 200*time.Millisecond
+	})
 	runClient(t, c)
 	waitReady(t, c, 10*time.Second)
 
@@ -129,13 +141,9 @@ func TestClientRenewsBeforeExpiry(t *testing.T) {
 
 func TestClientRetriesUntilIssuerLoads(t *testing.T) {
 	m := startMesh(t, time.Hour, false)
-	cfg := client.DefaultConfig()
-	cfg.Identity, cfg.TrustAnchors = webID, m.anchors
-	cfg.InitialBackoff, cfg.MaxBackoff = 20*time.Millisecond, 100*time.Millisecond
-	c, err := client.New(cfg, m.conn, client.StaticToken(m.token), zaptest.NewLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := newClient(t, m, func(cfg *client.Config) {
+		cfg.InitialBackoff, cfg.MaxBackoff = 20*time.Millisecond, 100*time.Millisecond
+	})
 	if _, err := c.GetCertificate(nil); err == nil {
 		t.Fatal("GetCertificate succeeded before any certificate")
 	}
@@ -150,13 +158,9 @@ func TestClientRetriesUntilIssuerLoads(t *testing.T) {
 func TestClientRejectsWrongAnchors(t *testing.T) {
 	m := startMesh(t, time.Hour, true)
 	other := startMesh(t, time.Hour, true)
-	cfg := client.DefaultConfig()
-	cfg.Identity, cfg.TrustAnchors = webID, other.anchors
-	cfg.InitialBackoff, cfg.MaxBackoff = 20*time.Millisecond, 50*time.Millisecond
-	c, err := client.New(cfg, m.conn, client.StaticToken(m.token), zaptest.NewLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := newClient(t, m, func(cfg *client.Config) {
+		cfg.TrustAnchors, cfg.InitialBackoff, cfg.MaxBackoff = other.anchors, 20*time.Millisecond, 50*time.Millisecond
+	})
 	runClient(t, c)
 	testutil.Never(t, 300*time.Millisecond, "accepting a certificate that does not chain to its trust anchors", func() bool { return isReady(c) })
 }
@@ -165,12 +169,7 @@ func TestClientRejectsWrongAnchors(t *testing.T) {
 // certificates through tls.Config getters, each side verifying the other against the anchors.
 func TestMutualTLSWithClientCertificates(t *testing.T) {
 	m := startMesh(t, time.Hour, true)
-	cfg := client.DefaultConfig()
-	cfg.Identity, cfg.TrustAnchors = webID, m.anchors
-	c, err := client.New(cfg, m.conn, client.StaticToken(m.token), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := newClient(t, m, nil)
 	runClient(t, c)
 	waitReady(t, c, 10*time.Second)
 
