@@ -8,11 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meridian-mesh/meridian/internal/kubetest"
-	"github.com/meridian-mesh/meridian/internal/testutil"
 	admissionregv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/meridian-mesh/meridian/internal/kubetest"
+	"github.com/meridian-mesh/meridian/internal/testutil"
 )
 
 func TestMain(m *testing.M) { os.Exit(testutil.Main(m, kubetest.Main)) }

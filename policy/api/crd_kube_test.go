@@ -7,12 +7,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meridian-mesh/meridian/internal/kubetest"
-	"github.com/meridian-mesh/meridian/internal/testutil"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/meridian-mesh/meridian/internal/kubetest"
+	"github.com/meridian-mesh/meridian/internal/testutil"
 )
 
 func TestMain(m *testing.M) { os.Exit(testutil.Main(m, kubetest.Main)) }
