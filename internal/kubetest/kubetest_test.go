@@ -177,13 +177,7 @@ func TestTokenReview(t *testing.T) {
 	if err := env.Client.CoreV1().ServiceAccounts(ns).Delete(ctxT(t, time.Minute), "web", metav1.DeleteOptions{}); err != nil {
 		t.Fatalf("delete ServiceAccount: %v", err)
 	}
-	// One review every 500 ms at most: each is a request to the shared API server.
-	var last time.Time
-	testutil.Eventually(t, 45*time.Second, "the token of a deleted ServiceAccount to be refused", func() bool {
-		if time.Since(last) < 500*time.Millisecond {
-			return false
-		}
-		last = time.Now()
+	testutil.EventuallyEvery(t, 45*time.Second, 500*time.Millisecond, "the token of a deleted ServiceAccount to be refused", func() bool {
 		return !review(t, env, token, identityAudience).Authenticated
 	})
 }
