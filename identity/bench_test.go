@@ -13,14 +13,8 @@ import (
 // checks, local token review, leaf signing), without the network.
 func BenchmarkCertify(b *testing.B) {
 	p := newPKI(b)
-	svc, err := identity.NewService(identity.DefaultConfig(), &identity.FileSource{IssuerDir: p.dir}, identity.NewLocalReviewer(&p.tokenKey.PublicKey), identity.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := svc.Load(context.Background()); err != nil {
-		b.Fatal(err)
-	}
-	req := &pb.CertifyRequest{Identity: testID, Token: p.token(b, testNS, testSA), CertificateSigningRequest: makeCSR(b, csrSpec{dns: []string{testID}})}
+	svc := loadedService(b, p)
+	req := certifyRequest(b, p)
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
@@ -33,13 +27,7 @@ func BenchmarkCertify(b *testing.B) {
 // BenchmarkRefuseWrongIdentity measures the cheapest refusal after a token review.
 func BenchmarkRefuseWrongIdentity(b *testing.B) {
 	p := newPKI(b)
-	svc, err := identity.NewService(identity.DefaultConfig(), &identity.FileSource{IssuerDir: p.dir}, identity.NewLocalReviewer(&p.tokenKey.PublicKey), identity.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := svc.Load(context.Background()); err != nil {
-		b.Fatal(err)
-	}
+	svc := loadedService(b, p)
 	other := identity.ServiceAccountIdentity(testNS, "db", "linkerd", "cluster.local")
 	req := &pb.CertifyRequest{Identity: other, Token: p.token(b, testNS, testSA), CertificateSigningRequest: makeCSR(b, csrSpec{dns: []string{other}})}
 	ctx := context.Background()

@@ -47,13 +47,7 @@ func FuzzCheckCSR(f *testing.F) {
 // certificate for exactly the identity the token proves.
 func FuzzCertify(f *testing.F) {
 	p := newPKI(f)
-	svc, err := identity.NewService(identity.DefaultConfig(), &identity.FileSource{IssuerDir: p.dir}, identity.NewLocalReviewer(&p.tokenKey.PublicKey), identity.Options{})
-	if err != nil {
-		f.Fatal(err)
-	}
-	if err := svc.Load(context.Background()); err != nil {
-		f.Fatal(err)
-	}
+	svc := loadedService(f, p)
 	tok := p.token(f, testNS, testSA)
 	csr := makeCSR(f, csrSpec{dns: []string{testID}})
 	f.Add(testID, tok, csr)

@@ -9,7 +9,6 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"errors"
 	"net"
 	"os"
 	"path/filepath"
@@ -21,10 +20,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/meridian-mesh/meridian/identity"
-	"github.com/meridian-mesh/meridian/internal/grpcserver"
+	"github.com/meridian-mesh/meridian/internal/kubetest"
+	"github.com/meridian-mesh/meridian/internal/testutil"
 )
 
 const (
@@ -33,6 +32,10 @@ const (
 )
 
 var testID = identity.ServiceAccountIdentity(testNS, testSA, "linkerd", "cluster.local")
+
+// TestMain stops the shared API server of the Kubernetes tests, then checks for leaked
+// goroutines.
+func TestMain(m *testing.M) { os.Exit(testutil.Main(m, kubetest.Main)) }
 
 // pki is a trust anchor and an issuer signed by it, written to dir in the install layout.
 type pki struct {
@@ -103,13 +106,19 @@ func keyPEM(t testing.TB, k crypto.Signer) []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
 }
 
-func mustCert(t testing.TB, p []byte) *x509.Certificate {
+// pemDER returns the DER bytes of the first PEM block in p.
+func pemDER(t testing.TB, p []byte) []byte {
 	t.Helper()
 	b, _ := pem.Decode(p)
 	if b == nil {
 		t.Fatal("no PEM")
 	}
-	c, err := x509.ParseCertificate(b.Bytes)
+	return b.Bytes
+}
+
+func mustCert(t testing.TB, p []byte) *x509.Certificate {
+	t.Helper()
+	c, err := x509.ParseCertificate(pemDER(t, p))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,11 +127,7 @@ func mustCert(t testing.TB, p []byte) *x509.Certificate {
 
 func mustKey(t testing.TB, p []byte) crypto.Signer {
 	t.Helper()
-	b, _ := pem.Decode(p)
-	if b == nil {
-		t.Fatal("no PEM")
-	}
-	k, err := x509.ParsePKCS8PrivateKey(b.Bytes)
+	k, err := x509.ParsePKCS8PrivateKey(pemDER(t, p))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +192,6 @@ func (e *events) list() []string {
 type server struct {
 	svc    *identity.Service
 	rpc    pb.IdentityClient
-	addr   string
 	reg    *prometheus.Registry
 	events *events
 }
@@ -225,43 +229,24 @@ func startServer(t testing.TB, p *pki, o serverOpts) *server {
 			t.Fatal(err)
 		}
 	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.addr = lis.Addr().String()
-	srv := grpcserver.New(s.reg)
-	s.svc.Register(srv)
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	errs := make(chan error, 2)
-	wg.Add(2)
-	go func() { defer wg.Done(); errs <- grpcserver.Serve(ctx, srv, lis, time.Second) }()
-	go func() { defer wg.Done(); errs <- s.svc.Run(ctx) }()
-	conn, err := grpc.NewClient(s.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.rpc = pb.NewIdentityClient(conn)
-	t.Cleanup(func() {
-		conn.Close()
-		cancel()
-		done := make(chan struct{})
-		go func() { wg.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			t.Error("identity server did not stop within 10s")
-			return
-		}
-		close(errs)
-		for err := range errs {
-			if err != nil && !errors.Is(err, context.Canceled) {
-				t.Errorf("server: %v", err)
-			}
-		}
-	})
+	addr := testutil.ServeGRPC(t, func(srv *grpc.Server) { s.svc.Register(srv) })
+	testutil.Go(t, "the identity reload loop", s.svc.Run)
+	s.rpc = pb.NewIdentityClient(testutil.DialGRPC(t, addr))
 	return s
+}
+
+// loadedService is a Service with the issuer of p loaded and the local reviewer, for calling
+// its handler without the network.
+func loadedService(t testing.TB, p *pki) *identity.Service {
+	t.Helper()
+	svc, err := identity.NewService(identity.DefaultConfig(), &identity.FileSource{IssuerDir: p.dir}, identity.NewLocalReviewer(&p.tokenKey.PublicKey), identity.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return svc
 }
 
 func callCtx(t testing.TB) context.Context {
@@ -270,14 +255,45 @@ func callCtx(t testing.TB) context.Context {
 	return ctx
 }
 
-// eventually polls cond every 10ms until it holds or the deadline passes.
-func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
+// certifyRequest is a request for testID that the service accepts: its token and a fresh CSR.
+func certifyRequest(t testing.TB, p *pki) *pb.CertifyRequest {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		time.Sleep(10 * time.Millisecond)
+	return &pb.CertifyRequest{Identity: testID, Token: p.token(t, testNS, testSA), CertificateSigningRequest: makeCSR(t, csrSpec{dns: []string{testID}})}
+}
+
+// certify sends req to s.
+func (s *server) certify(t testing.TB, req *pb.CertifyRequest) (*pb.CertifyResponse, error) {
+	t.Helper()
+	return s.rpc.Certify(callCtx(t), req)
+}
+
+// issue certifies testID on s and returns the response and its parsed leaf.
+func issue(t testing.TB, s *server, p *pki) (*pb.CertifyResponse, *x509.Certificate) {
+	t.Helper()
+	rsp, err := s.certify(t, certifyRequest(t, p))
+	if err != nil {
+		t.Fatalf("Certify: %v", err)
 	}
+	leaf, err := x509.ParseCertificate(rsp.GetLeafCertificate())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rsp, leaf
+}
+
+// actUntil calls act, and again every second, until cond holds, within the deadline: for
+// a change that a watch misses when it lands while the watch is being set up.
+func actUntil(t testing.TB, within time.Duration, what string, act func(), cond func() bool) {
+	t.Helper()
+	var last time.Time
+	testutil.Eventually(t, within, what, func() bool {
+		if cond() {
+			return true
+		}
+		if time.Since(last) >= time.Second {
+			act()
+			last = time.Now()
+		}
+		return false
+	})
 }

@@ -15,9 +15,8 @@ import (
 	"testing"
 	"time"
 
-	pb "github.com/linkerd/linkerd2-proxy-api/go/identity"
-
 	"github.com/meridian-mesh/meridian/identity"
+	"github.com/meridian-mesh/meridian/internal/testutil"
 )
 
 func TestLoadRefusesBadIssuer(t *testing.T) {
@@ -131,14 +130,7 @@ func write(t testing.TB, path string, b []byte) {
 // certifiedBy certifies testID and returns the issuer certificate the leaf was signed by.
 func certifiedBy(t *testing.T, s *server, p *pki) *x509.Certificate {
 	t.Helper()
-	rsp, err := s.rpc.Certify(callCtx(t), &pb.CertifyRequest{Identity: testID, Token: p.token(t, testNS, testSA), CertificateSigningRequest: makeCSR(t, csrSpec{dns: []string{testID}})})
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf, err := x509.ParseCertificate(rsp.GetLeafCertificate())
-	if err != nil {
-		t.Fatal(err)
-	}
+	rsp, leaf := issue(t, s, p)
 	inter, err := x509.ParseCertificate(rsp.GetIntermediateCertificates()[0])
 	if err != nil {
 		t.Fatal(err)
@@ -149,6 +141,16 @@ func certifiedBy(t *testing.T, s *server, p *pki) *x509.Certificate {
 	return inter
 }
 
+// hasEvent reports whether s recorded an event starting with prefix and containing part.
+func hasEvent(s *server, prefix, part string) bool {
+	for _, e := range s.events.list() {
+		if strings.HasPrefix(e, prefix) && strings.Contains(e, part) {
+			return true
+		}
+	}
+	return false
+}
+
 func TestIssuerRotationOnDisk(t *testing.T) {
 	p := newPKI(t)
 	// A long poll interval: only the fsnotify watch can pick the change up in time.
@@ -156,39 +158,28 @@ func TestIssuerRotationOnDisk(t *testing.T) {
 	if got := certifiedBy(t, s, p); !got.Equal(p.issuer) {
 		t.Fatal("first leaf not signed by the initial issuer")
 	}
-	// Give the watcher time to start before changing files (it is started by Run).
-	time.Sleep(100 * time.Millisecond)
-
-	next := p.rotate(t, time.Now().Add(30*24*time.Hour))
-	eventually(t, 10*time.Second, "the rotated issuer to be loaded", func() bool {
-		return s.svc.Issuer().Cert.Equal(next)
-	})
+	// A change written while the watcher (started by Run) is being set up is not seen: the
+	// rotation is written again every second until the service serves the latest one.
+	var next *x509.Certificate
+	actUntil(t, 10*time.Second, "the rotated issuer to be loaded", func() {
+		next = p.rotate(t, time.Now().Add(30*24*time.Hour))
+	}, func() bool { return next != nil && s.svc.Issuer().Cert.Equal(next) })
 	if got := certifiedBy(t, s, p); !got.Equal(next) {
 		t.Fatal("leaf after rotation not signed by the new issuer")
 	}
 	if got := gaugeValue(t, s, "identity_cert_expiration_timestamp_seconds"); got != float64(next.NotAfter.Unix()) {
 		t.Errorf("expiry gauge %v, want the new issuer's %v", got, next.NotAfter.Unix())
 	}
-	eventually(t, 5*time.Second, "an IssuerUpdated event", func() bool {
-		for _, e := range s.events.list() {
-			if strings.HasPrefix(e, "Normal IssuerUpdated") {
-				return true
-			}
-		}
-		return false
+	testutil.Eventually(t, 5*time.Second, "an IssuerUpdated event", func() bool {
+		return hasEvent(s, "Normal IssuerUpdated", "")
 	})
 
 	// A bad update (issuer from another anchor) is skipped: the old issuer stays.
 	otherAnchor, otherKey, _ := identity.NewCA("root.other", time.Now().Add(-time.Hour), time.Now().Add(time.Hour), nil, nil)
 	bad, badKey, _ := identity.NewCA("identity.other", time.Now().Add(-time.Hour), time.Now().Add(time.Hour), otherAnchor, otherKey)
 	p.writeIssuer(t, bad, badKey)
-	eventually(t, 10*time.Second, "an IssuerUpdateSkipped event", func() bool {
-		for _, e := range s.events.list() {
-			if strings.HasPrefix(e, "Warning IssuerUpdateSkipped") && strings.Contains(e, "does not chain") {
-				return true
-			}
-		}
-		return false
+	testutil.Eventually(t, 10*time.Second, "an IssuerUpdateSkipped event", func() bool {
+		return hasEvent(s, "Warning IssuerUpdateSkipped", "does not chain")
 	})
 	if !s.svc.Issuer().Cert.Equal(next) {
 		t.Fatal("a refused update replaced the issuer")
@@ -208,7 +199,7 @@ func TestIssuerRotationByPolling(t *testing.T) {
 		cfg:    func(c *identity.Config) { c.ReloadInterval = 50 * time.Millisecond },
 	})
 	next := p.rotate(t, time.Now().Add(30*24*time.Hour))
-	eventually(t, 10*time.Second, "the rotated issuer to be polled in", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the rotated issuer to be polled in", func() bool {
 		return s.svc.Issuer().Cert.Equal(next)
 	})
 }

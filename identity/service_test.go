@@ -13,27 +13,16 @@ import (
 
 	pb "github.com/linkerd/linkerd2-proxy-api/go/identity"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/meridian-mesh/meridian/identity"
+	"github.com/meridian-mesh/meridian/internal/testutil"
 )
 
 func TestCertifyIssuesVerifiableLeaf(t *testing.T) {
 	p := newPKI(t)
 	s := startServer(t, p, serverOpts{})
 	before := time.Now().Truncate(time.Second)
-	rsp, err := s.rpc.Certify(callCtx(t), &pb.CertifyRequest{
-		Identity:                  testID,
-		Token:                     p.token(t, testNS, testSA),
-		CertificateSigningRequest: makeCSR(t, csrSpec{dns: []string{testID}}),
-	})
-	if err != nil {
-		t.Fatalf("Certify: %v", err)
-	}
-	leaf, err := x509.ParseCertificate(rsp.GetLeafCertificate())
-	if err != nil {
-		t.Fatal(err)
-	}
+	rsp, leaf := issue(t, s, p)
 	if len(rsp.GetIntermediateCertificates()) != 1 || string(rsp.GetIntermediateCertificates()[0]) != string(p.issuer.Raw) {
 		t.Fatalf("intermediates: want exactly the issuer, got %d certificates", len(rsp.GetIntermediateCertificates()))
 	}
@@ -124,14 +113,8 @@ func TestCertifyRefusals(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			rsp, err := s.rpc.Certify(callCtx(t), &pb.CertifyRequest{Identity: tc.identity, Token: tc.token, CertificateSigningRequest: tc.csr})
-			if err == nil {
-				t.Fatalf("Certify succeeded (leaf %d bytes), want %v", len(rsp.GetLeafCertificate()), tc.code)
-			}
-			st := status.Convert(err)
-			if st.Code() != tc.code || !strings.Contains(st.Message(), tc.msg) {
-				t.Fatalf("got %v %q, want %v containing %q", st.Code(), st.Message(), tc.code, tc.msg)
-			}
+			_, err := s.certify(t, &pb.CertifyRequest{Identity: tc.identity, Token: tc.token, CertificateSigningRequest: tc.csr})
+			testutil.WantStatus(t, err, tc.code, tc.msg)
 		})
 	}
 	if got := counterValue(t, s, "refused", "FailedPrecondition"); got < 9 {
@@ -168,10 +151,8 @@ func mintSubject(t *testing.T, p *pki, sub string) []byte {
 func TestCertifyUnavailableBeforeIssuerLoads(t *testing.T) {
 	p := newPKI(t)
 	s := startServer(t, p, serverOpts{noLoad: true, cfg: func(c *identity.Config) { c.ReloadInterval = time.Hour }})
-	_, err := s.rpc.Certify(callCtx(t), &pb.CertifyRequest{Identity: testID, Token: p.token(t, testNS, testSA), CertificateSigningRequest: makeCSR(t, csrSpec{dns: []string{testID}})})
-	if status.Code(err) != codes.Unavailable {
-		t.Fatalf("got %v, want Unavailable", err)
-	}
+	_, err := s.certify(t, certifyRequest(t, p))
+	testutil.WantStatus(t, err, codes.Unavailable, "")
 	if s.svc.Ready() == nil {
 		t.Error("Ready() = nil before the issuer loaded")
 	}
@@ -181,14 +162,7 @@ func TestLeafNeverOutlivesIssuer(t *testing.T) {
 	p := newPKI(t)
 	issuer := p.rotate(t, time.Now().Add(time.Hour))
 	s := startServer(t, p, serverOpts{})
-	rsp, err := s.rpc.Certify(callCtx(t), &pb.CertifyRequest{Identity: testID, Token: p.token(t, testNS, testSA), CertificateSigningRequest: makeCSR(t, csrSpec{dns: []string{testID}})})
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf, err := x509.ParseCertificate(rsp.GetLeafCertificate())
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, leaf := issue(t, s, p)
 	if !leaf.NotAfter.Equal(issuer.NotAfter) {
 		t.Fatalf("leaf NotAfter %v, want the issuer's %v", leaf.NotAfter, issuer.NotAfter)
 	}
@@ -204,10 +178,10 @@ func (f fakeReviewer) Review(context.Context, []byte) (identity.Review, error) {
 func TestCertifyReviewerDown(t *testing.T) {
 	p := newPKI(t)
 	s := startServer(t, p, serverOpts{reviewer: fakeReviewer{err: context.DeadlineExceeded}})
-	_, err := s.rpc.Certify(callCtx(t), &pb.CertifyRequest{Identity: testID, Token: []byte("x"), CertificateSigningRequest: makeCSR(t, csrSpec{dns: []string{testID}})})
-	if status.Code(err) != codes.Unavailable {
-		t.Fatalf("got %v, want Unavailable", err)
-	}
+	req := certifyRequest(t, p)
+	req.Token = []byte("x")
+	_, err := s.certify(t, req)
+	testutil.WantStatus(t, err, codes.Unavailable, "")
 	if got := counterValue(t, s, "failed", "Unavailable"); got != 1 {
 		t.Errorf("failed/Unavailable counter = %v, want 1", got)
 	}

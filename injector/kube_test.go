@@ -8,13 +8,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meridian-mesh/meridian/internal/kubetest"
 	admissionregv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/meridian-mesh/meridian/internal/kubetest"
+	"github.com/meridian-mesh/meridian/internal/testutil"
 )
 
-func TestMain(m *testing.M) { os.Exit(kubetest.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(testutil.Main(m, kubetest.Main)) }
 
 // TestWebhookWithAPIServer registers the webhook (served over HTTPS on loopback) with a
 // real kube-apiserver and creates pods: one in a namespace annotated linkerd.io/inject:
@@ -74,24 +76,19 @@ func TestWebhookWithAPIServer(t *testing.T) {
 			}}},
 		}
 	}
-	// The API server picks the webhook configuration up asynchronously: retry until a pod
-	// comes back injected, bounded by ctx.
+	// The API server picks the webhook configuration up asynchronously: create pods until
+	// one comes back injected.
 	var got *corev1.Pod
-	for i := 0; ; i++ {
+	i := 0
+	testutil.EventuallyEvery(t, time.Minute, 200*time.Millisecond, "a pod to come back injected", func() bool {
 		p, err := env.Client.CoreV1().Pods(ns).Create(ctx, newPod(fmt.Sprintf("web-%d", i), nil), metav1.CreateOptions{})
 		if err != nil {
 			t.Fatalf("create pod: %v", err)
 		}
-		if len(p.Spec.InitContainers) > 0 {
-			got = p
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatal("no pod came back injected before the deadline")
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
+		i++
+		got = p
+		return len(p.Spec.InitContainers) > 0
+	})
 	checkInjectedBasics(t, got)
 	proxy := got.Spec.InitContainers[1]
 	if proxy.RestartPolicy == nil || *proxy.RestartPolicy != corev1.ContainerRestartPolicyAlways {

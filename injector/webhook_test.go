@@ -23,6 +23,7 @@ import (
 	"time"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
+	"github.com/meridian-mesh/meridian/internal/testutil"
 	"github.com/prometheus/client_golang/prometheus"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -121,24 +122,8 @@ func startWebhook(t *testing.T, ns NamespaceLookup) *webhookServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- Serve(ctx, lis, wh, certs, nil) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Serve: %v", err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Error("Serve did not return within 10s of cancel")
-		}
-	})
+	lis := testutil.Listen(t)
+	testutil.Go(t, "Serve", func(ctx context.Context) error { return Serve(ctx, lis, wh, certs, nil) })
 	roots := x509.NewCertPool()
 	roots.AddCert(tc.cert)
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
@@ -377,18 +362,10 @@ func TestCertReload(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(s.dir, "tls.crt"), next.certPEM, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if cn := serverCN(); cn != "injector-1" {
-		t.Fatalf("serving %q while the pair is inconsistent", cn)
-	}
+	// Over several of the reloader's 50 ms polls.
+	testutil.Never(t, 300*time.Millisecond, "serving another certificate while the pair is inconsistent", func() bool { return serverCN() != "injector-1" })
 	next.write(t, s.dir)
-	deadline := time.After(10 * time.Second)
-	for serverCN() != "injector-2" {
-		select {
-		case <-deadline:
-			t.Fatal("new certificate not served within 10s")
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	testutil.Eventually(t, 10*time.Second, "the new certificate to be served", func() bool { return serverCN() == "injector-2" })
 	if s.certs.Reloads() < 1 {
 		t.Errorf("reloads %d", s.certs.Reloads())
 	}

@@ -13,13 +13,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/goleak"
 	"go.uber.org/zap"
+
+	"github.com/meridian-mesh/meridian/internal/testutil"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
+func TestMain(m *testing.M) { os.Exit(testutil.Main(m, nil)) }
 
 // converge is the generous deadline for gossip to settle on loopback, even under -race on
 // a loaded machine. It is a bound on waiting, not a performance assertion.
@@ -37,13 +36,8 @@ type node struct {
 func (n *node) stop(t *testing.T) {
 	t.Helper()
 	n.cancel()
-	select {
-	case err := <-n.done:
-		if err != nil {
-			t.Errorf("%s: Run returned %v", n.Self().Name, err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatalf("%s: Run did not return within 20s of cancel", n.Self().Name)
+	if err := testutil.Recv(t, n.done, 20*time.Second, n.Self().Name+": Run to return after cancel"); err != nil {
+		t.Errorf("%s: Run returned %v", n.Self().Name, err)
 	}
 	n.done = nil
 }
@@ -121,18 +115,6 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	return 0
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // memberNames returns the sorted member names of r, joined by commas.
 func memberNames(r *Ring) string {
 	var names []string
@@ -146,7 +128,7 @@ func memberNames(r *Ring) string {
 // are equal, then checks that they agree on the owner of 1000 keys.
 func waitConverged(t *testing.T, nodes []*node, want string) {
 	t.Helper()
-	waitFor(t, converge, "rings to converge on "+want, func() bool {
+	testutil.Eventually(t, converge, "rings to converge on "+want, func() bool {
 		for _, n := range nodes {
 			if !n.Joined() || memberNames(n.Ring()) != want || !n.Ring().Equal(nodes[0].Ring()) {
 				return false
@@ -181,7 +163,8 @@ func TestClusterJoinLeaveJoin(t *testing.T) {
 	sub, cancelSub := a.Subscribe()
 	defer cancelSub()
 
-	// Readers look owners up while the ring changes under them (for -race).
+	// Readers look owners up while the ring changes under them (for -race), 64 lookups a
+	// millisecond so as not to starve the gossip.
 	stopReaders := make(chan struct{})
 	var readers sync.WaitGroup
 	for _, n := range []*node{a, c} {
@@ -189,19 +172,20 @@ func TestClusterJoinLeaveJoin(t *testing.T) {
 		go func() {
 			defer readers.Done()
 			keys := testKeys(100)
+			tick := time.NewTicker(time.Millisecond)
+			defer tick.Stop()
 			for i := 0; ; i++ {
-				select {
-				case <-stopReaders:
-					return
-				default:
+				if i%64 == 0 {
+					select {
+					case <-stopReaders:
+						return
+					case <-tick.C:
+					}
 				}
 				r := n.Ring()
 				if m := r.Owner(keys[i%len(keys)]); m.Name == "" {
 					t.Errorf("%s: empty owner in ring %v", n.Self().Name, r)
 					return
-				}
-				if i%64 == 0 {
-					time.Sleep(time.Millisecond)
 				}
 			}
 		}()
@@ -212,11 +196,7 @@ func TestClusterJoinLeaveJoin(t *testing.T) {
 	}()
 
 	waitConverged(t, []*node{a, b, c}, "a,b,c")
-	select {
-	case <-sub:
-	case <-time.After(converge):
-		t.Fatal("subscriber of a was not notified of the ring change")
-	}
+	testutil.Recv(t, sub, converge, "the subscriber of a to be notified of the ring change")
 	changesBefore := metricValue(t, a.reg, "ring_changes_total")
 
 	// b leaves gracefully: the others drop it.
@@ -225,11 +205,7 @@ func TestClusterJoinLeaveJoin(t *testing.T) {
 		t.Errorf("b still Joined after Run returned")
 	}
 	waitConverged(t, []*node{a, c}, "a,c")
-	select {
-	case <-sub:
-	case <-time.After(converge):
-		t.Fatal("subscriber of a was not notified of b leaving")
-	}
+	testutil.Recv(t, sub, converge, "the subscriber of a to be notified of b leaving")
 	if got := metricValue(t, a.reg, "ring_changes_total"); got <= changesBefore {
 		t.Errorf("ring_changes_total did not grow on leave: %v -> %v", changesBefore, got)
 	}
@@ -282,38 +258,38 @@ func TestClusterEncryption(t *testing.T) {
 	// Wrong key, and no key at all: neither can join, and the cluster never sees them.
 	wrong := startNode(t, "wrong", other, a.GossipAddr(), b.GossipAddr())
 	plain := startNode(t, "plain", nil, a.GossipAddr())
-	// Give them many join attempts (retry backoff is at most 1s in Fast mode).
-	time.Sleep(3 * time.Second)
-	for _, n := range []*node{wrong, plain} {
-		if n.Joined() {
-			t.Errorf("%s joined a cluster with a different key", n.Self().Name)
+	// Over many join attempts (retry backoff is at most 1s in Fast mode).
+	testutil.Never(t, 3*time.Second, "a member with another key or none joining", func() bool {
+		bad := false
+		for _, n := range []*node{wrong, plain} {
+			if n.Joined() {
+				t.Errorf("%s joined a cluster with a different key", n.Self().Name)
+				bad = true
+			}
+			if got := memberNames(n.Ring()); got != n.Self().Name {
+				t.Errorf("%s sees members %s", n.Self().Name, got)
+				bad = true
+			}
 		}
-		if got := memberNames(n.Ring()); got != n.Self().Name {
-			t.Errorf("%s sees members %s", n.Self().Name, got)
+		for _, n := range []*node{a, b} {
+			if got := memberNames(n.Ring()); got != "a,b" {
+				t.Errorf("%s sees members %s, want a,b", n.Self().Name, got)
+				bad = true
+			}
 		}
-	}
-	for _, n := range []*node{a, b} {
-		if got := memberNames(n.Ring()); got != "a,b" {
-			t.Errorf("%s sees members %s, want a,b", n.Self().Name, got)
-		}
-	}
+		return bad
+	})
 }
 
 // TestClusterUnreachableSeed: a member whose seeds do not answer is not joined, keeps
 // trying, and still stops promptly; once a peer appears at the seed... is covered by
 // TestClusterLateSeed.
 func TestClusterUnreachableSeed(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	lis := testutil.Listen(t)
 	dead := lis.Addr().String()
 	lis.Close() // nothing listens there now
 	n := startNode(t, "lonely", nil, dead)
-	time.Sleep(500 * time.Millisecond)
-	if n.Joined() {
-		t.Errorf("joined with no reachable seed")
-	}
+	testutil.Never(t, 500*time.Millisecond, "joining with no reachable seed", n.Joined)
 	n.stop(t)
 }
 
@@ -419,7 +395,7 @@ func TestClusterHeadlessService(t *testing.T) {
 	}
 	a := start("a", ips[0])
 	b := start("b", ips[1])
-	waitFor(t, converge, "a and b to form clusters alone", func() bool { return a.Joined() && b.Joined() })
+	testutil.Eventually(t, converge, "a and b to form clusters alone", func() bool { return a.Joined() && b.Joined() })
 	if memberNames(a.Ring()) != "a" || memberNames(b.Ring()) != "b" {
 		t.Fatalf("before DNS records: a sees %s, b sees %s", memberNames(a.Ring()), memberNames(b.Ring()))
 	}
@@ -430,10 +406,7 @@ func TestClusterHeadlessService(t *testing.T) {
 	// c's only peers in DNS are down: it must not claim to be joined.
 	dns.set("destination-headless.test", ips[2], "127.0.0.4")
 	c := start("c", ips[2])
-	time.Sleep(time.Second)
-	if c.Joined() {
-		t.Fatalf("c joined with no reachable peer")
-	}
+	testutil.Never(t, time.Second, "c joining with no reachable peer", c.Joined)
 	dns.set("destination-headless.test", ips...)
 	waitConverged(t, []*node{a, b, c}, "a,b,c")
 }
@@ -446,7 +419,7 @@ func TestClusterFirstMember(t *testing.T) {
 		t.Skipf("no NXDOMAIN for .invalid here: %v", err)
 	}
 	a := startNode(t, "a", nil, "meridian-seed.invalid:7946")
-	waitFor(t, converge, "a to be joined alone", a.Joined)
+	testutil.Eventually(t, converge, "a to be joined alone", a.Joined)
 	b := startNode(t, "b", nil, a.GossipAddr(), "meridian-seed.invalid")
 	waitConverged(t, []*node{a, b}, "a,b")
 }
@@ -461,11 +434,7 @@ func TestClusterSubscribeCoalesces(t *testing.T) {
 	c := startNode(t, "c", nil, a.GossipAddr())
 	waitConverged(t, []*node{a, b, c}, "a,b,c")
 	// Two or more changes happened; the channel holds at most one notification.
-	select {
-	case <-ch:
-	case <-time.After(converge):
-		t.Fatal("no notification")
-	}
+	testutil.Recv(t, ch, converge, "a notification")
 	select {
 	case <-ch:
 		// Possible if a change landed after the first receive; then no more are queued.
@@ -486,7 +455,7 @@ func TestClusterSubscribeCoalesces(t *testing.T) {
 
 func TestClusterLifecycle(t *testing.T) {
 	a := startNode(t, "a", nil)
-	waitFor(t, converge, "a to run", a.Joined) // the first Run has started
+	testutil.Eventually(t, converge, "a to run", a.Joined) // the first Run has started
 	ctx, cancel := context.WithTimeout(context.Background(), converge)
 	defer cancel()
 	if err := a.Run(ctx); err == nil {

@@ -4,11 +4,16 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/meridian-mesh/meridian/internal/testutil"
 )
+
+func TestMain(m *testing.M) { os.Exit(testutil.Main(m, nil)) }
 
 func ep(i int) *Endpoint {
 	a := netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})
@@ -59,11 +64,7 @@ var key = Key{Namespace: "ns", Name: "svc", Port: 80}
 
 func waitC(t *testing.T, sub *Subscription) {
 	t.Helper()
-	select {
-	case <-sub.C():
-	case <-time.After(5 * time.Second):
-		t.Fatal("no wake-up within 5s")
-	}
+	testutil.Recv(t, sub.C(), 5*time.Second, "a wake-up")
 }
 
 func TestPublishVersionsAndNoOp(t *testing.T) {
@@ -229,13 +230,7 @@ func TestConcurrentReadersConverge(t *testing.T) {
 		s.Publish(key, rangeSet(i%37, i%37+10+i%5))
 	}
 	close(done)
-	waited := make(chan struct{})
-	go func() { wg.Wait(); close(waited) }()
-	select {
-	case <-waited:
-	case <-time.After(30 * time.Second):
-		t.Fatal("readers did not finish")
-	}
+	testutil.Wait(t, 30*time.Second, "the readers to finish", wg.Wait)
 	final := s.Load(key).Set
 	for r, v := range results {
 		if !v.equals(final) {

@@ -5,18 +5,20 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"net"
+	"os"
 	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/zap/zaptest"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/meridian-mesh/meridian/identity"
 	"github.com/meridian-mesh/meridian/identity/client"
-	"github.com/meridian-mesh/meridian/internal/grpcserver"
+	"github.com/meridian-mesh/meridian/internal/testutil"
 )
+
+func TestMain(m *testing.M) { os.Exit(testutil.Main(m, nil)) }
 
 var webID = identity.ServiceAccountIdentity("emojivoto", "web", "linkerd", "cluster.local")
 
@@ -59,69 +61,50 @@ func startMesh(t *testing.T, lifetime time.Duration, load bool) *mesh {
 			t.Fatal(err)
 		}
 	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpcserver.New(nil)
-	m.svc.Register(srv)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- grpcserver.Serve(ctx, srv, lis, time.Second) }()
-	if m.conn, err = grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials())); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		m.conn.Close()
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("serve: %v", err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Error("server did not stop within 10s")
-		}
-	})
+	addr := testutil.ServeGRPC(t, func(srv *grpc.Server) { m.svc.Register(srv) })
+	m.conn = testutil.DialGRPC(t, addr)
 	return m
 }
 
-// runClient runs c until the test ends.
-func runClient(t *testing.T, c *client.Client) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Error("client Run did not return within 10s of cancel")
-		}
-	})
+// newClient is a client for webID trusting m's anchors and talking to m, its config adjusted
+// by mod when set.
+func newClient(t *testing.T, m *mesh, mod func(*client.Config)) *client.Client {
+	t.Helper()
+	cfg := client.DefaultConfig()
+	cfg.Identity, cfg.TrustAnchors = webID, m.anchors
+	if mod != nil {
+		mod(&cfg)
+	}
+	c, err := client.New(cfg, m.conn, client.StaticToken(m.token), zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
+// runClient runs c until the test ends.
+func runClient(t *testing.T, c *client.Client) { testutil.Go(t, "client Run", c.Run) }
+
+// waitReady waits for c's first certificate (Ready is closed then).
 func waitReady(t *testing.T, c *client.Client, within time.Duration) {
 	t.Helper()
+	testutil.Wait(t, within, "a certificate", func() { <-c.Ready() })
+}
+
+func isReady(c *client.Client) bool {
 	select {
 	case <-c.Ready():
-	case <-time.After(within):
-		t.Fatalf("no certificate within %v", within)
+		return true
+	default:
+		return false
 	}
 }
 
 func TestClientRenewsBeforeExpiry(t *testing.T) {
 	m := startMesh(t, 3*time.Second, true)
-	cfg := client.DefaultConfig()
-	cfg.Identity, cfg.TrustAnchors = webID, m.anchors
-	cfg.MinRefresh, cfg.InitialBackoff, cfg.MaxBackoff = 100*time.Millisecond, 50*time.Millisecond, 200*time.Millisecond
-	c, err := client.New(cfg, m.conn, client.StaticToken(m.token), zaptest.NewLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := newClient(t, m, func(cfg *client.Config) {
+		cfg.MinRefresh, cfg.InitialBackoff, cfg.MaxBackoff = 100*time.Millisecond, 50*time.Millisecond, 200*time.Millisecond
+	})
 	runClient(t, c)
 	waitReady(t, c, 10*time.Second)
 
@@ -132,8 +115,7 @@ func TestClientRenewsBeforeExpiry(t *testing.T) {
 		at   time.Time
 	}
 	var got []seen
-	deadline := time.After(20 * time.Second)
-	for len(got) < 3 {
+	testutil.Eventually(t, 20*time.Second, "three certificates", func() bool {
 		crt, err := c.GetCertificate(nil)
 		if err != nil {
 			t.Fatal(err)
@@ -141,12 +123,8 @@ func TestClientRenewsBeforeExpiry(t *testing.T) {
 		if len(got) == 0 || !crt.Leaf.Equal(got[len(got)-1].leaf) {
 			got = append(got, seen{crt.Leaf, time.Now()})
 		}
-		select {
-		case <-deadline:
-			t.Fatalf("saw %d certificates in 20s, want 3", len(got))
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
+		return len(got) >= 3
+	})
 	for i := 1; i < len(got); i++ {
 		prev, cur := got[i-1], got[i]
 		if !cur.at.Before(prev.leaf.NotAfter) {
@@ -163,22 +141,14 @@ func TestClientRenewsBeforeExpiry(t *testing.T) {
 
 func TestClientRetriesUntilIssuerLoads(t *testing.T) {
 	m := startMesh(t, time.Hour, false)
-	cfg := client.DefaultConfig()
-	cfg.Identity, cfg.TrustAnchors = webID, m.anchors
-	cfg.InitialBackoff, cfg.MaxBackoff = 20*time.Millisecond, 100*time.Millisecond
-	c, err := client.New(cfg, m.conn, client.StaticToken(m.token), zaptest.NewLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := newClient(t, m, func(cfg *client.Config) {
+		cfg.InitialBackoff, cfg.MaxBackoff = 20*time.Millisecond, 100*time.Millisecond
+	})
 	if _, err := c.GetCertificate(nil); err == nil {
 		t.Fatal("GetCertificate succeeded before any certificate")
 	}
 	runClient(t, c)
-	select {
-	case <-c.Ready():
-		t.Fatal("ready while the issuer is not loaded")
-	case <-time.After(300 * time.Millisecond):
-	}
+	testutil.Never(t, 300*time.Millisecond, "ready while the issuer is not loaded", func() bool { return isReady(c) })
 	if err := m.svc.Load(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -188,39 +158,22 @@ func TestClientRetriesUntilIssuerLoads(t *testing.T) {
 func TestClientRejectsWrongAnchors(t *testing.T) {
 	m := startMesh(t, time.Hour, true)
 	other := startMesh(t, time.Hour, true)
-	cfg := client.DefaultConfig()
-	cfg.Identity, cfg.TrustAnchors = webID, other.anchors
-	cfg.InitialBackoff, cfg.MaxBackoff = 20*time.Millisecond, 50*time.Millisecond
-	c, err := client.New(cfg, m.conn, client.StaticToken(m.token), zaptest.NewLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := newClient(t, m, func(cfg *client.Config) {
+		cfg.TrustAnchors, cfg.InitialBackoff, cfg.MaxBackoff = other.anchors, 20*time.Millisecond, 50*time.Millisecond
+	})
 	runClient(t, c)
-	select {
-	case <-c.Ready():
-		t.Fatal("accepted a certificate that does not chain to its trust anchors")
-	case <-time.After(300 * time.Millisecond):
-	}
+	testutil.Never(t, 300*time.Millisecond, "accepting a certificate that does not chain to its trust anchors", func() bool { return isReady(c) })
 }
 
 // TestMutualTLSWithClientCertificates runs a TLS 1.3 handshake between two clients'
 // certificates through tls.Config getters, each side verifying the other against the anchors.
 func TestMutualTLSWithClientCertificates(t *testing.T) {
 	m := startMesh(t, time.Hour, true)
-	cfg := client.DefaultConfig()
-	cfg.Identity, cfg.TrustAnchors = webID, m.anchors
-	c, err := client.New(cfg, m.conn, client.StaticToken(m.token), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := newClient(t, m, nil)
 	runClient(t, c)
 	waitReady(t, c, 10*time.Second)
 
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lis.Close()
+	lis := testutil.Listen(t)
 	srvCfg := &tls.Config{MinVersion: tls.VersionTLS13, GetCertificate: c.GetCertificate, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: m.anchors}
 	var wg sync.WaitGroup
 	peer := make(chan string, 1)
@@ -249,13 +202,8 @@ func TestMutualTLSWithClientCertificates(t *testing.T) {
 		t.Fatalf("dial: %v", err)
 	}
 	conn.Close()
-	select {
-	case p := <-peer:
-		if p != webID {
-			t.Fatalf("server saw peer %q, want %q", p, webID)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("no handshake result within 10s")
+	if p := testutil.Recv(t, peer, 10*time.Second, "the handshake result"); p != webID {
+		t.Fatalf("server saw peer %q, want %q", p, webID)
 	}
 	wg.Wait()
 }

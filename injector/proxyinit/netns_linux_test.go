@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meridian-mesh/meridian/internal/testutil"
 	"golang.org/x/sys/unix"
 )
 
@@ -85,13 +86,7 @@ func inNetns(t *testing.T, name string, fsuid int, fn func() error) error {
 		}
 		errc <- fn()
 	}()
-	select {
-	case err := <-errc:
-		return err
-	case <-time.After(20 * time.Second):
-		t.Fatal("netns work did not finish within 20s")
-		return nil
-	}
+	return testutil.Recv(t, errc, 20*time.Second, "the work in netns "+name)
 }
 
 // originalDst reads SO_ORIGINAL_DST from a redirected connection.
@@ -207,41 +202,31 @@ func TestApplyInNetns(t *testing.T) {
 	remoteHTTP := listen(t, remote, "10.99.0.2:80")
 	remoteDB := listen(t, remote, "10.99.0.2:5432")
 
-	t.Run("app outbound is redirected to 4140", func(t *testing.T) {
-		dial(t, pod, -1, "10.99.0.2:80")
-		local, orig := acceptOne(t, outbound)
-		if !strings.HasSuffix(local, ":4140") || orig != "10.99.0.2:80" {
-			t.Fatalf("accepted on %s, original destination %s", local, orig)
-		}
-	})
-	t.Run("proxy uid bypasses the redirect", func(t *testing.T) {
-		dial(t, pod, int(c.ProxyUID), "10.99.0.2:80")
-		local, _ := acceptOne(t, remoteHTTP)
-		if local != "10.99.0.2:80" {
-			t.Fatalf("remote accepted on %s", local)
-		}
-	})
-	t.Run("skipped outbound port goes straight out", func(t *testing.T) {
-		dial(t, pod, -1, "10.99.0.2:5432")
-		local, _ := acceptOne(t, remoteDB)
-		if local != "10.99.0.2:5432" {
-			t.Fatalf("remote accepted on %s", local)
-		}
-	})
-	t.Run("inbound is redirected to 4143", func(t *testing.T) {
-		dial(t, remote, -1, "10.99.0.1:8080")
-		local, orig := acceptOne(t, inbound)
-		if !strings.HasSuffix(local, ":4143") || orig != "10.99.0.1:8080" {
-			t.Fatalf("accepted on %s, original destination %s", local, orig)
-		}
-	})
-	t.Run("skipped inbound port reaches the app", func(t *testing.T) {
-		dial(t, remote, -1, "10.99.0.1:9000")
-		local, _ := acceptOne(t, appSkipped)
-		if local != "10.99.0.1:9000" {
-			t.Fatalf("app accepted on %s", local)
-		}
-	})
+	for _, tc := range []struct {
+		name     string
+		from     string // the namespace dialling
+		uid      int    // the dialler's fsuid, -1 for root
+		to       string
+		lis      net.Listener
+		redirect string // the port suffix the connection is redirected to; "" when it must arrive as dialled
+	}{
+		{"app outbound is redirected to 4140", pod, -1, "10.99.0.2:80", outbound, ":4140"},
+		{"proxy uid bypasses the redirect", pod, int(c.ProxyUID), "10.99.0.2:80", remoteHTTP, ""},
+		{"skipped outbound port goes straight out", pod, -1, "10.99.0.2:5432", remoteDB, ""},
+		{"inbound is redirected to 4143", remote, -1, "10.99.0.1:8080", inbound, ":4143"},
+		{"skipped inbound port reaches the app", remote, -1, "10.99.0.1:9000", appSkipped, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dial(t, tc.from, tc.uid, tc.to)
+			local, orig := acceptOne(t, tc.lis)
+			if tc.redirect != "" && (!strings.HasSuffix(local, tc.redirect) || orig != tc.to) {
+				t.Fatalf("accepted on %s, original destination %s; want port %s, original destination %s", local, orig, tc.redirect, tc.to)
+			}
+			if tc.redirect == "" && local != tc.to {
+				t.Fatalf("accepted on %s, want %s", local, tc.to)
+			}
+		})
+	}
 }
 
 // TestApplyReportsRestoreFailure checks that a failing iptables-restore surfaces its error.

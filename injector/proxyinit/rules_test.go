@@ -1,10 +1,15 @@
 package proxyinit
 
 import (
+	"os"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/meridian-mesh/meridian/internal/testutil"
 )
+
+func TestMain(m *testing.M) { os.Exit(testutil.Main(m, nil)) }
 
 // ruleIndex returns the index of the first line containing every part, or -1.
 func ruleIndex(lines []string, parts ...string) int {

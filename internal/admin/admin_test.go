@@ -4,16 +4,20 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/meridian-mesh/meridian/internal/testutil"
 )
+
+func TestMain(m *testing.M) { os.Exit(testutil.Main(m, nil)) }
 
 func TestAdminEndpoints(t *testing.T) {
 	reg := prometheus.NewRegistry()
@@ -21,20 +25,15 @@ func TestAdminEndpoints(t *testing.T) {
 	reg.MustRegister(c)
 	c.Inc()
 	var ready atomic.Bool
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- Serve(ctx, lis, Handler(reg, func() error {
+	lis := testutil.Listen(t)
+	testutil.Go(t, "the admin server", func(ctx context.Context) error {
+		return Serve(ctx, lis, Handler(reg, func() error {
 			if !ready.Load() {
 				return errors.New("source not synced")
 			}
 			return nil
 		}))
-	}()
+	})
 	base := "http://" + lis.Addr().String()
 	client := &http.Client{Timeout: 5 * time.Second}
 	get := func(path string) (int, string) {
@@ -62,15 +61,6 @@ func TestAdminEndpoints(t *testing.T) {
 	}
 	if code, _ := get("/debug/pprof/"); code != 200 {
 		t.Fatalf("/debug/pprof/ = %d", code)
-	}
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("admin server did not stop")
 	}
 }
 

@@ -18,13 +18,14 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/meridian-mesh/meridian/internal/kubetest"
+	"github.com/meridian-mesh/meridian/internal/testutil"
 )
 
 // identityAudience is the audience Meridian's identity component (like Linkerd's) requests
 // for the ServiceAccount tokens proxies present, and checks with a TokenReview.
 const identityAudience = "identity.l5d.io"
 
-func TestMain(m *testing.M) { os.Exit(kubetest.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(testutil.Main(m, kubetest.Main)) }
 
 func ctxT(t *testing.T, d time.Duration) context.Context {
 	t.Helper()
@@ -176,13 +177,9 @@ func TestTokenReview(t *testing.T) {
 	if err := env.Client.CoreV1().ServiceAccounts(ns).Delete(ctxT(t, time.Minute), "web", metav1.DeleteOptions{}); err != nil {
 		t.Fatalf("delete ServiceAccount: %v", err)
 	}
-	deadline := time.Now().Add(45 * time.Second)
-	for review(t, env, token, identityAudience).Authenticated {
-		if time.Now().After(deadline) {
-			t.Fatal("token of a deleted ServiceAccount still authenticated after 45s")
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+	testutil.EventuallyEvery(t, 45*time.Second, 500*time.Millisecond, "the token of a deleted ServiceAccount to be refused", func() bool {
+		return !review(t, env, token, identityAudience).Authenticated
+	})
 }
 
 // TestRestartInformerResyncs restarts the API server under a running informer: the watch is
@@ -280,16 +277,8 @@ func (f *fakeTB) Fatalf(format string, args ...any) {
 func startWithFake(t *testing.T) *fakeTB {
 	t.Helper()
 	f := &fakeTB{TB: t}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		kubetest.Start(f)
-	}()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("Start did not return within 30s with no binaries")
-	}
+	// Start ends its goroutine (runtime.Goexit) through f's Skip or Fatalf.
+	testutil.Wait(t, 30*time.Second, "Start to return with no binaries", func() { kubetest.Start(f) })
 	return f
 }
 

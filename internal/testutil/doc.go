@@ -1,6 +1,9 @@
-// Package testutil holds what Meridian's tests share: Eventually (a condition polled until a
-// deadline), Main (a TestMain that fails the binary when goroutines leak) and loopback gRPC
-// servers and clients (ServeGRPC, DialGRPC).
+// Package testutil holds what Meridian's tests share: Eventually, EventuallyEvery,
+// EventuallyNoError and Never (a condition polled until a deadline, or over a window), Recv
+// and Wait (a receive or a blocking call with a deadline), Go (a goroutine owned by the test:
+// cancelled and waited for when it ends), Main and VerifyNone (goroutine-leak checks) and
+// loopback servers and clients (Listen, ServeGRPC, DialGRPC, and WantStatus for a call's gRPC
+// status).
 //
 // It is test-only: nothing outside _test.go files may import it. It imports grpc, goleak and
 // the standard library; it must not import any other Meridian package

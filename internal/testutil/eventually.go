@@ -12,7 +12,14 @@ const PollInterval = 10 * time.Millisecond
 // what when it has not within the deadline. cond runs on the calling goroutine.
 func Eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	if !poll(within, cond) {
+	EventuallyEvery(t, within, PollInterval, what, cond)
+}
+
+// EventuallyEvery is Eventually calling cond every interval: for a condition that costs a
+// request to a shared server (the test API server) or creates something each time.
+func EventuallyEvery(t testing.TB, within, every time.Duration, what string, cond func() bool) {
+	t.Helper()
+	if !poll(within, every, cond) {
 		t.Fatalf("timed out after %v waiting for %s", within, what)
 	}
 }
@@ -22,7 +29,7 @@ func Eventually(t testing.TB, within time.Duration, what string, cond func() boo
 func EventuallyNoError(t testing.TB, within time.Duration, what string, check func() error) {
 	t.Helper()
 	var last error
-	if !poll(within, func() bool { last = check(); return last == nil }) {
+	if !poll(within, PollInterval, func() bool { last = check(); return last == nil }) {
 		t.Fatalf("timed out after %v waiting for %s: %v", within, what, last)
 	}
 }
@@ -31,15 +38,16 @@ func EventuallyNoError(t testing.TB, within time.Duration, what string, check fu
 // returns true: for asserting that something does not happen within a window.
 func Never(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	if poll(d, cond) {
+	if poll(d, PollInterval, cond) {
 		t.Fatalf("%s happened; it must not", what)
 	}
 }
 
-// poll reports whether cond returned true before d elapsed (cond is always called once).
-func poll(d time.Duration, cond func() bool) bool {
+// poll calls cond every interval and reports whether it returned true before d elapsed
+// (cond is always called once).
+func poll(d, every time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(d)
-	tick := time.NewTicker(PollInterval)
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
 		if cond() {

@@ -2,11 +2,14 @@ package testutil
 
 import (
 	"net"
+	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 )
 
 // ServeGRPC starts a gRPC server on 127.0.0.1 (a free port), lets register add its services,
@@ -56,4 +59,13 @@ func DialGRPC(t testing.TB, addr string, opts ...grpc.DialOption) *grpc.ClientCo
 	}
 	t.Cleanup(func() { _ = conn.Close() })
 	return conn
+}
+
+// WantStatus fails t (Fatalf) unless err carries the gRPC status code (codes.OK for a nil
+// err) with a message containing msg ("" matches any).
+func WantStatus(t testing.TB, err error, code codes.Code, msg string) {
+	t.Helper()
+	if st := status.Convert(err); st.Code() != code || !strings.Contains(st.Message(), msg) {
+		t.Fatalf("got %v %q, want %v containing %q", st.Code(), st.Message(), code, msg)
+	}
 }

@@ -7,14 +7,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meridian-mesh/meridian/internal/kubetest"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/meridian-mesh/meridian/internal/kubetest"
+	"github.com/meridian-mesh/meridian/internal/testutil"
 )
 
-func TestMain(m *testing.M) { os.Exit(kubetest.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(testutil.Main(m, kubetest.Main)) }
 
 // TestCRDsOnRealAPIServer applies every fixture to a real kube-apiserver with the CRDs from
 // deploy/crds installed: schema-valid ones are stored, malformed ones are rejected with

@@ -2,6 +2,7 @@ package compute
 
 import (
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -171,48 +172,52 @@ func namedServerProto(name string, p *inbound.ProxyProtocol, authz ...*inbound.A
 
 const gatewayID = "api-gateway.shop.serviceaccount.identity.linkerd.cluster.local"
 
-func TestInbound(t *testing.T) {
-	policy := func(p DefaultPolicy) func(*Pod) { return func(pod *Pod) { pod.DefaultPolicy = &p } }
-	seedPolicy := &AuthorizationPolicy{
-		Namespace: ns, Name: "web-from-gateway", Target: TargetServer, TargetName: "web-http",
-		Authentications: []AuthnRef{{Kind: AuthnServiceAccount, Namespace: ns, Name: "api-gateway"}},
-	}
-	meshTLS := map[Key]*MeshTLSAuthentication{
-		{ns, "gateway-ids"}: {Namespace: ns, Name: "gateway-ids",
-			Identities: []string{"*.ops.serviceaccount.identity.linkerd.cluster.local", "legacy.example"},
-			IdentityRefs: []IdentityRef{
-				{Kind: IdentityRefServiceAccount, Namespace: ns, Name: "api-gateway"},
-				{Kind: IdentityRefNamespace, Name: "batch"},
-			}},
-		{"other", "everyone"}: {Namespace: "other", Name: "everyone", Identities: []string{"*"}},
-	}
-	networks := map[Key]*NetworkAuthentication{
-		{ns, "office"}: {Namespace: ns, Name: "office", Networks: []NetworkMatch{{
-			Net:    netip.MustParsePrefix("192.168.0.0/16"),
-			Except: []netip.Prefix{netip.MustParsePrefix("192.168.10.0/24")},
-		}}},
-	}
-	office := []*inbound.Network{{Net: v4(192, 168, 0, 0, 16), Except: []*pnet.IPNetwork{v4(192, 168, 10, 0, 24)}}}
+// inboundCase is one Inbound call (with cfg adjusted by cfg when set) and what it must
+// return.
+type inboundCase struct {
+	name      string
+	pod       *Pod
+	port      uint32
+	res       Resources
+	cfg       func(*Config)
+	want      *inbound.Server
+	server    string
+	conflicts []string
+	ignored   int
+}
 
-	cases := []struct {
-		name      string
-		pod       *Pod
-		port      uint32
-		res       Resources
-		cfg       func(*Config)
-		want      *inbound.Server
-		server    string
-		conflicts []string
-		ignored   int
-	}{
-		{
-			name: "seed example: deny server, policy requiring ServiceAccount api-gateway",
-			pod:  webPod(), port: 8080,
-			res:    Resources{Servers: []*Server{webServer()}, AuthorizationPolicies: []*AuthorizationPolicy{seedPolicy}},
-			server: "web-http",
-			want: namedServerProto("web-http", http1(routes("/healthz", "/ready")),
-				resAuthz("authorizationpolicy", "web-from-gateway", everywhere(), mtls([]string{gatewayID}))),
-		},
+func TestInbound(t *testing.T) {
+	for _, tc := range slices.Concat(serverSelectionCases(), defaultPolicyCases(), authorizationCases(), serverAuthorizationCases(), protocolCases()) {
+		t.Run(tc.name, func(t *testing.T) {
+			c := cfg()
+			if tc.cfg != nil {
+				tc.cfg(c)
+			}
+			got := Inbound(c, &tc.res, tc.pod, tc.port)
+			if !proto.Equal(got.Server, tc.want) {
+				t.Errorf("server mismatch\n got: %s\nwant: %s", prototext.Format(got.Server), prototext.Format(tc.want))
+			}
+			if got.ServerName != tc.server {
+				t.Errorf("ServerName = %q, want %q", got.ServerName, tc.server)
+			}
+			if len(got.Conflicts) != len(tc.conflicts) {
+				t.Fatalf("Conflicts = %v, want %v", got.Conflicts, tc.conflicts)
+			}
+			for i := range got.Conflicts {
+				if got.Conflicts[i] != tc.conflicts[i] {
+					t.Errorf("Conflicts = %v, want %v", got.Conflicts, tc.conflicts)
+				}
+			}
+			if len(got.Ignored) != tc.ignored {
+				t.Errorf("Ignored = %q, want %d entries", got.Ignored, tc.ignored)
+			}
+		})
+	}
+}
+
+// serverSelectionCases: which Server, if any, selects the pod's port.
+func serverSelectionCases() []inboundCase {
+	return []inboundCase{
 		{
 			name: "deny server without authorization denies (probes still allowed)",
 			pod:  webPod(), port: 8080,
@@ -272,6 +277,13 @@ func TestInbound(t *testing.T) {
 			server: "a-same-age", conflicts: []string{"b-same-age", "z-newer"},
 			want: namedServerProto("a-same-age", http1(routes("/healthz", "/ready"))),
 		},
+	}
+}
+
+// defaultPolicyCases: ports no Server selects get the default policy.
+func defaultPolicyCases() []inboundCase {
+	policy := func(p DefaultPolicy) func(*Pod) { return func(pod *Pod) { pod.DefaultPolicy = &p } }
+	return []inboundCase{
 		{name: "default all-unauthenticated (cluster default)", pod: webPod(), port: 7000,
 			want: defaultServerProto("all-unauthenticated", detect(routes()), defAuthz("all-unauthenticated", everywhere(), unauth()))},
 		{name: "default all-authenticated (annotation)", pod: webPod(policy(AllAuthenticated)), port: 7000,
@@ -302,13 +314,48 @@ func TestInbound(t *testing.T) {
 		{name: "no probe networks: no probe route", pod: webPod(), port: 8080,
 			cfg:  func(c *Config) { c.ProbeNetworks = nil },
 			want: defaultServerProto("all-unauthenticated", detect(routes()), defAuthz("all-unauthenticated", everywhere(), unauth()))},
+	}
+}
+
+// webPolicy is an AuthorizationPolicy in ns for the Server web-http.
+func webPolicy(name string, authns ...AuthnRef) *AuthorizationPolicy {
+	return &AuthorizationPolicy{Namespace: ns, Name: name, Target: TargetServer, TargetName: "web-http", Authentications: authns}
+}
+
+// authorizationCases: AuthorizationPolicies and their authentications.
+func authorizationCases() []inboundCase {
+	seedPolicy := webPolicy("web-from-gateway", AuthnRef{Kind: AuthnServiceAccount, Namespace: ns, Name: "api-gateway"})
+	meshTLS := map[Key]*MeshTLSAuthentication{
+		{ns, "gateway-ids"}: {Namespace: ns, Name: "gateway-ids",
+			Identities: []string{"*.ops.serviceaccount.identity.linkerd.cluster.local", "legacy.example"},
+			IdentityRefs: []IdentityRef{
+				{Kind: IdentityRefServiceAccount, Namespace: ns, Name: "api-gateway"},
+				{Kind: IdentityRefNamespace, Name: "batch"},
+			}},
+		{"other", "everyone"}: {Namespace: "other", Name: "everyone", Identities: []string{"*"}},
+	}
+	networks := map[Key]*NetworkAuthentication{
+		{ns, "office"}: {Namespace: ns, Name: "office", Networks: []NetworkMatch{{
+			Net:    netip.MustParsePrefix("192.168.0.0/16"),
+			Except: []netip.Prefix{netip.MustParsePrefix("192.168.10.0/24")},
+		}}},
+	}
+	office := officeNets()
+	return []inboundCase{
+		{
+			name: "seed example: deny server, policy requiring ServiceAccount api-gateway",
+			pod:  webPod(), port: 8080,
+			res:    Resources{Servers: []*Server{webServer()}, AuthorizationPolicies: []*AuthorizationPolicy{seedPolicy}},
+			server: "web-http",
+			want: namedServerProto("web-http", http1(routes("/healthz", "/ready")),
+				resAuthz("authorizationpolicy", "web-from-gateway", everywhere(), mtls([]string{gatewayID}))),
+		},
 		{
 			name: "MeshTLSAuthentication: identities, globs and identity refs",
 			pod:  webPod(), port: 8080,
-			res: Resources{Servers: []*Server{webServer()}, MeshTLS: meshTLS, AuthorizationPolicies: []*AuthorizationPolicy{{
-				Namespace: ns, Name: "ids", Target: TargetServer, TargetName: "web-http",
-				Authentications: []AuthnRef{{Kind: AuthnMeshTLS, Namespace: ns, Name: "gateway-ids"}},
-			}}},
+			res: Resources{Servers: []*Server{webServer()}, MeshTLS: meshTLS, AuthorizationPolicies: []*AuthorizationPolicy{
+				webPolicy("ids", AuthnRef{Kind: AuthnMeshTLS, Namespace: ns, Name: "gateway-ids"}),
+			}},
 			server: "web-http",
 			want: namedServerProto("web-http", http1(routes("/healthz", "/ready")),
 				resAuthz("authorizationpolicy", "ids", everywhere(), mtls(
@@ -319,23 +366,18 @@ func TestInbound(t *testing.T) {
 		{
 			name: "NetworkAuthentication alone: unauthenticated from its networks",
 			pod:  webPod(), port: 8080,
-			res: Resources{Servers: []*Server{webServer()}, Networks: networks, AuthorizationPolicies: []*AuthorizationPolicy{{
-				Namespace: ns, Name: "office", Target: TargetServer, TargetName: "web-http",
-				Authentications: []AuthnRef{{Kind: AuthnNetwork, Namespace: ns, Name: "office"}},
-			}}},
+			res: Resources{Servers: []*Server{webServer()}, Networks: networks, AuthorizationPolicies: []*AuthorizationPolicy{
+				webPolicy("office", AuthnRef{Kind: AuthnNetwork, Namespace: ns, Name: "office"}),
+			}},
 			server: "web-http",
 			want:   namedServerProto("web-http", http1(routes("/healthz", "/ready")), resAuthz("authorizationpolicy", "office", office, unauth())),
 		},
 		{
 			name: "all refs must match: network AND identity in one authorization",
 			pod:  webPod(), port: 8080,
-			res: Resources{Servers: []*Server{webServer()}, Networks: networks, MeshTLS: meshTLS, AuthorizationPolicies: []*AuthorizationPolicy{{
-				Namespace: ns, Name: "both", Target: TargetServer, TargetName: "web-http",
-				Authentications: []AuthnRef{
-					{Kind: AuthnMeshTLS, Namespace: "other", Name: "everyone"},
-					{Kind: AuthnNetwork, Namespace: ns, Name: "office"},
-				},
-			}}},
+			res: Resources{Servers: []*Server{webServer()}, Networks: networks, MeshTLS: meshTLS, AuthorizationPolicies: []*AuthorizationPolicy{
+				webPolicy("both", AuthnRef{Kind: AuthnMeshTLS, Namespace: "other", Name: "everyone"}, AuthnRef{Kind: AuthnNetwork, Namespace: ns, Name: "office"}),
+			}},
 			server: "web-http",
 			want:   namedServerProto("web-http", http1(routes("/healthz", "/ready")), resAuthz("authorizationpolicy", "both", office, mtls(nil, []string{}))),
 		},
@@ -344,8 +386,7 @@ func TestInbound(t *testing.T) {
 			pod:  webPod(), port: 8080,
 			res: Resources{Servers: []*Server{webServer()}, Networks: networks, AuthorizationPolicies: []*AuthorizationPolicy{
 				seedPolicy,
-				{Namespace: ns, Name: "broken", Target: TargetServer, TargetName: "web-http",
-					Authentications: []AuthnRef{{Kind: AuthnServiceAccount, Namespace: ns, Name: "x"}, {Kind: AuthnNetwork, Namespace: ns, Name: "missing"}}},
+				webPolicy("broken", AuthnRef{Kind: AuthnServiceAccount, Namespace: ns, Name: "x"}, AuthnRef{Kind: AuthnNetwork, Namespace: ns, Name: "missing"}),
 			}},
 			server: "web-http", ignored: 1,
 			want: namedServerProto("web-http", http1(routes("/healthz", "/ready")),
@@ -354,10 +395,9 @@ func TestInbound(t *testing.T) {
 		{
 			name: "two identity sources in one policy are illegal",
 			pod:  webPod(), port: 8080,
-			res: Resources{Servers: []*Server{webServer()}, MeshTLS: meshTLS, AuthorizationPolicies: []*AuthorizationPolicy{{
-				Namespace: ns, Name: "two", Target: TargetServer, TargetName: "web-http",
-				Authentications: []AuthnRef{{Kind: AuthnServiceAccount, Namespace: ns, Name: "a"}, {Kind: AuthnMeshTLS, Namespace: ns, Name: "gateway-ids"}},
-			}}},
+			res: Resources{Servers: []*Server{webServer()}, MeshTLS: meshTLS, AuthorizationPolicies: []*AuthorizationPolicy{
+				webPolicy("two", AuthnRef{Kind: AuthnServiceAccount, Namespace: ns, Name: "a"}, AuthnRef{Kind: AuthnMeshTLS, Namespace: ns, Name: "gateway-ids"}),
+			}},
 			server: "web-http", ignored: 1,
 			want: namedServerProto("web-http", http1(routes("/healthz", "/ready"))),
 		},
@@ -388,6 +428,18 @@ func TestInbound(t *testing.T) {
 				resAuthz("authorizationpolicy", "web-from-gateway", everywhere(), mtls([]string{gatewayID})),
 				defAuthz("audit", everywhere(), unauth())),
 		},
+	}
+}
+
+// officeNets is the office NetworkAuthentication's network as the proxy API carries it.
+func officeNets() []*inbound.Network {
+	return []*inbound.Network{{Net: v4(192, 168, 0, 0, 16), Except: []*pnet.IPNetwork{v4(192, 168, 10, 0, 24)}}}
+}
+
+// serverAuthorizationCases: the legacy ServerAuthorization resource.
+func serverAuthorizationCases() []inboundCase {
+	office := officeNets()
+	return []inboundCase{
 		{
 			name: "legacy ServerAuthorization by name and by selector",
 			pod:  webPod(), port: 8080,
@@ -407,6 +459,12 @@ func TestInbound(t *testing.T) {
 				resAuthz("serverauthorization", "b-tls", clusterNet(), tlsUnauth()),
 				resAuthz("serverauthorization", "c-by-selector", office, unauth())),
 		},
+	}
+}
+
+// protocolCases: a Server's protocol picks the proxy protocol and its routes.
+func protocolCases() []inboundCase {
+	return []inboundCase{
 		{
 			name: "gRPC server gets the default gRPC route and no probe route",
 			pod:  webPod(), port: 8080,
@@ -440,32 +498,6 @@ func TestInbound(t *testing.T) {
 			server: "web-http",
 			want:   namedServerProto("web-http", detect(routes("/healthz", "/ready"))),
 		},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			c := cfg()
-			if tc.cfg != nil {
-				tc.cfg(c)
-			}
-			got := Inbound(c, &tc.res, tc.pod, tc.port)
-			if !proto.Equal(got.Server, tc.want) {
-				t.Errorf("server mismatch\n got: %s\nwant: %s", prototext.Format(got.Server), prototext.Format(tc.want))
-			}
-			if got.ServerName != tc.server {
-				t.Errorf("ServerName = %q, want %q", got.ServerName, tc.server)
-			}
-			if len(got.Conflicts) != len(tc.conflicts) {
-				t.Fatalf("Conflicts = %v, want %v", got.Conflicts, tc.conflicts)
-			}
-			for i := range got.Conflicts {
-				if got.Conflicts[i] != tc.conflicts[i] {
-					t.Errorf("Conflicts = %v, want %v", got.Conflicts, tc.conflicts)
-				}
-			}
-			if len(got.Ignored) != tc.ignored {
-				t.Errorf("Ignored = %q, want %d entries", got.Ignored, tc.ignored)
-			}
-		})
 	}
 }
 
@@ -538,10 +570,8 @@ func TestParsePortSet(t *testing.T) {
 func BenchmarkInbound(b *testing.B) {
 	res := Resources{Servers: []*Server{webServer()}}
 	for i := range 50 {
-		res.AuthorizationPolicies = append(res.AuthorizationPolicies, &AuthorizationPolicy{
-			Namespace: ns, Name: "p" + string(rune('a'+i%26)) + string(rune('a'+i/26)), Target: TargetServer, TargetName: "web-http",
-			Authentications: []AuthnRef{{Kind: AuthnServiceAccount, Namespace: ns, Name: "sa"}},
-		})
+		res.AuthorizationPolicies = append(res.AuthorizationPolicies,
+			webPolicy("p"+string(rune('a'+i%26))+string(rune('a'+i/26)), AuthnRef{Kind: AuthnServiceAccount, Namespace: ns, Name: "sa"}))
 	}
 	c, pod := cfg(), webPod()
 	b.ReportAllocs()
