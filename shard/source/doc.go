@@ -19,6 +19,6 @@
 // lifecycle for Kubernetes. A source keeps no endpoint state of its own beyond what its
 // informers (or, for Dir, the last good version of each file) need; translation and
 // snapshots belong to the translator and snapshot packages. It imports translator only for
-// the projection of objects (translator.Project). It must not import `shard`, `snapshot` or
+// the projection of objects (translator.Project). It must not import `shard` or
 // `bench/...`, nor anything under `cmd/...`.
 package source
