@@ -1,16 +1,14 @@
 package injector
 
 import (
-	"bufio"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
+	"github.com/meridian-mesh/meridian/internal/manifest"
 	corev1 "k8s.io/api/core/v1"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 )
 
@@ -58,31 +56,29 @@ var templatePaths = map[string][]string{
 
 // InjectManifests reads multi-document YAML (or JSON) from r and writes it to w with every
 // workload's pod template injected or annotated. Documents that are not workloads pass
-// through unchanged; Lists are processed item by item. The returned lines report each
-// workload, including the annotations that overrode command-line flags.
-func InjectManifests(r io.Reader, w io.Writer, opts ManifestOptions) ([]ReportLine, error) {
+// through unchanged, byte for byte; Lists are processed item by item. The returned lines
+// report each workload, including the annotations that overrode command-line flags. name
+// names the input in errors, which are *manifest.FileError values ("name:line: reason",
+// the line being the document's, or the problem's for YAML that does not parse).
+func InjectManifests(name string, r io.Reader, w io.Writer, opts ManifestOptions) ([]ReportLine, error) {
 	if opts.Manual {
 		if err := opts.Config.Validate(); err != nil {
 			return nil, err
 		}
 	}
-	yr := utilyaml.NewYAMLReader(bufio.NewReader(r))
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", name, err)
+	}
 	var report []ReportLine
 	first := true
-	for i := 0; ; i++ {
-		doc, err := yr.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return report, fmt.Errorf("read document %d: %w", i+1, err)
-		}
-		if isBlankYAML(doc) {
+	for _, doc := range manifest.SplitDocuments(data) {
+		if doc.Blank() {
 			continue
 		}
-		out, lines, err := injectDocument(doc, opts)
+		out, lines, err := injectDocument(name, doc, opts)
 		if err != nil {
-			return report, fmt.Errorf("document %d: %w", i+1, err)
+			return report, err
 		}
 		report = append(report, lines...)
 		if !first {
@@ -103,29 +99,28 @@ func InjectManifests(r io.Reader, w io.Writer, opts ManifestOptions) ([]ReportLi
 	return report, nil
 }
 
-func isBlankYAML(doc []byte) bool {
-	for _, line := range strings.Split(string(doc), "\n") {
-		l := strings.TrimSpace(line)
-		if l != "" && !strings.HasPrefix(l, "#") && l != "---" {
-			return false
-		}
-	}
-	return true
-}
-
 // injectDocument returns the document to write: the original bytes when nothing changed.
-func injectDocument(doc []byte, opts ManifestOptions) ([]byte, []ReportLine, error) {
-	js, err := yaml.YAMLToJSON(doc)
+func injectDocument(name string, doc manifest.Document, opts ManifestOptions) ([]byte, []ReportLine, error) {
+	// Parse first for the problems' lines in the file (YAMLToJSON's are relative to the
+	// document), and to refuse a second document in this one ("--- {...}"), which YAMLToJSON
+	// would drop.
+	if _, err := doc.Parse(name); err != nil {
+		return nil, nil, err
+	}
+	js, err := yaml.YAMLToJSON(doc.Text)
 	if err != nil {
-		return nil, nil, fmt.Errorf("parse YAML: %w", err)
+		return nil, nil, &manifest.FileError{File: name, Line: doc.Line, Err: fmt.Errorf("parse YAML: %w", err)}
 	}
 	var obj map[string]any
 	if err := json.Unmarshal(js, &obj); err != nil || obj == nil {
-		return doc, nil, nil // not an object: pass through
+		return doc.Text, nil, nil // not an object: pass through
 	}
 	changed, lines, err := injectObject(obj, opts)
-	if err != nil || !changed {
-		return doc, lines, err
+	if err != nil {
+		return nil, lines, &manifest.FileError{File: name, Line: doc.Line, Err: err}
+	}
+	if !changed {
+		return doc.Text, lines, nil
 	}
 	js, err = json.Marshal(obj)
 	if err != nil {
