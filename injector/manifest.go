@@ -130,6 +130,30 @@ func injectDocument(name string, doc manifest.Document, opts ManifestOptions) ([
 	return out, lines, err
 }
 
+// annotateTemplate adds linkerd.io/inject: enabled to a pod template that should be
+// injected (the webhook does the rest), and says what it did.
+func annotateTemplate(tmpl map[string]any, pt *corev1.PodTemplateSpec, namespace, resource string) (bool, ReportLine) {
+	d := Decide(Meta{}, Workload{Namespace: namespace, Labels: pt.Labels, Annotations: pt.Annotations, Spec: &pt.Spec}, true)
+	if !d.Inject {
+		return false, ReportLine{Resource: resource, Reason: d.Reason}
+	}
+	tmeta, _ := tmpl["metadata"].(map[string]any)
+	if tmeta == nil {
+		tmeta = map[string]any{}
+		tmpl["metadata"] = tmeta
+	}
+	ann, _ := tmeta["annotations"].(map[string]any)
+	if ann == nil {
+		ann = map[string]any{}
+		tmeta["annotations"] = ann
+	}
+	if ann[AnnotationInject] == InjectEnabled || ann[AnnotationInject] == InjectIngress {
+		return false, ReportLine{Resource: resource, Injected: true, Reason: "already annotated"}
+	}
+	ann[AnnotationInject] = InjectEnabled
+	return true, ReportLine{Resource: resource, Injected: true}
+}
+
 func injectObject(obj map[string]any, opts ManifestOptions) (bool, []ReportLine, error) {
 	kind, _ := obj["kind"].(string)
 	if items, ok := obj["items"].([]any); ok && strings.HasSuffix(kind, "List") {
@@ -181,25 +205,8 @@ func injectObject(obj map[string]any, opts ManifestOptions) (bool, []ReportLine,
 	}
 	owner := Owner{Kind: strings.ToLower(kind), Name: name}
 	if !opts.Manual {
-		d := Decide(Meta{}, Workload{Namespace: namespace, Labels: pt.Labels, Annotations: pt.Annotations, Spec: &pt.Spec}, true)
-		if !d.Inject {
-			return false, []ReportLine{{Resource: resource, Reason: d.Reason}}, nil
-		}
-		tmeta, _ := tmpl["metadata"].(map[string]any)
-		if tmeta == nil {
-			tmeta = map[string]any{}
-			tmpl["metadata"] = tmeta
-		}
-		ann, _ := tmeta["annotations"].(map[string]any)
-		if ann == nil {
-			ann = map[string]any{}
-			tmeta["annotations"] = ann
-		}
-		if ann[AnnotationInject] == InjectEnabled || ann[AnnotationInject] == InjectIngress {
-			return false, []ReportLine{{Resource: resource, Injected: true, Reason: "already annotated"}}, nil
-		}
-		ann[AnnotationInject] = InjectEnabled
-		return true, []ReportLine{{Resource: resource, Injected: true}}, nil
+		changed, line := annotateTemplate(tmpl, &pt, namespace, resource)
+		return changed, []ReportLine{line}, nil
 	}
 
 	out := opts.Config.ReviewOwned(Meta{}, namespace, &pt.ObjectMeta, &pt.Spec, owner, true)

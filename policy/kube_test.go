@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap/zaptest"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
 )
 
@@ -120,37 +121,9 @@ func TestKubeSource(t *testing.T) {
 	edge := "web-from-gateway=edge." + ns + ".serviceaccount.identity.linkerd.cluster.local"
 	eventually(t, "the edited policy", func() bool { return slices.Equal(idsOf(), []string{edge}) })
 
-	// An update that the schema accepts but conversion rejects (the policy now targets a
-	// Deployment) is counted and warned about, and the last good version stays in effect:
-	// the port keeps its restrictive policy.
-	invalid := metrics.invalid.WithLabelValues(string(api.KindAuthorizationPolicy))
-	ap, err = apRes.Get(rctx, "web-from-gateway", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	good := ap.DeepCopy()
-	_ = unstructured.SetNestedMap(ap.Object, map[string]any{"group": "apps", "kind": "Deployment", "name": "web"}, "spec", "targetRef")
-	if _, err := apRes.Update(rctx, ap, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "the invalid update to be counted", func() bool { return testutil.ToFloat64(invalid) == 1 })
-	if ws := src.Warnings(); len(ws) != 1 || !strings.HasPrefix(ws[0], "AuthorizationPolicy "+ns+"/web-from-gateway: ") {
-		t.Errorf("Warnings() = %q", ws)
-	}
-	tutil.Never(t, time.Second, "the policy to change after an invalid update", func() bool { return !slices.Equal(idsOf(), []string{edge}) })
-	ap, err = apRes.Get(rctx, "web-from-gateway", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	good.SetResourceVersion(ap.GetResourceVersion())
-	_ = unstructured.SetNestedSlice(good.Object, []any{map[string]any{"kind": "ServiceAccount", "name": "api-gateway"}}, "spec", "requiredAuthenticationRefs")
-	if _, err := apRes.Update(rctx, good, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	invalidUpdateKeepsLastGood(t, apRes, src, metrics, idsOf, []string{edge})
 	eventually(t, "the fixed policy", func() bool { return slices.Equal(idsOf(), []string{gateway}) })
-	if ws := src.Warnings(); len(ws) != 0 {
-		t.Errorf("Warnings() after the fix = %q", ws)
-	}
+	invalid := metrics.invalid.WithLabelValues(string(api.KindAuthorizationPolicy))
 
 	// Schema-valid but semantically invalid from the start: targets a Deployment. It is
 	// counted and stays absent.
@@ -179,4 +152,41 @@ spec:
 	if err != nil || res.ServerName != "web-http" {
 		t.Fatalf("after deleting the policy: %v %v", res.ServerName, err)
 	}
+}
+
+// invalidUpdateKeepsLastGood updates the AuthorizationPolicy web-from-gateway so that the
+// schema accepts it but conversion rejects it (it targets a Deployment): the update is
+// counted and warned about, and the last good version stays in effect (the port keeps the
+// identities want). Then it restores the policy, allowing api-gateway again.
+func invalidUpdateKeepsLastGood(t *testing.T, apRes dynamic.ResourceInterface, src *KubeSource, metrics *Metrics, idsOf func() []string, want []string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	invalid := metrics.invalid.WithLabelValues(string(api.KindAuthorizationPolicy))
+	before := testutil.ToFloat64(invalid)
+	ap, err := apRes.Get(ctx, "web-from-gateway", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := ap.DeepCopy()
+	_ = unstructured.SetNestedMap(ap.Object, map[string]any{"group": "apps", "kind": "Deployment", "name": "web"}, "spec", "targetRef")
+	if _, err := apRes.Update(ctx, ap, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the invalid update to be counted", func() bool { return testutil.ToFloat64(invalid) == before+1 })
+	if ws := src.Warnings(); len(ws) != 1 || !strings.HasPrefix(ws[0], "AuthorizationPolicy "+ap.GetNamespace()+"/web-from-gateway: ") {
+		t.Errorf("Warnings() = %q", ws)
+	}
+	tutil.Never(t, time.Second, "the policy to change after an invalid update", func() bool { return !slices.Equal(idsOf(), want) })
+
+	ap, err = apRes.Get(ctx, "web-from-gateway", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	good.SetResourceVersion(ap.GetResourceVersion())
+	_ = unstructured.SetNestedSlice(good.Object, []any{map[string]any{"kind": "ServiceAccount", "name": "api-gateway"}}, "spec", "requiredAuthenticationRefs")
+	if _, err := apRes.Update(ctx, good, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the warning to clear", func() bool { return len(src.Warnings()) == 0 })
 }
