@@ -12,11 +12,19 @@ import (
 
 	"github.com/linkerd/linkerd2-proxy-api/go/inbound"
 	"github.com/meridian-mesh/meridian/internal/manifest"
+	"github.com/meridian-mesh/meridian/internal/run"
 	"github.com/meridian-mesh/meridian/internal/testutil"
 	"github.com/meridian-mesh/meridian/policy/api"
 	"github.com/prometheus/client_golang/prometheus"
 	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap/zaptest"
+)
+
+// The sources gate readiness and report warnings in a run.Group.
+var (
+	_ run.Readier = (*DirSource)(nil)
+	_ run.Warner  = (*DirSource)(nil)
+	_ run.Warner  = (*KubeSource)(nil)
 )
 
 // dirServer is a policy controller serving a manifest directory on 127.0.0.1.

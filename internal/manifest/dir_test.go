@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meridian-mesh/meridian/internal/run"
 	"github.com/meridian-mesh/meridian/internal/testutil"
 	"github.com/prometheus/client_golang/prometheus"
 	promtest "github.com/prometheus/client_golang/prometheus/testutil"
@@ -21,6 +22,12 @@ import (
 
 // wait bounds every wait in these tests.
 const wait = 10 * time.Second
+
+// A Dir gates readiness and reports warnings in a run.Group.
+var (
+	_ run.Readier = (*Dir)(nil)
+	_ run.Warner  = (*Dir)(nil)
+)
 
 // recorder records deliveries; it never blocks.
 type recorder struct {

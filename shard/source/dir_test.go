@@ -11,11 +11,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meridian-mesh/meridian/internal/run"
 	"go.uber.org/goleak"
 	"go.uber.org/zap/zaptest"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// A Dir gates readiness and reports warnings in a run.Group.
+var (
+	_ run.Readier = (*Dir)(nil)
+	_ run.Warner  = (*Dir)(nil)
 )
 
 // recorder is a Handler that records calls; it never blocks.
