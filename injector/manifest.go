@@ -1,16 +1,14 @@
 package injector
 
 import (
-	"bufio"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
+	"github.com/meridian-mesh/meridian/internal/manifest"
 	corev1 "k8s.io/api/core/v1"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 )
 
@@ -58,31 +56,29 @@ var templatePaths = map[string][]string{
 
 // InjectManifests reads multi-document YAML (or JSON) from r and writes it to w with every
 // workload's pod template injected or annotated. Documents that are not workloads pass
-// through unchanged; Lists are processed item by item. The returned lines report each
-// workload, including the annotations that overrode command-line flags.
-func InjectManifests(r io.Reader, w io.Writer, opts ManifestOptions) ([]ReportLine, error) {
+// through unchanged, byte for byte; Lists are processed item by item. The returned lines
+// report each workload, including the annotations that overrode command-line flags. name
+// names the input in errors, which are *manifest.FileError values ("name:line: reason",
+// the line being the document's, or the problem's for YAML that does not parse).
+func InjectManifests(name string, r io.Reader, w io.Writer, opts ManifestOptions) ([]ReportLine, error) {
 	if opts.Manual {
 		if err := opts.Config.Validate(); err != nil {
 			return nil, err
 		}
 	}
-	yr := utilyaml.NewYAMLReader(bufio.NewReader(r))
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", name, err)
+	}
 	var report []ReportLine
 	first := true
-	for i := 0; ; i++ {
-		doc, err := yr.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return report, fmt.Errorf("read document %d: %w", i+1, err)
-		}
-		if isBlankYAML(doc) {
+	for _, doc := range manifest.SplitDocuments(data) {
+		if doc.Blank() {
 			continue
 		}
-		out, lines, err := injectDocument(doc, opts)
+		out, lines, err := injectDocument(name, doc, opts)
 		if err != nil {
-			return report, fmt.Errorf("document %d: %w", i+1, err)
+			return report, err
 		}
 		report = append(report, lines...)
 		if !first {
@@ -103,29 +99,28 @@ func InjectManifests(r io.Reader, w io.Writer, opts ManifestOptions) ([]ReportLi
 	return report, nil
 }
 
-func isBlankYAML(doc []byte) bool {
-	for _, line := range strings.Split(string(doc), "\n") {
-		l := strings.TrimSpace(line)
-		if l != "" && !strings.HasPrefix(l, "#") && l != "---" {
-			return false
-		}
-	}
-	return true
-}
-
 // injectDocument returns the document to write: the original bytes when nothing changed.
-func injectDocument(doc []byte, opts ManifestOptions) ([]byte, []ReportLine, error) {
-	js, err := yaml.YAMLToJSON(doc)
+func injectDocument(name string, doc manifest.Document, opts ManifestOptions) ([]byte, []ReportLine, error) {
+	// Parse first for the problems' lines in the file (YAMLToJSON's are relative to the
+	// document), and to refuse a second document in this one ("--- {...}"), which YAMLToJSON
+	// would drop.
+	if _, err := doc.Parse(name); err != nil {
+		return nil, nil, err
+	}
+	js, err := yaml.YAMLToJSON(doc.Text)
 	if err != nil {
-		return nil, nil, fmt.Errorf("parse YAML: %w", err)
+		return nil, nil, &manifest.FileError{File: name, Line: doc.Line, Err: fmt.Errorf("parse YAML: %w", err)}
 	}
 	var obj map[string]any
 	if err := json.Unmarshal(js, &obj); err != nil || obj == nil {
-		return doc, nil, nil // not an object: pass through
+		return doc.Text, nil, nil // not an object: pass through
 	}
 	changed, lines, err := injectObject(obj, opts)
-	if err != nil || !changed {
-		return doc, lines, err
+	if err != nil {
+		return nil, lines, &manifest.FileError{File: name, Line: doc.Line, Err: err}
+	}
+	if !changed {
+		return doc.Text, lines, nil
 	}
 	js, err = json.Marshal(obj)
 	if err != nil {
@@ -133,6 +128,30 @@ func injectDocument(doc []byte, opts ManifestOptions) ([]byte, []ReportLine, err
 	}
 	out, err := yaml.JSONToYAML(js)
 	return out, lines, err
+}
+
+// annotateTemplate adds linkerd.io/inject: enabled to a pod template that should be
+// injected (the webhook does the rest), and says what it did.
+func annotateTemplate(tmpl map[string]any, pt *corev1.PodTemplateSpec, namespace, resource string) (bool, ReportLine) {
+	d := Decide(Meta{}, Workload{Namespace: namespace, Labels: pt.Labels, Annotations: pt.Annotations, Spec: &pt.Spec}, true)
+	if !d.Inject {
+		return false, ReportLine{Resource: resource, Reason: d.Reason}
+	}
+	tmeta, _ := tmpl["metadata"].(map[string]any)
+	if tmeta == nil {
+		tmeta = map[string]any{}
+		tmpl["metadata"] = tmeta
+	}
+	ann, _ := tmeta["annotations"].(map[string]any)
+	if ann == nil {
+		ann = map[string]any{}
+		tmeta["annotations"] = ann
+	}
+	if ann[AnnotationInject] == InjectEnabled || ann[AnnotationInject] == InjectIngress {
+		return false, ReportLine{Resource: resource, Injected: true, Reason: "already annotated"}
+	}
+	ann[AnnotationInject] = InjectEnabled
+	return true, ReportLine{Resource: resource, Injected: true}
 }
 
 func injectObject(obj map[string]any, opts ManifestOptions) (bool, []ReportLine, error) {
@@ -186,25 +205,8 @@ func injectObject(obj map[string]any, opts ManifestOptions) (bool, []ReportLine,
 	}
 	owner := Owner{Kind: strings.ToLower(kind), Name: name}
 	if !opts.Manual {
-		d := Decide(Meta{}, Workload{Namespace: namespace, Labels: pt.Labels, Annotations: pt.Annotations, Spec: &pt.Spec}, true)
-		if !d.Inject {
-			return false, []ReportLine{{Resource: resource, Reason: d.Reason}}, nil
-		}
-		tmeta, _ := tmpl["metadata"].(map[string]any)
-		if tmeta == nil {
-			tmeta = map[string]any{}
-			tmpl["metadata"] = tmeta
-		}
-		ann, _ := tmeta["annotations"].(map[string]any)
-		if ann == nil {
-			ann = map[string]any{}
-			tmeta["annotations"] = ann
-		}
-		if ann[AnnotationInject] == InjectEnabled || ann[AnnotationInject] == InjectIngress {
-			return false, []ReportLine{{Resource: resource, Injected: true, Reason: "already annotated"}}, nil
-		}
-		ann[AnnotationInject] = InjectEnabled
-		return true, []ReportLine{{Resource: resource, Injected: true}}, nil
+		changed, line := annotateTemplate(tmpl, &pt, namespace, resource)
+		return changed, []ReportLine{line}, nil
 	}
 
 	out := opts.Config.ReviewOwned(Meta{}, namespace, &pt.ObjectMeta, &pt.Spec, owner, true)

@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/meridian-mesh/meridian/internal/manifest"
 	corev1 "k8s.io/api/core/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
@@ -55,7 +57,7 @@ func TestInjectGolden(t *testing.T) {
 					t.Fatal(err)
 				}
 				var out bytes.Buffer
-				report, err := InjectManifests(bytes.NewReader(src), &out, mode.opts)
+				report, err := InjectManifests(in, bytes.NewReader(src), &out, mode.opts)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -96,7 +98,7 @@ func checkManifestOutput(t *testing.T, out []byte, manual bool) {
 			break
 		}
 		if isBlankYAML(doc) {
-			continue
+			continue // kubectl's reader returns comment-only documents
 		}
 		js, err := yaml.YAMLToJSON(doc)
 		if err != nil {
@@ -154,7 +156,7 @@ func TestInjectManualPrecedence(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	report, err := InjectManifests(bytes.NewReader(src), &out, manualOptions())
+	report, err := InjectManifests("overrides.yaml", bytes.NewReader(src), &out, manualOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,17 +177,24 @@ func TestInjectManualPrecedence(t *testing.T) {
 }
 
 func TestInjectManifestErrors(t *testing.T) {
-	for name, src := range map[string]string{
-		"bad yaml": "kind: Deployment\nspec: [\n",
+	// Errors name the input and the line: of the problem for YAML that does not parse, of
+	// the document otherwise.
+	for name, tc := range map[string]struct{ src, err string }{
+		"bad yaml":                 {"kind: Deployment\nspec: [\n", "stdin:2: yaml: did not find expected node content"},
+		"bad yaml in a later doc":  {"kind: Service\n---\n# c\nkind: Deployment\nspec:\n  a: b\n c: d\n", "stdin:4: yaml: did not find expected key"},
+		"a tab":                    {"kind: Pod\nspec:\n\tcontainers: []\n", "stdin:3: yaml: found character that cannot start any token"},
+		"two documents in one doc": {"kind: Pod\n--- {kind: Pod}\n", "stdin:2: yaml: a second document starts here"},
 	} {
-		if _, err := InjectManifests(strings.NewReader(src), &bytes.Buffer{}, ManifestOptions{}); err == nil {
-			t.Errorf("%s: no error", name)
+		_, err := InjectManifests("stdin", strings.NewReader(tc.src), &bytes.Buffer{}, ManifestOptions{})
+		var fe *manifest.FileError
+		if err == nil || !errors.As(err, &fe) || !strings.HasPrefix(err.Error(), tc.err) {
+			t.Errorf("%s: error %v, want one starting %q", name, err, tc.err)
 		}
 	}
 	// A workload whose template does not decode is reported, not fatal, and passed through.
 	var out bytes.Buffer
 	src := "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\nspec:\n  template:\n    spec:\n      containers: 3\n"
-	report, err := InjectManifests(strings.NewReader(src), &out, ManifestOptions{})
+	report, err := InjectManifests("stdin", strings.NewReader(src), &out, ManifestOptions{})
 	if err != nil || len(report) != 1 || report[0].Injected || !strings.Contains(report[0].Reason, ReasonInvalidPod) {
 		t.Fatalf("report %v err %v", report, err)
 	}
@@ -212,12 +221,22 @@ func FuzzInjectManifests(f *testing.F) {
 			opts = manual
 		}
 		var out bytes.Buffer
-		if _, err := InjectManifests(bytes.NewReader(src), &out, opts); err != nil {
+		if _, err := InjectManifests("fuzz", bytes.NewReader(src), &out, opts); err != nil {
 			return
 		}
 		// Whatever was written must itself be readable, and injecting it again must not fail.
-		if _, err := InjectManifests(bytes.NewReader(out.Bytes()), &bytes.Buffer{}, opts); err != nil {
+		if _, err := InjectManifests("fuzz output", bytes.NewReader(out.Bytes()), &bytes.Buffer{}, opts); err != nil {
 			t.Fatalf("output does not re-read: %v\n%s", err, out.Bytes())
 		}
 	})
+}
+
+func isBlankYAML(doc []byte) bool {
+	for _, line := range strings.Split(string(doc), "\n") {
+		l := strings.TrimSpace(line)
+		if l != "" && !strings.HasPrefix(l, "#") && l != "---" {
+			return false
+		}
+	}
+	return true
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/meridian-mesh/meridian/internal/admin"
 	"github.com/meridian-mesh/meridian/internal/grpcserver"
 	"github.com/meridian-mesh/meridian/internal/kube"
+	"github.com/meridian-mesh/meridian/internal/manifest"
 	"github.com/meridian-mesh/meridian/policy/compute"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -55,7 +56,7 @@ func NewSource(cfg Config, reg prometheus.Registerer, log *zap.Logger, metrics *
 		}
 		return NewKubeSource(kc.Typed, kc.Dynamic, reg, log, metrics), nil
 	case strings.HasPrefix(cfg.Source, "dir:") && len(cfg.Source) > len("dir:"):
-		return NewDirSource(strings.TrimPrefix(cfg.Source, "dir:"), log, metrics), nil
+		return NewDirSource(manifest.DefaultConfig(strings.TrimPrefix(cfg.Source, "dir:")), reg, log, metrics), nil
 	}
 	return nil, fmt.Errorf("source %q: want kubernetes or dir:PATH", cfg.Source)
 }
@@ -80,8 +81,9 @@ func Run(ctx context.Context, cfg Config, reg *prometheus.Registry, log *zap.Log
 }
 
 // Serve runs src into a new Index and serves the gRPC API on grpcLis and the admin server on
-// adminLis until ctx ends or the source fails. /ready reports ready once src is synced. It
-// closes the listeners.
+// adminLis until ctx ends or the source fails. /ready reports ready once src is synced, and
+// lists src's warnings when it has any (a DirSource's manifest errors). It closes the
+// listeners.
 func Serve(ctx context.Context, cfg Config, src Source, metrics *Metrics, grpcLis, adminLis net.Listener, reg *prometheus.Registry, log *zap.Logger) error {
 	ccfg := cfg.Compute
 	idx := NewIndex(&ccfg, log, metrics)
@@ -101,7 +103,11 @@ func Serve(ctx context.Context, cfg Config, src Source, metrics *Metrics, grpcLi
 		return nil
 	})
 	g.Go(func() error { return grpcserver.Serve(ctx, srv, grpcLis, cfg.ShutdownGrace) })
-	g.Go(func() error { return admin.Serve(ctx, adminLis, admin.Handler(reg, ready)) })
+	opts := admin.Options{Ready: ready, Pprof: true}
+	if w, ok := src.(interface{ Warnings() []string }); ok {
+		opts.Warnings = w.Warnings // a manifest that does not parse, while its last good state is served
+	}
+	g.Go(func() error { return admin.Serve(ctx, adminLis, admin.NewHandler(reg, opts)) })
 	log.Info("policy controller serving", zap.String("grpc", grpcLis.Addr().String()),
 		zap.String("admin", adminLis.Addr().String()), zap.String("source", cfg.Source),
 		zap.Stringer("cluster_default_policy", cfg.Compute.DefaultPolicy))

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/linkerd/linkerd2-proxy-api/go/inbound"
+	"github.com/meridian-mesh/meridian/internal/manifest"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 	"go.uber.org/zap/zaptest"
@@ -54,11 +55,12 @@ func TestServeFromDirectory(t *testing.T) {
 	metrics := NewMetrics(reg)
 	cfg := DefaultConfig()
 	cfg.Source = "dir:" + dir
-	src, err := NewSource(cfg, reg, log, metrics)
-	if err != nil {
+	if _, err := NewSource(cfg, reg, log, metrics); err != nil {
 		t.Fatal(err)
 	}
-	src.(*DirSource).Debounce = 10 * time.Millisecond
+	mcfg := manifest.DefaultConfig(dir)
+	mcfg.Debounce = 10 * time.Millisecond
+	src := NewDirSource(mcfg, reg, log, metrics)
 	grpcLis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -9,8 +9,10 @@
 //   - Run wires a Source, the Index, the gRPC Server and the admin server; it blocks until
 //     its context ends.
 //   - A Source (KubeSource: client-go informers, typed for Pods and dynamic for the policy
-//     CRDs; DirSource: a directory of YAML manifests, watched) feeds converted objects
-//     (package policy/api) into the Index. Source callbacks never block.
+//     CRDs; DirSource: a directory of YAML manifests followed by internal/manifest) feeds
+//     converted objects (package policy/api) into the Index. Source callbacks never block.
+//     Neither widens a policy on bad input: an object that fails conversion, or a file that
+//     does not parse, leaves its last good version in effect.
 //   - The Index holds the current objects and, per WatchPort stream, a one-slot wake-up
 //     channel; a change wakes only the streams it may affect (a pod's own streams, its
 //     namespace's streams for Servers and authorizations, every stream for authentications).

@@ -35,11 +35,20 @@ func manifests(t testing.TB, docs ...string) []api.Resource {
 	return rs
 }
 
+// seedResources decodes every manifest of testdata/mesh.
 func seedResources(t testing.TB) []api.Resource {
 	t.Helper()
-	rs, errs := LoadDir(filepath.Join("testdata", "mesh"))
-	if len(errs) > 0 {
-		t.Fatalf("testdata: %v", errs)
+	files, err := filepath.Glob(filepath.Join("testdata", "mesh", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("testdata: %v", err)
+	}
+	var rs []api.Resource
+	for _, f := range files {
+		r, errs := DecodeManifests(f, []byte(readTestdata(t, filepath.Base(f))))
+		if len(errs) > 0 {
+			t.Fatalf("testdata: %v", errs)
+		}
+		rs = append(rs, r...)
 	}
 	return rs
 }

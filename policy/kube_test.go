@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/meridian-mesh/meridian/internal/kubetest"
+	tutil "github.com/meridian-mesh/meridian/internal/testutil"
 	"github.com/meridian-mesh/meridian/policy/api"
 	"github.com/meridian-mesh/meridian/policy/compute"
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,6 +17,7 @@ import (
 	"go.uber.org/zap/zaptest"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
 )
 
@@ -49,9 +51,10 @@ func createAll(t *testing.T, env *kubetest.Env, ns string, docs string) {
 }
 
 // TestKubeSource runs the Kubernetes source against a real API server: the seed example is
-// indexed, policy edits and deletions flow through, an object that the schema accepts but
-// conversion rejects is counted and treated as absent, and the informers recover from an
-// API server restart.
+// indexed, policy edits and deletions flow through, an update that the schema accepts but
+// conversion rejects is counted and leaves the last good version in effect, such an object
+// created so is counted and treated as absent, and the informers recover from an API
+// server restart.
 func TestKubeSource(t *testing.T) {
 	env := kubetest.Start(t)
 	ns := env.Namespace(t, nil)
@@ -118,7 +121,12 @@ func TestKubeSource(t *testing.T) {
 	edge := "web-from-gateway=edge." + ns + ".serviceaccount.identity.linkerd.cluster.local"
 	eventually(t, "the edited policy", func() bool { return slices.Equal(idsOf(), []string{edge}) })
 
-	// Schema-valid but semantically invalid: targets a Deployment. It is counted and ignored.
+	invalidUpdateKeepsLastGood(t, apRes, src, metrics, idsOf, []string{edge})
+	eventually(t, "the fixed policy", func() bool { return slices.Equal(idsOf(), []string{gateway}) })
+	invalid := metrics.invalid.WithLabelValues(string(api.KindAuthorizationPolicy))
+
+	// Schema-valid but semantically invalid from the start: targets a Deployment. It is
+	// counted and stays absent.
 	createAll(t, env, ns, `
 apiVersion: policy.linkerd.io/v1alpha1
 kind: AuthorizationPolicy
@@ -126,9 +134,10 @@ metadata: {name: bogus}
 spec:
   targetRef: {group: apps, kind: Deployment, name: web}
   requiredAuthenticationRefs: []`)
-	eventually(t, "the invalid policy to be counted", func() bool {
-		return testutil.ToFloat64(metrics.invalid.WithLabelValues(string(api.KindAuthorizationPolicy))) >= 1
-	})
+	eventually(t, "the invalid policy to be counted", func() bool { return testutil.ToFloat64(invalid) == 2 })
+	if ws := src.Warnings(); len(ws) != 1 || !strings.HasPrefix(ws[0], "AuthorizationPolicy "+ns+"/bogus: ") {
+		t.Errorf("Warnings() = %q", ws)
+	}
 
 	// The informers survive an API server restart (their watches are cut; they relist with
 	// back-off, hence the longer deadline).
@@ -143,4 +152,41 @@ spec:
 	if err != nil || res.ServerName != "web-http" {
 		t.Fatalf("after deleting the policy: %v %v", res.ServerName, err)
 	}
+}
+
+// invalidUpdateKeepsLastGood updates the AuthorizationPolicy web-from-gateway so that the
+// schema accepts it but conversion rejects it (it targets a Deployment): the update is
+// counted and warned about, and the last good version stays in effect (the port keeps the
+// identities want). Then it restores the policy, allowing api-gateway again.
+func invalidUpdateKeepsLastGood(t *testing.T, apRes dynamic.ResourceInterface, src *KubeSource, metrics *Metrics, idsOf func() []string, want []string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	invalid := metrics.invalid.WithLabelValues(string(api.KindAuthorizationPolicy))
+	before := testutil.ToFloat64(invalid)
+	ap, err := apRes.Get(ctx, "web-from-gateway", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := ap.DeepCopy()
+	_ = unstructured.SetNestedMap(ap.Object, map[string]any{"group": "apps", "kind": "Deployment", "name": "web"}, "spec", "targetRef")
+	if _, err := apRes.Update(ctx, ap, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the invalid update to be counted", func() bool { return testutil.ToFloat64(invalid) == before+1 })
+	if ws := src.Warnings(); len(ws) != 1 || !strings.HasPrefix(ws[0], "AuthorizationPolicy "+ap.GetNamespace()+"/web-from-gateway: ") {
+		t.Errorf("Warnings() = %q", ws)
+	}
+	tutil.Never(t, time.Second, "the policy to change after an invalid update", func() bool { return !slices.Equal(idsOf(), want) })
+
+	ap, err = apRes.Get(ctx, "web-from-gateway", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	good.SetResourceVersion(ap.GetResourceVersion())
+	_ = unstructured.SetNestedSlice(good.Object, []any{map[string]any{"kind": "ServiceAccount", "name": "api-gateway"}}, "spec", "requiredAuthenticationRefs")
+	if _, err := apRes.Update(ctx, good, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the warning to clear", func() bool { return len(src.Warnings()) == 0 })
 }

@@ -49,7 +49,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"namespace"}),
 		invalid: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "policy_invalid_resources_total",
-			Help: "Objects rejected by conversion (and so treated as absent), by kind.",
+			Help: "Objects rejected by conversion, by kind (the last good version of each stays in effect; one never valid stays absent).",
 		}, []string{"kind"}),
 	}
 	if reg != nil {

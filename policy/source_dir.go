@@ -1,25 +1,17 @@
 package policy
 
 import (
-	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
-	"io/fs"
-	"os"
-	"path/filepath"
-	"sort"
+	"regexp"
 	"strings"
-	"sync/atomic"
-	"time"
 
-	"github.com/fsnotify/fsnotify"
+	"github.com/meridian-mesh/meridian/internal/manifest"
 	"github.com/meridian-mesh/meridian/policy/api"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 )
 
 // Source delivers Pods and policy resources to a Sink.
@@ -32,218 +24,127 @@ type Source interface {
 }
 
 // DirSource reads Kubernetes manifests (*.yaml, *.yml, *.json; several documents per file;
-// kind List) from a directory tree and delivers the Pods and policy resources among them,
-// re-reading the tree whenever a file in it changes. Other kinds are skipped; objects that
-// fail validation are logged and counted and treated as absent. Objects without a namespace
-// are put in "default".
+// Lists) from a directory tree through internal/manifest and delivers the Pods and policy
+// resources among them, converted by package policy/api; other kinds are skipped, and
+// objects without a namespace are put in "default".
+//
+// A bad input never widens a policy: a file that does not parse, or holds an object that
+// fails conversion (an invalid field in a Server, say), keeps every object of its last good
+// version, so WatchPort streams keep the policy they have. The problem is logged at warn
+// once, counted in policy_invalid_resources_total (conversion failures, once per version of
+// the file that has them), shown in manifest_errors{file} and in /ready's warnings
+// (Warnings); the controller stays ready, serving the last good state. The first definition
+// of an object (in lexical path order) wins and later ones are reported; files over
+// 16 MiB are refused; the directory is rescanned every 2 s besides file notifications, so a
+// replaced directory is read again. Each change reaches the Sink as one Reset, so a stream
+// never sees half of it.
 type DirSource struct {
-	dir     string
-	log     *zap.Logger
-	metrics *Metrics
-	// Debounce is how long a burst of file events is collected before the tree is re-read.
-	Debounce time.Duration
-	synced   atomic.Bool
+	m *manifest.Dir
 }
 
 var _ Source = (*DirSource)(nil)
 
-// NewDirSource returns a source for dir. metrics may be nil.
-func NewDirSource(dir string, log *zap.Logger, metrics *Metrics) *DirSource {
+// kindOrder is the order of kinds in deliveries.
+var kindOrder = func() []string {
+	out := make([]string, len(api.Kinds))
+	for i, k := range api.Kinds {
+		out[i] = string(k)
+	}
+	return out
+}()
+
+// NewDirSource returns a source for cfg.Path (see manifest.DefaultConfig for the other
+// settings; cfg.Order is set here). manifest_errors is registered on reg (nil: not
+// registered); metrics may be nil.
+func NewDirSource(cfg manifest.Config, reg prometheus.Registerer, log *zap.Logger, metrics *Metrics) *DirSource {
 	if metrics == nil {
 		metrics = NewMetrics(nil)
 	}
-	return &DirSource{dir: dir, log: log, metrics: metrics, Debounce: 100 * time.Millisecond}
+	cfg.Order = kindOrder
+	return &DirSource{m: manifest.NewDir(cfg, dirDecoder(metrics), reg, log.With(zap.String("source", "dir")))}
 }
 
 // Synced reports whether the directory has been read once.
-func (d *DirSource) Synced() bool { return d.synced.Load() }
+func (d *DirSource) Synced() bool { return d.m.Synced() }
 
-// Run reads the tree, delivers it with Sink.Reset, and repeats on every change until ctx ends.
+// Ready implements run.Readier: nil once the directory has been read once.
+func (d *DirSource) Ready() error { return d.m.Ready() }
+
+// Warnings implements run.Warner: one "file:line: reason" line per current problem.
+func (d *DirSource) Warnings() []string { return d.m.Warnings() }
+
+// Errors returns the current problems, each a *manifest.FileError; nil when there are none.
+func (d *DirSource) Errors() []error { return d.m.Errors() }
+
+// Run reads the tree, delivers it with Sink.Reset, and delivers every change the same way
+// until ctx ends. It fails at once when the directory cannot be read at the start.
 func (d *DirSource) Run(ctx context.Context, sink Sink) error {
-	if st, err := os.Stat(d.dir); err != nil {
-		return fmt.Errorf("manifest directory: %w", err)
-	} else if !st.IsDir() {
-		return fmt.Errorf("manifest directory %s: not a directory", d.dir)
-	}
-	w, err := fsnotify.NewWatcher()
-	if err != nil {
-		return fmt.Errorf("watch %s: %w", d.dir, err)
-	}
-	defer w.Close()
-	d.addWatches(w)
-	d.load(sink)
-	d.synced.Store(true)
-
-	var timer *time.Timer
-	var fire <-chan time.Time
-	for {
-		select {
-		case <-ctx.Done():
-			if timer != nil {
-				timer.Stop()
-			}
-			return nil
-		case ev, ok := <-w.Events:
-			if !ok {
-				return errors.New("file watcher closed")
-			}
-			if ev.Has(fsnotify.Create) {
-				d.addWatches(w) // a new subdirectory
-			}
-			if timer == nil {
-				timer = time.NewTimer(d.Debounce)
-				fire = timer.C
-			}
-		case err, ok := <-w.Errors:
-			if !ok {
-				return errors.New("file watcher closed")
-			}
-			d.log.Warn("manifest directory watch error; re-reading", zap.Error(err))
-			if timer == nil {
-				timer = time.NewTimer(d.Debounce)
-				fire = timer.C
-			}
-		case <-fire:
-			timer, fire = nil, nil
-			d.load(sink)
+	return d.m.Run(ctx, func(u manifest.Update) {
+		rs := make([]api.Resource, 0, len(u.All))
+		for _, o := range u.All {
+			rs = append(rs, o.Value.(api.Resource))
 		}
-	}
-}
-
-// addWatches watches every directory of the tree (fsnotify is not recursive).
-func (d *DirSource) addWatches(w *fsnotify.Watcher) {
-	_ = filepath.WalkDir(d.dir, func(path string, e fs.DirEntry, err error) error {
-		if err == nil && e.IsDir() {
-			if err := w.Add(path); err != nil {
-				d.log.Warn("cannot watch directory", zap.String("dir", path), zap.Error(err))
-			}
-		}
-		return nil
+		sink.Reset(api.Kinds, rs)
 	})
-}
-
-func (d *DirSource) load(sink Sink) {
-	rs, errs := LoadDir(d.dir)
-	for _, err := range errs {
-		var ce *conversionError
-		if errors.As(err, &ce) {
-			d.metrics.invalid.WithLabelValues(string(ce.kind)).Inc()
-		}
-		d.log.Warn("manifest skipped", zap.Error(err))
-	}
-	sink.Reset(api.Kinds, rs)
-}
-
-type conversionError struct {
-	kind api.Kind
-	err  error
-}
-
-func (e *conversionError) Error() string { return e.err.Error() }
-func (e *conversionError) Unwrap() error { return e.err }
-
-// LoadDir reads every manifest in the tree and converts the Pods and policy resources. It
-// returns the objects (a later duplicate replaces an earlier one) and one error per
-// document that could not be read or converted, naming its file and document number.
-func LoadDir(dir string) ([]api.Resource, []error) {
-	var files []string
-	err := filepath.WalkDir(dir, func(path string, e fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if e.IsDir() {
-			if path != dir && strings.HasPrefix(e.Name(), ".") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		switch strings.ToLower(filepath.Ext(path)) {
-		case ".yaml", ".yml", ".json":
-			if !strings.HasPrefix(e.Name(), ".") {
-				files = append(files, path)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, []error{fmt.Errorf("read %s: %w", dir, err)}
-	}
-	sort.Strings(files)
-	var out []api.Resource
-	var errs []error
-	index := map[api.Kind]map[string]int{}
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("read %s: %w", f, err))
-			continue
-		}
-		rs, es := DecodeManifests(f, b)
-		errs = append(errs, es...)
-		for _, r := range rs {
-			if index[r.Kind] == nil {
-				index[r.Kind] = map[string]int{}
-			}
-			if i, dup := index[r.Kind][r.Key.String()]; dup {
-				errs = append(errs, fmt.Errorf("%s: %s %s defined again; the later definition wins", f, r.Kind, r.Key))
-				out[i] = r
-				continue
-			}
-			index[r.Kind][r.Key.String()] = len(out)
-			out = append(out, r)
-		}
-	}
-	return out, errs
 }
 
 // DecodeManifests decodes a stream of YAML or JSON documents (name is used in errors) and
-// converts the Pods and policy resources in it, including the items of a kind List.
+// converts the Pods and policy resources in it, including the items of Lists. The errors are
+// *manifest.FileError values ("name:line: reason").
 func DecodeManifests(name string, data []byte) ([]api.Resource, []error) {
-	var out []api.Resource
-	var errs []error
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	for doc := 1; ; doc++ {
+	res := dirDecoder(NewMetrics(nil)).Decode(name, data)
+	out := make([]api.Resource, len(res.Objects))
+	for i, o := range res.Objects {
+		out[i] = o.Value.(api.Resource)
+	}
+	return out, res.Errors
+}
+
+// dirDecoder decodes Pods (v1) and the policy.linkerd.io kinds (any version: conversion
+// says which it serves) with api.Convert, counting conversion failures in metrics.
+func dirDecoder(metrics *Metrics) *manifest.Decoder {
+	decode := func(tm manifest.TypeMeta, data []byte) (manifest.Decoded, error) {
 		var obj map[string]any
-		err := dec.Decode(&obj)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: document %d: %w", name, doc, err))
-			break // the decoder cannot resynchronise after a syntax error
-		}
-		if obj == nil {
-			continue
+		if err := json.Unmarshal(data, &obj); err != nil {
+			return manifest.Decoded{}, err
 		}
 		u := &unstructured.Unstructured{Object: obj}
-		items := []*unstructured.Unstructured{u}
-		if u.IsList() {
-			items = nil
-			err := u.EachListItem(func(o runtime.Object) error {
-				if it, ok := o.(*unstructured.Unstructured); ok {
-					items = append(items, it)
-				}
-				return nil
-			})
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: document %d: %w", name, doc, err))
-			}
+		u.SetAPIVersion(tm.APIVersion) // an item of a typed list may not say
+		u.SetKind(tm.Kind)
+		r, err := api.Convert(u, "default")
+		if err == nil {
+			return manifest.Decoded{Namespace: r.Key.Namespace, Name: r.Key.Name, Value: r}, nil
 		}
-		for _, it := range items {
-			r, err := api.Convert(it, "default")
-			var ign *api.ErrIgnored
-			switch {
-			case errors.As(err, &ign):
-			case err != nil:
-				k, _ := api.KindOf(it.GetAPIVersion(), it.GetKind())
-				if k == "" {
-					k = api.Kind(it.GetKind())
-				}
-				errs = append(errs, &conversionError{kind: k, err: fmt.Errorf("%s: document %d: %w", name, doc, err)})
-			default:
-				out = append(out, r)
-			}
+		metrics.invalid.WithLabelValues(tm.Kind).Inc()
+		ns := u.GetNamespace()
+		if ns == "" {
+			ns = "default"
+		}
+		return manifest.Decoded{Namespace: ns, Name: u.GetName()}, conversionError(tm.Kind+" "+ns+"/"+u.GetName()+": ", err)
+	}
+	kinds := []manifest.Kind{{Kind: string(api.KindPod), Versions: []string{"v1"}, Decode: decode}}
+	for _, k := range api.Kinds {
+		if k != api.KindPod {
+			kinds = append(kinds, manifest.Kind{Group: api.Group, Kind: string(k), Decode: decode})
 		}
 	}
-	return out, errs
+	return manifest.NewDecoder(kinds...)
+}
+
+// fieldPathRE finds the field a conversion error is about ("spec.port: required",
+// `metadata.name "X": ...`).
+var fieldPathRE = regexp.MustCompile(`^((?:spec|metadata)(?:\.[A-Za-z]+(?:\[\d+\])?)*)[ :]`)
+
+// conversionError drops the object's name from a conversion error (the loader names it) and
+// places it at the field it is about.
+func conversionError(prefix string, err error) error {
+	msg, ok := strings.CutPrefix(err.Error(), prefix)
+	if !ok {
+		return err
+	}
+	fe := &manifest.FieldError{Err: errors.New(msg), PathInMessage: true}
+	if m := fieldPathRE.FindStringSubmatch(msg); m != nil {
+		fe.Path = m[1]
+	}
+	return fe
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 
@@ -26,8 +27,10 @@ import (
 // (dynamic informers on their storage versions: Server v1beta3, AuthorizationPolicy,
 // MeshTLSAuthentication and NetworkAuthentication v1alpha1, ServerAuthorization v1beta1) in
 // every namespace. Informer callbacks convert the object and hand it to the Sink, which never
-// blocks. An object that fails conversion is logged, counted in
-// policy_invalid_resources_total and treated as deleted.
+// blocks. An object that fails conversion is logged at warn, counted in
+// policy_invalid_resources_total and listed by Warnings until it is fixed or deleted; the
+// Sink keeps its last good version (an invalid edit never widens the policy), and one
+// invalid from the start stays absent.
 //
 // On update events whose resourceVersion changed, <resource>_informer_lag_seconds (pods,
 // servers, authorizationpolicies, meshtlsauthentications, networkauthentications,
@@ -39,8 +42,9 @@ type KubeSource struct {
 	metrics *Metrics
 	lag     map[api.Kind]*kube.Lag
 
-	mu   sync.Mutex
-	regs []cache.ResourceEventHandlerRegistration
+	mu      sync.Mutex
+	regs    []cache.ResourceEventHandlerRegistration
+	invalid map[string]string // "Kind ns/name" -> why its latest version was rejected
 }
 
 var _ Source = (*KubeSource)(nil)
@@ -62,7 +66,8 @@ func NewKubeSource(client kubernetes.Interface, dyn dynamic.Interface, reg prome
 	if metrics == nil {
 		metrics = NewMetrics(nil)
 	}
-	k := &KubeSource{client: client, dynamic: dyn, log: log.With(zap.String("source", "kubernetes")), metrics: metrics, lag: map[api.Kind]*kube.Lag{}}
+	k := &KubeSource{client: client, dynamic: dyn, log: log.With(zap.String("source", "kubernetes")), metrics: metrics,
+		lag: map[api.Kind]*kube.Lag{}, invalid: map[string]string{}}
 	for kind, name := range lagNames {
 		l, err := kube.NewLag(reg, name)
 		if err != nil {
@@ -141,22 +146,53 @@ func (k *KubeSource) convert(obj any) (api.Resource, compute.Key, error) {
 	return api.Resource{}, compute.Key{}, fmt.Errorf("%w: %T", errUnexpectedType, obj)
 }
 
+// Warnings lists the objects whose latest version failed conversion, one line each; the
+// policy index holds their last good version, if any. Safe for concurrent use.
+func (k *KubeSource) Warnings() []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	out := make([]string, 0, len(k.invalid))
+	for obj, why := range k.invalid {
+		out = append(out, obj+": "+why)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (k *KubeSource) setInvalid(kind api.Kind, key compute.Key, why string) {
+	id := string(kind) + " " + key.String()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if why == "" {
+		delete(k.invalid, id)
+	} else {
+		k.invalid[id] = why
+	}
+}
+
 func (k *KubeSource) handler(kind api.Kind, sink Sink) cache.ResourceEventHandler {
-	deliver := func(obj any) {
+	deliver := func(obj any, update bool) {
 		r, key, err := k.convert(obj)
 		switch {
 		case errors.Is(err, errUnexpectedType):
 			k.log.Warn("object ignored", zap.String("kind", string(kind)), zap.Error(err))
 		case err != nil:
+			// Keep what the sink holds: deleting it would widen the policy (a deny-only port
+			// would fall back to the cluster default).
 			k.metrics.invalid.WithLabelValues(string(kind)).Inc()
-			k.log.Warn("invalid resource ignored", zap.String("kind", string(kind)), zap.Stringer("key", key), zap.Error(err))
-			sink.Delete(kind, key)
+			k.setInvalid(kind, key, err.Error())
+			msg := "invalid resource ignored"
+			if update {
+				msg = "invalid update ignored; the last good version stays in effect"
+			}
+			k.log.Warn(msg, zap.String("kind", string(kind)), zap.Stringer("key", key), zap.Error(err))
 		default:
+			k.setInvalid(kind, key, "")
 			sink.Apply(r)
 		}
 	}
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { deliver(obj) },
+		AddFunc: func(obj any) { deliver(obj, false) },
 		UpdateFunc: func(oldObj, newObj any) {
 			o, ok1 := oldObj.(metav1.Object)
 			n, ok2 := newObj.(metav1.Object)
@@ -166,7 +202,7 @@ func (k *KubeSource) handler(kind api.Kind, sink Sink) cache.ResourceEventHandle
 			if ok2 {
 				k.lag[kind].ObserveUpdate(n)
 			}
-			deliver(newObj)
+			deliver(newObj, true)
 		},
 		DeleteFunc: func(obj any) {
 			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
@@ -177,7 +213,9 @@ func (k *KubeSource) handler(kind api.Kind, sink Sink) cache.ResourceEventHandle
 				k.log.Warn("unexpected object in delete event", zap.String("type", fmt.Sprintf("%T", obj)))
 				return
 			}
-			sink.Delete(kind, compute.Key{Namespace: m.GetNamespace(), Name: m.GetName()})
+			key := compute.Key{Namespace: m.GetNamespace(), Name: m.GetName()}
+			k.setInvalid(kind, key, "")
+			sink.Delete(kind, key)
 		},
 	}
 }

@@ -126,12 +126,12 @@ func injFile(name string, opts injector.ManifestOptions, stdout, stderr io.Write
 		defer f.Close()
 		r, label = f, name
 	}
-	report, err := injector.InjectManifests(r, stdout, opts)
+	report, err := injector.InjectManifests(label, r, stdout, opts)
 	for _, l := range report {
 		fmt.Fprintf(stderr, "%s: %s\n", label, l)
 	}
 	if err != nil {
-		return fmt.Errorf("%s: %w", label, err)
+		return err // "file:line: reason"
 	}
 	if len(report) == 0 {
 		fmt.Fprintf(stderr, "%s: no workloads found\n", label)

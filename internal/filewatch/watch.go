@@ -30,6 +30,10 @@ type Config struct {
 	// net for file systems without notifications, for lost events and for directories that
 	// were replaced. Zero or negative disables it.
 	Poll time.Duration
+	// Initial calls changed once as soon as the watches are first in place, before Run waits
+	// for anything: a caller that loads what the paths hold in that call misses no change made
+	// after it began (one made before is in what it reads).
+	Initial bool
 }
 
 // Default returns a Config for paths with a 100 ms debounce and a 2 s poll.
@@ -74,6 +78,9 @@ func (w *Watcher) Run(ctx context.Context, changed func()) error {
 		defer func() { _ = fw.Close(); w.fw = nil; clear(w.watched); clear(w.parents) }()
 	}
 	w.sync()
+	if w.cfg.Initial {
+		changed()
+	}
 
 	var events <-chan fsnotify.Event
 	var errs <-chan error

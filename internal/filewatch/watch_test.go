@@ -164,3 +164,29 @@ func TestChmodAloneIsNotAChange(t *testing.T) {
 	}
 	testutil.Never(t, 200*time.Millisecond, "a chmod counted as a change", func() bool { return n.Load() != before })
 }
+
+// TestInitialCallAfterWatches checks that with Initial, changed runs once at the start with
+// the watches already in place: a write made from inside that first call is noticed without
+// a poll and without repeating it.
+func TestInitialCallAfterWatches(t *testing.T) {
+	dir := t.TempDir()
+	cfg := noPoll(dir)
+	cfg.Initial = true
+	var n atomic.Int64
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- New(cfg, nil).Run(ctx, func() {
+			if n.Add(1) == 1 {
+				write(t, filepath.Join(dir, "a.yaml"), "written during the first call")
+			}
+		})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := testutil.Recv(t, done, 5*time.Second, "watcher to stop"); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	testutil.Eventually(t, 5*time.Second, "the initial call and the write made in it", func() bool { return n.Load() >= 2 })
+}

@@ -8,15 +8,21 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/meridian-mesh/meridian/internal/run"
 	"go.uber.org/goleak"
 	"go.uber.org/zap/zaptest"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// A Dir gates readiness and reports warnings in a run.Group.
+var (
+	_ run.Readier = (*Dir)(nil)
+	_ run.Warner  = (*Dir)(nil)
 )
 
 // recorder is a Handler that records calls; it never blocks.
@@ -83,12 +89,11 @@ func leakCheck(t *testing.T) {
 
 // dirHarness runs a Dir source on a temporary directory.
 type dirHarness struct {
-	t     *testing.T
-	dir   string
-	src   *Dir
-	rec   *recorder
-	scans atomic.Int64
-	done  chan error
+	t    *testing.T
+	dir  string
+	src  *Dir
+	rec  *recorder
+	done chan error
 }
 
 func startDir(t *testing.T, files map[string]string, cfg func(*DirConfig)) *dirHarness {
@@ -104,7 +109,6 @@ func startDir(t *testing.T, files map[string]string, cfg func(*DirConfig)) *dirH
 		cfg(&c)
 	}
 	h.src = NewDirWithConfig(c, zaptest.NewLogger(t))
-	h.src.afterScan = func() { h.scans.Add(1) }
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { h.done <- h.src.Run(ctx, h.rec) }()
 	t.Cleanup(func() {
@@ -150,8 +154,8 @@ func (h *dirHarness) remove(name string) {
 // call has been seen.
 func (h *dirHarness) settle(n int64) {
 	h.t.Helper()
-	target := h.scans.Load() + n
-	waitFor(h.t, fmt.Sprintf("%d more scans", n), 5*time.Second, func() bool { return h.scans.Load() >= target })
+	target := h.src.m.Scans() + n
+	waitFor(h.t, fmt.Sprintf("%d more scans", n), 5*time.Second, func() bool { return h.src.m.Scans() >= target })
 }
 
 // expect waits until the recorded events, sorted, equal want (sorted), and then checks that
@@ -381,59 +385,6 @@ func TestDirMalformedAtStart(t *testing.T) {
 	}
 }
 
-func TestDirDuplicateAcrossFiles(t *testing.T) {
-	h := startDir(t, map[string]string{
-		"a.yaml": svcYAML("shop", "web", ", from: a"),
-		"b.yaml": "# b\n" + svcYAML("shop", "web", ", from: b"),
-	}, nil)
-	h.expect("+Service shop/web")
-	if svc := h.rec.get("Service shop/web"); svc.GetLabels()["from"] != "a" {
-		t.Errorf("the first file in path order should win, got labels %v", svc.GetLabels())
-	}
-	errs := h.src.Errors()
-	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "b.yaml:2: Service shop/web is already defined in ") {
-		t.Fatalf("Errors() = %v", errs)
-	}
-	h.remove("a.yaml")
-	h.expect("+Service shop/web")
-	if svc := h.rec.get("Service shop/web"); svc.GetLabels()["from"] != "b" {
-		t.Errorf("after a.yaml is gone b.yaml's definition should be delivered, got %v", svc.GetLabels())
-	}
-	if errs := h.src.Errors(); len(errs) != 0 {
-		t.Errorf("Errors() = %v, want none", errs)
-	}
-}
-
-// TestDirNotifications checks that changes arrive through file notifications alone.
-func TestDirNotifications(t *testing.T) {
-	h := startDir(t, map[string]string{"a.yaml": podYAML("shop", "a", "127.0.0.1")}, func(c *DirConfig) { c.Rescan = 0 })
-	if got := h.rec.take(); len(got) != 1 {
-		t.Fatalf("initial events %q", got)
-	}
-	h.write("sub/b.yaml", podYAML("shop", "b", "127.0.0.2"))
-	waitFor(t, "the new pod", 5*time.Second, func() bool { return h.rec.get("Pod shop/b") != nil })
-	h.write("sub/b.yaml", podYAML("shop", "b", "127.0.0.3"))
-	waitFor(t, "the changed pod", 5*time.Second, func() bool {
-		p, _ := h.rec.get("Pod shop/b").(*corev1.Pod)
-		return p != nil && p.Status.PodIP == "127.0.0.3"
-	})
-	h.remove("a.yaml")
-	waitFor(t, "the deleted pod", 5*time.Second, func() bool { return h.rec.get("Pod shop/a") == nil })
-
-	// A directory removed and created again is watched again.
-	if err := os.RemoveAll(filepath.Join(h.dir, "sub")); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the pod of the removed directory to go", 5*time.Second, func() bool { return h.rec.get("Pod shop/b") == nil })
-	h.write("sub/c.yaml", podYAML("shop", "c", "127.0.0.4"))
-	waitFor(t, "the pod in the new directory", 5*time.Second, func() bool { return h.rec.get("Pod shop/c") != nil })
-	h.write("sub/c.yaml", podYAML("shop", "c", "127.0.0.5"))
-	waitFor(t, "the change in the new directory", 5*time.Second, func() bool {
-		p, _ := h.rec.get("Pod shop/c").(*corev1.Pod)
-		return p != nil && p.Status.PodIP == "127.0.0.5"
-	})
-}
-
 func TestDirPodAndReplay(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -491,39 +442,6 @@ func TestDirErrors(t *testing.T) {
 	}
 }
 
-func TestDirFileTooLarge(t *testing.T) {
-	h := startDir(t, map[string]string{"big.yaml": podYAML("shop", "a", "127.0.0.1") + "# " + strings.Repeat("x", 200) + "\n"},
-		func(c *DirConfig) { c.MaxFileSize = 100 })
-	h.expect()
-	errs := h.src.Errors()
-	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "big.yaml: file is larger than the 100 bytes allowed") {
-		t.Fatalf("Errors() = %v", errs)
-	}
-}
-
-func BenchmarkDirScanNoChange(b *testing.B) {
-	dir := b.TempDir()
-	data, err := os.ReadFile(filepath.Join("..", "..", "deploy", "examples", "shop.yaml"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "shop.yaml"), data, 0o644); err != nil {
-		b.Fatal(err)
-	}
-	d := NewDirWithConfig(DefaultDirConfig(dir), nil)
-	rec := newRecorder()
-	if err := d.scan(rec, nil); err != nil {
-		b.Fatal(err)
-	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if err := d.scan(rec, nil); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
 func BenchmarkDecodeExamples(b *testing.B) {
 	data, err := os.ReadFile(filepath.Join("..", "..", "deploy", "examples", "shop.yaml"))
 	if err != nil {
@@ -532,8 +450,69 @@ func BenchmarkDecodeExamples(b *testing.B) {
 	b.ReportAllocs()
 	b.SetBytes(int64(len(data)))
 	for i := 0; i < b.N; i++ {
-		if got := decodeFile("shop.yaml", data); len(got.errs) > 0 {
-			b.Fatal(got.errs)
+		if got := dirDecoder.Decode("shop.yaml", data); len(got.Errors) > 0 {
+			b.Fatal(got.Errors)
 		}
+	}
+}
+
+// TestDirReplacedDirectory checks that a directory replaced as `rm -rf d && cp -r src d`
+// does, and one moved away and back, is followed within the rescan period, and that what it
+// held is kept while it is away.
+func TestDirReplacedDirectory(t *testing.T) {
+	leakCheck(t)
+	h := startDir(t, map[string]string{
+		"shop.yaml": svcYAML("shop", "web", "") + "---\n" + sliceYAML("shop", "web-1", "web", "127.0.10.1"),
+		"pods.yaml": podYAML("shop", "web-a", "127.0.10.1"),
+	}, nil)
+	h.expect("+Service shop/web", "+EndpointSlice shop/web-1", "+Pod shop/web-a")
+
+	src := t.TempDir()
+	files := map[string]string{
+		"shop.yaml":     svcYAML("shop", "web", "") + "---\n" + sliceYAML("shop", "web-1", "web", "127.0.10.1", "127.0.10.2"),
+		"sub/cart.yaml": svcYAML("shop", "cart", ""),
+	}
+	for name, content := range files {
+		p := filepath.Join(src, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.RemoveAll(h.dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.CopyFS(h.dir, os.DirFS(src)); err != nil {
+		t.Fatal(err)
+	}
+	h.expect("+EndpointSlice shop/web-1", "+Service shop/cart", "-Pod shop/web-a")
+	h.write("sub/cart.yaml", svcYAML("shop", "cart", ", tier: back"))
+	h.expect("+Service shop/cart")
+
+	// Moved away: nothing is deleted, the problem is reported; moved back: followed again.
+	away := h.dir + "-away"
+	if err := os.Rename(h.dir, away); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(away) })
+	waitFor(t, "the missing directory to be reported", 5*time.Second, func() bool { return len(h.src.Errors()) == 1 })
+	h.expect()
+	if ws := h.src.Warnings(); len(ws) != 1 || !strings.Contains(ws[0], "cannot read the directory; keeping what was loaded from it") {
+		t.Errorf("Warnings() = %q", ws)
+	}
+	if err := os.WriteFile(filepath.Join(away, "pods.yaml"), []byte(podYAML("shop", "web-b", "127.0.10.2")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(away, h.dir); err != nil {
+		t.Fatal(err)
+	}
+	h.expect("+Pod shop/web-b")
+	if errs := h.src.Errors(); len(errs) != 0 {
+		t.Errorf("Errors() = %v after the directory came back", errs)
+	}
+	if p := h.src.Pod("shop", "web-b"); p == nil || p.Status.PodIP != "127.0.10.2" {
+		t.Errorf("Pod(shop, web-b) = %v", p)
 	}
 }

@@ -6,17 +6,18 @@
 //     histograms services_informer_lag_seconds, endpointslices_informer_lag_seconds and
 //     pods_informer_lag_seconds. The API server is found by internal/kube (--kubeconfig, $KUBECONFIG,
 //     in-cluster, ~/.kube/config).
-//   - Dir: Kubernetes YAML or JSON read from a local directory (multi-document files and
-//     Lists), followed through file notifications plus a periodic rescan, delivering only
-//     differences. Malformed files are reported as file:line: reason (Dir.Errors and the
-//     log) and leave what they last held in place. The demo (`make run`, on
-//     deploy/examples) and tests use it.
+//   - Dir: Kubernetes YAML or JSON read from a local directory through internal/manifest
+//     (multi-document files and Lists; file notifications plus a periodic rescan),
+//     delivering only differences. Malformed files are reported as file:line: reason
+//     (Dir.Errors and Warnings, manifest_errors, a warn log once) and leave what they last
+//     held in place. The demo (`make run`, on deploy/examples) and tests use it.
 //
 // The bench harness adds a synthetic one. Handlers are called without blocking the source's
 // goroutines for long: see Handler.
 //
-// It owns decoding, validating and defaulting manifests for Dir, and the informers'
-// lifecycle for Kubernetes. A source keeps no endpoint state of its own beyond what its
+// It owns the kind decoders of Dir (strict decoding, validation and defaulting of Services,
+// EndpointSlices and Pods; reading and following the files is internal/manifest's), and
+// the informers' lifecycle for Kubernetes. A source keeps no endpoint state of its own beyond what its
 // informers (or, for Dir, the last good version of each file) need; translation and
 // snapshots belong to the translator and snapshot packages. It imports translator only for
 // the projection of objects (translator.Project). It must not import `shard` or

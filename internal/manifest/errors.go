@@ -1,0 +1,88 @@
+package manifest
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+)
+
+// FileError is a problem with one file: File as given to the decoder (for a Dir, the path
+// found under its directory), Line the 1-based line the problem is at (or the start of the
+// document it is in; 0 when it concerns the whole file), and the reason. It prints as
+// "file:line: reason".
+type FileError struct {
+	File string
+	Line int
+	Err  error
+}
+
+func (e *FileError) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("%s:%d: %v", e.File, e.Line, e.Err)
+	}
+	return fmt.Sprintf("%s: %v", e.File, e.Err)
+}
+
+func (e *FileError) Unwrap() error { return e.Err }
+
+// FieldError is a problem at one field of an object, returned by a kind's Decode function
+// (alone, or several joined with errors.Join). The decoder reports it at the line of the
+// field in the document, or of the deepest part of Path that is present.
+type FieldError struct {
+	// Path names the field: "spec.ports[0].port". A list crossed without an index (as
+	// encoding/json names fields in its type errors: "spec.ports.port") is resolved to the
+	// one element that holds the rest of the path, preferring one whose value is of JSON
+	// type Type.
+	Path string
+	// Type is the JSON type of the offending value ("string", "number", "bool", "object",
+	// "array", "null"), or "" for any.
+	Type string
+	Err  error
+	// PathInMessage says that Err's message names the field already (encoding/json's and the
+	// strict decoder's do), so that Error prints Err alone instead of "path: err".
+	PathInMessage bool
+}
+
+// Field returns a FieldError at path with a formatted message; it prints as "path: message".
+func Field(path, format string, args ...any) *FieldError {
+	return &FieldError{Path: path, Err: fmt.Errorf(format, args...)}
+}
+
+func (e *FieldError) Error() string {
+	if e.PathInMessage || e.Path == "" {
+		return e.Err.Error()
+	}
+	return e.Path + ": " + e.Err.Error()
+}
+
+func (e *FieldError) Unwrap() error { return e.Err }
+
+// flatten splits errors joined with errors.Join (at any depth) into their parts.
+func flatten(err error, out []error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			out = flatten(e, out)
+		}
+		return out
+	}
+	if err != nil {
+		out = append(out, err)
+	}
+	return out
+}
+
+// SortErrors orders errors by file and line (errors that are not *FileError keep their
+// place relative to each other, after the located ones).
+func SortErrors(errs []error) {
+	sort.SliceStable(errs, func(i, j int) bool {
+		var a, b *FileError
+		okA, okB := errors.As(errs[i], &a), errors.As(errs[j], &b)
+		if !okA || !okB {
+			return okA && !okB
+		}
+		if a.File != b.File {
+			return a.File < b.File
+		}
+		return a.Line < b.Line
+	})
+}
