@@ -24,5 +24,7 @@
 //
 // It owns no Kubernetes types: what an object means is the caller's. It imports
 // internal/filewatch, the YAML and JSON decoders, xxhash, Prometheus and zap; it must not
-// import any other Meridian package (shard, policy, injector, translator, cmd, ...).
+// import any other Meridian package but internal/filewatch and internal/run: `shard/...`,
+// `policy/...`, `injector/...`, `translator`, `snapshot`, `identity/...`, `bench/...`,
+// `cmd/...`.
 package manifest
