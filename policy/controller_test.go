@@ -3,7 +3,6 @@ package policy
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -14,8 +13,9 @@ import (
 
 	"github.com/linkerd/linkerd2-proxy-api/go/inbound"
 	"github.com/meridian-mesh/meridian/internal/manifest"
+	"github.com/meridian-mesh/meridian/internal/serve"
+	"github.com/meridian-mesh/meridian/internal/testutil"
 	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/goleak"
 	"go.uber.org/zap/zaptest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -48,7 +48,7 @@ func httpGet(t *testing.T, url string) (int, string) {
 // the watch sees an edit of a manifest file, /ready turns ready after the first read,
 // /metrics shows the policy and gRPC metrics, and everything stops without leaking goroutines.
 func TestServeFromDirectory(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	testutil.VerifyNone(t)
 	dir := copyTestdata(t)
 	log := zaptest.NewLogger(t)
 	reg := prometheus.NewRegistry()
@@ -61,17 +61,21 @@ func TestServeFromDirectory(t *testing.T) {
 	mcfg := manifest.DefaultConfig(dir)
 	mcfg.Debounce = 10 * time.Millisecond
 	src := NewDirSource(mcfg, reg, log, metrics)
-	grpcLis, err := net.Listen("tcp", "127.0.0.1:0")
+	ctrl, err := New(cfg, Deps{Source: src, Registerer: reg, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
-	adminLis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	p := serve.New(log, "127.0.0.1:0")
+	p.Registry = reg
+	ctrl.Register(p.WithGRPC("127.0.0.1:0"))
+	p.Group.Add("policy", ctrl)
+	if err := p.Listen(); err != nil {
 		t.Fatal(err)
 	}
+	grpcLis, adminLis := p.Addr(), p.AdminAddr()
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- Serve(ctx, cfg, src, metrics, grpcLis, adminLis, reg, log) }()
+	go func() { served <- p.Run(ctx) }()
 	stopped := false
 	stop := func() {
 		if stopped {
@@ -79,21 +83,16 @@ func TestServeFromDirectory(t *testing.T) {
 		}
 		stopped = true
 		cancel()
-		select {
-		case err := <-served:
-			if err != nil {
-				t.Errorf("Serve: %v", err)
-			}
-		case <-time.After(wait):
-			t.Error("Serve did not return after cancel")
+		if err := testutil.Recv(t, served, wait, "the controller to stop"); err != nil {
+			t.Errorf("Run: %v", err)
 		}
 	}
 	defer stop()
 
-	admin := "http://" + adminLis.Addr().String()
+	admin := "http://" + adminLis.String()
 	eventually(t, "/ready", func() bool { code, _ := httpGet(t, admin+"/ready"); return code == http.StatusOK })
 
-	conn, err := grpc.NewClient(grpcLis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(grpcLis.String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}

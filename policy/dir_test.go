@@ -13,6 +13,7 @@ import (
 	"github.com/linkerd/linkerd2-proxy-api/go/inbound"
 	"github.com/meridian-mesh/meridian/internal/manifest"
 	"github.com/meridian-mesh/meridian/internal/run"
+	"github.com/meridian-mesh/meridian/internal/serve"
 	"github.com/meridian-mesh/meridian/internal/testutil"
 	"github.com/meridian-mesh/meridian/policy/api"
 	"github.com/prometheus/client_golang/prometheus"
@@ -46,19 +47,22 @@ func startDirServer(t *testing.T) *dirServer {
 	mcfg := manifest.DefaultConfig(s.dir)
 	mcfg.Debounce, mcfg.Rescan = 10*time.Millisecond, 100*time.Millisecond
 	src := NewDirSource(mcfg, reg, log, s.metrics)
-	grpcLis, adminLis := testutil.Listen(t), testutil.Listen(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- Serve(ctx, cfg, src, s.metrics, grpcLis, adminLis, reg, log) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := testutil.Recv(t, served, wait, "Serve to return"); err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-	s.admin = "http://" + adminLis.Addr().String()
+	ctrl, err := New(cfg, Deps{Source: src, Registerer: reg, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := serve.New(log, "127.0.0.1:0")
+	p.Registry = reg
+	ctrl.Register(p.WithGRPC("127.0.0.1:0"))
+	p.Group.Add("policy", ctrl)
+	if err := p.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Go(t, "the policy controller", p.Run)
+	grpcLis := p.Addr()
+	s.admin = "http://" + p.AdminAddr().String()
 	testutil.Eventually(t, wait, "/ready", func() bool { code, _ := httpGet(t, s.admin+"/ready"); return code == http.StatusOK })
-	s.client = inbound.NewInboundServerPoliciesClient(testutil.DialGRPC(t, grpcLis.Addr().String()))
+	s.client = inbound.NewInboundServerPoliciesClient(testutil.DialGRPC(t, grpcLis.String()))
 	return s
 }
 

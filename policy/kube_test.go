@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-func TestMain(m *testing.M) { os.Exit(kubetest.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(tutil.Main(m, kubetest.Main)) }
 
 // createAll creates the manifests of docs in namespace ns through the dynamic client.
 func createAll(t *testing.T, env *kubetest.Env, ns string, docs string) {

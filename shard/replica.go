@@ -55,6 +55,7 @@ type Replica struct {
 var (
 	_ run.Component = (*Replica)(nil)
 	_ run.Readier   = (*Replica)(nil)
+	_ run.Warner    = (*Replica)(nil)
 )
 
 // NewReplica returns a replica configured by cfg, built on deps. It fails when deps has no
@@ -120,6 +121,15 @@ func (r *Replica) Ready() error {
 	}
 	if r.follow.loading() {
 		return errors.New("loading services gained on a ring change")
+	}
+	return nil
+}
+
+// Warnings returns the source's warnings when it has any (a Dir source's manifests that do
+// not parse, whose last good objects are served). It implements run.Warner.
+func (r *Replica) Warnings() []string {
+	if w, ok := r.src.(run.Warner); ok {
+		return w.Warnings()
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/meridian-mesh/meridian/internal/logging"
+	"github.com/meridian-mesh/meridian/internal/serve"
 	"github.com/meridian-mesh/meridian/shard"
 	"github.com/meridian-mesh/meridian/shard/source"
 )
@@ -40,26 +41,28 @@ func runDemo(ctx context.Context, args []string) error {
 	}
 	defer func() { _ = log.Sync() }()
 
-	srv := newServer(log, *adminAddr)
-	srv.grace = 2 * time.Second
-	replica, err := shard.NewReplica(shard.DefaultConfig(), shard.Deps{Source: source.NewDir(*dir, log), Registerer: srv.reg, Logger: log})
+	srv := serve.New(log, *adminAddr)
+	srv.Grace = 2 * time.Second
+	dcfg := source.DefaultDirConfig(*dir)
+	dcfg.Registerer = srv.Registry
+	replica, err := shard.NewReplica(shard.DefaultConfig(), shard.Deps{Source: source.NewDirWithConfig(dcfg, log), Registerer: srv.Registry, Logger: log})
 	if err != nil {
 		return err
 	}
-	replica.Register(srv.withGRPC(*addr))
-	if err := srv.listen(); err != nil {
+	replica.Register(srv.WithGRPC(*addr))
+	if err := srv.Listen(); err != nil {
 		return err
 	}
-	defer srv.close()
-	lis, adminLis := srv.lis, srv.adminLis
+	defer srv.Close()
+	grpcAddr, adminHTTP := srv.Addr(), srv.AdminAddr()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	show := func(ctx context.Context) error {
 		if err := waitReady(ctx, replica.Ready, 30*time.Second); err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "Meridian local mesh on %s\n  destination  %s (admin http://%s)\n\n", *dir, lis.Addr(), adminLis.Addr())
-		conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		fmt.Fprintf(stdout, "Meridian local mesh on %s\n  destination  %s (admin http://%s)\n\n", *dir, grpcAddr, adminHTTP)
+		conn, err := grpc.NewClient(grpcAddr.String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
 			return err
 		}
@@ -79,12 +82,12 @@ func runDemo(ctx context.Context, args []string) error {
 			cancel()
 			return nil
 		}
-		fmt.Fprintf(stdout, "Serving; try: bin/meridian endpoints --addr %s --watch web.shop.svc.cluster.local:80\nCtrl-C stops.\n", lis.Addr())
+		fmt.Fprintf(stdout, "Serving; try: bin/meridian endpoints --addr %s --watch web.shop.svc.cluster.local:80\nCtrl-C stops.\n", grpcAddr)
 		return nil
 	}
-	srv.group.Add("replica", replica)
-	srv.group.Go("show", show)
-	err = srv.run(ctx)
+	srv.Group.Add("replica", replica)
+	srv.Group.Go("show", show)
+	err = srv.Run(ctx)
 	if errors.Is(err, context.Canceled) {
 		return nil
 	}

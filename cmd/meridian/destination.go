@@ -13,6 +13,7 @@ import (
 
 	"github.com/meridian-mesh/meridian/internal/kube"
 	"github.com/meridian-mesh/meridian/internal/logging"
+	"github.com/meridian-mesh/meridian/internal/serve"
 	"github.com/meridian-mesh/meridian/ring"
 	"github.com/meridian-mesh/meridian/shard"
 	"github.com/meridian-mesh/meridian/shard/source"
@@ -107,7 +108,9 @@ func newSource(spec, kubeconfig string, reg prometheus.Registerer, log *zap.Logg
 		if arg == "" {
 			return nil, fmt.Errorf("--source dir: needs a path, as in dir:deploy/examples")
 		}
-		return source.NewDir(arg, log), nil
+		cfg := source.DefaultDirConfig(arg)
+		cfg.Registerer = reg
+		return source.NewDirWithConfig(cfg, log), nil
 	case sourceKinds[kind] != nil && strings.Contains(spec, ":"):
 		return sourceKinds[kind](arg, log)
 	default:
@@ -125,25 +128,25 @@ func runDestination(ctx context.Context, args []string) error {
 		return err
 	}
 	defer func() { _ = log.Sync() }()
-	srv := newServer(log, f.adminAddr)
-	src, err := newSource(f.src, f.kubeconfig, srv.reg, log)
+	srv := serve.New(log, f.adminAddr)
+	src, err := newSource(f.src, f.kubeconfig, srv.Registry, log)
 	if err != nil {
 		return err
 	}
-	gs := srv.withGRPC(f.addr)
-	if err := srv.listen(); err != nil {
+	gs := srv.WithGRPC(f.addr)
+	if err := srv.Listen(); err != nil {
 		return err
 	}
-	defer srv.close()
-	deps := shard.Deps{Source: src, Registerer: srv.reg, Logger: log}
+	defer srv.Close()
+	deps := shard.Deps{Source: src, Registerer: srv.Registry, Logger: log}
 	var members *ring.Cluster
 	if f.ring || len(f.join) > 0 {
-		members, err = f.newRing(srv.lis.Addr(), srv.reg, log)
+		members, err = f.newRing(srv.Addr(), srv.Registry, log)
 		if err != nil {
 			return err
 		}
 		deps.Membership = members
-		srv.group.Add("ring", members)
+		srv.Group.Add("ring", members)
 		log.Info("ring", zap.String("node", f.nodeName), zap.String("gossip", members.GossipAddr()), zap.Strings("join", f.join))
 	}
 	replica, err := shard.NewReplica(f.cfg, deps)
@@ -154,10 +157,10 @@ func runDestination(ctx context.Context, args []string) error {
 		return err
 	}
 	replica.Register(gs)
-	srv.group.Add("replica", replica)
-	srv.adminRoutes["/ring"] = replica.RingHandler()
+	srv.Group.Add("replica", replica)
+	srv.AdminRoutes["/ring"] = replica.RingHandler()
 	log.Info("destination replica starting", zap.String("source", f.src))
-	return srv.run(ctx)
+	return srv.Run(ctx)
 }
 
 // newRing builds this replica's memberlist node from the flags.

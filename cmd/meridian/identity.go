@@ -17,6 +17,7 @@ import (
 	idclient "github.com/meridian-mesh/meridian/identity/client"
 	"github.com/meridian-mesh/meridian/internal/kube"
 	"github.com/meridian-mesh/meridian/internal/logging"
+	"github.com/meridian-mesh/meridian/internal/serve"
 )
 
 func init() {
@@ -74,9 +75,9 @@ func runIdentityServer(ctx context.Context, args []string) error {
 	}
 	defer log.Sync() //nolint:errcheck
 
-	srv := newServer(log, *adminAddr)
-	srv.grace = 10 * time.Second
-	deps := identity.Deps{Logger: log, Registerer: srv.reg}
+	srv := serve.New(log, *adminAddr)
+	srv.Grace = 10 * time.Second
+	deps := identity.Deps{Logger: log, Registerer: srv.Registry}
 	if need, what := cfg.NeedsKubernetes(); need {
 		kc, err := kube.NewClients(*kubeconfig)
 		if err != nil {
@@ -88,14 +89,14 @@ func runIdentityServer(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	svc.Register(srv.withGRPC(*addr))
-	srv.group.Add("identity", svc)
-	if err := srv.listen(); err != nil {
+	svc.Register(srv.WithGRPC(*addr))
+	srv.Group.Add("identity", svc)
+	if err := srv.Listen(); err != nil {
 		return err
 	}
-	defer srv.close()
+	defer srv.Close()
 	log.Info("identity issuing", zap.String("tokens", cfg.Tokens), zap.String("trustDomain", cfg.TrustDomain))
-	return srv.run(ctx)
+	return srv.Run(ctx)
 }
 
 func runIdentityInit(args []string) error {

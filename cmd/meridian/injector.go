@@ -9,6 +9,7 @@ import (
 	"github.com/meridian-mesh/meridian/injector"
 	"github.com/meridian-mesh/meridian/internal/kube"
 	"github.com/meridian-mesh/meridian/internal/logging"
+	"github.com/meridian-mesh/meridian/internal/serve"
 )
 
 func init() {
@@ -53,20 +54,20 @@ func runInjector(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	srv := newServer(log, *adminAddr)
+	srv := serve.New(log, *adminAddr)
 	lis, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", *addr, err)
 	}
 	defer lis.Close()
-	wh, err := injector.NewServer(ctx, cfg, injector.Deps{Kube: kc.Typed, Listener: lis, Registerer: srv.reg, Logger: log})
+	wh, err := injector.NewServer(ctx, cfg, injector.Deps{Kube: kc.Typed, Listener: lis, Registerer: srv.Registry, Logger: log})
 	if err != nil {
 		return err
 	}
-	srv.group.Add("webhook", wh)
-	if err := srv.listen(); err != nil {
+	srv.Group.Add("webhook", wh)
+	if err := srv.Listen(); err != nil {
 		return err
 	}
-	defer srv.close()
-	return srv.run(ctx)
+	defer srv.Close()
+	return srv.Run(ctx)
 }

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/meridian-mesh/meridian/internal/testutil"
 )
 
 // capture runs the command line with stdout and stderr captured.
@@ -108,3 +110,5 @@ func TestEveryCommandFindsTheAPIServerTheSameWay(t *testing.T) {
 		})
 	}
 }
+
+func TestMain(m *testing.M) { os.Exit(testutil.Main(m, nil)) }

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"time"
 
 	"github.com/meridian-mesh/meridian/internal/kube"
 	"github.com/meridian-mesh/meridian/internal/logging"
+	"github.com/meridian-mesh/meridian/internal/serve"
 	"github.com/meridian-mesh/meridian/policy"
 	"github.com/meridian-mesh/meridian/policy/compute"
 )
@@ -16,12 +18,21 @@ func init() {
 	register(&command{name: "policy", summary: "serve inbound policy (Linkerd's policy.linkerd.io resources) to proxies", run: runPolicy})
 }
 
-// policyFlags fills a policy.Config from the command line.
-func policyFlags(args []string) (policy.Config, string, string, error) {
-	cfg := policy.DefaultConfig()
+// policyCommand is what `meridian policy`'s flags say.
+type policyCommand struct {
+	cfg                 policy.Config
+	grpcAddr, adminAddr string
+	grace               time.Duration
+	logLevel, logFormat string
+}
+
+// policyFlags fills a policy.Config and the process's settings from the command line.
+func policyFlags(args []string) (policyCommand, error) {
+	pc := policyCommand{cfg: policy.DefaultConfig()}
+	cfg := &pc.cfg
 	fs := newFlagSet("policy")
-	fs.StringVar(&cfg.GRPCAddr, "grpc-addr", cfg.GRPCAddr, "InboundServerPolicies gRPC address")
-	fs.StringVar(&cfg.AdminAddr, "admin-addr", cfg.AdminAddr, "admin address (/metrics, /live, /ready, /debug/pprof/)")
+	fs.StringVar(&pc.grpcAddr, "grpc-addr", ":8090", "InboundServerPolicies gRPC address")
+	fs.StringVar(&pc.adminAddr, "admin-addr", ":9997", "admin address (/metrics, /live, /ready, /debug/pprof/)")
 	fs.StringVar(&cfg.Source, "source", cfg.Source, "where pods and policy resources come from: kubernetes, or dir:PATH (a directory of YAML manifests, watched)")
 	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", "", kube.KubeconfigUsage)
 	defaultPolicy := fs.String("cluster-default-policy", cfg.Compute.DefaultPolicy.String(),
@@ -31,41 +42,52 @@ func policyFlags(args []string) (policy.Config, string, string, error) {
 	fs.StringVar(&cfg.Compute.ControlPlaneNamespace, "control-plane-namespace", cfg.Compute.ControlPlaneNamespace, "control plane namespace, part of mesh identities")
 	fs.StringVar(&cfg.Compute.IdentityDomain, "identity-trust-domain", cfg.Compute.IdentityDomain, "identity trust domain, the suffix of mesh identities")
 	fs.DurationVar(&cfg.Compute.DetectTimeout, "default-detect-timeout", cfg.Compute.DetectTimeout, "protocol detection timeout sent to proxies")
-	fs.DurationVar(&cfg.ShutdownGrace, "shutdown-grace", cfg.ShutdownGrace, "how long in-flight calls may run at shutdown")
-	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
-	logFormat := fs.String("log-format", "json", "log format: json or console")
+	fs.DurationVar(&pc.grace, "shutdown-grace", 5*time.Second, "how long in-flight calls may run at shutdown")
+	fs.StringVar(&pc.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.StringVar(&pc.logFormat, "log-format", "json", "log format: json or console")
 	if err := parseFlags(fs, args); err != nil {
-		return cfg, "", "", err
+		return pc, err
 	}
 	if fs.NArg() > 0 {
-		return cfg, "", "", fmt.Errorf("unexpected arguments %q", fs.Args())
+		return pc, fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
 	}
 	p, err := compute.ParseDefaultPolicy(*defaultPolicy)
 	if err != nil {
-		return cfg, "", "", fmt.Errorf("--cluster-default-policy: %w", err)
+		return pc, fmt.Errorf("--cluster-default-policy: %w", err)
 	}
 	cfg.Compute.DefaultPolicy = p
 	if cfg.Compute.ClusterNetworks, err = parsePrefixes(*clusterNets); err != nil {
-		return cfg, "", "", fmt.Errorf("--cluster-networks: %w", err)
+		return pc, fmt.Errorf("--cluster-networks: %w", err)
 	}
 	if cfg.Compute.ProbeNetworks, err = parsePrefixes(*probeNets); err != nil {
-		return cfg, "", "", fmt.Errorf("--probe-networks: %w", err)
+		return pc, fmt.Errorf("--probe-networks: %w", err)
 	}
-	return cfg, *logLevel, *logFormat, nil
+	return pc, nil
 }
 
 func runPolicy(ctx context.Context, args []string) error {
-	cfg, level, format, err := policyFlags(args)
+	pc, err := policyFlags(args)
 	if err != nil {
 		return err
 	}
-	log, err := logging.New(level, format)
+	log, err := logging.New(pc.logLevel, pc.logFormat)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = log.Sync() }()
-	reg := newRegistry()
-	return policy.Run(ctx, cfg, reg, log)
+	srv := serve.New(log, pc.adminAddr)
+	srv.Grace = pc.grace
+	ctrl, err := policy.New(pc.cfg, policy.Deps{Registerer: srv.Registry, Logger: log})
+	if err != nil {
+		return err
+	}
+	ctrl.Register(srv.WithGRPC(pc.grpcAddr))
+	srv.Group.Add("policy", ctrl)
+	if err := srv.Listen(); err != nil {
+		return err
+	}
+	defer srv.Close()
+	return srv.Run(ctx)
 }
 
 func prefixList(ps []netip.Prefix) string {

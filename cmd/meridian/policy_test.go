@@ -8,28 +8,29 @@ import (
 )
 
 func TestPolicyFlags(t *testing.T) {
-	cfg, level, _, err := policyFlags([]string{
+	pc, err := policyFlags([]string{
 		"--source", "dir:deploy/examples", "--cluster-default-policy", "deny",
 		"--cluster-networks", "10.0.0.0/8, fd00::/8", "--probe-networks", "", "--log-level", "debug",
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg, level := pc.cfg, pc.logLevel
 	if cfg.Source != "dir:deploy/examples" || cfg.Compute.DefaultPolicy != compute.Deny || level != "debug" {
 		t.Errorf("cfg = %+v", cfg)
 	}
 	if len(cfg.Compute.ClusterNetworks) != 2 || cfg.Compute.ClusterNetworks[1] != netip.MustParsePrefix("fd00::/8") || len(cfg.Compute.ProbeNetworks) != 0 {
 		t.Errorf("networks = %v / %v", cfg.Compute.ClusterNetworks, cfg.Compute.ProbeNetworks)
 	}
-	if cfg.GRPCAddr != ":8090" || cfg.AdminAddr != ":9997" {
-		t.Errorf("addresses = %s %s", cfg.GRPCAddr, cfg.AdminAddr)
+	if pc.grpcAddr != ":8090" || pc.adminAddr != ":9997" {
+		t.Errorf("addresses = %s %s", pc.grpcAddr, pc.adminAddr)
 	}
 	for _, bad := range [][]string{
 		{"--cluster-default-policy", "allow"},
 		{"--cluster-networks", "10.0.0.0/33"},
 		{"extra"},
 	} {
-		if _, _, _, err := policyFlags(bad); err == nil {
+		if _, err := policyFlags(bad); err == nil {
 			t.Errorf("policyFlags(%q) succeeded", bad)
 		}
 	}
