@@ -20,8 +20,11 @@
 //
 // The cost of an endpoint is estimate * (pending+1) / weight, where pending is the number
 // of requests started and not yet done and weight is the destination's WeightedAddr.weight
-// (10000 when absent), as tower's weighted wrapper divides a load by its weight. Under load
-// an endpoint with twice the weight therefore carries about twice the requests.
+// (10000 when absent). Dividing the load by the weight is what tower-balance's Weighted
+// wrapper did when linkerd2-proxy used it; linkerd2-proxy at 29637b6 keeps the weight in its
+// endpoint metadata but no longer balances by it. Under load an endpoint with twice the
+// weight carries about twice the requests; with no requests in flight the heavier of two
+// equally fast endpoints wins every comparison.
 //
 // Pick draws two distinct endpoints at random and returns the cheaper one (ties go to
 // either, at random). Linkerd's balancer records a failed request at a penalty (its
