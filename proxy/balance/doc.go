@@ -57,5 +57,6 @@
 // called concurrently; the default (nil) is math/rand/v2's global generator, which is.
 //
 // It imports the standard library only. It must not import shard, policy, identity's server
-// package, injector, bench, cmd or any other Meridian package.
+// package, injector, bench, cmd or any other Meridian package:
+// `github.com/meridian-mesh/meridian/...`.
 package balance

@@ -23,5 +23,6 @@
 // a Conn is used like the net.Conn it wraps (one reader at a time).
 //
 // It imports the standard library only. It must not import shard, policy, identity's server
-// package, injector, bench, cmd or any other Meridian package.
+// package, injector, bench, cmd or any other Meridian package:
+// `github.com/meridian-mesh/meridian/...`.
 package detect

@@ -30,5 +30,6 @@
 // goroutine serving its connection.
 //
 // It imports the standard library only. It must not import shard, policy, identity's server
-// package, injector, bench, cmd or any other Meridian package.
+// package, injector, bench, cmd or any other Meridian package:
+// `github.com/meridian-mesh/meridian/...`.
 package httpproxy

@@ -36,5 +36,5 @@
 //
 // It imports the standard library and google.golang.org/protobuf/encoding/protowire only. It
 // must not import shard, policy, identity's server package, injector, bench, cmd or any other
-// Meridian package.
+// Meridian package: `github.com/meridian-mesh/meridian/...`.
 package transportheader
