@@ -18,4 +18,7 @@
 // Cluster.Run returns). It imports only memberlist, xxhash, the Prometheus client, zap and
 // the standard library; it must not import a Meridian package, gRPC or Kubernetes:
 // `github.com/meridian-mesh/meridian/...`, `google.golang.org/grpc/...`, `k8s.io/...`.
+//
+// Allowed imports: `std`, `github.com/hashicorp/memberlist`, `github.com/cespare/xxhash/v2`,
+// `github.com/prometheus/client_golang/prometheus/...`, `go.uber.org/zap/...`.
 package ring

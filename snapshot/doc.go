@@ -14,4 +14,6 @@
 //
 // It imports the standard library and puzpuzpuz/xsync only; it must not import
 // `github.com/meridian-mesh/meridian/...`, `google.golang.org/grpc/...` or `k8s.io/...`.
+//
+// Allowed imports: `std`, `github.com/puzpuzpuz/xsync/v3`.
 package snapshot

@@ -25,4 +25,6 @@
 // k8s.io/apimachinery). It must not import client-go (no clients, informers or listers), gRPC,
 // or any server package: `k8s.io/client-go/...`, `google.golang.org/grpc/...`, `shard/...`,
 // `policy/...`, `identity/...`, `injector/...`, `ring`, `bench/...`, `cmd/...`.
+//
+// Allowed imports: `std`, `snapshot`, `k8s.io/api/...`, `k8s.io/apimachinery/...`.
 package translator

@@ -14,4 +14,6 @@
 //
 // This package imports only the standard library; it must not import the injector or any
 // Kubernetes package: `injector`, `k8s.io/...`, `sigs.k8s.io/...`.
+//
+// Allowed imports: `std`.
 package proxyinit

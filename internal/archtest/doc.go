@@ -1,7 +1,8 @@
 // Package archtest holds the tests of the repository's shape rather than of its behaviour:
 // every package has a doc.go whose "must not import" sentence names, in backquotes, the
 // packages it must not depend on (directly or through others), and the test checks each
-// package's dependencies against it; test-only packages (their doc says "test-only") are
+// package's dependencies against it; a doc.go may also list its "Allowed imports:" (`std` is
+// the standard library), and then every direct import must be one of them; test-only packages (their doc says "test-only") are
 // imported by no production code.
 //
 // Patterns are Go import paths, relative to the module for Meridian's own packages

@@ -20,7 +20,9 @@ type pkg struct {
 	Dir        string
 	Name       string
 	Deps       []string
+	Imports    []string
 	GoFiles    []string
+	Standard   bool
 }
 
 func listPackages(t *testing.T) []pkg {
@@ -66,6 +68,7 @@ func packageDoc(t *testing.T, dir string) (string, bool) {
 
 var (
 	mustNotRE  = regexp.MustCompile(`(?s)must\s+not\s+import(.*?)(\.\s|\.$|\n\n|$)`)
+	onlyRE     = regexp.MustCompile(`(?s)Allowed\s+imports:(.*?)(\.\s|\.$|\n\n|$)`)
 	backquoted = regexp.MustCompile("`([^`]+)`")
 )
 
@@ -73,6 +76,18 @@ var (
 func forbidden(doc string) []string {
 	var out []string
 	for _, m := range mustNotRE.FindAllStringSubmatch(doc, -1) {
+		for _, q := range backquoted.FindAllStringSubmatch(m[1], -1) {
+			out = append(out, q[1])
+		}
+	}
+	return out
+}
+
+// allowedOnly extracts the patterns of a doc's "Allowed imports:" sentence (`std` is the standard
+// library); nil when the doc has none, and then only the "must not import" rules apply.
+func allowedOnly(doc string) []string {
+	var out []string
+	for _, m := range onlyRE.FindAllStringSubmatch(doc, -1) {
 		for _, q := range backquoted.FindAllStringSubmatch(m[1], -1) {
 			out = append(out, q[1])
 		}
@@ -139,6 +154,44 @@ func TestImportRules(t *testing.T) {
 	}
 }
 
+// TestImportsOnly checks the packages whose doc.go lists its "Allowed imports:": each direct
+// import outside the standard library must match one of the patterns.
+func TestImportsOnly(t *testing.T) {
+	std := map[string]bool{}
+	cmd := exec.Command("go", "list", "std")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list std: %v", err)
+	}
+	for _, p := range strings.Fields(string(out)) {
+		std[p] = true
+	}
+	checked := 0
+	for _, p := range listPackages(t) {
+		doc, _ := packageDoc(t, p.Dir)
+		only := allowedOnly(doc)
+		if len(only) == 0 {
+			continue
+		}
+		checked++
+		for _, imp := range p.Imports {
+			ok := false
+			for _, a := range only {
+				if a == "std" && std[imp] || a != "std" && matches(a, imp) {
+					ok = true
+					break
+				}
+			}
+			if !ok {
+				t.Errorf("%s imports %s; its doc.go allows only %s", p.ImportPath, imp, strings.Join(only, ", "))
+			}
+		}
+	}
+	if checked == 0 {
+		t.Error("no doc.go has an \"Allowed imports:\" sentence; the test checks nothing")
+	}
+}
+
 func contains(list []string, s string) bool {
 	for _, x := range list {
 		if x == s {
@@ -149,7 +202,10 @@ func contains(list []string, s string) bool {
 }
 
 func TestRulePatterns(t *testing.T) {
-	doc := "It imports grpc. It must not import `shard/...`, `cmd/...` or\n`k8s.io/client-go/...`; nor `translator`. Other text `x`."
+	doc := "It imports grpc. It must not import `shard/...`, `cmd/...` or\n`k8s.io/client-go/...`; nor `translator`. Other text `x`. Allowed imports:\n`std` and `a.b/c/...`."
+	if got := allowedOnly(doc); strings.Join(got, ",") != "std,a.b/c/..." {
+		t.Errorf("allowedOnly = %q", got)
+	}
 	got := forbidden(doc)
 	want := []string{"shard/...", "cmd/...", "k8s.io/client-go/...", "translator"}
 	if strings.Join(got, ",") != strings.Join(want, ",") {

@@ -12,4 +12,6 @@
 // It owns its fsnotify watcher and nothing else; the caller decides what a change means. It
 // imports fsnotify, zap and the standard library; it must not import any other Meridian
 // package: `github.com/meridian-mesh/meridian/...`.
+//
+// Allowed imports: `std`, `github.com/fsnotify/fsnotify`, `go.uber.org/zap/...`.
 package filewatch

@@ -7,4 +7,6 @@
 //
 // It imports the standard library only; it must not import any other Meridian package:
 // `github.com/meridian-mesh/meridian/...`.
+//
+// Allowed imports: `std`.
 package run

@@ -2,4 +2,6 @@
 // proxy API (io.linkerd.proxy.net). Servers and the proxy share it; it imports only the
 // generated API and the standard library: it must not import
 // `github.com/meridian-mesh/meridian/...`.
+//
+// Allowed imports: `std`, `github.com/linkerd/linkerd2-proxy-api/go/net`.
 package wire

@@ -5,4 +5,6 @@
 // It is small on purpose (stdlib and apimachinery's name validation only), so that its fuzz
 // target runs fast; it must not import client-go, gRPC or other Meridian packages:
 // `k8s.io/client-go/...`, `google.golang.org/grpc/...`, `github.com/meridian-mesh/meridian/...`.
+//
+// Allowed imports: `std`, `k8s.io/apimachinery/pkg/util/validation`.
 package workload

@@ -32,4 +32,6 @@
 // It imports the standard library only. It must not import shard, policy, identity's server
 // package, injector, bench, cmd or any other Meridian package:
 // `github.com/meridian-mesh/meridian/...`.
+//
+// Allowed imports: `std`.
 package httpproxy

@@ -37,4 +37,6 @@
 // It imports the standard library and google.golang.org/protobuf/encoding/protowire only. It
 // must not import shard, policy, identity's server package, injector, bench, cmd or any other
 // Meridian package: `github.com/meridian-mesh/meridian/...`.
+//
+// Allowed imports: `std`, `google.golang.org/protobuf/encoding/protowire`.
 package transportheader
