@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/meridian-mesh/meridian/internal/testutil"
+	"github.com/meridian-mesh/meridian/translator"
 )
 
 const auth = "web.shop.svc.cluster.local:80"
@@ -286,5 +287,37 @@ func TestGetProfile(t *testing.T) {
 	s, _ := e.client.GetProfile(ctx, &pb.GetDestination{Path: "1.2.3.4:80"})
 	if _, err := s.Recv(); status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("IP profile: %v", err)
+	}
+}
+
+// TestGetTransportHeaderMode: in the transport-header mode a meshed endpoint's protocol hint
+// keeps h2 and gains opaque_transport at the proxy's inbound port (what Linkerd's destination
+// sends with --outbound-transport-mode=transport-header); an unmeshed one gets no hint.
+func TestGetTransportHeaderMode(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.Translator.OutboundTransportMode = translator.TransportHeader })
+	h := e.h()
+	h.OnService(svcObj("shop", "web"), false)
+	h.OnPod(podObj("shop", "web-1", "10.0.0.1", true), false)
+	h.OnPod(podObj("shop", "web-2", "10.0.0.2", false), false)
+	h.OnEndpointSlice(sliceObj("shop", "web", "web-a", 8080, epSpec{"10.0.0.1", "web-1", true, ""}, epSpec{"10.0.0.2", "web-2", true, ""}), false)
+	waitService(t, e.replica, "shop", "web")
+	s, _ := get(t, e, auth)
+	var meshed, plain *pb.WeightedAddr
+	testutil.Eventually(t, 5*time.Second, "both endpoints", func() bool {
+		u := recv(t, s)
+		for _, a := range u.GetAdd().GetAddrs() {
+			if a.GetTlsIdentity() != nil {
+				meshed = a
+			} else {
+				plain = a
+			}
+		}
+		return meshed != nil && plain != nil
+	})
+	if meshed.GetProtocolHint().GetH2() == nil || meshed.GetProtocolHint().GetOpaqueTransport().GetInboundPort() != 4143 {
+		t.Errorf("meshed endpoint hint = %v, want h2 with opaque_transport 4143", meshed.GetProtocolHint())
+	}
+	if plain.GetProtocolHint() != nil {
+		t.Errorf("unmeshed endpoint hint = %v, want none", plain.GetProtocolHint())
 	}
 }

@@ -52,9 +52,9 @@ func weightedAddr(e *snapshot.Endpoint) *pb.WeightedAddr {
 		wa.ProtocolHint = &pb.ProtocolHint{Protocol: &pb.ProtocolHint_H2_{H2: &pb.ProtocolHint_H2{}}}
 	case snapshot.HintOpaque:
 		wa.ProtocolHint = &pb.ProtocolHint{Protocol: &pb.ProtocolHint_Opaque_{Opaque: &pb.ProtocolHint_Opaque{}}}
-		if e.OpaqueTransportPort != 0 {
-			wa.ProtocolHint.OpaqueTransport = &pb.ProtocolHint_OpaqueTransport{InboundPort: e.OpaqueTransportPort}
-		}
+	}
+	if e.OpaqueTransportPort != 0 && wa.ProtocolHint != nil {
+		wa.ProtocolHint.OpaqueTransport = &pb.ProtocolHint_OpaqueTransport{InboundPort: e.OpaqueTransportPort}
 	}
 	if e.HTTP2 {
 		wa.Http2 = http2Params

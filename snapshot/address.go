@@ -39,7 +39,8 @@ type Endpoint struct {
 	// or the port skips the inbound proxy.
 	Identity string
 	Hint     ProtocolHint
-	// OpaqueTransportPort is the proxy's inbound port for opaque traffic (0 when not opaque).
+	// OpaqueTransportPort is the proxy's inbound port for the transport header (0: none): set
+	// on opaque ports, and on every meshed port in the transport-header mode.
 	OpaqueTransportPort uint32
 	// HTTP2 asks the client to use HTTP/2 client parameters (keep-alive) to meshed endpoints.
 	HTTP2 bool

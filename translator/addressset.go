@@ -369,6 +369,8 @@ func endpointTemplate(cfg Config, es *discoveryv1.EndpointSlice, ep *discoveryv1
 		if IsOpaque(cfg, pod, tp) {
 			e.Hint = snapshot.HintOpaque
 			e.OpaqueTransportPort = cfg.InboundProxyPort
+		} else if cfg.OutboundTransportMode == TransportHeader {
+			e.OpaqueTransportPort = cfg.InboundProxyPort
 		}
 	}
 	return e, true

@@ -457,3 +457,25 @@ func TestOwner(t *testing.T) {
 		}
 	}
 }
+
+// TestAddressSetTransportHeaderMode: with --outbound-transport-mode transport-header every
+// meshed endpoint carries the opaque-transport port (its hint unchanged), so client proxies
+// reach it at the inbound port with the transport header; unmeshed endpoints do not.
+func TestAddressSetTransportHeaderMode(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.OutboundTransportMode = TransportHeader
+	web := service("ns", "web", sport("http", 80))
+	sl := []*discoveryv1.EndpointSlice{eslice("ns", "web-1", "web", v4, []discoveryv1.EndpointPort{eport("http", 8080)}, endpoint("a", "10.0.0.1"), endpoint("b", "10.0.0.2"))}
+	pods := index(pod("ns", "a", meshed("linkerd")), pod("ns", "b"))
+	got := renderSet(AddressSet(cfg, web, 80, sl, pods.lookup))
+	want := []string{
+		"10.0.0.1:8080 pod=ns/a id=sa-a.ns.serviceaccount.identity.linkerd.cluster.local hint=h2 otp=4143 h2c [control_plane_ns=linkerd,pod=a,serviceaccount=sa-a]",
+		"10.0.0.2:8080 pod=ns/b [pod=b,serviceaccount=sa-b]",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+	if _, err := ParseOutboundTransportMode("opaque"); err == nil {
+		t.Error("ParseOutboundTransportMode accepted an unknown mode")
+	}
+}

@@ -1,5 +1,7 @@
 package translator
 
+import "fmt"
+
 // Config holds the cluster facts the translation depends on.
 type Config struct {
 	// ClusterDomain is the cluster's DNS domain ("cluster.local").
@@ -12,8 +14,30 @@ type Config struct {
 	// DefaultOpaquePorts are the opaque ports of a pod without the
 	// config.linkerd.io/opaque-ports annotation.
 	DefaultOpaquePorts []uint32
-	// InboundProxyPort is the proxy's inbound port, sent as opaque_transport for opaque ports.
+	// InboundProxyPort is the proxy's inbound port, sent as opaque_transport for opaque ports
+	// (and, in TransportHeader mode, for every port of a meshed pod).
 	InboundProxyPort uint32
+	// OutboundTransportMode is Linkerd's --outbound-transport-mode: TransportTransparent
+	// (the default: opaque_transport only on opaque ports) or TransportHeader (every meshed
+	// endpoint gets the opaque_transport hint, so client proxies reach it at its inbound port
+	// with the transport header, which keeps HTTP/1 and HTTP/2 visible to the inbound proxy:
+	// the local mesh, where pods share one machine and nothing redirects their traffic).
+	OutboundTransportMode string
+}
+
+// The values of Config.OutboundTransportMode (Linkerd's).
+const (
+	TransportTransparent = "transparent"
+	TransportHeader      = "transport-header"
+)
+
+// ParseOutboundTransportMode checks a --outbound-transport-mode value.
+func ParseOutboundTransportMode(s string) (string, error) {
+	switch s {
+	case TransportTransparent, TransportHeader:
+		return s, nil
+	}
+	return "", fmt.Errorf("outbound transport mode %q: want %s or %s", s, TransportTransparent, TransportHeader)
 }
 
 // DefaultConfig returns Linkerd's defaults.
@@ -24,6 +48,7 @@ func DefaultConfig() Config {
 		TrustDomain:           "cluster.local",
 		DefaultOpaquePorts:    []uint32{25, 587, 3306, 4444, 5432, 6379, 9300, 11211},
 		InboundProxyPort:      4143,
+		OutboundTransportMode: TransportTransparent,
 	}
 }
 

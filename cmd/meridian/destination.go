@@ -17,6 +17,7 @@ import (
 	"github.com/meridian-mesh/meridian/ring"
 	"github.com/meridian-mesh/meridian/shard"
 	"github.com/meridian-mesh/meridian/shard/source"
+	"github.com/meridian-mesh/meridian/translator"
 )
 
 func init() {
@@ -55,6 +56,8 @@ func (f *destinationFlags) parse(name string, args []string) error {
 	fs.StringVar(&f.cfg.Translator.ClusterDomain, "cluster-domain", f.cfg.Translator.ClusterDomain, "cluster DNS domain")
 	fs.StringVar(&f.cfg.Translator.ControlPlaneNamespace, "control-plane-namespace", f.cfg.Translator.ControlPlaneNamespace, "control plane namespace")
 	fs.StringVar(&f.cfg.Translator.TrustDomain, "trust-domain", f.cfg.Translator.TrustDomain, "identity trust domain")
+	fs.StringVar(&f.cfg.Translator.OutboundTransportMode, "outbound-transport-mode", f.cfg.Translator.OutboundTransportMode,
+		"transparent (opaque_transport on opaque ports only) or transport-header (every meshed endpoint gets opaque_transport: client proxies reach its inbound port with the transport header, as on one machine without iptables)")
 	fs.IntVar(&f.cfg.QueueCapacity, "stream-queue-capacity", f.cfg.QueueCapacity, "bound of each stream's delta queue; a full queue coalesces")
 	fs.IntVar(&f.cfg.Workers, "workers", f.cfg.Workers, "goroutines recomputing changed services")
 	host, _ := os.Hostname()
@@ -72,6 +75,9 @@ func (f *destinationFlags) parse(name string, args []string) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if _, err := translator.ParseOutboundTransportMode(f.cfg.Translator.OutboundTransportMode); err != nil {
+		return fmt.Errorf("--outbound-transport-mode: %w", err)
 	}
 	mode, err := shard.ParseNonOwnerMode(f.nonOwner)
 	if err != nil {
