@@ -1,0 +1,100 @@
+package tlsid
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"sync"
+)
+
+// Certs supplies the proxy's own certificate; *identity/client.Client implements it. Both
+// methods are called from handshakes on many goroutines and must be safe for concurrent use.
+type Certs interface {
+	GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error)
+	GetClientCertificate(*tls.CertificateRequestInfo) (*tls.Certificate, error)
+}
+
+// ErrNoIdentity is returned by PeerIdentity for a connection whose peer proved none.
+var ErrNoIdentity = errors.New("peer presented no verified identity")
+
+// Config builds the proxy's TLS configurations. Build it with New; it is safe for concurrent
+// use and caches one client configuration per peer identity.
+type Config struct {
+	certs Certs
+	roots *x509.CertPool
+
+	clients sync.Map // identity+ALPN -> *tls.Config
+	// sessions lets a client resume TLS 1.3 sessions with peers it already talked to.
+	sessions tls.ClientSessionCache
+}
+
+// New returns a Config presenting certificates from certs and trusting roots (the mesh's trust
+// anchors). certs may be nil for a client that has no certificate yet (the connection to the
+// identity service itself).
+func New(certs Certs, roots *x509.CertPool) (*Config, error) {
+	if roots == nil {
+		return nil, errors.New("tlsid: no trust anchors")
+	}
+	return &Config{certs: certs, roots: roots, sessions: tls.NewLRUClientSessionCache(1024)}, nil
+}
+
+// Client returns the configuration for a connection to a peer that must prove identity,
+// offering the given ALPN protocols. The result is shared: do not modify it.
+func (c *Config) Client(identity string, alpn ...string) *tls.Config {
+	key := identity
+	for _, p := range alpn {
+		key += "\x00" + p
+	}
+	if v, ok := c.clients.Load(key); ok {
+		return v.(*tls.Config)
+	}
+	cfg := &tls.Config{
+		MinVersion:         tls.VersionTLS13,
+		ServerName:         identity, // SNI, and the name the peer's certificate must carry
+		RootCAs:            c.roots,
+		NextProtos:         append([]string(nil), alpn...),
+		ClientSessionCache: c.sessions,
+	}
+	if c.certs != nil {
+		cfg.GetClientCertificate = c.certs.GetClientCertificate
+	}
+	v, _ := c.clients.LoadOrStore(key, cfg)
+	return v.(*tls.Config)
+}
+
+// Server returns the configuration for terminating TLS from peers: TLS 1.3, the proxy's own
+// certificate, and a client certificate verified against the trust anchors when the client
+// presents one (a client without one is accepted, and proves no identity). alpn lists the
+// protocols offered, in preference order.
+func (c *Config) Server(alpn ...string) *tls.Config {
+	cfg := &tls.Config{
+		MinVersion: tls.VersionTLS13,
+		ClientAuth: tls.VerifyClientCertIfGiven,
+		ClientCAs:  c.roots,
+		NextProtos: append([]string(nil), alpn...),
+	}
+	if c.certs != nil {
+		cfg.GetCertificate = c.certs.GetCertificate
+	}
+	return cfg
+}
+
+// PeerIdentity returns the identity the peer of a completed handshake proved: the first DNS
+// SAN of its verified leaf certificate.
+func PeerIdentity(cs tls.ConnectionState) (string, error) {
+	if len(cs.VerifiedChains) == 0 || len(cs.VerifiedChains[0]) == 0 {
+		return "", ErrNoIdentity
+	}
+	leaf := cs.VerifiedChains[0][0]
+	if len(leaf.DNSNames) == 0 {
+		return "", ErrNoIdentity
+	}
+	return leaf.DNSNames[0], nil
+}
+
+// LooksLikeTLS reports whether a connection's first bytes start a TLS handshake record (a
+// ClientHello): content type 22 and a TLS 1.x record version. Two bytes are enough; fewer
+// say no.
+func LooksLikeTLS(prefix []byte) bool {
+	return len(prefix) >= 2 && prefix[0] == 0x16 && prefix[1] == 0x03
+}

@@ -1,0 +1,178 @@
+package tlsid
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"math/big"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/meridian-mesh/meridian/internal/testutil"
+)
+
+func TestMain(m *testing.M) { os.Exit(testutil.Main(m, nil)) }
+
+// pki is a trust anchor that issues leaf certificates for identities.
+type pki struct {
+	ca    *x509.Certificate
+	key   *ecdsa.PrivateKey
+	roots *x509.CertPool
+}
+
+func newPKI(t *testing.T) *pki {
+	t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "root.linkerd.cluster.local"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(der)
+	roots := x509.NewCertPool()
+	roots.AddCert(ca)
+	return &pki{ca: ca, key: key, roots: roots}
+}
+
+func (p *pki) leaf(t *testing.T, identity string) *tls.Certificate {
+	t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()), DNSNames: []string{identity},
+		NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.ca, &key.PublicKey, p.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, _ := x509.ParseCertificate(der)
+	return &tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}
+}
+
+type staticCerts struct{ c *tls.Certificate }
+
+func (s staticCerts) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) { return s.c, nil }
+func (s staticCerts) GetClientCertificate(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+	return s.c, nil
+}
+
+const (
+	webID = "web.shop.serviceaccount.identity.linkerd.cluster.local"
+	apiID = "api.shop.serviceaccount.identity.linkerd.cluster.local"
+)
+
+// handshake runs a client and a server handshake over loopback and returns what each side
+// saw: the server's view of the client's identity, and the errors.
+func handshake(t *testing.T, client, server *tls.Config) (clientID string, cerr, serr error) {
+	t.Helper()
+	lis := testutil.Listen(t)
+	type res struct {
+		id  string
+		err error
+	}
+	done := make(chan res, 1)
+	go func() {
+		c, err := lis.Accept()
+		if err != nil {
+			done <- res{err: err}
+			return
+		}
+		defer c.Close()
+		tc := tls.Server(c, server)
+		_ = tc.SetDeadline(time.Now().Add(5 * time.Second))
+		if err := tc.Handshake(); err != nil {
+			done <- res{err: err}
+			return
+		}
+		id, err := PeerIdentity(tc.ConnectionState())
+		if errors.Is(err, ErrNoIdentity) {
+			err = nil
+		}
+		// Read until the client closes, so that its handshake result is final.
+		_, _ = tc.Read(make([]byte, 1))
+		done <- res{id: id, err: err}
+	}()
+	c, err := net.Dial("tcp", lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := tls.Client(c, client)
+	_ = tc.SetDeadline(time.Now().Add(5 * time.Second))
+	cerr = tc.Handshake()
+	if cerr == nil {
+		_, _ = tc.Write([]byte("x"))
+	}
+	_ = tc.Close()
+	r := testutil.Recv(t, done, 10*time.Second, "the server's handshake")
+	return r.id, cerr, r.err
+}
+
+func TestMutualTLS(t *testing.T) {
+	p := newPKI(t)
+	web, _ := New(staticCerts{p.leaf(t, webID)}, p.roots)
+	api, _ := New(staticCerts{p.leaf(t, apiID)}, p.roots)
+
+	id, cerr, serr := handshake(t, web.Client(apiID, "h2"), api.Server("h2"))
+	if cerr != nil || serr != nil || id != webID {
+		t.Fatalf("web -> api: client %v, server %v, client identity %q; want %q", cerr, serr, id, webID)
+	}
+
+	// The peer is not who discovery says: the client refuses.
+	if _, cerr, _ = handshake(t, web.Client("other.shop.serviceaccount.identity.linkerd.cluster.local"), api.Server()); cerr == nil {
+		t.Error("a peer with another identity was accepted")
+	}
+
+	// A peer from another trust root: refused both ways.
+	stranger, _ := New(staticCerts{newPKI(t).leaf(t, apiID)}, p.roots)
+	if _, cerr, _ = handshake(t, web.Client(apiID), stranger.Server()); cerr == nil {
+		t.Error("a server certificate from another root was accepted")
+	}
+	if _, _, serr = handshake(t, stranger.Client(apiID), api.Server()); serr == nil {
+		t.Error("a client certificate from another root was accepted")
+	}
+
+	// A client without a certificate is accepted and proves no identity.
+	anon, _ := New(nil, p.roots)
+	id, cerr, serr = handshake(t, anon.Client(apiID), api.Server())
+	if cerr != nil || serr != nil || id != "" {
+		t.Errorf("anonymous client: %v %v %q", cerr, serr, id)
+	}
+
+	// TLS 1.2 is refused.
+	old := web.Client(apiID).Clone()
+	old.MinVersion, old.MaxVersion = tls.VersionTLS12, tls.VersionTLS12
+	if _, cerr, _ = handshake(t, old, api.Server()); cerr == nil {
+		t.Error("TLS 1.2 was accepted")
+	}
+}
+
+func TestClientConfigIsCached(t *testing.T) {
+	p := newPKI(t)
+	c, _ := New(nil, p.roots)
+	if c.Client(apiID, "h2") != c.Client(apiID, "h2") || c.Client(apiID, "h2") == c.Client(apiID) {
+		t.Error("client configs are not cached per identity and ALPN")
+	}
+	if _, err := New(nil, nil); err == nil {
+		t.Error("New without roots succeeded")
+	}
+}
+
+func TestLooksLikeTLS(t *testing.T) {
+	for in, want := range map[string]bool{"\x16\x03\x01\x02": true, "\x16\x03": true, "\x16": false, "GET / HTTP/1.1": false, "PRI * HTTP/2.0": false, "": false} {
+		if got := LooksLikeTLS([]byte(in)); got != want {
+			t.Errorf("LooksLikeTLS(%q) = %v", in, got)
+		}
+	}
+}
