@@ -52,6 +52,8 @@ type Watcher struct {
 	parents map[string]bool        // parents watched for their child path to reappear
 	roots   map[string]bool        // the directories of Paths, cleaned
 	failing map[string]string      // path -> the problem last logged for it
+
+	again chan struct{} // one slot: Again asks for another call after a debounce
 }
 
 // New returns a Watcher for cfg. log may be nil.
@@ -62,7 +64,18 @@ func New(cfg Config, log *zap.Logger) *Watcher {
 	if cfg.Debounce <= 0 {
 		cfg.Debounce = Default().Debounce
 	}
-	return &Watcher{cfg: cfg, log: log, watched: map[string]os.FileInfo{}, parents: map[string]bool{}, failing: map[string]string{}}
+	return &Watcher{cfg: cfg, log: log, watched: map[string]os.FileInfo{}, parents: map[string]bool{}, failing: map[string]string{},
+		again: make(chan struct{}, 1)}
+}
+
+// Again asks Run to call changed once more, a debounce period from now, whatever the files do
+// meanwhile (a caller that wants to see a state twice before acting on it). It never blocks
+// and may be called from changed itself; requests made before that call runs coalesce.
+func (w *Watcher) Again() {
+	select {
+	case w.again <- struct{}{}:
+	default:
+	}
 }
 
 // Run calls changed after every debounced burst of notifications and at every poll, until ctx
@@ -131,6 +144,8 @@ func (w *Watcher) Run(ctx context.Context, changed func()) error {
 			}
 			// An overflowed queue loses events: look again soon rather than wait for the poll.
 			w.problem("fsnotify", "file notifications failed; looking again: "+err.Error())
+			kick()
+		case <-w.again:
 			kick()
 		case <-debounce.C:
 			fire()

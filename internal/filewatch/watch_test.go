@@ -190,3 +190,19 @@ func TestInitialCallAfterWatches(t *testing.T) {
 	})
 	testutil.Eventually(t, 5*time.Second, "the initial call and the write made in it", func() bool { return n.Load() >= 2 })
 }
+
+func TestAgainCallsOnceMore(t *testing.T) {
+	dir := t.TempDir()
+	var n atomic.Int64
+	w := New(noPoll(dir), nil)
+	testutil.Go(t, "the watcher", func(ctx context.Context) error {
+		return w.Run(ctx, func() {
+			if n.Add(1) < 3 {
+				w.Again() // from within changed, as manifest.Dir does
+			}
+		})
+	})
+	w.Again()
+	testutil.Eventually(t, 5*time.Second, "three calls from Again alone", func() bool { return n.Load() >= 3 })
+	testutil.Never(t, 200*time.Millisecond, "a call nobody asked for", func() bool { return n.Load() > 3 })
+}

@@ -106,6 +106,9 @@ type fileState struct {
 	read bool // hash is valid
 	good []Object
 	errs []error
+	// vanished is when a scan first missed the file; its objects stay until a scan at least a
+	// debounce later misses it too (a directory being replaced is briefly half-copied).
+	vanished time.Time
 }
 
 // NewDir returns a Dir for cfg that decodes with dec. manifest_errors is registered on reg
@@ -176,11 +179,18 @@ func (d *Dir) Run(ctx context.Context, deliver func(Update)) error {
 	w := filewatch.New(filewatch.Config{
 		Paths: []string{d.cfg.Path}, Recursive: true, Debounce: d.cfg.Debounce, Poll: d.cfg.Rescan, Initial: true,
 	}, d.log)
-	return w.Run(ctx, func() { d.scan(deliver) })
+	return w.Run(ctx, func() {
+		if d.scan(deliver) {
+			w.Again() // confirm the removals a debounce from now
+		}
+	})
 }
 
-// scan reads the directory, records its problems and delivers the difference.
-func (d *Dir) scan(deliver func(Update)) {
+// scan reads the directory, records its problems and delivers the difference. A file that
+// is gone keeps its objects until a scan at least a debounce after the first that missed it
+// still misses it: `rm -rf d && cp -r src d` caught halfway must not delete (for policy: open)
+// what the rest of the copy brings back. scan reports whether a removal awaits confirmation.
+func (d *Dir) scan(deliver func(Update)) (pending bool) {
 	defer d.scans.Add(1)
 	var errs []error
 	ls, err := d.list()
@@ -194,14 +204,23 @@ func (d *Dir) scan(deliver func(Update)) {
 			seen[p] = true
 			d.readFile(p)
 		}
+		now := time.Now()
 		for p, st := range d.files {
 			if seen[p] || ls.under(p) {
+				st.vanished = time.Time{}
 				continue
 			}
-			delete(d.files, p)
-			if len(st.good) > 0 {
+			if len(st.good) > 0 && !d.initial {
+				if st.vanished.IsZero() {
+					st.vanished = now
+				}
+				if now.Sub(st.vanished) < d.cfg.Debounce {
+					pending = true
+					continue
+				}
 				d.log.Info("file removed", zap.String("file", p), zap.Int("objects", len(st.good)))
 			}
+			delete(d.files, p)
 		}
 	}
 	want, dups := d.merge()
@@ -224,6 +243,7 @@ func (d *Dir) scan(deliver func(Update)) {
 	} else if len(upserts)+len(deletes) > 0 {
 		d.log.Debug("delivered changes", zap.Int("upserts", len(upserts)), zap.Int("deletes", len(deletes)))
 	}
+	return pending
 }
 
 // merge takes every file's good objects in path order; the first definition of an object
