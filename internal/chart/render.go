@@ -136,6 +136,24 @@ func UserValues(c *helmchart.Chart, o Options) (map[string]any, error) {
 	return vals, nil
 }
 
+// EffectiveValues returns the values the templates would see for o: the chart's defaults
+// coalesced with UserValues (not checked against the schema; Render does that).
+func EffectiveValues(o Options) (map[string]any, error) {
+	c, err := Load()
+	if err != nil {
+		return nil, err
+	}
+	user, err := UserValues(c, o)
+	if err != nil {
+		return nil, err
+	}
+	v, err := chartutil.CoalesceValues(c, user)
+	if err != nil {
+		return nil, err
+	}
+	return v.AsMap(), nil
+}
+
 // Render renders the embedded chart as o says.
 func Render(o Options) (*Rendered, error) {
 	c, err := Load()
