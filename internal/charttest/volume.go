@@ -143,10 +143,10 @@ func (k *Kubelet) addSecret(ctx context.Context, ns, name string, items []corev1
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("Secret %s: %w", name, err)
+		return fmt.Errorf("secret %s: %w", name, err)
 	}
 	if err := itemsOf(s.Data, items, mode, files); err != nil {
-		return fmt.Errorf("Secret %s: %w", name, err)
+		return fmt.Errorf("secret %s: %w", name, err)
 	}
 	return nil
 }

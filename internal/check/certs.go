@@ -117,7 +117,7 @@ func checkIdentity(ctx context.Context, s *state) (Result, bool) {
 func checkWebhook(ctx context.Context, s *state) (Result, bool) {
 	ns := s.cfg.Namespace
 	name := webhookConfigName(ns)
-	hint := fmt.Sprintf("helm upgrade renews the chart's certificate and its caBundle together (or cert-manager does, with proxyInjector.certManager.enabled); until then the API server cannot call the injector and pods start without a proxy (or are refused with failurePolicy Fail)")
+	hint := "helm upgrade renews the chart's certificate and its caBundle together (or cert-manager does, with proxyInjector.certManager.enabled); until then the API server cannot call the injector and pods start without a proxy (or are refused with failurePolicy Fail)"
 	mwc, err := s.deps.Kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return fail("MutatingWebhookConfiguration: "+err.Error(), hint), false
