@@ -1,6 +1,8 @@
 package chart
 
 import (
+	"bytes"
+	"encoding/base64"
 	"os"
 	"path/filepath"
 	"strings"
@@ -133,5 +135,63 @@ func TestRenderErrors(t *testing.T) {
 				t.Fatalf("err = %v, want it to contain %q", err, c.want)
 			}
 		})
+	}
+}
+
+func TestGossipKeyValues(t *testing.T) {
+	key := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 24))
+	r, err := Render(Options{Base: identityValues, Set: []string{"destination.gossipKey.value=" + key}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := find(t, r, "Secret", "linkerd-dst-gossip-key")["data"].(map[string]any)["gossip.key"].(string)
+	if got, _ := base64.StdEncoding.DecodeString(data); string(got) != key {
+		t.Fatalf("gossip.key = %q, want the given key %q", got, key)
+	}
+	r, err = Render(Options{Base: identityValues, Set: []string{"destination.gossipKey.existingSecret=mine"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range r.Manifests {
+		if m.Kind == "Secret" && m.Name == "linkerd-dst-gossip-key" {
+			t.Fatal("with existingSecret the chart still renders its gossip key Secret")
+		}
+	}
+	if !strings.Contains(string(r.YAML()), "secretName: mine") {
+		t.Fatal("the destination does not mount the existing Secret")
+	}
+	// A generated key is 32 random bytes, base64, different at each install.
+	a, _ := Render(Options{Base: identityValues})
+	b, _ := Render(Options{Base: identityValues})
+	ka := find(t, a, "Secret", "linkerd-dst-gossip-key")["data"].(map[string]any)["gossip.key"].(string)
+	kb := find(t, b, "Secret", "linkerd-dst-gossip-key")["data"].(map[string]any)["gossip.key"].(string)
+	raw, _ := base64.StdEncoding.DecodeString(ka)
+	if dec, err := base64.StdEncoding.DecodeString(string(raw)); err != nil || len(dec) != 32 || ka == kb {
+		t.Fatalf("generated gossip keys %q and %q: want base64 of 32 random bytes each", ka, kb)
+	}
+}
+
+func TestGoMemLimit(t *testing.T) {
+	for _, c := range []struct{ limit, want string }{
+		{"512Mi", "483183820"}, {"1Gi", "966367641"}, {"1G", "900000000"}, {"1.5Gi", "1449551462"}, {"1000000", "900000"},
+	} {
+		r, err := Render(Options{Base: identityValues, Set: []string{"policy.resources.limits.memory=" + c.limit}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := find(t, r, "Deployment", "linkerd-policy")
+		env := out["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)["env"].([]any)
+		got := ""
+		for _, e := range env {
+			if e.(map[string]any)["name"] == "GOMEMLIMIT" {
+				got = e.(map[string]any)["value"].(string)
+			}
+		}
+		if got != c.want {
+			t.Errorf("limit %s: GOMEMLIMIT = %q, want %s (90%%)", c.limit, got, c.want)
+		}
+	}
+	if _, err := Render(Options{Base: identityValues, Set: []string{"policy.resources.limits.memory=lots"}}); err == nil || !strings.Contains(err.Error(), `memory limit "lots"`) {
+		t.Errorf("a bad memory limit: %v", err)
 	}
 }

@@ -1,7 +1,12 @@
 package charttest_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -174,5 +179,68 @@ func applyAll(t *testing.T, f *fixture, objs []*unstructured.Unstructured, dry b
 		if _, err := client.Patch(ctx, o.GetName(), types.ApplyPatchType, data, opts); err != nil {
 			t.Errorf("apply %s %s (dry run %v): %v", gvk.Kind, o.GetName(), dry, err)
 		}
+	}
+}
+
+// TestGeneratedSecretsKeptAndRenewed installs the chart with helm and upgrades it: the gossip
+// key and the webhook's certificate (with its caBundle) stay the same across an upgrade, and a
+// certificate that expires within certRenewDays is replaced, caBundle included.
+func TestGeneratedSecretsKeptAndRenewed(t *testing.T) {
+	f := newFixture(t)
+	f.install(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	secrets := f.env.Client.CoreV1().Secrets(f.ns)
+	get := func(name string) map[string][]byte {
+		t.Helper()
+		s, err := secrets.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Data
+	}
+	caBundle := func() []byte {
+		t.Helper()
+		m, err := f.env.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, "linkerd-"+f.ns+"-proxy-injector", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.Webhooks[0].ClientConfig.CABundle
+	}
+	upgrade := func() { f.helm(t, "upgrade", "meridian", charttest.ChartDir(), "-n", f.ns, "-f", f.identity) }
+	gossip, tlsData := get("linkerd-dst-gossip-key"), get("linkerd-proxy-injector-k8s-tls")
+	if !bytes.Equal(caBundle(), tlsData["ca.crt"]) {
+		t.Fatal("the caBundle is not the CA of the webhook's Secret")
+	}
+	upgrade()
+	if !reflect.DeepEqual(get("linkerd-dst-gossip-key"), gossip) || !reflect.DeepEqual(get("linkerd-proxy-injector-k8s-tls"), tlsData) || !bytes.Equal(caBundle(), tlsData["ca.crt"]) {
+		t.Fatal("helm upgrade replaced the gossip key or the webhook's certificate")
+	}
+	// A certificate that expires within certRenewDays (60) is renewed by the next upgrade.
+	s, err := secrets.Get(ctx, "linkerd-proxy-injector-k8s-tls", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Annotations["meridian.io/not-after"] = fmt.Sprint(time.Now().Add(30 * 24 * time.Hour).Unix())
+	if _, err := secrets.Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	upgrade()
+	renewed := get("linkerd-proxy-injector-k8s-tls")
+	if bytes.Equal(renewed["tls.crt"], tlsData["tls.crt"]) || !bytes.Equal(caBundle(), renewed["ca.crt"]) {
+		t.Fatal("an upgrade did not renew a certificate expiring within 60 days together with its caBundle")
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(renewed["ca.crt"])
+	blk, _ := pem.Decode(renewed["tls.crt"])
+	leaf, err := x509.ParseCertificate(blk.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, DNSName: "linkerd-proxy-injector." + f.ns + ".svc"}); err != nil {
+		t.Fatalf("the renewed certificate does not verify against its caBundle: %v", err)
+	}
+	if !reflect.DeepEqual(get("linkerd-dst-gossip-key"), gossip) {
+		t.Fatal("the renewal replaced the gossip key")
 	}
 }
