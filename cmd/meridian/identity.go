@@ -23,7 +23,7 @@ import (
 func init() {
 	register(&command{
 		name:    "identity",
-		summary: "the identity CA (Certify on :8080, admin :9990); subcommands: init --out DIR (trust anchor + issuer), token (local-mesh token), certify (get one certificate)",
+		summary: "the identity CA (Certify on :8080, admin :9990); subcommands: init (trust anchor + issuer, as Helm values or --out DIR), token (local-mesh token), certify (get one certificate)",
 		run:     runIdentity,
 	})
 }
@@ -102,32 +102,83 @@ func runIdentityServer(ctx context.Context, args []string) error {
 func runIdentityInit(args []string) error {
 	cfg := identity.DefaultConfig()
 	fs := newFlagSet("identity init")
-	out := fs.String("out", "", "directory to write ca-bundle.crt, crt.pem, key.pem and trust-anchor.key into (required)")
+	out := fs.String("out", "", "directory to write ca-bundle.crt, crt.pem, key.pem and trust-anchor.key into")
+	valuesOut := fs.String("values-out", "", "file to write the Helm values (trust anchors, issuer certificate and key) into; without --out or --values-out they are printed")
+	anchorKeyOut := fs.String("anchor-key-out", "", "with the values: file to keep the trust anchor's key in (for signing a new issuer later); without it the key is discarded")
+	scheme := fs.String("issuer-scheme", "linkerd.io/tls", "the values' identity.issuer.scheme: linkerd.io/tls (crt.pem/key.pem) or kubernetes.io/tls")
 	fs.StringVar(&cfg.TrustDomain, "trust-domain", cfg.TrustDomain, "trust domain")
 	fs.StringVar(&cfg.ControlPlaneNamespace, "control-plane-namespace", cfg.ControlPlaneNamespace, "control plane namespace (in the certificates' names)")
 	validity := fs.Duration("validity", 365*24*time.Hour, "validity of the trust anchor and the issuer")
-	localKey := fs.Bool("local-token-key", false, "also write token-key.pem, the signing key for local-mesh tokens (identity --tokens=local)")
+	localKey := fs.Bool("local-token-key", false, "with --out: also write token-key.pem, the signing key for local-mesh tokens (identity --tokens=local)")
 	force := fs.Bool("force", false, "overwrite existing files")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *out == "" {
-		return errors.New("--out DIR is required")
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+	}
+	if *scheme != "linkerd.io/tls" && *scheme != "kubernetes.io/tls" {
+		return fmt.Errorf("%w: --issuer-scheme %q: want linkerd.io/tls or kubernetes.io/tls", errUsage, *scheme)
+	}
+	if *out == "" && *localKey {
+		return fmt.Errorf("%w: --local-token-key needs --out", errUsage)
 	}
 	g, err := identity.GenerateInstall(cfg.TrustDomain, cfg.ControlPlaneNamespace, *validity, time.Now(), *localKey)
 	if err != nil {
 		return err
 	}
-	paths, err := g.WriteDir(*out, *force)
+	if *out != "" {
+		paths, err := g.WriteDir(*out, *force)
+		if err != nil {
+			return err
+		}
+		for _, p := range paths {
+			fmt.Fprintln(stdout, "wrote", p)
+		}
+		fmt.Fprintf(stdout, "trust anchor and issuer valid until %s; keep %s offline: the identity service never needs it\n",
+			g.IssuerNotAfter.UTC().Format(time.RFC3339), identity.FileTrustAnchorKey)
+	}
+	values := identityValuesYAML(g, cfg.TrustDomain, *scheme)
+	switch {
+	case *valuesOut != "":
+		if err := writeNew(*valuesOut, values, *force); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "wrote %s: pass it to helm with -f (it holds the issuer's key: keep it secret)\n", *valuesOut)
+	case *out == "":
+		if _, err := stdout.Write(values); err != nil {
+			return err
+		}
+	}
+	if *anchorKeyOut != "" {
+		if err := writeNew(*anchorKeyOut, g.AnchorKeyPEM, *force); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "wrote %s: the trust anchor's key; keep it offline\n", *anchorKeyOut)
+	} else if *out == "" {
+		fmt.Fprintf(stderr, "the trust anchor's key was not kept (pass --anchor-key-out FILE to sign a new issuer with the same anchor later)\n")
+	}
+	return nil
+}
+
+// writeNew writes data to path (mode 0600), refusing to overwrite unless force.
+func writeNew(path string, data []byte, force bool) error {
+	flags := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+	if !force {
+		flags |= os.O_EXCL
+	}
+	f, err := os.OpenFile(path, flags, 0o600)
 	if err != nil {
+		if os.IsExist(err) {
+			return fmt.Errorf("%s already exists (use --force to overwrite)", path)
+		}
 		return err
 	}
-	for _, p := range paths {
-		fmt.Println("wrote", p)
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
 	}
-	fmt.Printf("trust anchor and issuer valid until %s; keep %s offline: the identity service never needs it\n",
-		g.IssuerNotAfter.UTC().Format(time.RFC3339), identity.FileTrustAnchorKey)
-	return nil
+	return f.Close()
 }
 
 func runIdentityToken(args []string) error {

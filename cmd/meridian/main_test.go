@@ -70,6 +70,7 @@ func TestEveryCommandFindsTheAPIServerTheSameWay(t *testing.T) {
 		"policy":      {"policy", "--grpc-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"},
 		"identity":    {"identity", "--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"},
 		"injector":    {"injector", "--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"},
+		"check":       {"check"},
 	}
 	home := t.TempDir()
 	homeConfig := filepath.Join(home, ".kube", "config")

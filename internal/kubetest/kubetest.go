@@ -79,7 +79,7 @@ func Required() bool {
 }
 
 // Start returns the test binary's shared API server, starting it on first use with the
-// repository's CRDs (deploy/crds) installed. It skips t when the binaries are absent (fails it
+// repository's CRDs (the Helm chart's deploy/charts/meridian/crds) installed. It skips t when the binaries are absent (fails it
 // when Required) and fails t when the server cannot start. Call Main from TestMain so the
 // server is stopped at exit.
 func Start(t testing.TB) *Env {
@@ -128,7 +128,7 @@ func start() (_ *Env, err error) {
 			_ = os.RemoveAll(certDir)
 		}
 	}()
-	crds := filepath.Join(RepoRoot(), "deploy", "crds")
+	crds := filepath.Join(RepoRoot(), "deploy", "charts", "meridian", "crds")
 	if _, err := os.Stat(crds); err == nil {
 		te.CRDDirectoryPaths = []string{crds}
 		te.ErrorIfCRDPathMissing = true

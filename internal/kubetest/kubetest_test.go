@@ -82,7 +82,7 @@ func TestServerVersionNamespaceAndConfigMap(t *testing.T) {
 
 func TestCRDClientsWork(t *testing.T) {
 	env := kubetest.Start(t)
-	// Whatever deploy/crds holds (possibly nothing yet), the apiextensions client must work
+	// Whatever the chart's crds/ folder holds (possibly nothing yet), the apiextensions client must work
 	// and every CRD installed from it must be Established.
 	crds, err := env.APIExt.ApiextensionsV1().CustomResourceDefinitions().List(ctxT(t, time.Minute), metav1.ListOptions{})
 	if err != nil {

@@ -19,7 +19,7 @@ import (
 func TestMain(m *testing.M) { os.Exit(testutil.Main(m, kubetest.Main)) }
 
 // TestCRDsOnRealAPIServer applies every fixture to a real kube-apiserver with the CRDs from
-// deploy/crds installed: schema-valid ones are stored, malformed ones are rejected with
+// deploy/charts/meridian/crds installed: schema-valid ones are stored, malformed ones are rejected with
 // Invalid, exactly as the offline check says.
 func TestCRDsOnRealAPIServer(t *testing.T) {
 	env := kubetest.Start(t)

@@ -23,15 +23,15 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// The CRDs in deploy/crds are checked offline here with the API server's own code (CRD
+// The CRDs in deploy/charts/meridian/crds are checked offline here with the API server's own code (CRD
 // validation, structural schema, defaulting, pruning, OpenAPI and CEL validation), so a
 // broken CRD is caught even where no API server binary exists; crd_kube_test.go applies them
 // to a real one.
 
-// policyCRDs loads deploy/crds/policy-*.yaml.
+// policyCRDs loads deploy/charts/meridian/crds/policy-*.yaml (the Helm chart's crds/ folder).
 func policyCRDs(t testing.TB) []*apiextv1.CustomResourceDefinition {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(kubetest.RepoRoot(), "deploy", "crds", "policy-*.yaml"))
+	files, err := filepath.Glob(filepath.Join(kubetest.RepoRoot(), "deploy", "charts", "meridian", "crds", "policy-*.yaml"))
 	if err != nil || len(files) != 5 {
 		t.Fatalf("want 5 policy CRDs, found %v (%v)", files, err)
 	}

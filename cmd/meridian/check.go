@@ -1,0 +1,61 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/meridian-mesh/meridian/internal/check"
+	"github.com/meridian-mesh/meridian/internal/kube"
+)
+
+func init() {
+	register(&command{
+		name:    "check",
+		summary: "check an installed control plane (API, CRDs, pods, the ring, certificates, versions), like linkerd check",
+		run:     runCheck,
+	})
+}
+
+// errChecksFailed makes check exit 1 once the report is printed.
+var errChecksFailed = errors.New("checks failed")
+
+func runCheck(ctx context.Context, args []string) error {
+	cfg := check.DefaultConfig()
+	cfg.CLIVersion = version
+	fs := newFlagSet("check")
+	kubeconfig := fs.String("kubeconfig", "", kube.KubeconfigUsage)
+	fs.StringVar(&cfg.Namespace, "namespace", cfg.Namespace, "the control plane's namespace")
+	output := fs.String("o", "text", "output: text or json")
+	fs.DurationVar(&cfg.MinValidity, "min-validity", cfg.MinValidity, "how long the trust anchors, the issuer and the webhook certificate must stay valid")
+	timeout := fs.Duration("timeout", 2*time.Minute, "give up after this long")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+	}
+	if *output != "text" && *output != "json" {
+		return fmt.Errorf("%w: -o %q: want text or json", errUsage, *output)
+	}
+	kc, err := kube.NewClients(*kubeconfig)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	rep := check.Run(ctx, cfg, check.Deps{Kube: kc.Typed, Dynamic: kc.Dynamic})
+	if *output == "json" {
+		err = rep.WriteJSON(stdout)
+	} else {
+		err = rep.WriteText(stdout)
+	}
+	if err != nil {
+		return err
+	}
+	if n := len(rep.Failed()); n > 0 {
+		return fmt.Errorf("%w: %d", errChecksFailed, n)
+	}
+	return nil
+}

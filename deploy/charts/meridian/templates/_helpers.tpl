@@ -1,0 +1,196 @@
+{{/*
+Helpers shared by every component. A component is named by a dict:
+  (dict "root" $ "name" "destination" "values" .Values.destination)
+*/}}
+
+{{- define "meridian.version" -}}
+{{- .Values.image.tag | default .Chart.AppVersion -}}
+{{- end }}
+
+{{- define "meridian.image" -}}
+{{- printf "%s:%s" .Values.image.name (include "meridian.version" .) -}}
+{{- end }}
+
+{{/* Labels that select a component's pods; never change them: selectors are immutable. */}}
+{{- define "meridian.selectorLabels" -}}
+linkerd.io/control-plane-component: {{ .name }}
+linkerd.io/control-plane-ns: {{ .root.Release.Namespace }}
+{{- end }}
+
+{{- define "meridian.labels" -}}
+{{ include "meridian.selectorLabels" . }}
+app.kubernetes.io/name: meridian
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .name }}
+app.kubernetes.io/part-of: meridian
+app.kubernetes.io/version: {{ include "meridian.version" .root | quote }}
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version | replace "+" "_" }}
+{{- end }}
+
+{{/* Labels of objects that belong to the whole control plane rather than one component. */}}
+{{- define "meridian.commonLabels" -}}
+linkerd.io/control-plane-ns: {{ .Release.Namespace }}
+app.kubernetes.io/name: meridian
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/part-of: meridian
+app.kubernetes.io/version: {{ include "meridian.version" . | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end }}
+
+{{/* The pod IP as it appears in a listen address: $(POD_IP), or [$(POD_IP)] for IPv6. */}}
+{{- define "meridian.podIP" -}}
+{{- if eq .Values.podIPFamily "IPv6" -}}[$(POD_IP)]{{- else -}}$(POD_IP){{- end -}}
+{{- end }}
+
+{{/* Cluster-scoped objects carry the namespace so that two control planes do not collide. */}}
+{{- define "meridian.clusterName" -}}
+{{- printf "linkerd-%s-%s" .root.Release.Namespace .name -}}
+{{- end }}
+
+{{/*
+The bytes of a Kubernetes memory quantity (512Mi, 1Gi, 1.5G, 1e9, 1048576), or fail.
+*/}}
+{{- define "meridian.quantityBytes" -}}
+{{- $q := toString . -}}
+{{- $m := regexFind "^[0-9]+(\\.[0-9]+)?" $q -}}
+{{- if not $m -}}{{- fail (printf "memory limit %q is not a quantity such as 512Mi" $q) -}}{{- end -}}
+{{- $suffix := trimPrefix $m $q -}}
+{{- $mult := dict "" 1 "k" 1000 "K" 1000 "M" 1000000 "G" 1000000000 "T" 1000000000000 "Ki" 1024 "Mi" 1048576 "Gi" 1073741824 "Ti" 1099511627776 -}}
+{{- if not (hasKey $mult $suffix) -}}{{- fail (printf "memory limit %q: unknown suffix %q (want Ki, Mi, Gi, Ti, k, M, G or T)" $q $suffix) -}}{{- end -}}
+{{- mulf (float64 $m) (index $mult $suffix) | int64 -}}
+{{- end }}
+
+{{/*
+The environment every control-plane container gets: its pod's name, namespace and IP from the
+downward API, and GOMEMLIMIT at goMemLimitRatio of its memory limit when it has one.
+*/}}
+{{- define "meridian.env" -}}
+- name: POD_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+- name: POD_NAMESPACE
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.namespace
+- name: POD_IP
+  valueFrom:
+    fieldRef:
+      fieldPath: status.podIP
+{{- $limits := dig "resources" "limits" dict .values }}
+{{- if hasKey $limits "memory" }}
+- name: GOMEMLIMIT
+  value: {{ mulf (include "meridian.quantityBytes" $limits.memory | float64) .root.Values.goMemLimitRatio | floor | int64 | quote }}
+{{- end }}
+{{- end }}
+
+{{/* Probes on a component's admin port. */}}
+{{- define "meridian.probes" -}}
+livenessProbe:
+  httpGet:
+    path: /live
+    port: admin-http
+  initialDelaySeconds: 10
+  periodSeconds: 10
+  failureThreshold: 3
+readinessProbe:
+  httpGet:
+    path: /ready
+    port: admin-http
+  periodSeconds: 5
+  failureThreshold: 3
+{{- end }}
+
+{{- define "meridian.containerSecurity" -}}
+securityContext:
+  allowPrivilegeEscalation: false
+  readOnlyRootFilesystem: true
+  capabilities:
+    drop: [ALL]
+{{- end }}
+
+{{/* The pod-level settings every component shares: scheduling, anti-affinity, pull secrets. */}}
+{{- define "meridian.podSpec" -}}
+serviceAccountName: linkerd-{{ .name }}
+automountServiceAccountToken: true
+enableServiceLinks: false
+# Secret volumes are group-readable through fsGroup.
+securityContext:
+  runAsNonRoot: true
+  runAsUser: 2103
+  runAsGroup: 2103
+  fsGroup: 2103
+  seccompProfile:
+    type: RuntimeDefault
+{{- with .root.Values.imagePullSecrets }}
+imagePullSecrets:
+{{ toYaml . }}
+{{- end }}
+{{- with .root.Values.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- with .root.Values.nodeSelector }}
+nodeSelector:
+{{ toYaml . | indent 2 }}
+{{- end }}
+{{- with .root.Values.tolerations }}
+tolerations:
+{{ toYaml . }}
+{{- end }}
+{{- if .root.Values.enablePodAntiAffinity }}
+affinity:
+  podAntiAffinity:
+    requiredDuringSchedulingIgnoredDuringExecution:
+    - topologyKey: kubernetes.io/hostname
+      labelSelector:
+        matchLabels:
+{{ include "meridian.selectorLabels" . | indent 10 }}
+    preferredDuringSchedulingIgnoredDuringExecution:
+    - weight: 100
+      podAffinityTerm:
+        topologyKey: topology.kubernetes.io/zone
+        labelSelector:
+          matchLabels:
+{{ include "meridian.selectorLabels" . | indent 12 }}
+{{- end }}
+{{- end }}
+
+{{/* Pod template metadata of a component. */}}
+{{- define "meridian.podMeta" -}}
+labels:
+{{ include "meridian.labels" . | indent 2 }}
+{{- with .root.Values.podLabels }}
+{{ toYaml . | indent 2 }}
+{{- end }}
+{{- with .root.Values.podAnnotations }}
+annotations:
+{{ toYaml . | indent 2 }}
+{{- end }}
+{{- end }}
+
+{{/* A PodDisruptionBudget for a component, when enabled. */}}
+{{- define "meridian.pdb" -}}
+{{- if .root.Values.enablePodDisruptionBudget }}
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: linkerd-{{ .name }}
+  namespace: {{ .root.Release.Namespace }}
+  labels:
+{{ include "meridian.labels" . | indent 4 }}
+spec:
+  maxUnavailable: 1
+  selector:
+    matchLabels:
+{{ include "meridian.selectorLabels" . | indent 6 }}
+{{- end }}
+{{- end }}
+
+{{/* The common flags of every server. */}}
+{{- define "meridian.logFlags" -}}
+- --log-level={{ .Values.logLevel }}
+- --log-format={{ .Values.logFormat }}
+{{- end }}

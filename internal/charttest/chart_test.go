@@ -1,0 +1,246 @@
+package charttest_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/restmapper"
+	"sigs.k8s.io/yaml"
+
+	"github.com/meridian-mesh/meridian/identity"
+	"github.com/meridian-mesh/meridian/internal/chart"
+	"github.com/meridian-mesh/meridian/internal/charttest"
+)
+
+func TestHelmLint(t *testing.T) {
+	f := newFixture(t)
+	for _, extra := range [][]string{nil, {"-f", charttest.ChartDir() + "/values-ha.yaml"}} {
+		args := append([]string{"lint", "--strict", charttest.ChartDir(), "-f", f.identity}, extra...)
+		if out, err := charttest.Helm(t, f.dir, "", args...); err != nil {
+			t.Errorf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+}
+
+func TestSchemaRejects(t *testing.T) {
+	f := newFixture(t)
+	for _, c := range []struct{ set, want string }{
+		{"destination.replicas=three", "at '/destination/replicas': got string, want integer"},
+		{"destination.replicas=0", "at '/destination/replicas': minimum: got 0, want 1"},
+		{"webhookFailurePolicy=Sometimes", "at '/webhookFailurePolicy'"},
+		{"destinaton.replicas=3", "additional properties 'destinaton' not allowed"},
+		{"controlPlaneTLS.enabled=true", "at '/controlPlaneTLS/enabled'"},
+	} {
+		for _, verb := range []string{"template", "lint"} {
+			args := []string{verb, charttest.ChartDir(), "-f", f.identity, "--set", c.set}
+			_, err := charttest.Helm(t, f.dir, "", args...)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("helm %s --set %s: %v, want an error with %q", verb, c.set, err, c.want)
+			}
+		}
+	}
+}
+
+// identityBase is freshly generated identity values for ns.
+func identityBase(t *testing.T, ns string) map[string]any {
+	t.Helper()
+	g, err := identity.GenerateInstall("cluster.local", ns, 365*24*time.Hour, time.Now(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string]any{
+		"identityTrustAnchorsPEM": string(g.AnchorsPEM),
+		"identity":                map[string]any{"issuer": map[string]any{"tls": map[string]any{"crtPEM": string(g.CertPEM), "keyPEM": string(g.KeyPEM)}}},
+	}
+}
+
+// TestRenderDryRunApply renders the chart (defaults, and HA with the HPA and NetworkPolicies),
+// has the API server dry-run every object (server-side apply), then applies them into a
+// fresh namespace, CRDs included: every object must be accepted.
+func TestRenderDryRunApply(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		ha   bool
+		set  []string
+	}{
+		{"default", false, nil},
+		{"ha", true, []string{"networkPolicy.enabled=true", "networkPolicy.apiServerCIDRs[0]=10.0.0.1/32", "destination.autoscaling.enabled=true"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t)
+			r, err := chart.Render(chart.Options{Namespace: f.ns, HA: c.ha, Base: identityBase(t, f.ns), Set: c.set})
+			if err != nil {
+				t.Fatal(err)
+			}
+			objs := decodeAll(t, r.All())
+			applyAll(t, f, objs, true)
+			applyAll(t, f, objs, false)
+		})
+	}
+}
+
+// TestOptionalObjectsRender renders what needs CRDs the test API server lacks (a
+// ServiceMonitor, a cert-manager Certificate) and checks their shape.
+func TestOptionalObjectsRender(t *testing.T) {
+	r, err := chart.Render(chart.Options{Namespace: "linkerd", Base: identityBase(t, "linkerd"), Set: []string{
+		"serviceMonitor.enabled=true", "proxyInjector.certManager.enabled=true", "proxyInjector.certManager.issuerRef.name=webhook-issuer",
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]map[string]any{}
+	for _, o := range decodeAll(t, r.All()) {
+		kinds[o.GetKind()+"/"+o.GetName()] = o.Object
+	}
+	if kinds["ServiceMonitor/meridian"] == nil || kinds["Service/meridian-admin"] == nil {
+		t.Error("serviceMonitor.enabled renders no ServiceMonitor and admin Service")
+	}
+	crt := kinds["Certificate/linkerd-proxy-injector"]
+	if crt == nil {
+		t.Fatal("certManager.enabled renders no Certificate")
+	}
+	if s, _, _ := unstructured.NestedString(crt, "spec", "secretName"); s != "linkerd-proxy-injector-k8s-tls" {
+		t.Errorf("Certificate secretName = %q", s)
+	}
+	if kinds["Secret/linkerd-proxy-injector-k8s-tls"] != nil {
+		t.Error("with cert-manager the chart still renders the webhook's Secret")
+	}
+	mwc := kinds["MutatingWebhookConfiguration/linkerd-linkerd-proxy-injector"]
+	if a, _, _ := unstructured.NestedString(mwc, "metadata", "annotations", "cert-manager.io/inject-ca-from"); a != "linkerd/linkerd-proxy-injector" {
+		t.Errorf("inject-ca-from annotation = %q", a)
+	}
+}
+
+func decodeAll(t *testing.T, ms []chart.Manifest) []*unstructured.Unstructured {
+	t.Helper()
+	var out []*unstructured.Unstructured
+	for _, m := range ms {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(m.Content), &u.Object); err != nil {
+			t.Fatalf("%s %s/%s: %v", m.Source, m.Kind, m.Name, err)
+		}
+		out = append(out, u)
+	}
+	return out
+}
+
+// applyAll server-side applies every object (dryRun: All when dry); real cluster-scoped
+// objects other than CRDs are deleted when t ends, so that no webhook outlives the test.
+func applyAll(t *testing.T, f *fixture, objs []*unstructured.Unstructured, dry bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(f.env.Client.Discovery()))
+	for _, o := range objs {
+		gvk := o.GroupVersionKind()
+		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			t.Fatalf("%s %s: %v", gvk.Kind, o.GetName(), err)
+		}
+		ri := f.env.Dynamic.Resource(m.Resource)
+		var client interface {
+			Patch(context.Context, string, types.PatchType, []byte, metav1.PatchOptions, ...string) (*unstructured.Unstructured, error)
+		} = ri
+		if ns := o.GetNamespace(); ns != "" {
+			if ns != f.ns {
+				t.Fatalf("%s %s renders into namespace %s, not the release's %s", gvk.Kind, o.GetName(), ns, f.ns)
+			}
+			client = ri.Namespace(ns)
+		} else if !dry && gvk.Kind != "CustomResourceDefinition" {
+			name := o.GetName()
+			t.Cleanup(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				if err := ri.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+					t.Errorf("delete %s %s: %v", gvk.Kind, name, err)
+				}
+			})
+		}
+		data, err := o.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts := metav1.PatchOptions{FieldManager: "charttest", Force: new(bool)}
+		*opts.Force = true
+		if dry {
+			opts.DryRun = []string{metav1.DryRunAll}
+		}
+		if _, err := client.Patch(ctx, o.GetName(), types.ApplyPatchType, data, opts); err != nil {
+			t.Errorf("apply %s %s (dry run %v): %v", gvk.Kind, o.GetName(), dry, err)
+		}
+	}
+}
+
+// TestGeneratedSecretsKeptAndRenewed installs the chart with helm and upgrades it: the gossip
+// key and the webhook's certificate (with its caBundle) stay the same across an upgrade, and a
+// certificate that expires within certRenewDays is replaced, caBundle included.
+func TestGeneratedSecretsKeptAndRenewed(t *testing.T) {
+	f := newFixture(t)
+	f.install(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	secrets := f.env.Client.CoreV1().Secrets(f.ns)
+	get := func(name string) map[string][]byte {
+		t.Helper()
+		s, err := secrets.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Data
+	}
+	caBundle := func() []byte {
+		t.Helper()
+		m, err := f.env.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, "linkerd-"+f.ns+"-proxy-injector", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.Webhooks[0].ClientConfig.CABundle
+	}
+	upgrade := func() { f.helm(t, "upgrade", "meridian", charttest.ChartDir(), "-n", f.ns, "-f", f.identity) }
+	gossip, tlsData := get("linkerd-dst-gossip-key"), get("linkerd-proxy-injector-k8s-tls")
+	if !bytes.Equal(caBundle(), tlsData["ca.crt"]) {
+		t.Fatal("the caBundle is not the CA of the webhook's Secret")
+	}
+	upgrade()
+	if !reflect.DeepEqual(get("linkerd-dst-gossip-key"), gossip) || !reflect.DeepEqual(get("linkerd-proxy-injector-k8s-tls"), tlsData) || !bytes.Equal(caBundle(), tlsData["ca.crt"]) {
+		t.Fatal("helm upgrade replaced the gossip key or the webhook's certificate")
+	}
+	// A certificate that expires within certRenewDays (60) is renewed by the next upgrade.
+	s, err := secrets.Get(ctx, "linkerd-proxy-injector-k8s-tls", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Annotations["meridian.io/not-after"] = fmt.Sprint(time.Now().Add(30 * 24 * time.Hour).Unix())
+	if _, err := secrets.Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	upgrade()
+	renewed := get("linkerd-proxy-injector-k8s-tls")
+	if bytes.Equal(renewed["tls.crt"], tlsData["tls.crt"]) || !bytes.Equal(caBundle(), renewed["ca.crt"]) {
+		t.Fatal("an upgrade did not renew a certificate expiring within 60 days together with its caBundle")
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(renewed["ca.crt"])
+	blk, _ := pem.Decode(renewed["tls.crt"])
+	leaf, err := x509.ParseCertificate(blk.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, DNSName: "linkerd-proxy-injector." + f.ns + ".svc"}); err != nil {
+		t.Fatalf("the renewed certificate does not verify against its caBundle: %v", err)
+	}
+	if !reflect.DeepEqual(get("linkerd-dst-gossip-key"), gossip) {
+		t.Fatal("the renewal replaced the gossip key")
+	}
+}

@@ -1,0 +1,137 @@
+package charttest_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meridian-mesh/meridian/internal/charttest"
+	"github.com/meridian-mesh/meridian/internal/check"
+	"github.com/meridian-mesh/meridian/internal/kubetest"
+	"github.com/meridian-mesh/meridian/internal/testutil"
+)
+
+func TestMain(m *testing.M) { os.Exit(testutil.Main(m, charttest.Main)) }
+
+// fixture is one fresh control-plane namespace on the shared API server, with a kubeconfig
+// for helm and meridian, and identity values from `meridian identity init`.
+type fixture struct {
+	env        *kubetest.Env
+	ns, dir    string
+	kubeconfig string
+	bin        string
+	identity   string // the values file
+	anchorKey  string // the trust anchor's key, to sign other issuers
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	env := kubetest.Start(t)
+	kubetest.HelmPath(t)
+	f := &fixture{env: env, ns: env.Namespace(t, nil), dir: t.TempDir(), bin: charttest.Binary(t)}
+	f.kubeconfig = charttest.WriteKubeconfig(t, env.Config, f.dir)
+	f.identity, f.anchorKey = filepath.Join(f.dir, "identity.yaml"), filepath.Join(f.dir, "anchor.key")
+	f.meridian(t, 0, "identity", "init", "--control-plane-namespace", f.ns, "--values-out", f.identity, "--anchor-key-out", f.anchorKey)
+	return f
+}
+
+// meridian runs the built binary and returns its stdout; it fails t unless it exits with code.
+func (f *fixture) meridian(t *testing.T, code int, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, f.bin, args...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	if got := cmd.ProcessState.ExitCode(); got != code {
+		t.Fatalf("meridian %s: exit %d (%v), want %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), got, err, code, out.String(), errOut.String())
+	}
+	return out.String()
+}
+
+// helm runs helm against the fixture's cluster.
+func (f *fixture) helm(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := charttest.Helm(t, f.dir, f.kubeconfig, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// install helm-installs the chart as release "meridian" into the fixture's namespace and
+// uninstalls it (its cluster-scoped objects too) when t ends.
+func (f *fixture) install(t *testing.T, args ...string) {
+	t.Helper()
+	f.helm(t, append([]string{"install", "meridian", charttest.ChartDir(), "-n", f.ns, "-f", f.identity}, args...)...)
+	t.Cleanup(func() {
+		if _, err := charttest.Helm(t, f.dir, f.kubeconfig, "uninstall", "meridian", "-n", f.ns); err != nil {
+			t.Errorf("helm uninstall: %v", err)
+		}
+	})
+}
+
+// check runs `meridian check -o json` and returns its report and whether it exited 0.
+func (f *fixture) check(t *testing.T) (check.Report, bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, f.bin, "check", "--kubeconfig", f.kubeconfig, "--namespace", f.ns, "-o", "json")
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var rep check.Report
+	if jerr := json.Unmarshal(out.Bytes(), &rep); jerr != nil {
+		t.Fatalf("meridian check: %v (exit %v): stdout %q stderr %q", jerr, err, out.String(), errOut.String())
+	}
+	if (err == nil) != rep.OK {
+		t.Fatalf("meridian check exited with %v but reports success=%v", err, rep.OK)
+	}
+	return rep, err == nil
+}
+
+// failedChecks returns the names of failed checks, each with its message and details.
+func failedChecks(rep check.Report) map[string]string {
+	out := map[string]string{}
+	for _, r := range rep.Failed() {
+		out[r.Name] = r.Message + "; " + strings.Join(r.Details, "; ")
+	}
+	return out
+}
+
+// ringOf fetches a destination replica's /ring.
+func ringOf(ip string) (members []string, services map[string]int, total int, err error) {
+	resp, err := http.Get("http://" + ip + ":9996/ring")
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, nil, 0, fmt.Errorf("/ring: %s", resp.Status)
+	}
+	var st struct {
+		Services int `json:"services"`
+		Members  []struct {
+			Name     string `json:"name"`
+			Services int    `json:"services"`
+		} `json:"members"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return nil, nil, 0, err
+	}
+	services = map[string]int{}
+	for _, m := range st.Members {
+		members = append(members, m.Name)
+		services[m.Name] = m.Services
+	}
+	return members, services, st.Services, nil
+}
