@@ -161,7 +161,8 @@ func TestMutualTLS(t *testing.T) {
 func TestClientConfigIsCached(t *testing.T) {
 	p := newPKI(t)
 	c, _ := New(nil, p.roots)
-	if c.Client(apiID, "h2") != c.Client(apiID, "h2") || c.Client(apiID, "h2") == c.Client(apiID) {
+	first, again, noALPN := c.Client(apiID, "h2"), c.Client(apiID, "h2"), c.Client(apiID)
+	if first != again || first == noALPN {
 		t.Error("client configs are not cached per identity and ALPN")
 	}
 	if _, err := New(nil, nil); err == nil {
