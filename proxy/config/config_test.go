@@ -1,0 +1,120 @@
+package config
+
+import (
+	"flag"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func env(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+// The environment the injector writes (linkerd2's chart names and formats).
+var injected = map[string]string{
+	"LINKERD2_PROXY_LOG":                      "warn,linkerd=info",
+	"LINKERD2_PROXY_DESTINATION_SVC_ADDR":     "linkerd-dst-headless.linkerd.svc.cluster.local.:8086",
+	"LINKERD2_PROXY_DESTINATION_SVC_NAME":     "linkerd-destination.linkerd.serviceaccount.identity.linkerd.cluster.local",
+	"LINKERD2_PROXY_DESTINATION_CONTEXT":      `{"ns":"shop","nodeName":"n1","pod":"web-0"}`,
+	"LINKERD2_PROXY_POLICY_WORKLOAD":          `{"ns":"shop","pod":"web-0"}`,
+	"LINKERD2_PROXY_INBOUND_DEFAULT_POLICY":   "all-authenticated",
+	"LINKERD2_PROXY_INBOUND_PORTS":            "8080,9000-9002",
+	"LINKERD2_PROXY_INBOUND_IPS":              "10.0.0.5,fd00::5",
+	"LINKERD2_PROXY_OUTBOUND_CONNECT_TIMEOUT": "3s",
+	"LINKERD2_PROXY_INBOUND_LISTEN_ADDR":      "[::]:4143",
+	"LINKERD2_PROXY_IDENTITY_SVC_ADDR":        "linkerd-identity-headless.linkerd.svc.cluster.local.:8080",
+	"LINKERD2_PROXY_IDENTITY_LOCAL_NAME":      "web.shop.serviceaccount.identity.linkerd.cluster.local",
+	"LINKERD2_PROXY_IDENTITY_TRUST_ANCHORS":   "-----BEGIN CERTIFICATE-----\n...",
+	"LINKERD2_PROXY_IDENTITY_TOKEN_FILE":      "/var/run/secrets/tokens/linkerd-identity-token",
+	"LINKERD2_PROXY_SHUTDOWN_GRACE_PERIOD":    "30",
+}
+
+func TestFromEnv(t *testing.T) {
+	c, err := FromEnv(env(injected))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.InboundDefaultPolicy != "all-authenticated" || c.OutboundConnectTimeout != 3*time.Second || c.ShutdownGracePeriod != 30*time.Second {
+		t.Errorf("parsed %+v", c)
+	}
+	if !slices.Equal(c.InboundPorts, []uint16{8080, 9000, 9001, 9002}) || len(c.InboundIPs) != 2 || c.InboundIPs[1].String() != "fd00::5" {
+		t.Errorf("ports %v ips %v", c.InboundPorts, c.InboundIPs)
+	}
+	if c.OutboundAddr != "127.0.0.1:4140" || c.AdminAddr != "0.0.0.0:4191" || c.InboundAddr != "[::]:4143" {
+		t.Errorf("listeners %s %s %s", c.InboundAddr, c.OutboundAddr, c.AdminAddr)
+	}
+	if err := c.Validate(); err != nil {
+		t.Errorf("Validate: %v", err)
+	}
+}
+
+func TestBadValuesNameTheVariable(t *testing.T) {
+	long := strings.Repeat("x", 1000)
+	_, err := FromEnv(env(map[string]string{
+		"LINKERD2_PROXY_INBOUND_DEFAULT_POLICY":   "allow",
+		"LINKERD2_PROXY_INBOUND_PORTS":            "80,99999",
+		"LINKERD2_PROXY_OUTBOUND_CONNECT_TIMEOUT": long,
+	}))
+	if err == nil {
+		t.Fatal("bad values accepted")
+	}
+	for _, want := range []string{"LINKERD2_PROXY_INBOUND_DEFAULT_POLICY=\"allow\"", "LINKERD2_PROXY_INBOUND_PORTS", "\"99999\" is not a port", "LINKERD2_PROXY_OUTBOUND_CONNECT_TIMEOUT"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+	if len(err.Error()) > 600 {
+		t.Errorf("error quotes too much of the input: %d bytes", len(err.Error()))
+	}
+}
+
+func TestFlagsOverrideTheEnvironment(t *testing.T) {
+	c, _ := FromEnv(env(injected))
+	fs := flag.NewFlagSet("proxy", flag.ContinueOnError)
+	c.Flags(fs)
+	if err := fs.Parse([]string{"--inbound-listen-addr", "127.0.0.2:4143", "--identity-disabled", "--enable-pprof"}); err != nil {
+		t.Fatal(err)
+	}
+	if c.InboundAddr != "127.0.0.2:4143" || !c.IdentityDisabled || !c.EnablePprof || c.DestinationContext != injected["LINKERD2_PROXY_DESTINATION_CONTEXT"] {
+		t.Errorf("after flags %+v", c)
+	}
+	if err := fs.Parse([]string{"--inbound-ports", "0"}); err == nil {
+		t.Error("a bad flag value was accepted")
+	}
+}
+
+func TestValidateSaysWhatIsMissing(t *testing.T) {
+	err := Default().Validate()
+	for _, want := range []string{"DESTINATION_SVC_ADDR", "IDENTITY_SVC_ADDR", "IDENTITY_LOCAL_NAME", "IDENTITY_TRUST_ANCHORS", "IDENTITY_TOKEN_FILE"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate of the defaults = %v, want it to name %s", err, want)
+		}
+	}
+	c := Default()
+	c.DestinationAddr, c.IdentityDisabled = "127.0.0.1:8086", true
+	if err := c.Validate(); err != nil {
+		t.Errorf("identity disabled: %v", err)
+	}
+}
+
+func FuzzParsePorts(f *testing.F) {
+	for _, s := range []string{"", "80", "1-65535", "80, 443", "5-3", "x", "-"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if len(s) > 64 {
+			return // a range of 65535 ports is the largest answer; keep runs fast
+		}
+		ps, err := ParsePorts(s)
+		if err != nil {
+			return
+		}
+		for _, p := range ps {
+			if p == 0 {
+				t.Fatalf("ParsePorts(%q) gave port 0", s)
+			}
+		}
+	})
+}
