@@ -12,7 +12,25 @@
 // to the original address unproxied. A target no one holds is dropped after the idle timeout
 // (5 s outbound, Linkerd's).
 //
+// Inside, one file per concept:
+//   - endpoint.go: the pure part. WeightedAddr to Endpoint, and endpointSet, which applies a
+//     stream's updates with Linkerd's semantics (the first update of a stream is its full
+//     state; a Remove first is ignored) to an immutable sorted slice.
+//   - target.go: one authority's shared state, published as an immutable Snapshot through an
+//     atomic pointer with a channel closed on the next change; Target is a holder's handle.
+//   - stream.go: the loop of one stream (Get or GetProfile): redirects, the owner cache,
+//     backoff, and what each ending means.
+//   - resolver.go: Resolver (Run, Resolve), the targets by authority with their reference
+//     counts and idle drops, and the owners by service.
+//   - config.go: Config, Conns (the caller's control-plane connections) and Pool.
+//
+// Concurrency: Resolve, Release and a Target's Snapshot and Changed are safe for concurrent
+// use; Snapshot and Changed take no lock and do not allocate. Every stream goroutine (two per
+// target) belongs to Resolver.Run and ends before it returns.
+//
 // It owns the streams' goroutines (Resolver.Run) and the per-target state. It imports the
-// generated destination API, grpc, internal/destclient, internal/wire and zap; it must not
-// import `shard/...`, `policy/...`, `identity`, `injector/...`, `bench/...` or `cmd/...`.
+// generated destination API, grpc, internal/destclient, internal/wire, internal/run,
+// proxy/httpproxy (ParseAuthority) and zap; it must not import `shard/...`, `ring/...`,
+// `snapshot/...`, `translator/...`, `policy/...`, `identity`, `injector/...`, `bench/...` or
+// `cmd/...`.
 package discovery

@@ -1,0 +1,247 @@
+package discovery
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+
+	pb "github.com/linkerd/linkerd2-proxy-api/go/destination"
+
+	"github.com/meridian-mesh/meridian/internal/wire"
+)
+
+// DefaultWeight is the weight of an endpoint the destination sends without one (Linkerd's).
+const DefaultWeight = 10000
+
+// convertEndpoint turns one address of the destination into an Endpoint: weight 0 becomes
+// DefaultWeight, the identity is tls_identity.dns_like_identity.name, the hint h2 or opaque,
+// the opaque transport port protocol_hint.opaque_transport.inbound_port, and the labels the
+// set's labels (setLabels) merged with the address's own, which win. An address that does
+// not parse, port 0, or an opaque transport port outside 1..65535 is an error.
+func convertEndpoint(a *pb.WeightedAddr, setLabels map[string]string) (Endpoint, error) {
+	ap, err := wire.ToAddrPort(a.GetAddr())
+	if err != nil {
+		return Endpoint{}, fmt.Errorf("endpoint address: %w", err)
+	}
+	if ap.Port() == 0 {
+		return Endpoint{}, fmt.Errorf("endpoint %s: port 0", ap.Addr())
+	}
+	e := Endpoint{
+		Addr:     ap,
+		Weight:   a.GetWeight(),
+		Identity: a.GetTlsIdentity().GetDnsLikeIdentity().GetName(),
+		Labels:   mergeLabels(setLabels, a.GetMetricLabels()),
+	}
+	if e.Weight == 0 {
+		e.Weight = DefaultWeight
+	}
+	hint := a.GetProtocolHint()
+	switch hint.GetProtocol().(type) {
+	case *pb.ProtocolHint_H2_:
+		e.Hint = HintH2
+	case *pb.ProtocolHint_Opaque_:
+		e.Hint = HintOpaque
+	}
+	if ot := hint.GetOpaqueTransport(); ot != nil {
+		p := ot.GetInboundPort()
+		if p == 0 || p > 65535 {
+			return Endpoint{}, fmt.Errorf("endpoint %s: opaque transport port %d out of range", ap, p)
+		}
+		e.OpaqueTransportPort = uint16(p)
+	}
+	return e, nil
+}
+
+// mergeLabels returns set's labels with own's on top. It returns one of them as it is when
+// the other is empty: the maps are shared (never modified) between endpoints and messages.
+func mergeLabels(set, own map[string]string) map[string]string {
+	switch {
+	case len(own) == 0:
+		return set
+	case len(set) == 0:
+		return own
+	}
+	m := make(map[string]string, len(set)+len(own))
+	maps.Copy(m, set)
+	maps.Copy(m, own)
+	return m
+}
+
+// equalEndpoint reports whether two endpoints say the same thing.
+func equalEndpoint(a, b Endpoint) bool {
+	return a.Addr == b.Addr && a.Weight == b.Weight && a.Identity == b.Identity && a.Hint == b.Hint &&
+		a.OpaqueTransportPort == b.OpaqueTransportPort && maps.Equal(a.Labels, b.Labels)
+}
+
+func compareAddr(a, b Endpoint) int { return a.Addr.Compare(b.Addr) }
+
+// convertAdd converts the addresses of an Add, sorted by address; of an address listed twice
+// the last is kept.
+func convertAdd(set *pb.WeightedAddrSet) ([]Endpoint, error) {
+	out := make([]Endpoint, 0, len(set.GetAddrs()))
+	for _, a := range set.GetAddrs() {
+		e, err := convertEndpoint(a, set.GetMetricLabels())
+		if err != nil {
+			return nil, fmt.Errorf("add: %w", err)
+		}
+		out = append(out, e)
+	}
+	slices.SortStableFunc(out, compareAddr)
+	return dedupeLast(out), nil
+}
+
+// dedupeLast removes all but the last of each run of endpoints with the same address.
+func dedupeLast(eps []Endpoint) []Endpoint {
+	if len(eps) < 2 {
+		return eps
+	}
+	n := 0
+	for i := range eps {
+		if i+1 < len(eps) && eps[i+1].Addr == eps[i].Addr {
+			continue
+		}
+		eps[n] = eps[i]
+		n++
+	}
+	clear(eps[n:])
+	return eps[:n]
+}
+
+// merge returns cur with add merged in (both sorted and without duplicates); an endpoint of
+// add replaces the one of cur at the same address. It never modifies cur.
+func merge(cur, add []Endpoint) []Endpoint {
+	out := make([]Endpoint, 0, len(cur)+len(add))
+	i, j := 0, 0
+	for i < len(cur) && j < len(add) {
+		switch c := cur[i].Addr.Compare(add[j].Addr); {
+		case c < 0:
+			out = append(out, cur[i])
+			i++
+		case c > 0:
+			out = append(out, add[j])
+			j++
+		default:
+			out = append(out, add[j])
+			i++
+			j++
+		}
+	}
+	out = append(out, cur[i:]...)
+	return append(out, add[j:]...)
+}
+
+// endpointSet is what a target holds of its Get streams: the sorted endpoints and whether the
+// service exists. It is pure (no I/O, no goroutines) and not safe for concurrent use. Its
+// endpoint slice is shared with published snapshots and never modified in place.
+type endpointSet struct {
+	resolved bool // something was learnt (an Add, NoEndpoints or NotFound)
+	exists   bool
+	eps      []Endpoint // sorted by address, unique
+	// fresh says the next update is the first of a new stream: its full state. An Add then
+	// replaces the set, and a Remove is ignored (Linkerd's proxy does the same).
+	fresh bool
+}
+
+// restart notes that a new stream starts.
+func (s *endpointSet) restart() { s.fresh = true }
+
+// errUnknownUpdate is the error for an Update whose oneof this client does not know.
+var errUnknownUpdate = errors.New("update of unknown kind")
+
+// apply applies one update and reports whether the state changed. On an error (an address
+// that does not parse, an update of unknown kind) nothing changed. A Remove of an address the
+// set does not hold removes nothing.
+func (s *endpointSet) apply(u *pb.Update) (changed bool, err error) {
+	switch x := u.GetUpdate().(type) {
+	case *pb.Update_Add:
+		add, err := convertAdd(x.Add)
+		if err != nil {
+			return false, err
+		}
+		if !s.fresh {
+			add = merge(s.eps, add)
+		}
+		return s.set(add, true), nil
+	case *pb.Update_Remove:
+		if s.fresh {
+			return false, nil
+		}
+		next, err := s.without(x.Remove)
+		if err != nil {
+			return false, err
+		}
+		return s.set(next, s.exists), nil
+	case *pb.Update_NoEndpoints:
+		return s.set(nil, x.NoEndpoints.GetExists()), nil
+	default:
+		return false, errUnknownUpdate
+	}
+}
+
+// notFound records that the destination does not know the service: it does not exist and
+// has no endpoints.
+func (s *endpointSet) notFound() bool { return s.set(nil, false) }
+
+// without returns the endpoints without those rm names (a new slice, or s.eps unchanged).
+func (s *endpointSet) without(rm *pb.AddrSet) ([]Endpoint, error) {
+	drop := make([]bool, len(s.eps))
+	dropped := 0
+	for _, a := range rm.GetAddrs() {
+		ap, err := wire.ToAddrPort(a)
+		if err != nil {
+			return nil, fmt.Errorf("remove: endpoint address: %w", err)
+		}
+		i, ok := slices.BinarySearchFunc(s.eps, ap, func(e Endpoint, t netip.AddrPort) int { return e.Addr.Compare(t) })
+		if ok && !drop[i] {
+			drop[i] = true
+			dropped++
+		}
+	}
+	if dropped == 0 {
+		return s.eps, nil
+	}
+	out := make([]Endpoint, 0, len(s.eps)-dropped)
+	for i, e := range s.eps {
+		if !drop[i] {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+// set makes eps and exists the state and reports whether that changed it (the first state
+// always does). The new stream, if any, has had its first update.
+func (s *endpointSet) set(eps []Endpoint, exists bool) bool {
+	s.fresh = false
+	if len(eps) == 0 {
+		eps = nil
+	}
+	if s.resolved && s.exists == exists && slices.EqualFunc(s.eps, eps, equalEndpoint) {
+		return false
+	}
+	s.resolved, s.exists, s.eps = true, exists, eps
+	return true
+}
+
+// convertProfile turns a DestinationProfile into a Profile.
+func convertProfile(p *pb.DestinationProfile) (Profile, error) {
+	out := Profile{FullyQualifiedName: p.GetFullyQualifiedName(), Opaque: p.GetOpaqueProtocol()}
+	if a := p.GetEndpoint(); a != nil {
+		e, err := convertEndpoint(a, nil)
+		if err != nil {
+			return Profile{}, fmt.Errorf("profile: %w", err)
+		}
+		out.Endpoint = &e
+	}
+	return out, nil
+}
+
+// equalProfile reports whether two profiles say the same thing.
+func equalProfile(a, b Profile) bool {
+	if a.FullyQualifiedName != b.FullyQualifiedName || a.Opaque != b.Opaque || (a.Endpoint == nil) != (b.Endpoint == nil) {
+		return false
+	}
+	return a.Endpoint == nil || equalEndpoint(*a.Endpoint, *b.Endpoint)
+}
