@@ -312,7 +312,7 @@ func (l *connListener) Accept() (net.Conn, error) {
 	}
 }
 
-func (l *connListener) Close() error { l.once.Do(func() { close(l.done) }); return nil }
+func (l *connListener) Close() error   { l.once.Do(func() { close(l.done) }); return nil }
 func (l *connListener) Addr() net.Addr { return l.addr }
 
 // push hands c to the server; false once the server stopped accepting.
