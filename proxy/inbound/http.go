@@ -54,7 +54,7 @@ func (i *Inbound) newHTTPServer() *http.Server {
 	p.SetHTTP1(true)
 	p.SetUnencryptedHTTP2(true)
 	return &http.Server{
-		Handler:   i,
+		Handler:   http.HandlerFunc(i.serveRequest),
 		Protocols: p,
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			return context.WithValue(ctx, connKey{}, c)
@@ -105,8 +105,8 @@ func (hc *httpConn) routeMetrics(i *Inbound, authority, srv string) *metrics.Rou
 	return m
 }
 
-// ServeHTTP authorizes and forwards one request.
-func (i *Inbound) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+// serveRequest authorizes and forwards one request.
+func (i *Inbound) serveRequest(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	hc, _ := r.Context().Value(connKey{}).(*httpConn)
 	if hc == nil {

@@ -214,8 +214,10 @@ type registry struct {
 // release hook (the policy port it holds).
 type trackedConn struct {
 	net.Conn
-	r       *registry
-	once    sync.Once
+	r *registry
+
+	mu      sync.Mutex
+	closed  bool
 	release func()
 }
 
@@ -260,23 +262,41 @@ func (r *registry) closeAll() {
 	}
 }
 
-// Close closes the socket once and leaves the registry.
+// onClose sets the function Close runs (once); on a closed connection it runs f now.
+func (c *trackedConn) onClose(f func()) {
+	c.mu.Lock()
+	if !c.closed {
+		c.release = f
+		f = nil
+	}
+	c.mu.Unlock()
+	if f != nil {
+		f()
+	}
+}
+
+// Close closes the socket once, runs the onClose function and leaves the registry.
 func (c *trackedConn) Close() error {
-	err := net.ErrClosed
-	c.once.Do(func() {
-		err = c.Conn.Close()
-		if c.release != nil {
-			c.release()
-		}
-		r := c.r
-		r.mu.Lock()
-		delete(r.conns, c)
-		if r.n.Add(-1) == 0 {
-			close(r.empty)
-			r.empty = nil
-		}
-		r.mu.Unlock()
-	})
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return net.ErrClosed
+	}
+	c.closed = true
+	release := c.release
+	c.mu.Unlock()
+	err := c.Conn.Close()
+	if release != nil {
+		release()
+	}
+	r := c.r
+	r.mu.Lock()
+	delete(r.conns, c)
+	if r.n.Add(-1) == 0 {
+		close(r.empty)
+		r.empty = nil
+	}
+	r.mu.Unlock()
 	return err
 }
 

@@ -184,7 +184,7 @@ func (i *Inbound) serveConn(ctx context.Context, c *trackedConn) {
 		return
 	}
 	port := i.watcher.Lookup(ctx, s.port)
-	c.release = port.Release
+	c.onClose(port.Release)
 	if ctx.Err() != nil { // shutting down: no connection starts now
 		_ = c.Close()
 		return

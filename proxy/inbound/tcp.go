@@ -78,6 +78,9 @@ func pipe(dst, src net.Conn, count func(int64)) error {
 		n, err := src.Read(buf)
 		if n > 0 {
 			if _, werr := dst.Write(buf[:n]); werr != nil {
+				if errors.Is(werr, net.ErrClosed) {
+					return errClosed
+				}
 				return werr
 			}
 			count(int64(n))
