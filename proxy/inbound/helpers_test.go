@@ -179,7 +179,8 @@ func httpApp(t testing.TB) (port uint16) {
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Seen-Client-Id", strings.Join(r.Header.Values("L5d-Client-Id"), ","))
 		w.Header().Set("X-Seen-Proto", r.Proto)
-		_, _ = io.Copy(io.Discard, r.Body)
+		n, _ := io.Copy(io.Discard, r.Body)
+		w.Header().Set("X-Seen-Body-Len", strconv.FormatInt(n, 10))
 		_, _ = io.WriteString(w, "path="+r.URL.Path)
 	})}
 	serveHTTPApp(t, srv, lis)

@@ -211,6 +211,9 @@ func (i *Inbound) forward(w http.ResponseWriter, r *http.Request, hc *httpConn) 
 	out.URL, out.RequestURI, out.Close = &u, "", false
 	if r.ContentLength == 0 {
 		out.Body = nil
+	} else if r.ProtoMajor == 1 {
+		// The application may answer before it read the whole body (and stream both ways).
+		_ = http.NewResponseController(w).EnableFullDuplex()
 	}
 	tr := i.h1
 	if r.ProtoMajor == 2 && origProto == nil {

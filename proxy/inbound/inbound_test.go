@@ -59,6 +59,15 @@ func TestTransportHeader(t *testing.T) {
 		t.Fatalf("HTTP/1 via the header: %d %q %v", res.StatusCode, body, res.Header)
 	}
 
+	post, err := c.httpClient(t, httpPort).Post("http://web/upload", "text/plain", strings.NewReader(strings.Repeat("x", 100000)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	post.Body.Close()
+	if post.StatusCode != http.StatusOK || post.Header.Get("X-Seen-Body-Len") != "100000" {
+		t.Fatalf("POST via the header: %d, app read %s bytes", post.StatusCode, post.Header.Get("X-Seen-Body-Len"))
+	}
+
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	hr, err := healthpb.NewHealthClient(c.grpcConn(t, grpcPort)).Check(ctx, &healthpb.HealthCheckRequest{})
