@@ -1,0 +1,37 @@
+// Package inbound is the proxy's inbound side: the listener (4143) in front of the pod's
+// application. Per connection it
+//
+//   - peeks at the first bytes: a TLS ClientHello for this proxy's identity (or any, when
+//     Config.Identity is empty) is terminated with tlsid (ALPN transport.l5d.io/v1, h2,
+//     http/1.1) and the client's verified identity recorded; TLS for another name is the
+//     application's and passes through untouched; anything else is plaintext;
+//   - with ALPN transport.l5d.io/v1 reads Linkerd's transport header (10 s bound): the target
+//     port and the session protocol (HTTP/1, HTTP/2 or opaque); without it the target port is
+//     the original destination's (SO_ORIGINAL_DST, package origdst) or Config.DefaultPort;
+//   - looks up the port's inbound policy (package inbound/policy: WatchPort on the policy
+//     service, last-good or default fallback) and decides the protocol: the header's, else
+//     opaque for Config.OpaquePorts and opaque/TLS policies, HTTP for HTTP policies, else
+//     protocol detection (proxy/detect);
+//   - for TCP, authorizes the connection (denied: closed; a policy change that no longer
+//     allows it closes it too) and copies bytes both ways to the application, half-close
+//     aware;
+//   - for HTTP, serves the connection with net/http (HTTP/1.1 and HTTP/2 with prior
+//     knowledge) and authorizes each request against the best-matching route: not
+//     authorized is 403 (gRPC: PERMISSION_DENIED), no route is 404; an authorized request has
+//     any l5d-client-id the client sent removed, gets l5d-client-id set to the identity the
+//     client proved, and goes to the application over pooled connections (HTTP/1.1
+//     keep-alive, or h2c for HTTP/2).
+//
+// The application is at Config.AppAddr(port) (the local mesh: <pod ip>:<port>), by default
+// the original destination's address or 127.0.0.1. Metrics are linkerd2-proxy's (package
+// proxy/metrics): request/response and TCP families with direction="inbound", and the
+// inbound_{http,tcp}_authz_{allow,deny}_total counters.
+//
+// Run owns the listener, every connection and the policy streams. When its context ends it
+// stops accepting, lets in-flight requests and connections finish for Config.Grace, then
+// closes what is left and returns.
+//
+// It imports the proxy's building blocks (detect, transportheader, tlsid, metrics, origdst,
+// inbound/policy), grpc and zap. It must not import `shard/...`, `policy/...`,
+// `identity`, `injector/...`, `bench/...` or `cmd/...`.
+package inbound

@@ -1,0 +1,363 @@
+package inbound
+
+import (
+	"bufio"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meridian-mesh/meridian/identity"
+	"github.com/meridian-mesh/meridian/internal/testutil"
+	"github.com/meridian-mesh/meridian/proxy/metrics"
+	"github.com/meridian-mesh/meridian/proxy/tlsid"
+	"github.com/meridian-mesh/meridian/proxy/transportheader"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"go.uber.org/zap/zaptest"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+)
+
+func TestMain(m *testing.M) { os.Exit(testutil.Main(m, nil)) }
+
+// wait bounds every wait in these tests.
+const wait = 20 * time.Second
+
+const (
+	serverID  = "web.shop.serviceaccount.identity.linkerd.cluster.local"
+	gatewayID = "api-gateway.shop.serviceaccount.identity.linkerd.cluster.local"
+	otherID   = "other.shop.serviceaccount.identity.linkerd.cluster.local"
+)
+
+// testPKI is a real install (identity.GenerateInstall) whose issuer mints leaves.
+type testPKI struct {
+	issuer *identity.Issuer
+	roots  *x509.CertPool
+}
+
+func newPKI(t testing.TB) *testPKI {
+	t.Helper()
+	g, err := identity.GenerateInstall("cluster.local", "linkerd", 24*time.Hour, time.Now(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	is, err := identity.LoadIssuer(g.Material, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testPKI{issuer: is, roots: is.Anchors}
+}
+
+type staticCerts struct{ c *tls.Certificate }
+
+func (s staticCerts) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) { return s.c, nil }
+func (s staticCerts) GetClientCertificate(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+	return s.c, nil
+}
+
+// leaf mints a certificate for id, as the identity service would.
+func (p *testPKI) leaf(t testing.TB, id string) *tls.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	csrDER, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{DNSNames: []string{id}}, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	csr, err := x509.ParseCertificateRequest(csrDER)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, _, err := p.issuer.Issue(csr, id, time.Now(), time.Hour, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &tls.Certificate{Certificate: append([][]byte{der}, p.issuer.Chain...), PrivateKey: key}
+}
+
+// tlsFor is the tlsid configuration of a workload with identity id ("" for none).
+func (p *testPKI) tlsFor(t testing.TB, id string) *tlsid.Config {
+	t.Helper()
+	var certs tlsid.Certs
+	if id != "" {
+		certs = staticCerts{p.leaf(t, id)}
+	}
+	c, err := tlsid.New(certs, p.roots)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// proxy is a running inbound proxy.
+type proxy struct {
+	*Inbound
+	addr string
+	reg  *prometheus.Registry
+}
+
+// startProxy runs an inbound proxy on 127.0.0.1 until the test ends.
+func startProxy(t testing.TB, cfg Config, deps Deps) *proxy {
+	t.Helper()
+	if cfg.ListenAddr == "" || cfg.ListenAddr == DefaultListenAddr {
+		cfg.ListenAddr = "127.0.0.1:0"
+	}
+	reg := prometheus.NewRegistry()
+	if deps.Metrics == nil {
+		deps.Metrics = metrics.New(reg)
+	}
+	if deps.Logger == nil {
+		deps.Logger = zaptest.NewLogger(t)
+	}
+	in, err := New(cfg, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := in.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Go(t, "Inbound.Run", in.Run)
+	return &proxy{Inbound: in, addr: in.Addr().String(), reg: reg}
+}
+
+// counter sums the samples of family name whose labels include want.
+func (p *proxy) counter(t testing.TB, name string, want map[string]string) float64 {
+	t.Helper()
+	mfs, err := p.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if hasLabels(m, want) {
+				total += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+			}
+		}
+	}
+	return total
+}
+
+func hasLabels(m *dto.Metric, want map[string]string) bool {
+	got := map[string]string{}
+	for _, l := range m.GetLabel() {
+		got[l.GetName()] = l.GetValue()
+	}
+	for k, v := range want {
+		if got[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// httpApp is an HTTP/1.1 application that answers with what it saw: the l5d-client-id
+// header (in X-Seen-Client-Id) and the request path (in the body).
+func httpApp(t testing.TB) (port uint16) {
+	t.Helper()
+	lis := testutil.Listen(t)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Seen-Client-Id", strings.Join(r.Header.Values("L5d-Client-Id"), ","))
+		w.Header().Set("X-Seen-Proto", r.Proto)
+		n, _ := io.Copy(io.Discard, r.Body)
+		w.Header().Set("X-Seen-Body-Len", strconv.FormatInt(n, 10))
+		_, _ = io.WriteString(w, "path="+r.URL.Path)
+	})}
+	serveHTTPApp(t, srv, lis)
+	return uint16(lis.Addr().(*net.TCPAddr).Port)
+}
+
+func serveHTTPApp(t testing.TB, srv *http.Server, lis net.Listener) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Serve(lis) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		<-done
+	})
+}
+
+// grpcApp is a gRPC (h2c) application with the health service.
+func grpcApp(t testing.TB) uint16 {
+	t.Helper()
+	addr := testutil.ServeGRPC(t, func(s *grpc.Server) { healthpb.RegisterHealthServer(s, health.NewServer()) })
+	_, p, _ := net.SplitHostPort(addr)
+	n, _ := strconv.Atoi(p)
+	return uint16(n)
+}
+
+// echoApp is a TCP application that echoes each line and, at the client's end of stream,
+// writes "bye\n" and closes.
+func echoApp(t testing.TB) uint16 {
+	t.Helper()
+	lis := testutil.Listen(t)
+	var (
+		mu    sync.Mutex
+		conns = map[net.Conn]struct{}{}
+		wg    sync.WaitGroup
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns[c] = struct{}{}
+			mu.Unlock()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { mu.Lock(); delete(conns, c); mu.Unlock(); c.Close() }()
+				r := bufio.NewReader(c)
+				for {
+					line, err := r.ReadString('\n')
+					if err != nil {
+						_, _ = io.WriteString(c, "bye\n")
+						return
+					}
+					_, _ = io.WriteString(c, line)
+				}
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = lis.Close()
+		mu.Lock()
+		for c := range conns {
+			_ = c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return uint16(lis.Addr().(*net.TCPAddr).Port)
+}
+
+// client dials the proxy the ways a client proxy or an unmeshed client would.
+type client struct {
+	proxy string
+	tls   *tlsid.Config // nil: plaintext
+	from  string        // the local address to dial from ("" for any)
+}
+
+func (c client) dialer() *net.Dialer {
+	d := &net.Dialer{Timeout: wait}
+	if c.from != "" {
+		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(c.from)}
+	}
+	return d
+}
+
+// dial connects: plaintext, TLS with the given ALPN, or TLS with the transport header
+// when h is set.
+func (c client) dial(ctx context.Context, alpn string, h *transportheader.Header) (net.Conn, error) {
+	raw, err := c.dialer().DialContext(ctx, "tcp", c.proxy)
+	if err != nil {
+		return nil, err
+	}
+	if c.tls == nil {
+		return raw, nil
+	}
+	if h != nil {
+		alpn = transportheader.ALPN
+	}
+	tc := tls.Client(raw, c.tls.Client(serverID, alpn))
+	if err := tc.HandshakeContext(ctx); err != nil {
+		raw.Close()
+		return nil, fmt.Errorf("handshake: %w", err)
+	}
+	if h != nil {
+		if _, err := tc.Write(transportheader.Encode(*h)); err != nil {
+			tc.Close()
+			return nil, err
+		}
+	}
+	return tc, nil
+}
+
+// httpClient sends HTTP/1.1 through the proxy: with the header for port when port != 0.
+func (c client) httpClient(t testing.TB, port uint16) *http.Client {
+	t.Helper()
+	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		if port != 0 {
+			return c.dial(ctx, "", &transportheader.Header{Port: port, Protocol: transportheader.HTTP1})
+		}
+		return c.dial(ctx, "http/1.1", nil)
+	}, DisableCompression: true}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr, Timeout: wait}
+}
+
+// grpcConn is a gRPC connection through the proxy with the transport header (HTTP2).
+func (c client) grpcConn(t testing.TB, port uint16) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient("passthrough:///app", grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
+			return c.dial(ctx, "", &transportheader.Header{Port: port, Protocol: transportheader.HTTP2})
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn
+}
+
+// get sends GET path with extra headers and returns the response (body read).
+func get(t testing.TB, hc *http.Client, path string, hdr map[string]string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, "http://web.shop.svc.cluster.local"+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	res, err := hc.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res, string(b)
+}
+
+// echo writes line on an opaque connection, half-closes it and returns all it read back.
+func echo(t testing.TB, conn net.Conn, line string) (string, error) {
+	t.Helper()
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(wait))
+	if _, err := io.WriteString(conn, line); err != nil {
+		return "", err
+	}
+	if cw, ok := conn.(interface{ CloseWrite() error }); ok {
+		if err := cw.CloseWrite(); err != nil {
+			return "", err
+		}
+	}
+	b, err := io.ReadAll(conn)
+	return string(b), err
+}

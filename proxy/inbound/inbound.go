@@ -1,0 +1,346 @@
+package inbound
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/meridian-mesh/meridian/proxy/inbound/policy"
+	"github.com/meridian-mesh/meridian/proxy/metrics"
+	"go.uber.org/zap"
+)
+
+// Inbound is the inbound proxy. Build it with New and run it with Run (a run.Component that
+// is a run.Readier and a run.Warner).
+type Inbound struct {
+	cfg     Config
+	tls     *tls.Config // nil: no termination
+	watcher *policy.Watcher
+	metrics *metrics.Metrics
+	log     *zap.Logger
+	opaque  map[uint16]bool
+	dialer  net.Dialer
+
+	h1, h2  *http.Transport // to the application: HTTP/1.1 keep-alive, h2c
+	httpSrv *http.Server
+	httpLis *connListener
+
+	mu     sync.Mutex
+	lis    net.Listener
+	closed bool // Run ended: Listen refuses
+
+	conns registry
+	wg    sync.WaitGroup // connection goroutines
+}
+
+// New builds the inbound proxy; it checks cfg and opens nothing.
+func New(cfg Config, deps Deps) (*Inbound, error) {
+	cfg.fill()
+	fallback, err := cfg.validate()
+	if err != nil {
+		return nil, err
+	}
+	log := deps.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	m := deps.Metrics
+	if m == nil {
+		m = metrics.New(nil)
+	}
+	i := &Inbound{
+		cfg:     cfg,
+		tls:     serverTLS(deps.TLS),
+		watcher: policy.NewWatcher(cfg.Policy, deps.PolicyConn, fallback, log.Named("policy")),
+		metrics: m,
+		log:     log,
+		opaque:  map[uint16]bool{},
+		dialer:  net.Dialer{Timeout: cfg.ConnectTimeout, KeepAlive: 30 * time.Second},
+	}
+	for _, p := range cfg.OpaquePorts {
+		i.opaque[p] = true
+	}
+	i.conns.conns = map[*trackedConn]struct{}{}
+	i.h1, i.h2 = i.transports()
+	i.httpSrv = i.newHTTPServer()
+	return i, nil
+}
+
+// Listen binds the listener, if Run has not yet; Run calls it. It lets a caller learn Addr
+// before Run.
+func (i *Inbound) Listen() error {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.lis != nil {
+		return nil
+	}
+	if i.closed {
+		return errors.New("inbound: stopped")
+	}
+	lis, err := net.Listen("tcp", i.cfg.ListenAddr)
+	if err != nil {
+		return fmt.Errorf("inbound: listen on %s: %w", i.cfg.ListenAddr, err)
+	}
+	i.lis = lis
+	i.httpLis = newConnListener(lis.Addr())
+	return nil
+}
+
+// Addr is the listener's address, nil before Listen.
+func (i *Inbound) Addr() net.Addr {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.lis == nil {
+		return nil
+	}
+	return i.lis.Addr()
+}
+
+// Ready reports nil once the listener is bound.
+func (i *Inbound) Ready() error {
+	if i.Addr() == nil {
+		return errors.New("inbound listener not bound yet")
+	}
+	return nil
+}
+
+// Warnings are the policy problems (a port on a stale or default policy).
+func (i *Inbound) Warnings() []string { return i.watcher.Warnings() }
+
+// Run accepts connections until ctx ends, then drains: it stops accepting, lets open
+// requests and connections finish for Config.Grace, closes the rest, and returns once every
+// connection and policy stream has stopped.
+func (i *Inbound) Run(ctx context.Context) error {
+	if err := i.Listen(); err != nil {
+		return err
+	}
+	i.mu.Lock()
+	lis, httpLis := i.lis, i.httpLis
+	i.mu.Unlock()
+
+	wctx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
+	watchDone := make(chan struct{})
+	go func() { defer close(watchDone); _ = i.watcher.Run(wctx) }()
+	httpDone := make(chan struct{})
+	go func() { defer close(httpDone); _ = i.httpSrv.Serve(httpLis) }()
+	acceptDone := make(chan struct{})
+	go func() { defer close(acceptDone); i.accept(ctx, lis) }()
+
+	select {
+	case <-ctx.Done():
+	case <-acceptDone: // the listener was closed under us
+	}
+	_ = lis.Close()
+	<-acceptDone
+	i.mu.Lock()
+	i.closed = true
+	i.mu.Unlock()
+	i.drain()
+	<-httpDone
+	i.wg.Wait()
+	stopWatch()
+	<-watchDone
+	i.h1.CloseIdleConnections()
+	i.h2.CloseIdleConnections()
+	return nil
+}
+
+// drain lets open connections finish for the grace period, then closes them.
+func (i *Inbound) drain() {
+	grace, cancel := context.WithTimeout(context.Background(), i.cfg.Grace)
+	defer cancel()
+	shut := make(chan struct{})
+	go func() { defer close(shut); _ = i.httpSrv.Shutdown(grace) }()
+	if !i.conns.wait(grace) {
+		i.log.Info("inbound: grace period over: closing connections", zap.Int("open", i.conns.len()))
+	}
+	<-shut
+	_ = i.httpSrv.Close()
+	i.conns.closeAll()
+	i.conns.wait(context.Background())
+}
+
+// accept runs the accept loop until the listener closes. Other accept errors (out of file
+// descriptors, an aborted connection) are retried with a backoff of up to a second.
+func (i *Inbound) accept(ctx context.Context, lis net.Listener) {
+	var backoff time.Duration
+	for {
+		c, err := lis.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) || ctx.Err() != nil {
+				return
+			}
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			i.log.Warn("inbound: accept failed: retrying", zap.Error(err), zap.Duration("backoff", backoff))
+			t := time.NewTimer(backoff)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return
+			}
+			continue
+		}
+		backoff = 0
+		if i.conns.len() >= i.cfg.MaxConns {
+			i.log.Debug("inbound: too many connections: closing", zap.Int("max", i.cfg.MaxConns))
+			_ = c.Close()
+			continue
+		}
+		tc := i.conns.add(c)
+		i.wg.Add(1)
+		go func() {
+			defer i.wg.Done()
+			i.serveConn(ctx, tc)
+		}()
+	}
+}
+
+// registry tracks open connections, so that the drain can wait for them and close them.
+type registry struct {
+	mu    sync.Mutex
+	conns map[*trackedConn]struct{}
+	n     atomic.Int64
+	empty chan struct{} // closed when n drops to 0; nil when n is 0
+}
+
+// trackedConn is an accepted connection in the registry; closing it removes it and runs its
+// release hook (the policy port it holds).
+type trackedConn struct {
+	net.Conn
+	r *registry
+
+	mu      sync.Mutex
+	closed  bool
+	release func()
+}
+
+func (r *registry) add(c net.Conn) *trackedConn {
+	tc := &trackedConn{Conn: c, r: r}
+	r.mu.Lock()
+	r.conns[tc] = struct{}{}
+	if r.n.Add(1) == 1 {
+		r.empty = make(chan struct{})
+	}
+	r.mu.Unlock()
+	return tc
+}
+
+func (r *registry) len() int { return int(r.n.Load()) }
+
+// wait waits until every connection closed or ctx ended; it reports the former.
+func (r *registry) wait(ctx context.Context) bool {
+	r.mu.Lock()
+	empty := r.empty
+	r.mu.Unlock()
+	if empty == nil {
+		return true
+	}
+	select {
+	case <-empty:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (r *registry) closeAll() {
+	r.mu.Lock()
+	conns := make([]*trackedConn, 0, len(r.conns))
+	for c := range r.conns {
+		conns = append(conns, c)
+	}
+	r.mu.Unlock()
+	for _, c := range conns {
+		_ = c.Close()
+	}
+}
+
+// onClose sets the function Close runs (once); on a closed connection it runs f now.
+func (c *trackedConn) onClose(f func()) {
+	c.mu.Lock()
+	if !c.closed {
+		c.release = f
+		f = nil
+	}
+	c.mu.Unlock()
+	if f != nil {
+		f()
+	}
+}
+
+// Close closes the socket once, runs the onClose function and leaves the registry.
+func (c *trackedConn) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return net.ErrClosed
+	}
+	c.closed = true
+	release := c.release
+	c.mu.Unlock()
+	err := c.Conn.Close()
+	if release != nil {
+		release()
+	}
+	r := c.r
+	r.mu.Lock()
+	delete(r.conns, c)
+	if r.n.Add(-1) == 0 {
+		close(r.empty)
+		r.empty = nil
+	}
+	r.mu.Unlock()
+	return err
+}
+
+// NetConn returns the socket (origdst reads the original destination from it).
+func (c *trackedConn) NetConn() net.Conn { return c.Conn }
+
+// CloseWrite half-closes the socket.
+func (c *trackedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return errors.ErrUnsupported
+}
+
+// connListener hands the HTTP connections to the http.Server.
+type connListener struct {
+	addr net.Addr
+	ch   chan net.Conn
+	done chan struct{}
+	once sync.Once
+}
+
+func newConnListener(addr net.Addr) *connListener {
+	return &connListener{addr: addr, ch: make(chan net.Conn), done: make(chan struct{})}
+}
+
+func (l *connListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.ch:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *connListener) Close() error   { l.once.Do(func() { close(l.done) }); return nil }
+func (l *connListener) Addr() net.Addr { return l.addr }
+
+// push hands c to the server; false once the server stopped accepting.
+func (l *connListener) push(c net.Conn) bool {
+	select {
+	case l.ch <- c:
+		return true
+	case <-l.done:
+		return false
+	}
+}

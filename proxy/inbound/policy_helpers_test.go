@@ -1,0 +1,121 @@
+package inbound
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+
+	"github.com/linkerd/linkerd2-proxy-api/go/inbound"
+	"github.com/meridian-mesh/meridian/internal/testutil"
+	mpolicy "github.com/meridian-mesh/meridian/policy"
+	"github.com/meridian-mesh/meridian/policy/compute"
+	"go.uber.org/zap/zaptest"
+	"google.golang.org/grpc"
+)
+
+const workload = `{"ns":"shop","pod":"web-0"}`
+
+// meshYAML is the pod web-0 with an HTTP port (a readiness probe on /ready), an opaque
+// port and a gRPC port, each behind a deny Server that only the api-gateway
+// ServiceAccount is authorized on.
+func meshYAML(httpPort, echoPort, grpcPort uint16) string {
+	return fmt.Sprintf(`
+apiVersion: v1
+kind: Pod
+metadata: {name: web-0, namespace: shop, labels: {app: web}}
+spec:
+  serviceAccountName: web
+  containers:
+  - name: web
+    image: web:1
+    ports:
+    - {name: http, containerPort: %[1]d}
+    - {name: echo, containerPort: %[2]d}
+    - {name: grpc, containerPort: %[3]d}
+    readinessProbe: {httpGet: {path: /ready, port: http}}
+---
+apiVersion: policy.linkerd.io/v1beta3
+kind: Server
+metadata: {name: web-http, namespace: shop}
+spec: {podSelector: {matchLabels: {app: web}}, port: http, proxyProtocol: HTTP/1, accessPolicy: deny}
+---
+apiVersion: policy.linkerd.io/v1beta3
+kind: Server
+metadata: {name: web-echo, namespace: shop}
+spec: {podSelector: {matchLabels: {app: web}}, port: echo, proxyProtocol: opaque, accessPolicy: deny}
+---
+apiVersion: policy.linkerd.io/v1beta3
+kind: Server
+metadata: {name: web-grpc, namespace: shop}
+spec: {podSelector: {matchLabels: {app: web}}, port: grpc, proxyProtocol: gRPC, accessPolicy: deny}
+---
+%s`, httpPort, echoPort, grpcPort, authorize("api-gateway"))
+}
+
+// authorize is the AuthorizationPolicy gateway-only allowing ServiceAccount sa on every
+// Server of the namespace.
+func authorize(sa string) string {
+	return fmt.Sprintf(`apiVersion: policy.linkerd.io/v1alpha1
+kind: AuthorizationPolicy
+metadata: {name: gateway-only, namespace: shop}
+spec:
+  targetRef: {kind: Namespace, name: shop}
+  requiredAuthenticationRefs:
+  - {kind: ServiceAccount, name: %s}
+`, sa)
+}
+
+// controller is Meridian's policy service, in process, on loopback.
+type controller struct {
+	idx  *mpolicy.Index
+	addr string
+	stop func()
+}
+
+func startController(t *testing.T, docs ...string) *controller {
+	t.Helper()
+	cfg := compute.DefaultConfig()
+	idx := mpolicy.NewIndex(&cfg, zaptest.NewLogger(t), nil)
+	applyYAML(t, idx, docs...)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	srv := grpc.NewServer()
+	inbound.RegisterInboundServerPoliciesServer(srv, mpolicy.NewServer(idx, zaptest.NewLogger(t), ctx.Done()))
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Serve(lis) }()
+	c := &controller{idx: idx, addr: lis.Addr().String()}
+	stopped := false
+	c.stop = func() {
+		if !stopped {
+			stopped = true
+			cancel()
+			srv.Stop()
+			<-done
+		}
+	}
+	t.Cleanup(c.stop)
+	return c
+}
+
+func applyYAML(t *testing.T, idx *mpolicy.Index, docs ...string) {
+	t.Helper()
+	rs, errs := mpolicy.DecodeManifests("test", []byte(strings.Join(docs, "\n---\n")))
+	if len(errs) > 0 {
+		t.Fatalf("manifests: %v", errs)
+	}
+	for _, r := range rs {
+		idx.Apply(r)
+	}
+}
+
+// policyProxy is a proxy for web-0 asking ctl for its policy.
+func policyProxy(t *testing.T, pki *testPKI, policyAddr, defaultPolicy string, defaultPort uint16) *proxy {
+	t.Helper()
+	cfg := Config{Identity: serverID, Workload: workload, DefaultPolicy: defaultPolicy, DefaultPort: defaultPort}
+	return startProxy(t, cfg, Deps{TLS: pki.tlsFor(t, serverID), PolicyConn: testutil.DialGRPC(t, policyAddr)})
+}

@@ -1,0 +1,229 @@
+package inbound
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/meridian-mesh/meridian/proxy/detect"
+	"github.com/meridian-mesh/meridian/proxy/inbound/policy"
+	"github.com/meridian-mesh/meridian/proxy/metrics"
+	"github.com/meridian-mesh/meridian/proxy/origdst"
+	"github.com/meridian-mesh/meridian/proxy/tlsid"
+	"github.com/meridian-mesh/meridian/proxy/transportheader"
+	"go.uber.org/zap"
+)
+
+// session is what the preamble learned of a connection.
+type session struct {
+	conn   net.Conn // the stream after TLS and the transport header
+	client policy.Client
+	// port is the target port; header reports a transport header, whose protocol is proto.
+	port   uint16
+	header bool
+	proto  transportheader.SessionProtocol
+	// passthrough: TLS for another server name, not terminated.
+	passthrough bool
+	sni         string
+	dst         netip.AddrPort // the original destination, when redirected
+}
+
+// tlsLabel and clientID are the session's metric labels.
+func (s *session) tlsLabel() string {
+	if s.client.Identity != "" {
+		return metrics.TLSTrue
+	}
+	return metrics.TLSNoIdentity
+}
+
+// sniffPool holds the buffers the preamble reads a ClientHello record into.
+var sniffPool = sync.Pool{New: func() any { b := make([]byte, recordHeaderLen+maxRecordLen); return &b }}
+
+// errNoPort: a connection without transport header and original destination, and no default.
+var errNoPort = errors.New("no target port: no transport header, no original destination and no default port")
+
+// preamble reads what comes before the application's bytes: TLS (terminated unless it is
+// for another server name) and the transport header, all within Config.DetectTimeout. It
+// finds the target port. On error the caller closes c.
+func (i *Inbound) preamble(ctx context.Context, c net.Conn, dst netip.AddrPort) (*session, error) {
+	s := &session{dst: dst}
+	if ap, err := netip.ParseAddrPort(c.RemoteAddr().String()); err == nil {
+		s.client.Addr = ap.Addr().Unmap()
+	}
+	if err := c.SetDeadline(time.Now().Add(i.cfg.DetectTimeout)); err != nil {
+		return nil, fmt.Errorf("set deadline: %w", err)
+	}
+	prefix, err := i.sniff(c)
+	if err != nil {
+		return nil, err
+	}
+	s.conn = detect.NewConn(c, prefix)
+	if tlsid.LooksLikeTLS(prefix) {
+		s.sni, _ = serverName(prefix)
+		switch {
+		case i.tls == nil:
+			s.passthrough = true
+		case i.cfg.Identity != "" && s.sni != "" && !strings.EqualFold(strings.TrimSuffix(s.sni, "."), i.cfg.Identity):
+			s.passthrough = true
+		default:
+			if err := i.terminate(ctx, s); err != nil {
+				return nil, err
+			}
+		}
+	}
+	switch {
+	case s.header:
+	case dst.IsValid():
+		s.port = dst.Port()
+	case i.cfg.DefaultPort != 0:
+		s.port = i.cfg.DefaultPort
+	default:
+		return nil, errNoPort
+	}
+	if s.port == i.listenPort() {
+		return nil, fmt.Errorf("target port %d is the inbound port itself", s.port)
+	}
+	if err := c.SetDeadline(time.Time{}); err != nil {
+		return nil, fmt.Errorf("clear deadline: %w", err)
+	}
+	return s, nil
+}
+
+// sniff reads the connection's first bytes: at least two, and when they start a TLS
+// record and the SNI matters, the whole record (to read the ClientHello's server name). It
+// returns a copy of what it read, which the session replays.
+func (i *Inbound) sniff(c net.Conn) ([]byte, error) {
+	bp := sniffPool.Get().(*[]byte)
+	defer sniffPool.Put(bp)
+	buf := *bp
+	n := 0
+	want := 2
+	for n < want {
+		m, err := c.Read(buf[n:])
+		n += m
+		if n >= 2 && tlsid.LooksLikeTLS(buf[:n]) && i.tls != nil && i.cfg.Identity != "" {
+			want = recordHeaderLen
+			if l, ok := recordLen(buf[:n]); ok {
+				want = l
+			}
+		}
+		if err != nil {
+			if n > 0 && errors.Is(err, io.EOF) {
+				break // what there is, is all there is
+			}
+			if n == 0 && errors.Is(err, io.EOF) {
+				return nil, io.EOF
+			}
+			return nil, fmt.Errorf("read preamble after %d bytes: %w", n, err)
+		}
+	}
+	return append([]byte(nil), buf[:n]...), nil
+}
+
+// terminate runs the TLS handshake and, with ALPN transport.l5d.io/v1, reads the header.
+func (i *Inbound) terminate(ctx context.Context, s *session) error {
+	tc := tls.Server(s.conn, i.tls)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		return fmt.Errorf("TLS handshake: %w", err)
+	}
+	cs := tc.ConnectionState()
+	s.conn, s.client.TLS = tc, true
+	if id, err := tlsid.PeerIdentity(cs); err == nil {
+		s.client.Identity = id
+	}
+	if cs.NegotiatedProtocol != transportheader.ALPN {
+		return nil
+	}
+	h, err := transportheader.Read(tc)
+	if err != nil {
+		return fmt.Errorf("transport header: %w", err)
+	}
+	s.header, s.port, s.proto = true, h.Port, h.Protocol
+	return nil
+}
+
+func (i *Inbound) listenPort() uint16 {
+	if a, ok := i.Addr().(*net.TCPAddr); ok {
+		return uint16(a.Port)
+	}
+	return 0
+}
+
+// appAddr is where the application listens for the session's port.
+func (i *Inbound) appAddr(s *session) string {
+	if i.cfg.AppAddr != nil {
+		return i.cfg.AppAddr(s.port)
+	}
+	host := "127.0.0.1"
+	if s.dst.IsValid() {
+		host = s.dst.Addr().String()
+	}
+	return net.JoinHostPort(host, strconv.Itoa(int(s.port)))
+}
+
+// serveConn handles one accepted connection.
+func (i *Inbound) serveConn(ctx context.Context, c *trackedConn) {
+	dst, err := origdst.OriginalDst(c)
+	if err != nil {
+		dst = netip.AddrPort{}
+	}
+	s, err := i.preamble(ctx, c, dst)
+	if err != nil {
+		if !errors.Is(err, io.EOF) {
+			i.log.Debug("inbound: connection refused in its preamble", zap.Stringer("client", c.RemoteAddr()), zap.Error(err))
+		}
+		_ = c.Close()
+		return
+	}
+	port := i.watcher.Lookup(ctx, s.port)
+	c.onClose(port.Release)
+	if ctx.Err() != nil { // shutting down: no connection starts now
+		_ = c.Close()
+		return
+	}
+	srv := port.Policy()
+	isHTTP, conn, err := i.protocol(ctx, s, srv)
+	if err != nil {
+		i.log.Debug("inbound: protocol detection failed", zap.Stringer("client", c.RemoteAddr()), zap.Error(err))
+		_ = c.Close()
+		return
+	}
+	s.conn = conn
+	target := i.appAddr(s)
+	if isHTTP {
+		i.serveHTTP(s, port, target)
+		return
+	}
+	i.serveTCP(ctx, s, port, target)
+}
+
+// protocol decides whether the session carries HTTP, detecting it when nothing says.
+func (i *Inbound) protocol(ctx context.Context, s *session, srv *policy.Server) (bool, net.Conn, error) {
+	switch {
+	case s.passthrough:
+		return false, s.conn, nil
+	case s.header:
+		return s.proto != transportheader.Opaque, s.conn, nil
+	case i.opaque[s.port] || srv.Protocol == policy.Opaque || srv.Protocol == policy.TLS:
+		return false, s.conn, nil
+	case srv.Protocol == policy.HTTP1 || srv.Protocol == policy.HTTP2 || srv.Protocol == policy.GRPC:
+		return true, s.conn, nil
+	}
+	timeout := srv.DetectTimeout
+	if timeout <= 0 {
+		timeout = i.cfg.DetectTimeout
+	}
+	res, err := detect.Peek(ctx, s.conn, detect.Config{Timeout: timeout})
+	if err != nil {
+		return false, nil, err
+	}
+	return res.Protocol == detect.HTTP1 || res.Protocol == detect.HTTP2, res.Conn, nil
+}
