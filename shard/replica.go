@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
+	"github.com/meridian-mesh/meridian/internal/metrics"
 	"github.com/meridian-mesh/meridian/internal/run"
 	"github.com/meridian-mesh/meridian/ring"
 	"github.com/meridian-mesh/meridian/shard/source"
@@ -42,7 +43,7 @@ type Replica struct {
 	store   *snapshot.Store
 	idx     *Index
 	srv     *Server
-	m       *metrics
+	m       *replicaMetrics
 	members Membership // nil: a single replica owning everything
 	own     *ownership
 	follow  *follower // nil without members
@@ -71,13 +72,14 @@ func NewReplica(cfg Config, deps Deps) (*Replica, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	m := newMetrics()
+	set := metrics.Exclusive(deps.Registerer)
+	m := newMetrics(set)
 	store := snapshot.NewStore(snapshot.StoreConfig{OnOverflow: func(snapshot.Key) { m.overflow.Inc() }})
 	idx := NewIndex(cfg, store, deps.Source.Pod, m, log)
-	if deps.Registerer != nil {
-		if err := m.register(deps.Registerer, func() float64 { return float64(idx.Len()) }); err != nil {
-			return nil, err
-		}
+	ownedServices(set, func() float64 { return float64(idx.Len()) })
+	if err := set.Err(); err != nil {
+		set.Unregister() // all of them or none
+		return nil, fmt.Errorf("register destination metrics: %w", err)
 	}
 	r := &Replica{log: log, src: deps.Source, store: store, idx: idx, m: m, members: deps.Membership,
 		conns: newConnPool(), stop: make(chan struct{})}

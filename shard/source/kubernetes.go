@@ -134,7 +134,6 @@ func lag(reg prometheus.Registerer, log *zap.Logger, resource string) *kube.Lag 
 	l, err := kube.NewLag(reg, resource)
 	if err != nil {
 		log.Error("cannot register informer lag histogram", zap.Error(err))
-		l, _ = kube.NewLag(nil, resource)
 	}
 	return l
 }
