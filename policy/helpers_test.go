@@ -11,6 +11,7 @@ import (
 
 	"github.com/linkerd/linkerd2-proxy-api/go/inbound"
 	"github.com/meridian-mesh/meridian/internal/grpcserver"
+	"github.com/meridian-mesh/meridian/internal/testutil"
 	"github.com/meridian-mesh/meridian/policy/api"
 	"github.com/meridian-mesh/meridian/policy/compute"
 	"github.com/prometheus/client_golang/prometheus"
@@ -96,13 +97,8 @@ func startServer(t *testing.T, rs ...api.Resource) *testEnv {
 	t.Cleanup(func() {
 		conn.Close()
 		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("serve: %v", err)
-			}
-		case <-time.After(wait):
-			t.Error("gRPC server did not stop")
+		if err := testutil.Recv(t, done, wait, "the gRPC server to stop"); err != nil {
+			t.Errorf("serve: %v", err)
 		}
 	})
 	return &testEnv{idx: idx, metrics: metrics, reg: reg, client: inbound.NewInboundServerPoliciesClient(conn)}

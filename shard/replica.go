@@ -129,12 +129,7 @@ func (r *Replica) Ready() error {
 
 // Warnings returns the source's warnings when it has any (a Dir source's manifests that do
 // not parse, whose last good objects are served). It implements run.Warner.
-func (r *Replica) Warnings() []string {
-	if w, ok := r.src.(run.Warner); ok {
-		return w.Warnings()
-	}
-	return nil
-}
+func (r *Replica) Warnings() []string { return run.WarningsOf(r.src) }
 
 // loading reports whether a missing service may only be not loaded yet.
 func (r *Replica) loading() bool { return !r.src.Synced() || r.follow.loading() }

@@ -82,36 +82,30 @@ func Convert(u *unstructured.Unstructured, defaultNamespace string) (Resource, e
 			v, _ = ConvertPod(&pod)
 		}
 	case KindServer:
-		var spec ServerSpec
-		if err = decodeSpec(u, &spec); err == nil {
-			_, version, _ := strings.Cut(apiVersion, "/")
-			v, err = convertServer(m, version, &spec)
-		}
+		_, version, _ := strings.Cut(apiVersion, "/")
+		v, err = convertSpec(u, m, func(m objectMeta, spec *ServerSpec) (*compute.Server, error) { return convertServer(m, version, spec) })
 	case KindAuthorizationPolicy:
-		var spec AuthorizationPolicySpec
-		if err = decodeSpec(u, &spec); err == nil {
-			v, err = convertAuthorizationPolicy(m, &spec)
-		}
+		v, err = convertSpec(u, m, convertAuthorizationPolicy)
 	case KindMeshTLSAuthentication:
-		var spec MeshTLSAuthenticationSpec
-		if err = decodeSpec(u, &spec); err == nil {
-			v, err = convertMeshTLSAuthentication(m, &spec)
-		}
+		v, err = convertSpec(u, m, convertMeshTLSAuthentication)
 	case KindNetworkAuthentication:
-		var spec NetworkAuthenticationSpec
-		if err = decodeSpec(u, &spec); err == nil {
-			v, err = convertNetworkAuthentication(m, &spec)
-		}
+		v, err = convertSpec(u, m, convertNetworkAuthentication)
 	case KindServerAuthorization:
-		var spec ServerAuthorizationSpec
-		if err = decodeSpec(u, &spec); err == nil {
-			v, err = convertServerAuthorization(m, &spec)
-		}
+		v, err = convertSpec(u, m, convertServerAuthorization)
 	}
 	if err != nil {
 		return Resource{}, fmt.Errorf("%s %s: %w", kind, m.key(), err)
 	}
 	return Resource{Kind: k, Key: m.key(), Value: v}, nil
+}
+
+// convertSpec decodes u's spec into an S and converts it with convert.
+func convertSpec[S, V any](u *unstructured.Unstructured, m objectMeta, convert func(objectMeta, *S) (V, error)) (any, error) {
+	var spec S
+	if err := decodeSpec(u, &spec); err != nil {
+		return nil, err
+	}
+	return convert(m, &spec)
 }
 
 func decodeSpec(u *unstructured.Unstructured, into any) error {
