@@ -1,7 +1,6 @@
 package manifest
 
 import (
-	"errors"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -72,9 +71,8 @@ func (r *reporter) update(errs []error) {
 }
 
 func (r *reporter) fileOf(err error) string {
-	var fe *FileError
-	if errors.As(err, &fe) && fe.File != "" {
-		return fe.File
+	if file, _, ok := Location(err); ok && file != "" {
+		return file
 	}
 	return r.root
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/meridian-mesh/meridian/internal/manifest"
+	"github.com/meridian-mesh/meridian/internal/run"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
@@ -74,7 +75,11 @@ type Dir struct {
 	state atomic.Pointer[map[manifest.Key]manifest.Object]
 }
 
-var _ Source = (*Dir)(nil)
+var (
+	_ Source      = (*Dir)(nil)
+	_ run.Readier = (*Dir)(nil) // gates the process's readiness on the first scan
+	_ run.Warner  = (*Dir)(nil) // reports the manifests' problems in /ready
+)
 
 // NewDir returns a Dir source for path with DefaultDirConfig.
 func NewDir(path string, log *zap.Logger) *Dir {

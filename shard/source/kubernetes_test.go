@@ -9,6 +9,7 @@ import (
 
 	"github.com/meridian-mesh/meridian/internal/kube"
 	"github.com/meridian-mesh/meridian/internal/kubetest"
+	"github.com/meridian-mesh/meridian/internal/testutil"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
 	corev1 "k8s.io/api/core/v1"
@@ -54,7 +55,7 @@ func startKubernetes(t *testing.T, env *kubetest.Env, ns string) (*Kubernetes, *
 			t.Errorf("Run did not return within 10s of cancel")
 		}
 	})
-	waitFor(t, "informers to sync", apiTimeout, src.Synced)
+	testutil.Eventually(t, apiTimeout, "informers to sync", src.Synced)
 	return src, rec, reg
 }
 
@@ -140,7 +141,7 @@ func TestKubernetesSource(t *testing.T) {
 	if _, err := c.CoreV1().Services(other).Create(ctx, testService(other, "elsewhere"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the three objects", apiTimeout, func() bool {
+	testutil.Eventually(t, apiTimeout, "the three objects", func() bool {
 		return rec.get("Service "+ns+"/web") != nil && rec.get("EndpointSlice "+ns+"/web-1") != nil && rec.get("Pod "+ns+"/web-a") != nil
 	})
 
@@ -190,11 +191,11 @@ func TestKubernetesSource(t *testing.T) {
 	if p := src.Pod(ns, "nope"); p != nil {
 		t.Errorf("Pod of an unknown pod = %v", p)
 	}
-	rec.take()
+	rec.Take()
 	if err := src.Replay(ctx); err != nil {
 		t.Fatal(err)
 	}
-	replayed := strings.Join(rec.take(), ",")
+	replayed := strings.Join(rec.Take(), ",")
 	for _, k := range []string{"+Pod " + ns + "/web-a", "+Service " + ns + "/web", "+EndpointSlice " + ns + "/web-1"} {
 		if !strings.Contains(replayed, k) {
 			t.Errorf("Replay did not deliver %s: %s", k, replayed)
@@ -230,7 +231,7 @@ func TestKubernetesSource(t *testing.T) {
 	if _, err := c.CoreV1().Pods(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the three updates", apiTimeout, func() bool {
+	testutil.Eventually(t, apiTimeout, "the three updates", func() bool {
 		s, _ := rec.get("Service " + ns + "/web").(*corev1.Service)
 		e, _ := rec.get("EndpointSlice " + ns + "/web-1").(*discoveryv1.EndpointSlice)
 		p, _ := rec.get("Pod " + ns + "/web-a").(*corev1.Pod)
@@ -253,11 +254,11 @@ func TestKubernetesSource(t *testing.T) {
 	if err := c.CoreV1().Pods(ns).Delete(ctx, "web-a", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the three deletes", apiTimeout, func() bool {
+	testutil.Eventually(t, apiTimeout, "the three deletes", func() bool {
 		return rec.get("Service "+ns+"/web") == nil && rec.get("EndpointSlice "+ns+"/web-1") == nil && rec.get("Pod "+ns+"/web-a") == nil
 	})
 	events := map[string]int{}
-	for _, e := range rec.take() {
+	for _, e := range rec.Take() {
 		events[e]++
 	}
 	for _, k := range []string{"Service " + ns + "/web", "EndpointSlice " + ns + "/web-1", "Pod " + ns + "/web-a"} {
@@ -284,7 +285,7 @@ func TestKubernetesResyncAfterRestart(t *testing.T) {
 	if _, err := c.DiscoveryV1().EndpointSlices(ns).Create(ctx, testSlice(ns, "before-1", "before", "10.0.0.1"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the objects created before the restart", apiTimeout, func() bool {
+	testutil.Eventually(t, apiTimeout, "the objects created before the restart", func() bool {
 		return rec.get("Service "+ns+"/before") != nil && rec.get("EndpointSlice "+ns+"/before-1") != nil
 	})
 	lagBefore := histogramCount(t, reg, "endpointslices_informer_lag_seconds")
@@ -294,7 +295,7 @@ func TestKubernetesResyncAfterRestart(t *testing.T) {
 	ctx = apiCtx(t)
 	var err error
 	// The restarted server may take a moment to accept writes.
-	waitFor(t, "the API server to accept writes again", apiTimeout, func() bool {
+	testutil.Eventually(t, apiTimeout, "the API server to accept writes again", func() bool {
 		_, err = c.CoreV1().Services(ns).Create(ctx, testService(ns, "after"), metav1.CreateOptions{})
 		return err == nil || apierrors.IsAlreadyExists(err)
 	})
@@ -309,7 +310,7 @@ func TestKubernetesResyncAfterRestart(t *testing.T) {
 	if err := c.CoreV1().Services(ns).Delete(ctx, "before", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the changes made after the restart", 2*apiTimeout, func() bool {
+	testutil.Eventually(t, 2*apiTimeout, "the changes made after the restart", func() bool {
 		e, _ := rec.get("EndpointSlice " + ns + "/before-1").(*discoveryv1.EndpointSlice)
 		return rec.get("Service "+ns+"/after") != nil && rec.get("Service "+ns+"/before") == nil &&
 			e != nil && e.Endpoints[0].Addresses[0] == "10.0.0.9"
