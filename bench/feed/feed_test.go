@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap/zaptest"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/meridian-mesh/meridian/bench/gen"
 	"github.com/meridian-mesh/meridian/translator"
@@ -141,23 +142,20 @@ func newRecorder() *recorder {
 	return &recorder{services: map[string]*corev1.Service{}, slices: map[string]*discoveryv1.EndpointSlice{}}
 }
 
-func (r *recorder) OnService(s *corev1.Service, deleted bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if deleted {
-		delete(r.services, s.Namespace+"/"+s.Name)
-	} else {
-		r.services[s.Namespace+"/"+s.Name] = s
-	}
-}
+func (r *recorder) OnService(s *corev1.Service, deleted bool) { keep(&r.mu, r.services, s, deleted) }
 
 func (r *recorder) OnEndpointSlice(es *discoveryv1.EndpointSlice, deleted bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	keep(&r.mu, r.slices, es, deleted)
+}
+
+// keep records o in m under "namespace/name", or removes it when deleted, holding mu.
+func keep[T metav1.Object](mu *sync.Mutex, m map[string]T, o T, deleted bool) {
+	mu.Lock()
+	defer mu.Unlock()
 	if deleted {
-		delete(r.slices, es.Namespace+"/"+es.Name)
+		delete(m, o.GetNamespace()+"/"+o.GetName())
 	} else {
-		r.slices[es.Namespace+"/"+es.Name] = es
+		m[o.GetNamespace()+"/"+o.GetName()] = o
 	}
 }
 
