@@ -113,6 +113,11 @@ var kindErrorCases = []struct {
 		err:  `^f\.yaml:9: List items\[1\]: kind Pod default/Bad_Name: metadata\.name: "Bad_Name" is invalid`,
 	},
 	{
+		name: "pod IP that is not an IP address",
+		data: "apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nstatus: {podIP: not-an-ip}\n",
+		err:  `^f\.yaml:4: kind Pod default/x: status\.podIP: "not-an-ip" is not an IP address$`,
+	},
+	{
 		name: "pod IP mismatch",
 		data: "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nstatus:\n  podIP: 127.0.0.1\n  podIPs: [{ip: 127.0.0.2}]\n",
 		err:  `^f\.yaml:6: kind Pod default/a: status\.podIPs\[0\]: "127\.0\.0\.2" differs from status\.podIP "127\.0\.0\.1"$`,

@@ -228,20 +228,6 @@ func TestDirMalformedKeepsPrevious(t *testing.T) {
 	}
 }
 
-// TestDirInvalidPodAtStart checks that a file holding an invalid Pod from the start is
-// reported at the Pod's field, and the other files load.
-func TestDirInvalidPodAtStart(t *testing.T) {
-	h := startDir(t, map[string]string{
-		"bad.yaml":  "apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nstatus: {podIP: not-an-ip}\n",
-		"good.yaml": podYAML("shop", "ok", "127.0.0.5"),
-	}, nil)
-	h.Expect("+Pod shop/ok")
-	errs := h.src.Errors()
-	if len(errs) != 1 || !strings.HasSuffix(errs[0].Error(), `bad.yaml:4: kind Pod default/x: status.podIP: "not-an-ip" is not an IP address`) {
-		t.Fatalf("Errors() = %v", errs)
-	}
-}
-
 func TestDirPodAndReplay(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
