@@ -30,7 +30,7 @@
 //
 // The renewing client used by proxies lives in identity/client.
 //
-// It imports the generated Linkerd API, grpc, client-go, zap, Prometheus and internal/filewatch;
-// it must not import `cmd/...`, `shard/...`, `proxy/...`, `policy/...`, `injector/...` or
-// `bench/...`.
+// It imports the generated Linkerd API, grpc, client-go, zap, Prometheus, internal/metrics and
+// internal/filewatch; it must not import `cmd/...`, `shard/...`, `proxy/...`, `policy/...`,
+// `injector/...` or `bench/...`.
 package identity

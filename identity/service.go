@@ -36,7 +36,7 @@ type Service struct {
 	reviewer TokenReviewer
 	log      *zap.Logger
 	events   EventSink
-	metrics  *metrics
+	metrics  *serviceMetrics
 	now      func() time.Time
 
 	issuer atomic.Pointer[Issuer]

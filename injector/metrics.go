@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/meridian-mesh/meridian/internal/metrics"
 )
 
 // Metrics are the injector's admission counters, named and labelled as Linkerd's:
@@ -31,25 +33,18 @@ func metricLabelNames() []string {
 	return names
 }
 
-// NewMetrics creates the counters and registers them with reg (when non-nil).
+// NewMetrics creates the counters and registers them with reg (when non-nil); a name
+// registered already is an error, and then neither is registered.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	names := metricLabelNames()
+	s := metrics.Exclusive(reg)
 	m := &Metrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "proxy_inject_admission_requests_total",
-			Help: "Admission requests received by the proxy injector.",
-		}, names),
-		responses: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "proxy_inject_admission_responses_total",
-			Help: "Admission responses sent by the proxy injector.",
-		}, names),
+		requests:  s.CounterVec("proxy_inject_admission_requests_total", "Admission requests received by the proxy injector.", names...),
+		responses: s.CounterVec("proxy_inject_admission_responses_total", "Admission responses sent by the proxy injector.", names...),
 	}
-	if reg != nil {
-		for _, c := range []prometheus.Collector{m.requests, m.responses} {
-			if err := reg.Register(c); err != nil {
-				return nil, err
-			}
-		}
+	if err := s.Err(); err != nil {
+		s.Unregister()
+		return nil, err
 	}
 	return m, nil
 }

@@ -95,12 +95,7 @@ func (c *Controller) Ready() error {
 
 // Warnings returns the source's warnings (a manifest that does not parse, an object whose
 // last update was invalid), while the last good state is served.
-func (c *Controller) Warnings() []string {
-	if w, ok := c.src.(run.Warner); ok {
-		return w.Warnings()
-	}
-	return nil
-}
+func (c *Controller) Warnings() []string { return run.WarningsOf(c.src) }
 
 // Run runs the source into the index until ctx ends or the source fails; then open
 // WatchPort streams end (Unavailable), so proxies reconnect elsewhere.

@@ -13,7 +13,6 @@ import (
 
 	"github.com/linkerd/linkerd2-proxy-api/go/inbound"
 	"github.com/meridian-mesh/meridian/internal/manifest"
-	"github.com/meridian-mesh/meridian/internal/serve"
 	"github.com/meridian-mesh/meridian/internal/testutil"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
@@ -61,17 +60,7 @@ func TestServeFromDirectory(t *testing.T) {
 	mcfg := manifest.DefaultConfig(dir)
 	mcfg.Debounce = 10 * time.Millisecond
 	src := NewDirSource(mcfg, reg, log, metrics)
-	ctrl, err := New(cfg, Deps{Source: src, Registerer: reg, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := serve.New(log, "127.0.0.1:0")
-	p.Registry = reg
-	ctrl.Register(p.WithGRPC("127.0.0.1:0"))
-	p.Group.Add("policy", ctrl)
-	if err := p.Listen(); err != nil {
-		t.Fatal(err)
-	}
+	p := listenController(t, cfg, src, reg, log)
 	grpcLis, adminLis := p.Addr(), p.AdminAddr()
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)

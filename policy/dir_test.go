@@ -3,7 +3,6 @@ package policy
 import (
 	"context"
 	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -12,8 +11,8 @@ import (
 
 	"github.com/linkerd/linkerd2-proxy-api/go/inbound"
 	"github.com/meridian-mesh/meridian/internal/manifest"
+	"github.com/meridian-mesh/meridian/internal/manifest/manifesttest"
 	"github.com/meridian-mesh/meridian/internal/run"
-	"github.com/meridian-mesh/meridian/internal/serve"
 	"github.com/meridian-mesh/meridian/internal/testutil"
 	"github.com/meridian-mesh/meridian/policy/api"
 	"github.com/prometheus/client_golang/prometheus"
@@ -47,17 +46,7 @@ func startDirServer(t *testing.T) *dirServer {
 	mcfg := manifest.DefaultConfig(s.dir)
 	mcfg.Debounce, mcfg.Rescan = 10*time.Millisecond, 100*time.Millisecond
 	src := NewDirSource(mcfg, reg, log, s.metrics)
-	ctrl, err := New(cfg, Deps{Source: src, Registerer: reg, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := serve.New(log, "127.0.0.1:0")
-	p.Registry = reg
-	ctrl.Register(p.WithGRPC("127.0.0.1:0"))
-	p.Group.Add("policy", ctrl)
-	if err := p.Listen(); err != nil {
-		t.Fatal(err)
-	}
+	p := listenController(t, cfg, src, reg, log)
 	testutil.Go(t, "the policy controller", p.Run)
 	grpcLis := p.Addr()
 	s.admin = "http://" + p.AdminAddr().String()
@@ -69,13 +58,7 @@ func startDirServer(t *testing.T) *dirServer {
 // write replaces a manifest file atomically.
 func (s *dirServer) write(t *testing.T, name, content string) {
 	t.Helper()
-	tmp := filepath.Join(s.dir, ".tmp-"+name)
-	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, filepath.Join(s.dir, name)); err != nil {
-		t.Fatal(err)
-	}
+	manifesttest.WriteAtomic(t, filepath.Join(s.dir, name), content)
 }
 
 // watch opens WatchPort on web-0:8080 and returns its first message and a channel of the

@@ -11,10 +11,13 @@ import (
 
 	"github.com/linkerd/linkerd2-proxy-api/go/inbound"
 	"github.com/meridian-mesh/meridian/internal/grpcserver"
+	"github.com/meridian-mesh/meridian/internal/serve"
+	"github.com/meridian-mesh/meridian/internal/testutil"
 	"github.com/meridian-mesh/meridian/policy/api"
 	"github.com/meridian-mesh/meridian/policy/compute"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -96,13 +99,8 @@ func startServer(t *testing.T, rs ...api.Resource) *testEnv {
 	t.Cleanup(func() {
 		conn.Close()
 		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("serve: %v", err)
-			}
-		case <-time.After(wait):
-			t.Error("gRPC server did not stop")
+		if err := testutil.Recv(t, done, wait, "the gRPC server to stop"); err != nil {
+			t.Errorf("serve: %v", err)
 		}
 	})
 	return &testEnv{idx: idx, metrics: metrics, reg: reg, client: inbound.NewInboundServerPoliciesClient(conn)}
@@ -171,4 +169,22 @@ func identities(s *inbound.Server) []string {
 		}
 	}
 	return out
+}
+
+// listenController builds a controller on src and the process serving it (gRPC and admin on
+// 127.0.0.1, metrics on reg), and binds the listeners; the caller runs the process.
+func listenController(t *testing.T, cfg Config, src Source, reg *prometheus.Registry, log *zap.Logger) *serve.Process {
+	t.Helper()
+	ctrl, err := New(cfg, Deps{Source: src, Registerer: reg, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := serve.New(log, "127.0.0.1:0")
+	p.Registry = reg
+	ctrl.Register(p.WithGRPC("127.0.0.1:0"))
+	p.Group.Add("policy", ctrl)
+	if err := p.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

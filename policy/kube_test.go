@@ -73,13 +73,8 @@ func TestKubeSource(t *testing.T) {
 	go func() { done <- src.Run(ctx, idx) }()
 	defer func() {
 		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		case <-time.After(wait):
-			t.Error("KubeSource.Run did not return")
+		if err := tutil.Recv(t, done, wait, "KubeSource.Run to return"); err != nil {
+			t.Errorf("Run: %v", err)
 		}
 	}()
 	eventually(t, "informers to sync", src.Synced)

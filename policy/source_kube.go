@@ -72,7 +72,6 @@ func NewKubeSource(client kubernetes.Interface, dyn dynamic.Interface, reg prome
 		l, err := kube.NewLag(reg, name)
 		if err != nil {
 			k.log.Error("cannot register informer lag histogram", zap.Error(err))
-			l, _ = kube.NewLag(nil, name)
 		}
 		k.lag[kind] = l
 	}

@@ -19,7 +19,7 @@ type follower struct {
 	own     *ownership
 	idx     *Index
 	src     source.Source
-	m       *metrics
+	m       *replicaMetrics
 	log     *zap.Logger
 
 	replaying atomic.Int32 // replays of the source in progress after a ring change

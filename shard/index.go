@@ -64,7 +64,7 @@ type Index struct {
 	cfg   Config
 	log   *zap.Logger
 	store *snapshot.Store
-	m     *metrics
+	m     *replicaMetrics
 	owns  atomic.Pointer[OwnsFunc]
 
 	services *xsync.MapOf[ServiceKey, *service]
@@ -96,7 +96,7 @@ var (
 
 // NewIndex returns an index publishing to store, looking pods up with pods (the source keeps
 // them). Run its workers with Run.
-func NewIndex(cfg Config, store *snapshot.Store, pods translator.PodLookup, m *metrics, log *zap.Logger) *Index {
+func NewIndex(cfg Config, store *snapshot.Store, pods translator.PodLookup, m *replicaMetrics, log *zap.Logger) *Index {
 	x := &Index{
 		cfg:      cfg,
 		log:      log,

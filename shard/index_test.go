@@ -13,6 +13,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/meridian-mesh/meridian/internal/metrics"
 	"github.com/meridian-mesh/meridian/snapshot"
 )
 
@@ -20,7 +21,7 @@ import (
 // slices of two services change at random: endpoints replaced, moved, duplicated, slices
 // deleted and services dropped.
 func TestPodRefsIncremental(t *testing.T) {
-	x := NewIndex(DefaultConfig(), snapshot.NewStore(snapshot.StoreConfig{}), nil, newMetrics(), zap.NewNop())
+	x := NewIndex(DefaultConfig(), snapshot.NewStore(snapshot.StoreConfig{}), nil, newMetrics(metrics.Exclusive(nil)), zap.NewNop())
 	rng := rand.New(rand.NewPCG(1, 2))
 	type sliceID struct{ svc, name string }
 	truth := map[sliceID]*discoveryv1.EndpointSlice{}
@@ -116,7 +117,7 @@ func TestPodRefsIncremental(t *testing.T) {
 // TestPodRefsCompact: once ownership drops most services, the reference index is copied into
 // a map of its new size (a Go map never gives back the room of its peak).
 func TestPodRefsCompact(t *testing.T) {
-	x := NewIndex(DefaultConfig(), snapshot.NewStore(snapshot.StoreConfig{}), nil, newMetrics(), zap.NewNop())
+	x := NewIndex(DefaultConfig(), snapshot.NewStore(snapshot.StoreConfig{}), nil, newMetrics(metrics.Exclusive(nil)), zap.NewNop())
 	for s := range 40 {
 		es := &discoveryv1.EndpointSlice{
 			ObjectMeta:  metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprintf("s%d-0", s), Labels: map[string]string{discoveryv1.LabelServiceName: fmt.Sprintf("s%d", s)}},

@@ -27,7 +27,7 @@ var errStopping = status.Error(codes.Unavailable, "destination replica shutting 
 type relay struct {
 	conns *connPool
 	own   *ownership
-	m     *metrics
+	m     *replicaMetrics
 	stop  <-chan struct{}
 }
 

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
+	"github.com/meridian-mesh/meridian/internal/metrics"
 	"github.com/meridian-mesh/meridian/internal/run"
 	"github.com/meridian-mesh/meridian/ring"
 	"github.com/meridian-mesh/meridian/shard/source"
@@ -42,7 +43,7 @@ type Replica struct {
 	store   *snapshot.Store
 	idx     *Index
 	srv     *Server
-	m       *metrics
+	m       *replicaMetrics
 	members Membership // nil: a single replica owning everything
 	own     *ownership
 	follow  *follower // nil without members
@@ -71,13 +72,14 @@ func NewReplica(cfg Config, deps Deps) (*Replica, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	m := newMetrics()
+	set := metrics.Exclusive(deps.Registerer)
+	m := newMetrics(set)
 	store := snapshot.NewStore(snapshot.StoreConfig{OnOverflow: func(snapshot.Key) { m.overflow.Inc() }})
 	idx := NewIndex(cfg, store, deps.Source.Pod, m, log)
-	if deps.Registerer != nil {
-		if err := m.register(deps.Registerer, func() float64 { return float64(idx.Len()) }); err != nil {
-			return nil, err
-		}
+	ownedServices(set, func() float64 { return float64(idx.Len()) })
+	if err := set.Err(); err != nil {
+		set.Unregister() // all of them or none
+		return nil, fmt.Errorf("register destination metrics: %w", err)
 	}
 	r := &Replica{log: log, src: deps.Source, store: store, idx: idx, m: m, members: deps.Membership,
 		conns: newConnPool(), stop: make(chan struct{})}
@@ -127,12 +129,7 @@ func (r *Replica) Ready() error {
 
 // Warnings returns the source's warnings when it has any (a Dir source's manifests that do
 // not parse, whose last good objects are served). It implements run.Warner.
-func (r *Replica) Warnings() []string {
-	if w, ok := r.src.(run.Warner); ok {
-		return w.Warnings()
-	}
-	return nil
-}
+func (r *Replica) Warnings() []string { return run.WarningsOf(r.src) }
 
 // loading reports whether a missing service may only be not loaded yet.
 func (r *Replica) loading() bool { return !r.src.Synced() || r.follow.loading() }

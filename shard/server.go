@@ -28,7 +28,7 @@ type Server struct {
 	own   *ownership
 	local *local
 	relay *relay
-	m     *metrics
+	m     *replicaMetrics
 	log   *zap.Logger
 	stop  <-chan struct{}
 }

@@ -44,9 +44,7 @@ func TestGetErrors(t *testing.T) {
 		t.Run(c.path, func(t *testing.T) {
 			s, _ := get(t, e, c.path)
 			_, err := s.Recv()
-			if status.Code(err) != c.code || !strings.Contains(err.Error(), c.msg) {
-				t.Fatalf("got %v, want %s containing %q", err, c.code, c.msg)
-			}
+			testutil.WantStatus(t, err, c.code, c.msg)
 		})
 	}
 }

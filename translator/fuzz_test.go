@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/meridian-mesh/meridian/internal/testutil"
 	"github.com/meridian-mesh/meridian/snapshot"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -124,21 +125,7 @@ func FuzzOpaquePorts(f *testing.F) {
 	})
 }
 
-// fuzzReader hands out bytes of the fuzz input, then zeros.
-type fuzzReader struct{ b []byte }
-
-func (r *fuzzReader) byte() byte {
-	if len(r.b) == 0 {
-		return 0
-	}
-	c := r.b[0]
-	r.b = r.b[1:]
-	return c
-}
-
-func (r *fuzzReader) pick(n int) int { return int(r.byte()) % n }
-
-func pickFrom[T any](r *fuzzReader, xs []T) T { return xs[r.pick(len(xs))] }
+func pickFrom[T any](r *testutil.FuzzBytes, xs []T) T { return xs[r.Pick(len(xs))] }
 
 var (
 	fuzzNames     = []string{"", "http", "db", "admin"}
@@ -153,78 +140,78 @@ var (
 
 // fuzzWorld builds a Service, its slices and pods from fuzz bytes.
 func fuzzWorld(data []byte) (*corev1.Service, uint32, []*discoveryv1.EndpointSlice, podIndex) {
-	r := &fuzzReader{b: data}
+	r := testutil.NewFuzzBytes(data)
 	svc := service("ns", "web")
-	for range r.pick(4) {
+	for range r.Pick(4) {
 		sp := corev1.ServicePort{Name: pickFrom(r, fuzzNames), Port: pickFrom(r, fuzzPorts), Protocol: pickFrom(r, []corev1.Protocol{"", "TCP", "UDP"})}
 		svc.Spec.Ports = append(svc.Spec.Ports, sp)
 	}
 	port := uint32(pickFrom(r, fuzzPorts))
-	if r.pick(4) == 0 {
-		port = uint32(r.byte())<<8 | uint32(r.byte())
+	if r.Pick(4) == 0 {
+		port = uint32(r.Byte())<<8 | uint32(r.Byte())
 	}
 	var sl []*discoveryv1.EndpointSlice
-	for range r.pick(5) {
+	for range r.Pick(5) {
 		es := eslice(pickFrom(r, []string{"ns", "ns", "other"}), pickFrom(r, []string{"a", "b", "c", "a"}), pickFrom(r, []string{"web", "web", "api"}), pickFrom(r, fuzzTypes), nil)
-		for range r.pick(4) {
+		for range r.Pick(4) {
 			p := discoveryv1.EndpointPort{}
-			if r.pick(4) != 0 {
+			if r.Pick(4) != 0 {
 				p.Name = ptr(pickFrom(r, fuzzNames))
 			}
-			if r.pick(5) != 0 {
+			if r.Pick(5) != 0 {
 				p.Port = ptr(pickFrom(r, fuzzPorts))
 			}
 			es.Ports = append(es.Ports, p)
 		}
-		for range r.pick(7) {
+		for range r.Pick(7) {
 			var addrs []string
-			for range r.pick(4) {
+			for range r.Pick(4) {
 				addrs = append(addrs, pickFrom(r, fuzzAddrs))
 			}
 			ep := endpoint(pickFrom(r, fuzzPodNames), addrs...)
 			ep.Conditions.Ready = pickFrom(r, []*bool{nil, ptr(true), ptr(false)})
-			if r.pick(3) == 0 {
+			if r.Pick(3) == 0 {
 				ep.Zone = ptr(pickFrom(r, []string{"", "z1", "z2"}))
 			}
-			if r.pick(3) == 0 {
+			if r.Pick(3) == 0 {
 				ep.Hostname = ptr(pickFrom(r, []string{"", "h0", "h1"}))
 			}
-			if ep.TargetRef != nil && r.pick(4) == 0 {
+			if ep.TargetRef != nil && r.Pick(4) == 0 {
 				ep.TargetRef.Kind = "Node"
 			}
 			es.Endpoints = append(es.Endpoints, ep)
 		}
 		sl = append(sl, es)
 	}
-	if r.pick(8) == 0 {
+	if r.Pick(8) == 0 {
 		sl = append(sl, nil)
 	}
 	pods := podIndex{}
 	for _, name := range fuzzPodNames[:4] {
-		if r.pick(4) == 0 {
+		if r.Pick(4) == 0 {
 			continue // unknown pod
 		}
 		p := pod("ns", name)
-		if r.pick(3) != 0 {
+		if r.Pick(3) != 0 {
 			p.Labels[LabelControlPlaneNS] = pickFrom(r, []string{"linkerd", "linkerd", "other", ""})
 		}
-		if r.pick(2) == 0 {
+		if r.Pick(2) == 0 {
 			p.Annotations[AnnotationOpaquePorts] = pickFrom(r, fuzzAnnots)
 		}
-		if r.pick(2) == 0 {
+		if r.Pick(2) == 0 {
 			p.Annotations[AnnotationSkipInboundPorts] = pickFrom(r, fuzzAnnots)
 		}
-		if r.pick(2) == 0 {
+		if r.Pick(2) == 0 {
 			p.Labels[LabelPodTemplateHash] = pickFrom(r, []string{"abc", ""})
 		}
-		for range r.pick(3) {
+		for range r.Pick(3) {
 			owned(pickFrom(r, fuzzKinds), pickFrom(r, fuzzOwnerName))(p)
 			p.OwnerReferences[len(p.OwnerReferences)-1].Controller = pickFrom(r, []*bool{nil, ptr(true), ptr(false)})
 		}
-		if r.pick(2) == 0 {
+		if r.Pick(2) == 0 {
 			containerPort(pickFrom(r, fuzzNames[1:]), pickFrom(r, fuzzPorts))(p)
 		}
-		if r.pick(4) == 0 {
+		if r.Pick(4) == 0 {
 			p.Spec.ServiceAccountName = ""
 		}
 		pods[p.Namespace+"/"+p.Name] = p

@@ -34,50 +34,50 @@ func baseMeta(name string) metav1.ObjectMeta {
 		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubelet", Operation: metav1.ManagedFieldsOperationUpdate, Time: &t}}}
 }
 
+// kindOf is the projectionKind of the API type T, from its functions.
+func kindOf[T any](name string, fields []string, base func() T, slim func(T) T, isSlim func(T) bool, project func(T) T) projectionKind {
+	return projectionKind{name: name, fields: fields,
+		base:    func() any { return base() },
+		slim:    func(o any) any { return slim(o.(T)) },
+		isSlim:  func(o any) bool { return isSlim(o.(T)) },
+		project: func(o any) any { return project(o.(T)) },
+	}
+}
+
 var projectionKinds = []projectionKind{
-	{
-		name: "Service", fields: serviceFields,
-		base: func() any {
-			s := &corev1.Service{TypeMeta: metav1.TypeMeta{Kind: "Service", APIVersion: "v1"}, ObjectMeta: baseMeta("web")}
-			s.Annotations = map[string]string{AnnotationOpaquePorts: "3306"}
-			s.Spec = corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ExternalName: "x.example", ClusterIP: "10.96.0.1", ClusterIPs: []string{"10.96.0.1"},
-				Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromString("http")}}}
-			return s
-		},
-		slim:    func(o any) any { return SlimService(o.(*corev1.Service)) },
-		isSlim:  func(o any) bool { return IsSlimService(o.(*corev1.Service)) },
-		project: func(o any) any { return ProjectService(o.(*corev1.Service)) },
-	},
-	{
-		name: "EndpointSlice", fields: sliceFields,
-		base: func() any {
-			es := &discoveryv1.EndpointSlice{TypeMeta: metav1.TypeMeta{Kind: "EndpointSlice", APIVersion: "discovery.k8s.io/v1"}, ObjectMeta: baseMeta("web-1"),
-				AddressType: v4, Ports: []discoveryv1.EndpointPort{eport("http", 8080)}}
-			es.Labels = map[string]string{LabelServiceName: "web"}
-			es.Endpoints = []discoveryv1.Endpoint{{Addresses: []string{"10.0.0.1"}, Hostname: ptr("web-0"), Zone: ptr("z1"),
-				TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: "ns", Name: "web-0"}}}
-			return es
-		},
-		slim:    func(o any) any { return SlimEndpointSlice(o.(*discoveryv1.EndpointSlice)) },
-		isSlim:  func(o any) bool { return IsSlimEndpointSlice(o.(*discoveryv1.EndpointSlice)) },
-		project: func(o any) any { return ProjectEndpointSlice(o.(*discoveryv1.EndpointSlice)) },
-	},
-	{
-		name: "Pod", fields: podFields,
-		base: func() any {
-			p := &corev1.Pod{TypeMeta: metav1.TypeMeta{Kind: "Pod", APIVersion: "v1"}, ObjectMeta: baseMeta("web-abc-1")}
-			p.Labels = map[string]string{LabelControlPlaneNS: "linkerd", LabelPodTemplateHash: "abc"}
-			p.Annotations = map[string]string{AnnotationOpaquePorts: "http", AnnotationSkipInboundPorts: "9090"}
-			p.OwnerReferences = []metav1.OwnerReference{{Kind: "ReplicaSet", Name: "web-abc", Controller: ptr(true)}}
-			p.Spec.ServiceAccountName = "web"
-			p.Spec.Containers = []corev1.Container{{Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}}}}
-			p.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.1", PodIPs: []corev1.PodIP{{IP: "10.0.0.1"}}}
-			return p
-		},
-		slim:    func(o any) any { return SlimPod(o.(*corev1.Pod)) },
-		isSlim:  func(o any) bool { return IsSlimPod(o.(*corev1.Pod)) },
-		project: func(o any) any { return ProjectPod(o.(*corev1.Pod)) },
-	},
+	kindOf("Service", serviceFields, baseService, SlimService, IsSlimService, ProjectService),
+	kindOf("EndpointSlice", sliceFields, baseEndpointSlice, SlimEndpointSlice, IsSlimEndpointSlice, ProjectEndpointSlice),
+	kindOf("Pod", podFields, basePod, SlimPod, IsSlimPod, ProjectPod),
+}
+
+// baseService, baseEndpointSlice and basePod are the base objects: projections with every
+// field of their kind's list set.
+func baseService() *corev1.Service {
+	s := &corev1.Service{TypeMeta: metav1.TypeMeta{Kind: "Service", APIVersion: "v1"}, ObjectMeta: baseMeta("web")}
+	s.Annotations = map[string]string{AnnotationOpaquePorts: "3306"}
+	s.Spec = corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ExternalName: "x.example", ClusterIP: "10.96.0.1", ClusterIPs: []string{"10.96.0.1"},
+		Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromString("http")}}}
+	return s
+}
+
+func baseEndpointSlice() *discoveryv1.EndpointSlice {
+	es := &discoveryv1.EndpointSlice{TypeMeta: metav1.TypeMeta{Kind: "EndpointSlice", APIVersion: "discovery.k8s.io/v1"}, ObjectMeta: baseMeta("web-1"),
+		AddressType: v4, Ports: []discoveryv1.EndpointPort{eport("http", 8080)}}
+	es.Labels = map[string]string{LabelServiceName: "web"}
+	es.Endpoints = []discoveryv1.Endpoint{{Addresses: []string{"10.0.0.1"}, Hostname: ptr("web-0"), Zone: ptr("z1"),
+		TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: "ns", Name: "web-0"}}}
+	return es
+}
+
+func basePod() *corev1.Pod {
+	p := &corev1.Pod{TypeMeta: metav1.TypeMeta{Kind: "Pod", APIVersion: "v1"}, ObjectMeta: baseMeta("web-abc-1")}
+	p.Labels = map[string]string{LabelControlPlaneNS: "linkerd", LabelPodTemplateHash: "abc"}
+	p.Annotations = map[string]string{AnnotationOpaquePorts: "http", AnnotationSkipInboundPorts: "9090"}
+	p.OwnerReferences = []metav1.OwnerReference{{Kind: "ReplicaSet", Name: "web-abc", Controller: ptr(true)}}
+	p.Spec.ServiceAccountName = "web"
+	p.Spec.Containers = []corev1.Container{{Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}}}}
+	p.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.1", PodIPs: []corev1.PodIP{{IP: "10.0.0.1"}}}
+	return p
 }
 
 // TestProjectionFields checks each kind's projection against its field list, over every field

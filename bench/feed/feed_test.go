@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap/zaptest"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/meridian-mesh/meridian/bench/gen"
 	"github.com/meridian-mesh/meridian/translator"
@@ -141,23 +142,20 @@ func newRecorder() *recorder {
 	return &recorder{services: map[string]*corev1.Service{}, slices: map[string]*discoveryv1.EndpointSlice{}}
 }
 
-func (r *recorder) OnService(s *corev1.Service, deleted bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if deleted {
-		delete(r.services, s.Namespace+"/"+s.Name)
-	} else {
-		r.services[s.Namespace+"/"+s.Name] = s
-	}
-}
+func (r *recorder) OnService(s *corev1.Service, deleted bool) { keep(&r.mu, r.services, s, deleted) }
 
 func (r *recorder) OnEndpointSlice(es *discoveryv1.EndpointSlice, deleted bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	keep(&r.mu, r.slices, es, deleted)
+}
+
+// keep records o in m under "namespace/name", or removes it when deleted, holding mu.
+func keep[T metav1.Object](mu *sync.Mutex, m map[string]T, o T, deleted bool) {
+	mu.Lock()
+	defer mu.Unlock()
 	if deleted {
-		delete(r.slices, es.Namespace+"/"+es.Name)
+		delete(m, o.GetNamespace()+"/"+o.GetName())
 	} else {
-		r.slices[es.Namespace+"/"+es.Name] = es
+		m[o.GetNamespace()+"/"+o.GetName()] = o
 	}
 }
 
@@ -267,18 +265,24 @@ func (f *fixture) converged(t *testing.T, what string) {
 	}
 }
 
+// churn applies n random changes to the served cluster, from a generator seeded with seed.
+func (f *fixture) churn(t *testing.T, seed uint64, n int) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(seed, seed+1))
+	for range n {
+		if _, _, err := f.srv.Apply(rng, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func TestServeAndChurn(t *testing.T) {
 	f := start(t, DefaultServerConfig())
 	f.converged(t, "initial state")
 	if p := f.src.Pod("ns-1", smallConfig().PodName(1, 200)); p == nil || p.Status.PodIP != gen.SerialAddr(200).String() {
 		t.Fatalf("Pod lookup: %v", p)
 	}
-	rng := rand.New(rand.NewPCG(1, 2))
-	for range 300 {
-		if _, _, err := f.srv.Apply(rng, nil, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
+	f.churn(t, 1, 300)
 	f.converged(t, "after churn")
 	if f.rec.pods != 0 {
 		t.Errorf("%d pods delivered without DeliverPods", f.rec.pods)
@@ -304,12 +308,7 @@ func TestServeAndChurn(t *testing.T) {
 func TestOverflowResyncs(t *testing.T) {
 	f := start(t, ServerConfig{QueueFrames: 1, DeliverPods: true})
 	f.converged(t, "initial state")
-	rng := rand.New(rand.NewPCG(3, 4))
-	for range 200 {
-		if _, _, err := f.srv.Apply(rng, nil, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
+	f.churn(t, 3, 200)
 	f.converged(t, "after a burst through a one-frame queue")
 	if f.srv.Resyncs() == 0 {
 		t.Error("no resync counted")
@@ -412,12 +411,7 @@ func BenchmarkDecodeSlice(b *testing.B) {
 func TestServiceFilter(t *testing.T) {
 	f := startFiltered(t, DefaultServerConfig(), func(_, svc string) bool { return svc == gen.ServiceName(1) || svc == gen.ServiceName(2) })
 	f.converged(t, "initial state")
-	rng := rand.New(rand.NewPCG(3, 4))
-	for range 300 {
-		if _, _, err := f.srv.Apply(rng, nil, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
+	f.churn(t, 3, 300)
 	f.converged(t, "after churn")
 	f.rec.mu.Lock()
 	defer f.rec.mu.Unlock()

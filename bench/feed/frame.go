@@ -28,22 +28,19 @@ const (
 	FrameReplayDone
 )
 
+var frameNames = [...]string{
+	FrameHello:                "hello",
+	FrameService:              "service",
+	FrameServiceDeleted:       "service-deleted",
+	FrameEndpointSlice:        "endpointslice",
+	FrameEndpointSliceDeleted: "endpointslice-deleted",
+	FrameSynced:               "synced",
+	FrameReplayDone:           "replay-done",
+}
+
 func (t FrameType) String() string {
-	switch t {
-	case FrameHello:
-		return "hello"
-	case FrameService:
-		return "service"
-	case FrameServiceDeleted:
-		return "service-deleted"
-	case FrameEndpointSlice:
-		return "endpointslice"
-	case FrameEndpointSliceDeleted:
-		return "endpointslice-deleted"
-	case FrameSynced:
-		return "synced"
-	case FrameReplayDone:
-		return "replay-done"
+	if int(t) < len(frameNames) && frameNames[t] != "" {
+		return frameNames[t]
 	}
 	return fmt.Sprintf("FrameType(%d)", byte(t))
 }

@@ -13,33 +13,20 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/meridian-mesh/meridian/bench/gen"
+	"github.com/meridian-mesh/meridian/internal/testutil"
 	"github.com/meridian-mesh/meridian/translator"
 )
 
-// byteReader hands out bytes of the fuzz input, then zeros.
-type byteReader struct{ b []byte }
-
-func (r *byteReader) next() byte {
-	if len(r.b) == 0 {
-		return 0
-	}
-	c := r.b[0]
-	r.b = r.b[1:]
-	return c
-}
-
-func (r *byteReader) pick(n int) int { return int(r.next()) % n }
-
-func optString(r *byteReader, vals ...string) *string {
-	if r.pick(3) == 0 {
+func optString(r *testutil.FuzzBytes, vals ...string) *string {
+	if r.Pick(3) == 0 {
 		return nil
 	}
-	s := vals[r.pick(len(vals))]
+	s := vals[r.Pick(len(vals))]
 	return &s
 }
 
-func optBool(r *byteReader) *bool {
-	switch r.pick(3) {
+func optBool(r *testutil.FuzzBytes) *bool {
+	switch r.Pick(3) {
 	case 0:
 		return nil
 	case 1:
@@ -52,47 +39,47 @@ func optBool(r *byteReader) *bool {
 
 // fuzzSlice builds an EndpointSlice using every field of the type, from fuzz bytes.
 func fuzzSlice(data []byte) *discoveryv1.EndpointSlice {
-	r := &byteReader{b: data}
+	r := testutil.NewFuzzBytes(data)
 	es := &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: []string{"a", "", "svc-1-0"}[r.pick(3)], Namespace: []string{"ns", ""}[r.pick(2)],
-			UID: "u-1", ResourceVersion: "42", Generation: int64(r.pick(5)),
+			Name: []string{"a", "", "svc-1-0"}[r.Pick(3)], Namespace: []string{"ns", ""}[r.Pick(2)],
+			UID: "u-1", ResourceVersion: "42", Generation: int64(r.Pick(5)),
 			Labels:          map[string]string{discoveryv1.LabelServiceName: "svc", discoveryv1.LabelManagedBy: "x"},
 			Annotations:     map[string]string{"a": "b"},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Service", Name: "svc", UID: "u-2"}},
 			Finalizers:      []string{"f"},
 		},
-		AddressType: []discoveryv1.AddressType{"IPv4", "IPv6", "FQDN", ""}[r.pick(4)],
+		AddressType: []discoveryv1.AddressType{"IPv4", "IPv6", "FQDN", ""}[r.Pick(4)],
 	}
-	if r.pick(4) == 0 {
+	if r.Pick(4) == 0 {
 		es.Labels = nil
 	}
-	for range r.pick(3) {
+	for range r.Pick(3) {
 		es.Ports = append(es.Ports, discoveryv1.EndpointPort{Name: optString(r, "http", ""), Protocol: (*corev1.Protocol)(optString(r, "TCP", "UDP")), Port: func() *int32 {
-			if r.pick(3) == 0 {
+			if r.Pick(3) == 0 {
 				return nil
 			}
-			p := int32(r.pick(70000)) - 1
+			p := int32(r.Pick(70000)) - 1
 			return &p
 		}(), AppProtocol: optString(r, "h2")})
 	}
-	for range r.pick(8) {
+	for range r.Pick(8) {
 		ep := discoveryv1.Endpoint{
 			Conditions: discoveryv1.EndpointConditions{Ready: optBool(r), Serving: optBool(r), Terminating: optBool(r)},
 			Hostname:   optString(r, "h0", ""),
 			NodeName:   optString(r, "node-1"),
 			Zone:       optString(r, "zone-a", "zone-b", ""),
 		}
-		for range r.pick(3) {
-			ep.Addresses = append(ep.Addresses, []string{"10.0.0.1", "fd00::1", "", "x"}[r.pick(4)])
+		for range r.Pick(3) {
+			ep.Addresses = append(ep.Addresses, []string{"10.0.0.1", "fd00::1", "", "x"}[r.Pick(4)])
 		}
-		if r.pick(3) != 0 {
-			ep.TargetRef = &corev1.ObjectReference{Kind: []string{"Pod", "Node", ""}[r.pick(3)], Namespace: []string{"ns", ""}[r.pick(2)], Name: fmt.Sprintf("p%d", r.pick(4)), UID: "u", APIVersion: "v1", ResourceVersion: "1", FieldPath: "f"}
+		if r.Pick(3) != 0 {
+			ep.TargetRef = &corev1.ObjectReference{Kind: []string{"Pod", "Node", ""}[r.Pick(3)], Namespace: []string{"ns", ""}[r.Pick(2)], Name: fmt.Sprintf("p%d", r.Pick(4)), UID: "u", APIVersion: "v1", ResourceVersion: "1", FieldPath: "f"}
 		}
-		if r.pick(4) == 0 {
+		if r.Pick(4) == 0 {
 			ep.DeprecatedTopology = map[string]string{"k": "v"}
 		}
-		if r.pick(4) == 0 {
+		if r.Pick(4) == 0 {
 			ep.Hints = &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: "zone-a"}}, ForNodes: []discoveryv1.ForNode{{Name: "n"}}}
 		}
 		es.Endpoints = append(es.Endpoints, ep)
@@ -100,10 +87,10 @@ func fuzzSlice(data []byte) *discoveryv1.EndpointSlice {
 	// managedFields, of which the projection keeps the newest entry's manager, operation and
 	// time (chosen last, so that the seeds written before keep their meaning).
 	times := []*metav1.Time{nil, {Time: time.Unix(1764579600, 0)}, {Time: time.Unix(1764579660, 0)}}
-	for i := range r.pick(4) {
+	for i := range r.Pick(4) {
 		es.ManagedFields = append(es.ManagedFields, metav1.ManagedFieldsEntry{
 			Manager: fmt.Sprintf("m%d", i), Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "discovery.k8s.io/v1",
-			Time: times[r.pick(len(times))], FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:endpoints":{}}`),
+			Time: times[r.Pick(len(times))], FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:endpoints":{}}`),
 		})
 	}
 	return es

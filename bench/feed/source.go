@@ -28,6 +28,7 @@ type Source struct {
 	log    *zap.Logger
 	client *http.Client
 
+	ran    atomic.Bool // Run was called
 	synced atomic.Bool
 	hello  atomic.Pointer[Hello]
 	token  atomic.Uint64
@@ -36,7 +37,6 @@ type Source struct {
 
 	mu      sync.Mutex
 	waiters map[uint64]chan struct{}
-	ran     bool
 }
 
 var _ source.Source = (*Source)(nil)
@@ -72,13 +72,9 @@ func (s *Source) Pod(ns, name string) *corev1.Pod {
 // (nil) or the feed fails (an error: the driver is gone or spoke nonsense). Run may be called
 // once.
 func (s *Source) Run(ctx context.Context, h source.Handler) error {
-	s.mu.Lock()
-	if s.ran {
-		s.mu.Unlock()
+	if !s.ran.CompareAndSwap(false, true) {
 		return errors.New("feed: Run called twice")
 	}
-	s.ran = true
-	s.mu.Unlock()
 	defer close(s.done)
 	err := s.run(ctx, h)
 	if ctx.Err() != nil {

@@ -31,14 +31,11 @@ const (
 	Ready
 )
 
+var kindNames = [...]string{Replace: "replace", NotReady: "not-ready", Ready: "ready"}
+
 func (k Kind) String() string {
-	switch k {
-	case Replace:
-		return "replace"
-	case NotReady:
-		return "not-ready"
-	case Ready:
-		return "ready"
+	if int(k) < len(kindNames) && kindNames[k] != "" {
+		return kindNames[k]
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }

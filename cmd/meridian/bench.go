@@ -11,7 +11,6 @@ import (
 
 	"github.com/meridian-mesh/meridian/bench"
 	"github.com/meridian-mesh/meridian/bench/feed"
-	"github.com/meridian-mesh/meridian/internal/logging"
 	"github.com/meridian-mesh/meridian/shard/source"
 )
 
@@ -70,7 +69,7 @@ func runBench(ctx context.Context, args []string) error {
 	reportPath := fs.String("report", "", "write a self-contained HTML report to this file")
 	binary := fs.String("binary", "", "meridian executable for the replicas (default: this one)")
 	noProgress := fs.Bool("no-progress", false, "no progress bar")
-	logLevel := fs.String("log-level", "warn", "log level of the harness")
+	logOpts := consoleLogFlags(fs, "log level of the harness")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -95,7 +94,7 @@ func runBench(ctx context.Context, args []string) error {
 	if !*noProgress {
 		cfg.Progress = os.Stderr
 	}
-	log, err := logging.New(*logLevel, "console")
+	log, err := logOpts.logger()
 	if err != nil {
 		return err
 	}

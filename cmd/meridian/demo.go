@@ -12,8 +12,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/meridian-mesh/meridian/internal/logging"
-	"github.com/meridian-mesh/meridian/internal/serve"
 	"github.com/meridian-mesh/meridian/shard"
 	"github.com/meridian-mesh/meridian/shard/source"
 )
@@ -28,20 +26,19 @@ func runDemo(ctx context.Context, args []string) error {
 	addr := fs.String("addr", "127.0.0.1:8086", "Destination API address")
 	adminAddr := fs.String("admin-addr", "127.0.0.1:9996", "destination admin address")
 	once := fs.Bool("once", false, "print the endpoints and exit instead of serving until interrupted")
-	logLevel := fs.String("log-level", "warn", "log level")
+	logOpts := consoleLogFlags(fs, "log level")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if _, err := os.Stat(*dir); err != nil {
 		return fmt.Errorf("example cluster: %w", err)
 	}
-	log, err := logging.New(*logLevel, "console")
+	srv, syncLog, err := newProcess(logOpts, *adminAddr)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = log.Sync() }()
-
-	srv := serve.New(log, *adminAddr)
+	defer syncLog()
+	log := srv.Log
 	srv.Grace = 2 * time.Second
 	dcfg := source.DefaultDirConfig(*dir)
 	dcfg.Registerer = srv.Registry

@@ -12,8 +12,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/meridian-mesh/meridian/internal/kube"
-	"github.com/meridian-mesh/meridian/internal/logging"
-	"github.com/meridian-mesh/meridian/internal/serve"
 	"github.com/meridian-mesh/meridian/ring"
 	"github.com/meridian-mesh/meridian/shard"
 	"github.com/meridian-mesh/meridian/shard/source"
@@ -26,8 +24,9 @@ func init() {
 
 // destinationFlags are the flags of `meridian destination`.
 type destinationFlags struct {
-	addr, adminAddr, src, kubeconfig, logLevel, logFormat string
-	cfg                                                   shard.Config
+	addr, adminAddr, src, kubeconfig string
+	cfg                              shard.Config
+	log                              *logOptions
 
 	// ring
 	ring                                       bool
@@ -68,8 +67,7 @@ func (f *destinationFlags) parse(name string, args []string) error {
 	fs.StringVar(&f.advertise, "advertise-addr", "", "gRPC address other replicas use to reach this one (default: --addr, with the host's address when --addr has no host)")
 	fs.StringVar(&f.gossipKey, "gossip-key-file", "", "file holding the gossip encryption key (16, 24 or 32 bytes, raw or base64)")
 	fs.StringVar(&f.nonOwner, "non-owner", "forward", "for a service another replica owns: forward (relay the stream) or redirect (refuse, naming the owner)")
-	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
-	fs.StringVar(&f.logFormat, "log-format", "json", "log format: json or console")
+	f.log = serverLogFlags(fs, "log level: debug, info, warn, error")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -129,12 +127,12 @@ func runDestination(ctx context.Context, args []string) error {
 	if err := f.parse("destination", args); err != nil {
 		return err
 	}
-	log, err := logging.New(f.logLevel, f.logFormat)
+	srv, syncLog, err := newProcess(f.log, f.adminAddr)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = log.Sync() }()
-	srv := serve.New(log, f.adminAddr)
+	defer syncLog()
+	log := srv.Log
 	src, err := newSource(f.src, f.kubeconfig, srv.Registry, log)
 	if err != nil {
 		return err

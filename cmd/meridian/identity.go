@@ -17,7 +17,6 @@ import (
 	idclient "github.com/meridian-mesh/meridian/identity/client"
 	"github.com/meridian-mesh/meridian/internal/kube"
 	"github.com/meridian-mesh/meridian/internal/logging"
-	"github.com/meridian-mesh/meridian/internal/serve"
 )
 
 func init() {
@@ -47,8 +46,7 @@ func runIdentityServer(ctx context.Context, args []string) error {
 	fs := newFlagSet("identity")
 	addr := fs.String("addr", ":8080", "gRPC listen address (io.linkerd.proxy.identity.Identity)")
 	adminAddr := fs.String("admin-addr", ":9990", "admin listen address (/metrics, /live, /ready, /debug/pprof)")
-	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
-	logFormat := fs.String("log-format", "json", "log format: json or console")
+	logOpts := serverLogFlags(fs, "log level: debug, info, warn, error")
 	fs.StringVar(&cfg.TrustDomain, "trust-domain", cfg.TrustDomain, "trust domain of identities")
 	fs.StringVar(&cfg.ControlPlaneNamespace, "control-plane-namespace", cfg.ControlPlaneNamespace, "control plane namespace (part of identities; where the issuer Secret and trust roots ConfigMap live)")
 	fs.DurationVar(&cfg.Lifetime, "lifetime", cfg.Lifetime, "lifetime of issued certificates (never past the issuer's expiry)")
@@ -69,13 +67,12 @@ func runIdentityServer(ctx context.Context, args []string) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	log, err := logging.New(*logLevel, *logFormat)
+	srv, syncLog, err := newProcess(logOpts, *adminAddr)
 	if err != nil {
 		return err
 	}
-	defer log.Sync() //nolint:errcheck
-
-	srv := serve.New(log, *adminAddr)
+	defer syncLog()
+	log := srv.Log
 	srv.Grace = 10 * time.Second
 	deps := identity.Deps{Logger: log, Registerer: srv.Registry}
 	if need, what := cfg.NeedsKubernetes(); need {

@@ -74,12 +74,18 @@ func injProxyFlags(fs *flag.FlagSet, cfg *injector.Config) func() map[string]str
 	}
 }
 
-func runInject(_ context.Context, args []string) error {
-	cfg := injector.DefaultConfig()
-	cfg.CreatedBy = "meridian/cli " + version
+// stampVersion marks what cfg injects as made by who (at this binary's version), and makes a
+// released binary inject proxies of its own version.
+func stampVersion(cfg *injector.Config, who string) {
+	cfg.CreatedBy = who + " " + version
 	if version != "dev" {
 		cfg.Proxy.Version = version
 	}
+}
+
+func runInject(_ context.Context, args []string) error {
+	cfg := injector.DefaultConfig()
+	stampVersion(&cfg, "meridian/cli")
 	fs := newFlagSet("inject")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: meridian inject [flags] [file ...|-]\n\n"+

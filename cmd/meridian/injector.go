@@ -8,8 +8,6 @@ import (
 
 	"github.com/meridian-mesh/meridian/injector"
 	"github.com/meridian-mesh/meridian/internal/kube"
-	"github.com/meridian-mesh/meridian/internal/logging"
-	"github.com/meridian-mesh/meridian/internal/serve"
 )
 
 func init() {
@@ -22,10 +20,7 @@ func init() {
 
 func runInjector(ctx context.Context, args []string) error {
 	cfg := injector.DefaultServerConfig()
-	cfg.CreatedBy = "meridian/injector " + version
-	if version != "dev" {
-		cfg.Proxy.Version = version
-	}
+	stampVersion(&cfg.Config, "meridian/injector")
 	fs := newFlagSet("injector")
 	addr := fs.String("addr", ":8443", "HTTPS address of the webhook")
 	adminAddr := fs.String("admin-addr", ":9995", "admin address (/metrics, /live, /ready, /debug/pprof/)")
@@ -33,8 +28,7 @@ func runInjector(ctx context.Context, args []string) error {
 	fs.StringVar(&cfg.KeyFile, "tls-key", cfg.KeyFile, "webhook serving key (PEM), reloaded on change")
 	kubeconfig := fs.String("kubeconfig", "", kube.KubeconfigUsage)
 	fs.StringVar(&cfg.TrustAnchorsConfigMap, "trust-anchors-configmap", cfg.TrustAnchorsConfigMap, "ConfigMap (key ca-bundle.crt) in the control-plane namespace read for the trust anchors when no file is given")
-	logLevel := fs.String("log-level", "info", "log level")
-	logFormat := fs.String("log-format", "json", "log format: json or console")
+	logOpts := serverLogFlags(fs, "log level")
 	flagsSet := injProxyFlags(fs, &cfg.Config)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -45,22 +39,21 @@ func runInjector(ctx context.Context, args []string) error {
 	if e, ok := flagsSet()["error"]; ok {
 		return errors.New(e)
 	}
-	log, err := logging.New(*logLevel, *logFormat)
+	srv, syncLog, err := newProcess(logOpts, *adminAddr)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = log.Sync() }()
+	defer syncLog()
 	kc, err := kube.NewClients(*kubeconfig)
 	if err != nil {
 		return err
 	}
-	srv := serve.New(log, *adminAddr)
 	lis, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", *addr, err)
 	}
 	defer lis.Close()
-	wh, err := injector.NewServer(ctx, cfg, injector.Deps{Kube: kc.Typed, Listener: lis, Registerer: srv.Registry, Logger: log})
+	wh, err := injector.NewServer(ctx, cfg, injector.Deps{Kube: kc.Typed, Listener: lis, Registerer: srv.Registry, Logger: srv.Log})
 	if err != nil {
 		return err
 	}

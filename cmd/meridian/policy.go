@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/meridian-mesh/meridian/internal/kube"
-	"github.com/meridian-mesh/meridian/internal/logging"
-	"github.com/meridian-mesh/meridian/internal/serve"
 	"github.com/meridian-mesh/meridian/policy"
 	"github.com/meridian-mesh/meridian/policy/compute"
 )
@@ -23,7 +21,7 @@ type policyCommand struct {
 	cfg                 policy.Config
 	grpcAddr, adminAddr string
 	grace               time.Duration
-	logLevel, logFormat string
+	log                 *logOptions
 }
 
 // policyFlags fills a policy.Config and the process's settings from the command line.
@@ -43,8 +41,7 @@ func policyFlags(args []string) (policyCommand, error) {
 	fs.StringVar(&cfg.Compute.IdentityDomain, "identity-trust-domain", cfg.Compute.IdentityDomain, "identity trust domain, the suffix of mesh identities")
 	fs.DurationVar(&cfg.Compute.DetectTimeout, "default-detect-timeout", cfg.Compute.DetectTimeout, "protocol detection timeout sent to proxies")
 	fs.DurationVar(&pc.grace, "shutdown-grace", 5*time.Second, "how long in-flight calls may run at shutdown")
-	fs.StringVar(&pc.logLevel, "log-level", "info", "log level: debug, info, warn, error")
-	fs.StringVar(&pc.logFormat, "log-format", "json", "log format: json or console")
+	pc.log = serverLogFlags(fs, "log level: debug, info, warn, error")
 	if err := parseFlags(fs, args); err != nil {
 		return pc, err
 	}
@@ -70,14 +67,13 @@ func runPolicy(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	log, err := logging.New(pc.logLevel, pc.logFormat)
+	srv, syncLog, err := newProcess(pc.log, pc.adminAddr)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = log.Sync() }()
-	srv := serve.New(log, pc.adminAddr)
+	defer syncLog()
 	srv.Grace = pc.grace
-	ctrl, err := policy.New(pc.cfg, policy.Deps{Registerer: srv.Registry, Logger: log})
+	ctrl, err := policy.New(pc.cfg, policy.Deps{Registerer: srv.Registry, Logger: srv.Log})
 	if err != nil {
 		return err
 	}

@@ -15,7 +15,7 @@ func TestPolicyFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, level := pc.cfg, pc.logLevel
+	cfg, level := pc.cfg, pc.log.level
 	if cfg.Source != "dir:deploy/examples" || cfg.Compute.DefaultPolicy != compute.Deny || level != "debug" {
 		t.Errorf("cfg = %+v", cfg)
 	}

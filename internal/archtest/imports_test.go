@@ -103,21 +103,16 @@ var (
 )
 
 // forbidden extracts the patterns of a doc's "must not import" sentences.
-func forbidden(doc string) []string {
-	var out []string
-	for _, m := range mustNotRE.FindAllStringSubmatch(doc, -1) {
-		for _, q := range backquoted.FindAllStringSubmatch(m[1], -1) {
-			out = append(out, q[1])
-		}
-	}
-	return out
-}
+func forbidden(doc string) []string { return quotedIn(mustNotRE, doc) }
 
 // allowedOnly extracts the patterns of a doc's "Allowed imports:" sentence (`std` is the standard
 // library); nil when the doc has none, and then only the "must not import" rules apply.
-func allowedOnly(doc string) []string {
+func allowedOnly(doc string) []string { return quotedIn(onlyRE, doc) }
+
+// quotedIn returns the backquoted words of the sentences of doc that sentence matches.
+func quotedIn(sentence *regexp.Regexp, doc string) []string {
 	var out []string
-	for _, m := range onlyRE.FindAllStringSubmatch(doc, -1) {
+	for _, m := range sentence.FindAllStringSubmatch(doc, -1) {
 		for _, q := range backquoted.FindAllStringSubmatch(m[1], -1) {
 			out = append(out, q[1])
 		}

@@ -3,9 +3,10 @@ package filewatch
 import (
 	"context"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -213,7 +214,7 @@ func (w *Watcher) sync() {
 	for d := range want {
 		delete(parents, d) // watched in full anyway
 	}
-	for _, d := range sortedKeys(want) {
+	for _, d := range slices.Sorted(maps.Keys(want)) {
 		fi, err := os.Stat(d)
 		if err != nil {
 			continue // gone since it was listed; the next sync sees
@@ -286,14 +287,5 @@ func subdirs(root string) []string {
 		out = append(out, p)
 		return nil
 	})
-	return out
-}
-
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
 	return out
 }

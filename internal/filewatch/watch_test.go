@@ -86,12 +86,20 @@ func TestWatchedFileReplacedByRename(t *testing.T) {
 	})
 }
 
-func TestDirectoryReplacedIsFollowed(t *testing.T) {
-	parent := t.TempDir()
-	dir := filepath.Join(parent, "d")
+// watchedDir starts a watcher without a poll on parent/d, which holds a.yaml, and checks that
+// a write to a.yaml is noticed.
+func watchedDir(t *testing.T) (parent, dir string, n *atomic.Int64) {
+	t.Helper()
+	parent = t.TempDir()
+	dir = filepath.Join(parent, "d")
 	write(t, filepath.Join(dir, "a.yaml"), "a")
-	n := start(t, noPoll(dir))
+	n = start(t, noPoll(dir))
 	changedAfter(t, n, "the first write", func() { write(t, filepath.Join(dir, "a.yaml"), time.Now().String()) })
+	return parent, dir, n
+}
+
+func TestDirectoryReplacedIsFollowed(t *testing.T) {
+	_, dir, n := watchedDir(t)
 
 	// rm -rf d && cp -r src d: without a poll, only the parent's watch can see it come back.
 	if err := os.RemoveAll(dir); err != nil {
@@ -103,11 +111,7 @@ func TestDirectoryReplacedIsFollowed(t *testing.T) {
 }
 
 func TestDirectoryMovedAwayAndBack(t *testing.T) {
-	parent := t.TempDir()
-	dir := filepath.Join(parent, "d")
-	write(t, filepath.Join(dir, "a.yaml"), "a")
-	n := start(t, noPoll(dir))
-	changedAfter(t, n, "the first write", func() { write(t, filepath.Join(dir, "a.yaml"), time.Now().String()) })
+	parent, dir, n := watchedDir(t)
 	away := filepath.Join(parent, "away")
 	if err := os.Rename(dir, away); err != nil {
 		t.Fatal(err)

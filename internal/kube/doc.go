@@ -5,6 +5,11 @@
 // and the informer lag histograms (<resource>_informer_lag_seconds, now minus the newest
 // managedFields time of an updated object).
 //
-// It imports client-go, apimachinery, the Prometheus client and the standard library; it must
-// not import any other Meridian package: `github.com/meridian-mesh/meridian/...`.
+// It imports client-go, apimachinery, the Prometheus client, internal/metrics and the standard
+// library; it must not import any other Meridian package: `shard/...`, `policy/...`,
+// `identity/...`, `injector/...`, `proxy/...`, `ring/...`, `translator/...`, `snapshot/...`,
+// `bench/...`, `cmd/...`, `internal/manifest/...`, `internal/serve/...`.
+//
+// Allowed imports: `std`, `k8s.io/...`, `github.com/prometheus/client_golang/prometheus/...`,
+// `internal/metrics`.
 package kube

@@ -1,12 +1,13 @@
 package kube
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/meridian-mesh/meridian/internal/metrics"
 )
 
 // LagBuckets are the buckets of the informer lag histograms, in seconds. The lag is measured
@@ -19,27 +20,15 @@ type Lag struct{ h prometheus.Observer }
 
 // NewLag returns the histogram <resource>_informer_lag_seconds (resource in the plural, lower
 // case: "pods", "endpointslices"), registered on reg (which may be nil). When reg already holds
-// it (two components in one process) the registered one is shared.
+// it (two components in one process) the registered one is shared. When it cannot be
+// registered (the name is taken by another metric), the error comes with a Lag that works
+// unregistered.
 func NewLag(reg prometheus.Registerer, resource string) (*Lag, error) {
-	name := resource + "_informer_lag_seconds"
-	h := prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name:    name,
-		Help:    fmt.Sprintf("Seconds between the newest managedFields time of an updated %s object and the informer's update event for it.", resource),
-		Buckets: LagBuckets,
-	})
-	if reg == nil {
-		return &Lag{h}, nil
-	}
-	if err := reg.Register(h); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(prometheus.Histogram); ok {
-				return &Lag{existing}, nil
-			}
-		}
-		return nil, fmt.Errorf("register %s: %w", name, err)
-	}
-	return &Lag{h}, nil
+	s := metrics.Shared(reg)
+	h := s.Histogram(resource+"_informer_lag_seconds",
+		fmt.Sprintf("Seconds between the newest managedFields time of an updated %s object and the informer's update event for it.", resource),
+		LagBuckets)
+	return &Lag{h}, s.Err()
 }
 
 // ObserveUpdate records the lag of an update event: now minus the newest managedFields time

@@ -1,13 +1,13 @@
 package manifest
 
 import (
-	"errors"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/meridian-mesh/meridian/internal/manifest/manifesttest"
 )
 
 // keyLines renders decoded objects as "Kind ns/name@line" for comparison.
@@ -48,7 +48,7 @@ var decodeCases = []struct {
 	},
 	{
 		name:    "v1 List with items of several kinds",
-		data:    "apiVersion: v1\nkind: List\nitems:\n" + indentItem(thingA) + indentItem(widgetB),
+		data:    "apiVersion: v1\nkind: List\nitems:\n" + manifesttest.IndentItem(thingA) + manifesttest.IndentItem(widgetB),
 		objects: []string{"Thing shop/a@4", "Widget shop/b@13"},
 	},
 	{
@@ -235,11 +235,8 @@ func TestDecode(t *testing.T) {
 				if !regexp.MustCompile(re).MatchString(gotErrs[i]) {
 					t.Errorf("error %d = %q, want match for %q", i, gotErrs[i], re)
 				}
-				var fe *FileError
-				if !errors.As(got.Errors[i], &fe) || fe.File != "f.yaml" || fe.Line < 1 {
-					t.Errorf("error %d is %#v, want a *FileError with file and line", i, got.Errors[i])
-				}
 			}
+			manifesttest.CheckLocated(t, got.Errors, "f.yaml", []byte(tc.data), Location)
 			if len(tc.errs) > 0 {
 				return
 			}
@@ -309,20 +306,12 @@ func TestSplitDocuments(t *testing.T) {
 }
 
 func FuzzDecode(f *testing.F) {
-	for _, s := range []string{thingA, widgetB, thingA + "---\n" + widgetB,
-		"apiVersion: v1\nkind: List\nitems:\n" + indentItem(thingA),
+	manifesttest.Seeds(f, filepath.Join("..", "..", "deploy", "examples"), thingA, widgetB, thingA+"---\n"+widgetB,
+		"apiVersion: v1\nkind: List\nitems:\n"+manifesttest.IndentItem(thingA),
 		"apiVersion: v1\nkind: ThingList\nitems:\n- metadata: {name: a}\n- {kind: Widget}\n",
 		"a: b: c", "- 1\n- 2", "apiVersion: v1\nkind: Thing\nmetadata: {name: x}\nspec: {ports: [{port: 0}]}",
 		"&a [*a]", "{apiVersion: v1, kind: Thing, metadata: {name: p, labels: {1: 2}}}", "--- !!binary AAAA",
-		"apiVersion: v1\nkind: Thing\nmetadata: {name: a}\nspec: {size: .nan}\n", "{", "--- {a: 1}\n--- # c\n...\n"} {
-		f.Add([]byte(s))
-	}
-	files, _ := filepath.Glob(filepath.Join("..", "..", "deploy", "examples", "*.yaml"))
-	for _, p := range files {
-		if data, err := os.ReadFile(p); err == nil {
-			f.Add(data)
-		}
-	}
+		"apiVersion: v1\nkind: Thing\nmetadata: {name: a}\nspec: {size: .nan}\n", "{", "--- {a: 1}\n--- # c\n...\n")
 	dec := testDecoder()
 	pass := testDecoder()
 	pass.PassUnknown = true
@@ -330,12 +319,7 @@ func FuzzDecode(f *testing.F) {
 		lines := strings.Count(string(data), "\n") + 1
 		for _, d := range []*Decoder{dec, pass} {
 			got := d.Decode("f.yaml", data)
-			for _, e := range got.Errors {
-				var fe *FileError
-				if !errors.As(e, &fe) || fe.File != "f.yaml" || fe.Line < 1 || fe.Line > lines {
-					t.Fatalf("error without a location in the file (%d lines): %#v", lines, e)
-				}
-			}
+			manifesttest.CheckLocated(t, got.Errors, "f.yaml", data, Location)
 			if len(got.Errors) > 0 {
 				continue
 			}

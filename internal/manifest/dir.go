@@ -17,6 +17,7 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/meridian-mesh/meridian/internal/filewatch"
+	"github.com/meridian-mesh/meridian/internal/run"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 )
@@ -127,6 +128,12 @@ func NewDir(cfg Config, dec *Decoder, reg prometheus.Registerer, log *zap.Logger
 
 // Synced reports whether the first scan of the running Run has been delivered.
 func (d *Dir) Synced() bool { return d.synced.Load() }
+
+// A Dir gates readiness and reports warnings in a run.Group.
+var (
+	_ run.Readier = (*Dir)(nil)
+	_ run.Warner  = (*Dir)(nil)
+)
 
 // Ready implements run.Readier: nil once the first scan has been delivered.
 func (d *Dir) Ready() error {

@@ -5,13 +5,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/meridian-mesh/meridian/internal/run"
+	"github.com/meridian-mesh/meridian/internal/manifest/manifesttest"
 	"github.com/meridian-mesh/meridian/internal/testutil"
 	"github.com/prometheus/client_golang/prometheus"
 	promtest "github.com/prometheus/client_golang/prometheus/testutil"
@@ -23,16 +22,10 @@ import (
 // wait bounds every wait in these tests.
 const wait = 10 * time.Second
 
-// A Dir gates readiness and reports warnings in a run.Group.
-var (
-	_ run.Readier = (*Dir)(nil)
-	_ run.Warner  = (*Dir)(nil)
-)
-
 // recorder records deliveries; it never blocks.
 type recorder struct {
+	manifesttest.Events
 	mu      sync.Mutex
-	events  []string // "+Kind ns/name", "-Kind ns/name"
 	all     map[Key]Object
 	initial int
 }
@@ -44,21 +37,12 @@ func (r *recorder) deliver(u Update) {
 		r.initial++
 	}
 	for _, o := range u.Upserts {
-		r.events = append(r.events, "+"+o.Key.String())
+		r.Add("+" + o.Key.String())
 	}
 	for _, o := range u.Deletes {
-		r.events = append(r.events, "-"+o.Key.String())
+		r.Add("-" + o.Key.String())
 	}
 	r.all = u.All
-}
-
-// take returns and clears the events recorded so far.
-func (r *recorder) take() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	ev := r.events
-	r.events = nil
-	return ev
 }
 
 func (r *recorder) initials() int {
@@ -80,8 +64,7 @@ func (r *recorder) label(kind, ns, name string) string {
 
 // harness runs a Dir on a temporary directory.
 type harness struct {
-	t    *testing.T
-	dir  string
+	manifesttest.Follower
 	d    *Dir
 	rec  *recorder
 	reg  *prometheus.Registry
@@ -98,9 +81,10 @@ func startDir(t *testing.T, files map[string]string, cfg func(*Config)) *harness
 func newHarness(t *testing.T, dir string, files map[string]string, cfg func(*Config)) *harness {
 	t.Helper()
 	core, logs := observer.New(zapcore.DebugLevel)
-	h := &harness{t: t, dir: dir, rec: &recorder{}, reg: prometheus.NewRegistry(), logs: logs}
+	h := &harness{rec: &recorder{}, reg: prometheus.NewRegistry(), logs: logs}
+	h.Follower = manifesttest.Follower{T: t, Dir: dir, Events: &h.rec.Events, Scans: func() int64 { return h.d.Scans() }}
 	for name, content := range files {
-		h.write(name, content)
+		h.Write(name, content)
 	}
 	c := DefaultConfig(dir)
 	c.Debounce = 10 * time.Millisecond
@@ -114,109 +98,46 @@ func newHarness(t *testing.T, dir string, files map[string]string, cfg func(*Con
 }
 
 func (h *harness) run() {
-	t := h.t
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- h.d.Run(ctx, h.rec.deliver) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := testutil.Recv(t, done, wait, "Run to return after cancel"); err != nil {
-			t.Errorf("Run returned %v after cancel, want nil", err)
-		}
-	})
-	testutil.Eventually(t, wait, "the first scan", h.d.Synced)
-}
-
-// write replaces a file atomically (a hidden temporary file, then a rename).
-func (h *harness) write(name, content string) {
-	h.t.Helper()
-	writeAtomic(h.t, filepath.Join(h.dir, name), content)
-}
-
-func writeAtomic(t *testing.T, p, content string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	tmp := filepath.Join(filepath.Dir(p), ".tmp-"+filepath.Base(p))
-	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, p); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func (h *harness) remove(name string) {
-	h.t.Helper()
-	if err := os.Remove(filepath.Join(h.dir, name)); err != nil {
-		h.t.Fatal(err)
-	}
-}
-
-// settle waits until n more scans have completed.
-func (h *harness) settle(n int64) {
-	h.t.Helper()
-	target := h.d.Scans() + n
-	testutil.Eventually(h.t, wait, fmt.Sprintf("%d more scans", n), func() bool { return h.d.Scans() >= target })
-}
-
-// expect waits until the recorded events, sorted, equal want (sorted), then checks that a
-// few more scans add nothing.
-func (h *harness) expect(want ...string) {
-	h.t.Helper()
-	var got []string
-	sort.Strings(want)
-	testutil.Eventually(h.t, wait, fmt.Sprintf("events %q", want), func() bool {
-		got = append(got, h.rec.take()...)
-		sort.Strings(got)
-		if len(got) > len(want) {
-			h.t.Fatalf("events:\n  got  %q\n  want %q", got, want)
-		}
-		return strings.Join(got, "\n") == strings.Join(want, "\n")
-	})
-	h.settle(3)
-	if extra := h.rec.take(); len(extra) > 0 {
-		h.t.Fatalf("redundant deliveries after %q: %q", want, extra)
-	}
+	h.T.Helper()
+	testutil.Go(h.T, "Run", func(ctx context.Context) error { return h.d.Run(ctx, h.rec.deliver) })
+	testutil.Eventually(h.T, wait, "the first scan", h.d.Synced)
 }
 
 // errorsAre checks the current problems: one per suffix, in order, each under the directory.
 func (h *harness) errorsAre(suffixes ...string) {
-	h.t.Helper()
+	h.T.Helper()
 	errs := errStrings(h.d.Errors())
 	ok := len(errs) == len(suffixes)
 	for i := 0; ok && i < len(errs); i++ {
-		ok = strings.HasPrefix(errs[i], h.dir+string(filepath.Separator)) && strings.HasSuffix(errs[i], suffixes[i])
+		ok = strings.HasPrefix(errs[i], h.Dir+string(filepath.Separator)) && strings.HasSuffix(errs[i], suffixes[i])
 	}
 	if !ok {
-		h.t.Fatalf("Errors() = %q, want %d under %s ending in %q", errs, len(suffixes), h.dir, suffixes)
+		h.T.Fatalf("Errors() = %q, want %d under %s ending in %q", errs, len(suffixes), h.Dir, suffixes)
 	}
 	if w := h.d.Warnings(); strings.Join(w, "\n") != strings.Join(errs, "\n") {
-		h.t.Fatalf("Warnings() = %q, want the errors %q", w, errs)
+		h.T.Fatalf("Warnings() = %q, want the errors %q", w, errs)
 	}
 }
 
 // waitErrors waits until the number of current problems is n.
 func (h *harness) waitErrors(n int) {
-	h.t.Helper()
-	testutil.Eventually(h.t, wait, fmt.Sprintf("%d errors", n), func() bool { return len(h.d.Errors()) == n })
+	h.T.Helper()
+	testutil.Eventually(h.T, wait, fmt.Sprintf("%d errors", n), func() bool { return len(h.d.Errors()) == n })
 }
 
 // gauge returns manifest_errors of a file of the directory, -1 when it has no series.
 func (h *harness) gauge(name string) float64 {
-	h.t.Helper()
+	h.T.Helper()
 	mfs, err := h.reg.Gather()
 	if err != nil {
-		h.t.Fatal(err)
+		h.T.Fatal(err)
 	}
 	for _, mf := range mfs {
 		if mf.GetName() != "manifest_errors" {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
-			if m.GetLabel()[0].GetValue() == filepath.Join(h.dir, name) {
+			if m.GetLabel()[0].GetValue() == filepath.Join(h.Dir, name) {
 				return m.GetGauge().GetValue()
 			}
 		}
@@ -238,7 +159,7 @@ func (h *harness) logCount(level zapcore.Level, suffix string) int {
 func TestDirInitialLoad(t *testing.T) {
 	h := newHarness(t, t.TempDir(), map[string]string{
 		"shop.yaml":            thingYAML("shop", "a", "") + "---\n" + strings.Replace(widgetB, "{size: 3}", "{size: 4}", 1),
-		"sub/dir/more.yml":     "apiVersion: v1\nkind: List\nitems:\n" + indentItem(thingYAML("billing", "pay", "")),
+		"sub/dir/more.yml":     "apiVersion: v1\nkind: List\nitems:\n" + manifesttest.IndentItem(thingYAML("billing", "pay", "")),
 		"json/legacy.json":     `{"apiVersion":"v1","kind":"Thing","metadata":{"name":"old","namespace":"legacy"}}`,
 		"notes.txt":            thingYAML("x", "ignored-txt", ""),
 		".hidden/secret.yaml":  thingYAML("x", "ignored-hidden", ""),
@@ -257,7 +178,7 @@ func TestDirInitialLoad(t *testing.T) {
 		t.Errorf("Ready after the first scan: %v", err)
 	}
 	// The first scan was delivered before Synced turned true, in kind order.
-	got := h.rec.take()
+	got := h.rec.Take()
 	want := []string{"+Widget billing/w", "+Widget shop/b", "+Thing billing/pay", "+Thing legacy/old", "+Thing shop/a"}
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("initial events\n got  %q\n want %q", got, want)
@@ -266,15 +187,15 @@ func TestDirInitialLoad(t *testing.T) {
 	if h.d.Warnings() != nil {
 		t.Errorf("Warnings() = %q, want nil", h.d.Warnings())
 	}
-	h.expect() // rescans deliver nothing
+	h.Expect() // rescans deliver nothing
 	if n := h.rec.initials(); n != 1 {
 		t.Errorf("%d initial deliveries", n)
 	}
 
 	// Deletes come in the reverse kind order.
-	h.remove("shop.yaml")
+	h.Remove("shop.yaml")
 	var got2 []string
-	testutil.Eventually(t, wait, "the deletes", func() bool { got2 = append(got2, h.rec.take()...); return len(got2) >= 2 })
+	testutil.Eventually(t, wait, "the deletes", func() bool { got2 = append(got2, h.rec.Take()...); return len(got2) >= 2 })
 	if strings.Join(got2, ",") != "-Thing shop/a,-Widget shop/b" {
 		t.Errorf("deletes = %q", got2)
 	}
@@ -282,7 +203,7 @@ func TestDirInitialLoad(t *testing.T) {
 
 func TestDirEmptyInitialDelivery(t *testing.T) {
 	h := startDir(t, nil, nil)
-	h.expect()
+	h.Expect()
 	h.rec.mu.Lock()
 	defer h.rec.mu.Unlock()
 	if h.rec.initial != 1 || h.rec.all == nil || len(h.rec.all) != 0 {
@@ -296,7 +217,7 @@ func TestDirEmptyInitialDelivery(t *testing.T) {
 func TestDirKeepsLastGood(t *testing.T) {
 	good := thingYAML("shop", "a", "v1") + "---\n" + thingYAML("shop", "b", "v1")
 	h := startDir(t, map[string]string{"a.yaml": good, "other.yaml": thingYAML("shop", "c", "v1")}, nil)
-	h.expect("+Thing shop/a", "+Thing shop/b", "+Thing shop/c")
+	h.Expect("+Thing shop/a", "+Thing shop/b", "+Thing shop/c")
 	if h.gauge("a.yaml") != -1 {
 		t.Errorf("manifest_errors has a series for a clean file")
 	}
@@ -309,10 +230,10 @@ func TestDirKeepsLastGood(t *testing.T) {
 		{"a file cut short", good[:strings.Index(good, `"v1"`)], "a.yaml:6: yaml: did not find expected node content"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h.t = t
-			h.write("a.yaml", tc.content)
+			h.T = t
+			h.Write("a.yaml", tc.content)
 			h.waitErrors(1)
-			h.expect()
+			h.Expect()
 			h.errorsAre(tc.err)
 			if got := h.gauge("a.yaml"); got != 1 {
 				t.Errorf("manifest_errors{a.yaml} = %v, want 1", got)
@@ -320,14 +241,14 @@ func TestDirKeepsLastGood(t *testing.T) {
 			if h.rec.label("Thing", "shop", "a") != "v1" || h.rec.label("Thing", "shop", "b") != "v1" {
 				t.Errorf("the last good objects were not kept")
 			}
-			h.settle(5)
+			h.Settle(5)
 			if n := h.logCount(zapcore.WarnLevel, tc.err); n != 1 {
 				t.Errorf("the error was logged at warn %d times over several rescans, want once", n)
 			}
 
 			// Fixed (with a change): the difference from the last good version is delivered.
-			h.write("a.yaml", strings.ReplaceAll(good, `"v1"`, `"v2"`))
-			h.expect("+Thing shop/a", "+Thing shop/b")
+			h.Write("a.yaml", strings.ReplaceAll(good, `"v1"`, `"v2"`))
+			h.Expect("+Thing shop/a", "+Thing shop/b")
 			h.errorsAre()
 			if h.gauge("a.yaml") != -1 {
 				t.Errorf("manifest_errors{a.yaml} still has a series after the fix")
@@ -335,8 +256,8 @@ func TestDirKeepsLastGood(t *testing.T) {
 			if n := h.logCount(zapcore.InfoLevel, tc.err); n != 1 {
 				t.Errorf("the error's clearing was logged %d times, want once", n)
 			}
-			h.write("a.yaml", good)
-			h.expect("+Thing shop/a", "+Thing shop/b")
+			h.Write("a.yaml", good)
+			h.Expect("+Thing shop/a", "+Thing shop/b")
 		})
 	}
 	if h.rec.label("Thing", "shop", "c") != "v1" {
@@ -351,7 +272,7 @@ func TestDirMalformedAtStart(t *testing.T) {
 		"bad.yaml":  "apiVersion: v1\nkind: Thing\nmetadata: {name: x}\nspec: {ports: [{port: 0}]}\n",
 		"good.yaml": thingYAML("shop", "ok", ""),
 	}, nil)
-	h.expect("+Thing shop/ok")
+	h.Expect("+Thing shop/ok")
 	h.errorsAre(`bad.yaml:4: kind Thing default/x: spec.ports[0].port: "0" is invalid: must be 1-65535`)
 }
 
@@ -360,16 +281,16 @@ func TestDirDuplicateAcrossFiles(t *testing.T) {
 		"a.yaml":     thingYAML("shop", "web", "a"),
 		"sub/b.yaml": "# b\n" + thingYAML("shop", "web", "b"),
 	}, nil)
-	h.expect("+Thing shop/web")
+	h.Expect("+Thing shop/web")
 	if got := h.rec.label("Thing", "shop", "web"); got != "a" {
 		t.Errorf("the first file in path order should win, got %q", got)
 	}
-	h.errorsAre("sub/b.yaml:2: Thing shop/web is already defined in " + filepath.Join(h.dir, "a.yaml") + ":1; this definition is ignored")
+	h.errorsAre("sub/b.yaml:2: Thing shop/web is already defined in " + filepath.Join(h.Dir, "a.yaml") + ":1; this definition is ignored")
 	if h.gauge("sub/b.yaml") != 1 {
 		t.Errorf("the duplicate is not in manifest_errors")
 	}
-	h.remove("a.yaml")
-	h.expect("+Thing shop/web")
+	h.Remove("a.yaml")
+	h.Expect("+Thing shop/web")
 	if got := h.rec.label("Thing", "shop", "web"); got != "b" {
 		t.Errorf("after a.yaml is gone b.yaml's definition should be delivered, got %q", got)
 	}
@@ -379,27 +300,27 @@ func TestDirDuplicateAcrossFiles(t *testing.T) {
 // TestDirNotifications checks that changes arrive through file notifications alone.
 func TestDirNotifications(t *testing.T) {
 	h := startDir(t, map[string]string{"a.yaml": thingYAML("shop", "a", "1")}, func(c *Config) { c.Rescan = 0 })
-	if got := h.rec.take(); len(got) != 1 {
+	if got := h.rec.Take(); len(got) != 1 {
 		t.Fatalf("initial events %q", got)
 	}
 	has := func(name, label string) func() bool {
 		return func() bool { return h.rec.label("Thing", "shop", name) == label }
 	}
-	h.write("sub/b.yaml", thingYAML("shop", "b", "1"))
+	h.Write("sub/b.yaml", thingYAML("shop", "b", "1"))
 	testutil.Eventually(t, wait, "the new object", has("b", "1"))
-	h.write("sub/b.yaml", thingYAML("shop", "b", "2"))
+	h.Write("sub/b.yaml", thingYAML("shop", "b", "2"))
 	testutil.Eventually(t, wait, "the changed object", has("b", "2"))
-	h.remove("a.yaml")
+	h.Remove("a.yaml")
 	testutil.Eventually(t, wait, "the deleted object", has("a", ""))
 
 	// A directory removed and created again is watched again.
-	if err := os.RemoveAll(filepath.Join(h.dir, "sub")); err != nil {
+	if err := os.RemoveAll(filepath.Join(h.Dir, "sub")); err != nil {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, wait, "the object of the removed directory to go", has("b", ""))
-	h.write("sub/c.yaml", thingYAML("shop", "c", "1"))
+	h.Write("sub/c.yaml", thingYAML("shop", "c", "1"))
 	testutil.Eventually(t, wait, "the object in the new directory", has("c", "1"))
-	h.write("sub/c.yaml", thingYAML("shop", "c", "2"))
+	h.Write("sub/c.yaml", thingYAML("shop", "c", "2"))
 	testutil.Eventually(t, wait, "the change in the new directory", has("c", "2"))
 }
 
@@ -409,17 +330,17 @@ func TestDirFileTooLarge(t *testing.T) {
 		"big.yaml":   small + "# " + strings.Repeat("x", 200) + "\n",
 		"grows.yaml": thingYAML("shop", "g", "small"),
 	}, func(c *Config) { c.MaxFileSize = 150 })
-	h.expect("+Thing shop/g")
+	h.Expect("+Thing shop/g")
 	h.errorsAre("big.yaml: file is larger than the 150 bytes allowed (150 B, the size cap); it is not read, and what it held before is kept")
 
 	// A file that grows over the cap keeps what it held.
-	h.write("grows.yaml", thingYAML("shop", "g", "large")+"# "+strings.Repeat("x", 200)+"\n")
+	h.Write("grows.yaml", thingYAML("shop", "g", "large")+"# "+strings.Repeat("x", 200)+"\n")
 	h.waitErrors(2)
-	h.expect()
+	h.Expect()
 	if h.rec.label("Thing", "shop", "g") != "small" {
 		t.Errorf("the grown file's objects were not kept")
 	}
-	if got := NewDir(Config{Path: h.dir}, testDecoder(), nil, nil).cfg.MaxFileSize; got != DefaultMaxFileSize {
+	if got := NewDir(Config{Path: h.Dir}, testDecoder(), nil, nil).cfg.MaxFileSize; got != DefaultMaxFileSize {
 		t.Errorf("default cap %d", got)
 	}
 	if got := sizeString(DefaultMaxFileSize); got != "16 MiB" {
@@ -429,12 +350,12 @@ func TestDirFileTooLarge(t *testing.T) {
 
 func TestDirSymlinks(t *testing.T) {
 	outside := t.TempDir()
-	writeAtomic(t, filepath.Join(outside, "target.yaml"), thingYAML("shop", "linked", "1"))
-	writeAtomic(t, filepath.Join(outside, "sub", "x.yaml"), thingYAML("shop", "in-linked-dir", "1"))
+	manifesttest.WriteAtomic(t, filepath.Join(outside, "target.yaml"), thingYAML("shop", "linked", "1"))
+	manifesttest.WriteAtomic(t, filepath.Join(outside, "sub", "x.yaml"), thingYAML("shop", "in-linked-dir", "1"))
 	h := newHarness(t, t.TempDir(), map[string]string{"kept.yaml": thingYAML("shop", "kept", "1")}, nil)
 	link := func(target, name string) {
 		t.Helper()
-		if err := os.Symlink(target, filepath.Join(h.dir, name)); err != nil {
+		if err := os.Symlink(target, filepath.Join(h.Dir, name)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -445,7 +366,7 @@ func TestDirSymlinks(t *testing.T) {
 	link(filepath.Join(outside, "sub"), "linked-dir")
 	link(filepath.Join(outside, "gone"), "broken-dir")
 	h.run()
-	h.expect("+Thing shop/linked", "+Thing shop/kept")
+	h.Expect("+Thing shop/linked", "+Thing shop/kept")
 	h.errorsAre(
 		`broken-dir: broken symbolic link: its target "`+filepath.Join(outside, "gone")+`" cannot be reached: no such file or directory`,
 		`broken.yaml: broken symbolic link: its target "`+filepath.Join(outside, "missing.yaml")+`" does not exist; what the file held before is kept`,
@@ -455,16 +376,16 @@ func TestDirSymlinks(t *testing.T) {
 	)
 
 	// A file replaced by a broken link (a ConfigMap mount caught mid-swap) keeps its objects.
-	h.remove("kept.yaml")
+	h.Remove("kept.yaml")
 	link(filepath.Join(outside, "not-yet.yaml"), "kept.yaml")
 	h.waitErrors(6)
-	h.expect()
+	h.Expect()
 	if h.rec.label("Thing", "shop", "kept") != "1" {
 		t.Errorf("the objects of a file that became a broken link were not kept")
 	}
 	// The linked file's changes are followed (through the rescan: it lives elsewhere).
-	writeAtomic(t, filepath.Join(outside, "target.yaml"), thingYAML("shop", "linked", "2"))
-	h.expect("+Thing shop/linked")
+	manifesttest.WriteAtomic(t, filepath.Join(outside, "target.yaml"), thingYAML("shop", "linked", "2"))
+	h.Expect("+Thing shop/linked")
 }
 
 // TestDirReplaced checks that a directory replaced as `rm -rf d && cp -r src d` does, and
@@ -476,20 +397,20 @@ func TestDirReplaced(t *testing.T) {
 	h := newHarness(t, dir, map[string]string{"a.yaml": thingYAML("shop", "a", "1"), "sub/b.yaml": thingYAML("shop", "b", "1")},
 		func(c *Config) { c.Rescan = 200 * time.Millisecond })
 	h.run()
-	h.expect("+Thing shop/a", "+Thing shop/b")
+	h.Expect("+Thing shop/a", "+Thing shop/b")
 
 	src := filepath.Join(parent, "src")
-	writeAtomic(t, filepath.Join(src, "a.yaml"), thingYAML("shop", "a", "2"))
-	writeAtomic(t, filepath.Join(src, "sub", "c.yaml"), thingYAML("shop", "c", "1"))
+	manifesttest.WriteAtomic(t, filepath.Join(src, "a.yaml"), thingYAML("shop", "a", "2"))
+	manifesttest.WriteAtomic(t, filepath.Join(src, "sub", "c.yaml"), thingYAML("shop", "c", "1"))
 	if err := os.RemoveAll(dir); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.CopyFS(dir, os.DirFS(src)); err != nil {
 		t.Fatal(err)
 	}
-	h.expect("+Thing shop/a", "-Thing shop/b", "+Thing shop/c")
-	h.write("sub/c.yaml", thingYAML("shop", "c", "2"))
-	h.expect("+Thing shop/c")
+	h.Expect("+Thing shop/a", "-Thing shop/b", "+Thing shop/c")
+	h.Write("sub/c.yaml", thingYAML("shop", "c", "2"))
+	h.Expect("+Thing shop/c")
 
 	// Moved away: nothing is deleted, and the problem is reported.
 	away := filepath.Join(parent, "away")
@@ -497,21 +418,21 @@ func TestDirReplaced(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.waitErrors(1)
-	h.expect()
+	h.Expect()
 	if errs := errStrings(h.d.Errors()); !strings.HasPrefix(errs[0], dir+": cannot read the directory; keeping what was loaded from it:") {
 		t.Errorf("Errors() = %q", errs)
 	}
 	if h.d.Ready() != nil {
 		t.Errorf("not ready while serving the last good state")
 	}
-	writeAtomic(t, filepath.Join(away, "a.yaml"), thingYAML("shop", "a", "3"))
+	manifesttest.WriteAtomic(t, filepath.Join(away, "a.yaml"), thingYAML("shop", "a", "3"))
 	if err := os.Rename(away, dir); err != nil {
 		t.Fatal(err)
 	}
-	h.expect("+Thing shop/a")
+	h.Expect("+Thing shop/a")
 	h.errorsAre()
-	h.write("a.yaml", thingYAML("shop", "a", "4"))
-	h.expect("+Thing shop/a")
+	h.Write("a.yaml", thingYAML("shop", "a", "4"))
+	h.Expect("+Thing shop/a")
 }
 
 func TestDirUnreadableSubdirectory(t *testing.T) {
@@ -519,14 +440,14 @@ func TestDirUnreadableSubdirectory(t *testing.T) {
 		t.Skip("permissions do not stop root")
 	}
 	h := startDir(t, map[string]string{"sub/a.yaml": thingYAML("shop", "a", "1")}, nil)
-	h.expect("+Thing shop/a")
-	sub := filepath.Join(h.dir, "sub")
+	h.Expect("+Thing shop/a")
+	sub := filepath.Join(h.Dir, "sub")
 	if err := os.Chmod(sub, 0); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.Chmod(sub, 0o755) })
 	h.waitErrors(1)
-	h.expect()
+	h.Expect()
 	h.errorsAre("sub: cannot read; keeping what was loaded from it: permission denied")
 }
 

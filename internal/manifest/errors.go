@@ -25,6 +25,15 @@ func (e *FileError) Error() string {
 
 func (e *FileError) Unwrap() error { return e.Err }
 
+// Location returns the file and line of err when it is, or wraps, a *FileError.
+func Location(err error) (file string, line int, ok bool) {
+	var fe *FileError
+	if !errors.As(err, &fe) {
+		return "", 0, false
+	}
+	return fe.File, fe.Line, true
+}
+
 // FieldError is a problem at one field of an object, returned by a kind's Decode function
 // (alone, or several joined with errors.Join). The decoder reports it at the line of the
 // field in the document, or of the deepest part of Path that is present.

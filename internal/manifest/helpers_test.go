@@ -98,15 +98,3 @@ spec: {size: 3}
 func thingYAML(ns, name, label string) string {
 	return fmt.Sprintf("apiVersion: v1\nkind: Thing\nmetadata:\n  name: %s\n  namespace: %s\n  labels: {from: %q}\nspec: {size: 1}\n", name, ns, label)
 }
-
-func indentItem(doc string) string {
-	lines := strings.Split(strings.TrimSuffix(doc, "\n"), "\n")
-	for i, l := range lines {
-		if i == 0 {
-			lines[i] = "- " + l
-		} else {
-			lines[i] = "  " + l
-		}
-	}
-	return strings.Join(lines, "\n") + "\n"
-}

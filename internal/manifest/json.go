@@ -3,7 +3,10 @@ package manifest
 import (
 	"encoding/json"
 	"fmt"
+	"iter"
+	"maps"
 	"math"
+	"slices"
 
 	yaml "go.yaml.in/yaml/v3"
 )
@@ -37,16 +40,25 @@ func decodeValue(node *yaml.Node) (v any, err error) {
 	return v, err
 }
 
+// convertEach converts every value of a map or a slice with toJSONValue, in place (set
+// stores a converted value under its key).
+func convertEach[K any](all iter.Seq2[K, any], set func(K, any)) error {
+	for k, e := range all {
+		c, err := toJSONValue(e)
+		if err != nil {
+			return err
+		}
+		set(k, c)
+	}
+	return nil
+}
+
 // toJSONValue makes a decoded YAML value encodable as JSON.
 func toJSONValue(v any) (any, error) {
 	switch t := v.(type) {
 	case map[string]any:
-		for k, e := range t {
-			c, err := toJSONValue(e)
-			if err != nil {
-				return nil, err
-			}
-			t[k] = c
+		if err := convertEach(maps.All(t), func(k string, c any) { t[k] = c }); err != nil {
+			return nil, err
 		}
 		return t, nil
 	case map[any]any:
@@ -69,12 +81,8 @@ func toJSONValue(v any) (any, error) {
 		}
 		return m, nil
 	case []any:
-		for i, e := range t {
-			c, err := toJSONValue(e)
-			if err != nil {
-				return nil, err
-			}
-			t[i] = c
+		if err := convertEach(slices.All(t), func(i int, c any) { t[i] = c }); err != nil {
+			return nil, err
 		}
 		return t, nil
 	case float64:

@@ -1,11 +1,12 @@
 package manifest
 
 import (
-	"errors"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+
+	"github.com/meridian-mesh/meridian/internal/metrics"
 )
 
 // reporter is the one error policy of every user of the loader: each problem is logged at
@@ -25,23 +26,12 @@ type reporter struct {
 }
 
 func newReporter(root string, reg prometheus.Registerer, log *zap.Logger) *reporter {
-	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "manifest_errors",
-		Help: "Current problems of each manifest file (it does not parse or validate, is too large or unreadable, or defines an object defined before); the last good objects are served meanwhile. The series is removed when the file is clean.",
-	}, []string{"file"})
-	if reg != nil {
-		if err := reg.Register(g); err != nil {
-			var are prometheus.AlreadyRegisteredError
-			existing, ok := (*prometheus.GaugeVec)(nil), false
-			if errors.As(err, &are) {
-				existing, ok = are.ExistingCollector.(*prometheus.GaugeVec)
-			}
-			if ok {
-				g = existing // another Dir of this process registered it: share it
-			} else {
-				log.Warn("cannot register manifest_errors; it is not exported", zap.Error(err))
-			}
-		}
+	s := metrics.Shared(reg) // another Dir of this process may have registered it: share it
+	g := s.GaugeVec("manifest_errors",
+		"Current problems of each manifest file (it does not parse or validate, is too large or unreadable, or defines an object defined before); the last good objects are served meanwhile. The series is removed when the file is clean.",
+		"file")
+	if err := s.Err(); err != nil {
+		log.Warn("cannot register manifest_errors; it is not exported", zap.Error(err))
 	}
 	return &reporter{log: log, root: root, gauge: g, current: map[string]bool{}, perFile: map[string]int{}}
 }
@@ -81,9 +71,8 @@ func (r *reporter) update(errs []error) {
 }
 
 func (r *reporter) fileOf(err error) string {
-	var fe *FileError
-	if errors.As(err, &fe) && fe.File != "" {
-		return fe.File
+	if file, _, ok := Location(err); ok && file != "" {
+		return file
 	}
 	return r.root
 }

@@ -30,6 +30,15 @@ type Warner interface {
 	Warnings() []string
 }
 
+// WarningsOf returns c's warnings when it is a Warner, else nil: for a component that passes
+// on the warnings of a part it holds.
+func WarningsOf(c any) []string {
+	if w, ok := c.(Warner); ok {
+		return w.Warnings()
+	}
+	return nil
+}
+
 // Func adapts a function to a Component.
 type Func func(ctx context.Context) error
 
@@ -94,10 +103,8 @@ func (g *Group) Ready() error {
 func (g *Group) Warnings() []string {
 	var out []string
 	for _, m := range g.members {
-		if w, ok := m.c.(Warner); ok {
-			for _, s := range w.Warnings() {
-				out = append(out, m.name+": "+s)
-			}
+		for _, s := range WarningsOf(m.c) {
+			out = append(out, m.name+": "+s)
 		}
 	}
 	return out

@@ -82,36 +82,30 @@ func Convert(u *unstructured.Unstructured, defaultNamespace string) (Resource, e
 			v, _ = ConvertPod(&pod)
 		}
 	case KindServer:
-		var spec ServerSpec
-		if err = decodeSpec(u, &spec); err == nil {
-			_, version, _ := strings.Cut(apiVersion, "/")
-			v, err = convertServer(m, version, &spec)
-		}
+		_, version, _ := strings.Cut(apiVersion, "/")
+		v, err = convertSpec(u, m, func(m objectMeta, spec *ServerSpec) (*compute.Server, error) { return convertServer(m, version, spec) })
 	case KindAuthorizationPolicy:
-		var spec AuthorizationPolicySpec
-		if err = decodeSpec(u, &spec); err == nil {
-			v, err = convertAuthorizationPolicy(m, &spec)
-		}
+		v, err = convertSpec(u, m, convertAuthorizationPolicy)
 	case KindMeshTLSAuthentication:
-		var spec MeshTLSAuthenticationSpec
-		if err = decodeSpec(u, &spec); err == nil {
-			v, err = convertMeshTLSAuthentication(m, &spec)
-		}
+		v, err = convertSpec(u, m, convertMeshTLSAuthentication)
 	case KindNetworkAuthentication:
-		var spec NetworkAuthenticationSpec
-		if err = decodeSpec(u, &spec); err == nil {
-			v, err = convertNetworkAuthentication(m, &spec)
-		}
+		v, err = convertSpec(u, m, convertNetworkAuthentication)
 	case KindServerAuthorization:
-		var spec ServerAuthorizationSpec
-		if err = decodeSpec(u, &spec); err == nil {
-			v, err = convertServerAuthorization(m, &spec)
-		}
+		v, err = convertSpec(u, m, convertServerAuthorization)
 	}
 	if err != nil {
 		return Resource{}, fmt.Errorf("%s %s: %w", kind, m.key(), err)
 	}
 	return Resource{Kind: k, Key: m.key(), Value: v}, nil
+}
+
+// convertSpec decodes u's spec into an S and converts it with convert.
+func convertSpec[S, V any](u *unstructured.Unstructured, m objectMeta, convert func(objectMeta, *S) (V, error)) (any, error) {
+	var spec S
+	if err := decodeSpec(u, &spec); err != nil {
+		return nil, err
+	}
+	return convert(m, &spec)
 }
 
 func decodeSpec(u *unstructured.Unstructured, into any) error {
@@ -284,12 +278,11 @@ func convertAuthorizationPolicy(m objectMeta, spec *AuthorizationPolicySpec) (*c
 	}
 	for i, r := range spec.RequiredAuthenticationRefs {
 		field := fmt.Sprintf("spec.requiredAuthenticationRefs[%d]", i)
-		ref := compute.AuthnRef{Namespace: r.Namespace, Name: r.Name}
-		if ref.Namespace == "" {
-			ref.Namespace = m.Namespace
-		} else if err := validNamespace(field+".namespace", ref.Namespace); err != nil {
+		ns, err := refNamespace(field+".namespace", r.Namespace, m.Namespace)
+		if err != nil {
 			return nil, err
 		}
+		ref := compute.AuthnRef{Namespace: ns, Name: r.Name}
 		if err := validName(field+".name", r.Name); err != nil {
 			return nil, err
 		}
@@ -319,6 +312,27 @@ func groupKind(group, kind string) string {
 // starting with a "*" label.
 var identityPattern = regexp.MustCompile(`^(\*|[a-z0-9]([-a-z0-9]*[a-z0-9])?)(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
 
+// validIdentities checks every identity of ids (named field[i]) and returns them.
+func validIdentities(field string, ids []string) ([]string, error) {
+	var out []string
+	for i, id := range ids {
+		if err := validIdentity(fmt.Sprintf("%s[%d]", field, i), id); err != nil {
+			return nil, err
+		}
+		out = append(out, id)
+	}
+	return out, nil
+}
+
+// refNamespace returns the namespace ns of a reference, checked (as field), or def when ns is
+// empty.
+func refNamespace(field, ns, def string) (string, error) {
+	if ns == "" {
+		return def, nil
+	}
+	return ns, validNamespace(field, ns)
+}
+
 func validIdentity(field, id string) error {
 	if len(id) > 253 || !identityPattern.MatchString(id) {
 		return fmt.Errorf("%s %q: not an identity (DNS-like name, optionally starting with \"*.\", or \"*\")", field, id)
@@ -332,20 +346,17 @@ func convertMeshTLSAuthentication(m objectMeta, spec *MeshTLSAuthenticationSpec)
 	if (spec.Identities == nil) == (spec.IdentityRefs == nil) {
 		return nil, fmt.Errorf("spec: exactly one of identities and identityRefs is required")
 	}
-	for i, id := range spec.Identities {
-		if err := validIdentity(fmt.Sprintf("spec.identities[%d]", i), id); err != nil {
-			return nil, err
-		}
-		a.Identities = append(a.Identities, id)
+	var err error
+	if a.Identities, err = validIdentities("spec.identities", spec.Identities); err != nil {
+		return nil, err
 	}
 	for i, r := range spec.IdentityRefs {
 		field := fmt.Sprintf("spec.identityRefs[%d]", i)
-		ref := compute.IdentityRef{Namespace: r.Namespace, Name: r.Name}
-		if ref.Namespace == "" {
-			ref.Namespace = m.Namespace
-		} else if err := validNamespace(field+".namespace", ref.Namespace); err != nil {
+		ns, err := refNamespace(field+".namespace", r.Namespace, m.Namespace)
+		if err != nil {
 			return nil, err
 		}
+		ref := compute.IdentityRef{Namespace: ns, Name: r.Name}
 		switch {
 		case refIs(r.Group, r.Kind, "", "ServiceAccount"):
 			ref.Kind = compute.IdentityRefServiceAccount
@@ -440,21 +451,16 @@ func convertServerAuthorization(m objectMeta, spec *ServerAuthorizationSpec) (*c
 	a.Unauthenticated = spec.Client.Unauthenticated
 	if mt := spec.Client.MeshTLS; mt != nil {
 		a.UnauthenticatedTLS = mt.UnauthenticatedTLS
-		for i, id := range mt.Identities {
-			if err := validIdentity(fmt.Sprintf("spec.client.meshTLS.identities[%d]", i), id); err != nil {
-				return nil, err
-			}
-			a.Identities = append(a.Identities, id)
+		if a.Identities, err = validIdentities("spec.client.meshTLS.identities", mt.Identities); err != nil {
+			return nil, err
 		}
 		for i, sa := range mt.ServiceAccounts {
 			field := fmt.Sprintf("spec.client.meshTLS.serviceAccounts[%d]", i)
 			if err := validName(field+".name", sa.Name); err != nil {
 				return nil, err
 			}
-			ns := sa.Namespace
-			if ns == "" {
-				ns = m.Namespace
-			} else if err := validNamespace(field+".namespace", ns); err != nil {
+			ns, err := refNamespace(field+".namespace", sa.Namespace, m.Namespace)
+			if err != nil {
 				return nil, err
 			}
 			a.ServiceAccounts = append(a.ServiceAccounts, compute.Key{Namespace: ns, Name: sa.Name})

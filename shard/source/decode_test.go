@@ -2,15 +2,15 @@ package source
 
 import (
 	"encoding/json"
-	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/meridian-mesh/meridian/internal/manifest"
+	"github.com/meridian-mesh/meridian/internal/manifest/manifesttest"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -49,150 +49,110 @@ spec:
 status: {podIP: 127.0.10.1}
 `
 
-// keyLines renders decoded objects as "Kind ns/name@line" for comparison.
-func keyLines(objs []manifest.Object) []string {
-	var out []string
-	for _, o := range objs {
-		out = append(out, o.Key.String()+"@"+strconv.Itoa(o.Line))
-	}
-	return out
+// kindErrorCases are problems of the destination's kinds (their strict decoding and their
+// validation), each one error placed at its line. What the loader does with any kind
+// (documents, Lists, YAML errors, lines) is internal/manifest's and tested there.
+var kindErrorCases = []struct {
+	name string
+	data string
+	err  string // a regular expression
+}{
+	{
+		name: "empty name is reported at metadata",
+		data: "apiVersion: v1\nkind: Service\nmetadata:\n  namespace: shop\nspec: {ports: [{port: 80}]}\n",
+		err:  `^f\.yaml:3: kind Service: metadata\.name: is empty$`,
+	},
+	{
+		name: "missing metadata is reported at the document start",
+		data: "# c\n---\napiVersion: v1\nkind: Service\n",
+		err:  `^f\.yaml:3: kind Service: metadata\.name: is empty$`,
+	},
+	{
+		name: "bad IPv4 address at its line",
+		data: strings.Replace(sliceWeb, `["127.0.10.1"]`, `["127.0.10.1", "10.0.0.300"]`, 1),
+		err:  `^f\.yaml:10: kind EndpointSlice shop/web-abc: endpoints\[0\]\.addresses\[1\]: "10\.0\.0\.300" is not an IP address$`,
+	},
+	{
+		name: "IPv4 address in an IPv6 slice",
+		data: strings.Replace(sliceWeb, "IPv4", "IPv6", 1),
+		err:  `^f\.yaml:10: kind EndpointSlice shop/web-abc: endpoints\[0\]\.addresses\[0\]: "127\.0\.10\.1" is not an IPv6 address`,
+	},
+	{
+		name: "unknown address type",
+		data: strings.Replace(sliceWeb, "IPv4", "IPv5", 1),
+		err:  `^f\.yaml:7: kind EndpointSlice shop/web-abc: addressType: "IPv5" is not one of`,
+	},
+	{
+		name: "unknown field at its line",
+		data: strings.Replace(svcWeb, "    port: 80\n", "    port: 80\n    prot: TCP\n", 1),
+		err:  `^f\.yaml:10: kind Service: unknown field "spec\.ports\[0\]\.prot"$`,
+	},
+	{
+		name: "wrong type at its field",
+		data: strings.Replace(svcWeb, "port: 80", "port: eighty", 1),
+		err:  `^f\.yaml:9: kind Service: json: cannot unmarshal string into Go struct field ServicePort\.spec\.ports\.port of type int32$`,
+	},
+	{
+		name: "wrong type in the second element of a list",
+		data: svcWeb + "  - name: b\n    port: \"x\"\n",
+		err:  `^f\.yaml:12: kind Service: json: cannot unmarshal string into Go struct field`,
+	},
+	{
+		name: "port out of range",
+		data: strings.Replace(svcWeb, "port: 80", "port: 70000", 1),
+		err:  `^f\.yaml:9: kind Service shop/web: spec\.ports\[0\]\.port: "70000" is invalid`,
+	},
+	{
+		name: "unsupported apiVersion",
+		data: strings.Replace(sliceWeb, "discovery.k8s.io/v1", "discovery.k8s.io/v1beta1", 1),
+		err:  `^f\.yaml:1: kind EndpointSlice: apiVersion "discovery\.k8s\.io/v1beta1" is not supported \(want discovery\.k8s\.io/v1\)$`,
+	},
+	{
+		name: "list item error names the item",
+		data: "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Pod\n  metadata: {name: ok}\n- apiVersion: v1\n  kind: Pod\n  metadata: {name: Bad_Name}\n",
+		err:  `^f\.yaml:9: List items\[1\]: kind Pod default/Bad_Name: metadata\.name: "Bad_Name" is invalid`,
+	},
+	{
+		name: "pod IP that is not an IP address",
+		data: "apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nstatus: {podIP: not-an-ip}\n",
+		err:  `^f\.yaml:4: kind Pod default/x: status\.podIP: "not-an-ip" is not an IP address$`,
+	},
+	{
+		name: "pod IP mismatch",
+		data: "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nstatus:\n  podIP: 127.0.0.1\n  podIPs: [{ip: 127.0.0.2}]\n",
+		err:  `^f\.yaml:6: kind Pod default/a: status\.podIPs\[0\]: "127\.0\.0\.2" differs from status\.podIP "127\.0\.0\.1"$`,
+	},
 }
 
-func errStrings(errs []error) []string {
-	var out []string
-	for _, e := range errs {
-		out = append(out, e.Error())
-	}
-	return out
-}
-
-func TestDecodeFile(t *testing.T) {
-	tests := []struct {
-		name    string
-		data    string
-		objects []string
-		ignored int
-		errs    []string // regular expressions, one per error, in order
-	}{
-		{
-			name:    "single service",
-			data:    svcWeb,
-			objects: []string{"Service shop/web@1"},
-		},
-		{
-			name: "namespace defaults to default",
-			data: "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n",
-			objects: []string{
-				"Pod default/p@1",
-			},
-		},
-		{
-			name: "empty name is reported at metadata",
-			data: "apiVersion: v1\nkind: Service\nmetadata:\n  namespace: shop\nspec: {ports: [{port: 80}]}\n",
-			errs: []string{`^f\.yaml:3: kind Service: metadata\.name: is empty$`},
-		},
-		{
-			name: "missing metadata is reported at the document start",
-			data: "# c\n---\napiVersion: v1\nkind: Service\n",
-			errs: []string{`^f\.yaml:3: kind Service: metadata\.name: is empty$`},
-		},
-		{
-			name: "bad IPv4 address at its line",
-			data: strings.Replace(sliceWeb, `["127.0.10.1"]`, `["127.0.10.1", "10.0.0.300"]`, 1),
-			errs: []string{`^f\.yaml:10: kind EndpointSlice shop/web-abc: endpoints\[0\]\.addresses\[1\]: "10\.0\.0\.300" is not an IP address$`},
-		},
-		{
-			name: "IPv4 address in an IPv6 slice",
-			data: strings.Replace(sliceWeb, "IPv4", "IPv6", 1),
-			errs: []string{`^f\.yaml:10: kind EndpointSlice shop/web-abc: endpoints\[0\]\.addresses\[0\]: "127\.0\.10\.1" is not an IPv6 address`},
-		},
-		{
-			name: "unknown address type",
-			data: strings.Replace(sliceWeb, "IPv4", "IPv5", 1),
-			errs: []string{`^f\.yaml:7: kind EndpointSlice shop/web-abc: addressType: "IPv5" is not one of`},
-		},
-		{
-			name: "unknown field at its line",
-			data: strings.Replace(svcWeb, "    port: 80\n", "    port: 80\n    prot: TCP\n", 1),
-			errs: []string{`^f\.yaml:10: kind Service: unknown field "spec\.ports\[0\]\.prot"$`},
-		},
-		{
-			name: "wrong type at its field",
-			data: strings.Replace(svcWeb, "port: 80", "port: eighty", 1),
-			errs: []string{`^f\.yaml:9: kind Service: json: cannot unmarshal string into Go struct field ServicePort\.spec\.ports\.port of type int32$`},
-		},
-		{
-			name: "wrong type in the second element of a list",
-			data: svcWeb + "  - name: b\n    port: \"x\"\n",
-			errs: []string{`^f\.yaml:12: kind Service: json: cannot unmarshal string into Go struct field`},
-		},
-		{
-			name: "port out of range",
-			data: strings.Replace(svcWeb, "port: 80", "port: 70000", 1),
-			errs: []string{`^f\.yaml:9: kind Service shop/web: spec\.ports\[0\]\.port: "70000" is invalid`},
-		},
-		{
-			name: "unsupported apiVersion",
-			data: strings.Replace(sliceWeb, "discovery.k8s.io/v1", "discovery.k8s.io/v1beta1", 1),
-			errs: []string{`^f\.yaml:1: kind EndpointSlice: apiVersion "discovery\.k8s\.io/v1beta1" is not supported \(want discovery\.k8s\.io/v1\)$`},
-		},
-		{
-			name: "list item error names the item",
-			data: "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Pod\n  metadata: {name: ok}\n- apiVersion: v1\n  kind: Pod\n  metadata: {name: Bad_Name}\n",
-			errs: []string{`^f\.yaml:9: List items\[1\]: kind Pod default/Bad_Name: metadata\.name: "Bad_Name" is invalid`},
-		},
-		{
-			name: "pod IP mismatch",
-			data: "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nstatus:\n  podIP: 127.0.0.1\n  podIPs: [{ip: 127.0.0.2}]\n",
-			errs: []string{`^f\.yaml:6: kind Pod default/a: status\.podIPs\[0\]: "127\.0\.0\.2" differs from status\.podIP "127\.0\.0\.1"$`},
-		},
-	}
-	for _, tc := range tests {
+func TestDecodeKindErrors(t *testing.T) {
+	for _, tc := range kindErrorCases {
 		t.Run(tc.name, func(t *testing.T) {
 			got := dirDecoder.Decode("f.yaml", []byte(tc.data))
-			gotErrs := errStrings(got.Errors)
-			if len(gotErrs) != len(tc.errs) {
-				t.Fatalf("errors = %q, want %d matching %q", gotErrs, len(tc.errs), tc.errs)
+			if len(got.Errors) != 1 || !regexp.MustCompile(tc.err).MatchString(got.Errors[0].Error()) {
+				t.Fatalf("errors = %q, want one matching %q", got.Errors, tc.err)
 			}
-			for i, re := range tc.errs {
-				if !regexp.MustCompile(re).MatchString(gotErrs[i]) {
-					t.Errorf("error %d = %q, want match for %q", i, gotErrs[i], re)
-				}
-				var fe *FileError
-				if !errors.As(got.Errors[i], &fe) || fe.File != "f.yaml" || fe.Line < 1 {
-					t.Errorf("error %d is %#v, want a *FileError with file and line", i, got.Errors[i])
-				}
-			}
-			if len(tc.errs) > 0 {
-				return
-			}
-			if g, w := strings.Join(keyLines(got.Objects), ", "), strings.Join(tc.objects, ", "); g != w {
-				t.Errorf("objects = %s, want %s", g, w)
-			}
-			if len(got.Ignored) != tc.ignored {
-				t.Errorf("ignored %d documents, want %d", len(got.Ignored), tc.ignored)
-			}
+			manifesttest.CheckLocated(t, got.Errors, "f.yaml", []byte(tc.data), manifest.Location)
 		})
 	}
 }
 
-func indentItem(doc string) string {
-	lines := strings.Split(strings.TrimSuffix(doc, "\n"), "\n")
-	for i, l := range lines {
-		if i == 0 {
-			lines[i] = "- " + l
-		} else {
-			lines[i] = "  " + l
-		}
+// objectsAre checks the keys and lines of decoded objects ("Kind ns/name@line").
+func objectsAre(t *testing.T, got manifest.Result, want ...string) {
+	t.Helper()
+	keys := make([]string, len(got.Objects))
+	for i, o := range got.Objects {
+		keys[i] = fmt.Sprintf("%s@%d", o.Key, o.Line)
 	}
-	return strings.Join(lines, "\n") + "\n"
+	if len(got.Errors) > 0 || len(got.Ignored) > 0 || strings.Join(keys, ", ") != strings.Join(want, ", ") {
+		t.Fatalf("objects %q, errors %q, %d ignored; want objects %q", keys, got.Errors, len(got.Ignored), want)
+	}
 }
 
 func TestDecodeDefaults(t *testing.T) {
+	objectsAre(t, dirDecoder.Decode("f.yaml", []byte(svcWeb)), "Service shop/web@1")
+	objectsAre(t, dirDecoder.Decode("f.yaml", []byte("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n")), "Pod default/p@1") // the namespace defaults to default
 	got := dirDecoder.Decode("f.yaml", []byte(svcWeb+"---\n"+sliceWeb+"---\n"+podWeb))
-	if len(got.Errors) > 0 || len(got.Objects) != 3 {
-		t.Fatalf("decode: %v, %d objects", got.Errors, len(got.Objects))
-	}
+	objectsAre(t, got, "Service shop/web@1", "EndpointSlice shop/web-abc@12", "Pod shop/web-1@24")
 	svc := got.Objects[0].Value.(*corev1.Service)
 	if svc.Kind != "" || svc.APIVersion != "" {
 		t.Errorf("TypeMeta kept: %+v; want it empty like informer objects", svc.TypeMeta)
@@ -276,27 +236,13 @@ func TestExamples(t *testing.T) {
 }
 
 func FuzzDirParse(f *testing.F) {
-	for _, s := range []string{svcWeb, sliceWeb, podWeb, svcWeb + "---\n" + sliceWeb,
-		"apiVersion: v1\nkind: List\nitems:\n" + indentItem(podWeb),
+	manifesttest.Seeds(f, filepath.Join("..", "..", "deploy", "examples"), svcWeb, sliceWeb, podWeb, svcWeb+"---\n"+sliceWeb,
+		"apiVersion: v1\nkind: List\nitems:\n"+manifesttest.IndentItem(podWeb),
 		"a: b: c", "- 1\n- 2", "apiVersion: v1\nkind: Service\nmetadata: {name: x}\nspec: {ports: [{port: 0}]}",
-		"&a [*a]", "{apiVersion: v1, kind: Pod, metadata: {name: p, labels: {1: 2}}}", "--- !!binary AAAA"} {
-		f.Add([]byte(s))
-	}
-	files, _ := filepath.Glob(filepath.Join("..", "..", "deploy", "examples", "*.yaml"))
-	for _, p := range files {
-		if data, err := os.ReadFile(p); err == nil {
-			f.Add(data)
-		}
-	}
+		"&a [*a]", "{apiVersion: v1, kind: Pod, metadata: {name: p, labels: {1: 2}}}", "--- !!binary AAAA")
 	f.Fuzz(func(t *testing.T, data []byte) {
 		got := dirDecoder.Decode("f.yaml", data)
-		lines := strings.Count(string(data), "\n") + 1
-		for _, e := range got.Errors {
-			var fe *FileError
-			if !errors.As(e, &fe) || fe.File != "f.yaml" || fe.Line < 1 || fe.Line > lines {
-				t.Fatalf("error without a location in the file (%d lines): %#v", lines, e)
-			}
-		}
+		manifesttest.CheckLocated(t, got.Errors, "f.yaml", data, manifest.Location)
 		if len(got.Errors) > 0 {
 			return
 		}

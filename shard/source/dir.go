@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/meridian-mesh/meridian/internal/manifest"
+	"github.com/meridian-mesh/meridian/internal/run"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 )
 
 // DirConfig configures a Dir source.
@@ -75,7 +75,11 @@ type Dir struct {
 	state atomic.Pointer[map[manifest.Key]manifest.Object]
 }
 
-var _ Source = (*Dir)(nil)
+var (
+	_ Source      = (*Dir)(nil)
+	_ run.Readier = (*Dir)(nil) // gates the process's readiness on the first scan
+	_ run.Warner  = (*Dir)(nil) // reports the manifests' problems in /ready
+)
 
 // NewDir returns a Dir source for path with DefaultDirConfig.
 func NewDir(path string, log *zap.Logger) *Dir {
@@ -135,10 +139,10 @@ func (d *Dir) deliver(h Handler, u manifest.Update) {
 	d.state.Store(&u.All)
 	d.handler = h
 	for _, o := range u.Upserts {
-		call(h, o, false)
+		deliver(h, o.Value, false)
 	}
 	for _, o := range u.Deletes {
-		call(h, o, true)
+		deliver(h, o.Value, true)
 	}
 }
 
@@ -172,18 +176,7 @@ func (d *Dir) Replay(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		call(h, o, false)
+		deliver(h, o.Value, false)
 	}
 	return nil
-}
-
-func call(h Handler, o manifest.Object, deleted bool) {
-	switch v := o.Value.(type) {
-	case *corev1.Service:
-		h.OnService(v, deleted)
-	case *discoveryv1.EndpointSlice:
-		h.OnEndpointSlice(v, deleted)
-	case *corev1.Pod:
-		h.OnPod(v, deleted)
-	}
 }

@@ -5,80 +5,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/meridian-mesh/meridian/internal/run"
+	"github.com/meridian-mesh/meridian/internal/manifest/manifesttest"
+	"github.com/meridian-mesh/meridian/internal/testutil"
 	"go.uber.org/goleak"
 	"go.uber.org/zap/zaptest"
-	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
-
-// A Dir gates readiness and reports warnings in a run.Group.
-var (
-	_ run.Readier = (*Dir)(nil)
-	_ run.Warner  = (*Dir)(nil)
-)
-
-// recorder is a Handler that records calls; it never blocks.
-type recorder struct {
-	mu     sync.Mutex
-	events []string // "+Kind ns/name", "-Kind ns/name"
-	last   map[string]metav1.Object
-}
-
-func newRecorder() *recorder { return &recorder{last: map[string]metav1.Object{}} }
-
-func (r *recorder) record(kind string, o metav1.Object, deleted bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	key := kind + " " + o.GetNamespace() + "/" + o.GetName()
-	if deleted {
-		r.events = append(r.events, "-"+key)
-		delete(r.last, key)
-		return
-	}
-	r.events = append(r.events, "+"+key)
-	r.last[key] = o
-}
-
-func (r *recorder) OnService(s *corev1.Service, deleted bool) { r.record(KindService, s, deleted) }
-func (r *recorder) OnEndpointSlice(es *discoveryv1.EndpointSlice, deleted bool) {
-	r.record(KindEndpointSlice, es, deleted)
-}
-func (r *recorder) OnPod(p *corev1.Pod, deleted bool) { r.record(KindPod, p, deleted) }
-
-// take returns and clears the events recorded so far.
-func (r *recorder) take() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	ev := r.events
-	r.events = nil
-	return ev
-}
-
-func (r *recorder) get(key string) metav1.Object {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.last[key]
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
 
 // leakCheck verifies, after every cleanup registered later has run, that the test left no
 // goroutine behind.
@@ -89,97 +24,28 @@ func leakCheck(t *testing.T) {
 
 // dirHarness runs a Dir source on a temporary directory.
 type dirHarness struct {
-	t    *testing.T
-	dir  string
-	src  *Dir
-	rec  *recorder
-	done chan error
+	manifesttest.Follower
+	src *Dir
+	rec *recorder
 }
 
 func startDir(t *testing.T, files map[string]string, cfg func(*DirConfig)) *dirHarness {
 	t.Helper()
-	h := &dirHarness{t: t, dir: t.TempDir(), rec: newRecorder(), done: make(chan error, 1)}
+	h := &dirHarness{rec: newRecorder()}
+	h.Follower = manifesttest.Follower{T: t, Dir: t.TempDir(), Events: &h.rec.Events, Scans: func() int64 { return h.src.m.Scans() }}
 	for name, content := range files {
-		h.write(name, content)
+		h.Write(name, content)
 	}
-	c := DefaultDirConfig(h.dir)
+	c := DefaultDirConfig(h.Dir)
 	c.Debounce = 10 * time.Millisecond
 	c.Rescan = 50 * time.Millisecond
 	if cfg != nil {
 		cfg(&c)
 	}
 	h.src = NewDirWithConfig(c, zaptest.NewLogger(t))
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() { h.done <- h.src.Run(ctx, h.rec) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-h.done:
-			if err != nil {
-				t.Errorf("Run returned %v after cancel, want nil", err)
-			}
-		case <-time.After(5 * time.Second):
-			t.Errorf("Run did not return within 5s of cancel")
-		}
-	})
-	waitFor(t, "first scan", 5*time.Second, h.src.Synced)
+	testutil.Go(t, "Run", func(ctx context.Context) error { return h.src.Run(ctx, h.rec) })
+	testutil.Eventually(t, manifesttest.Wait, "first scan", h.src.Synced)
 	return h
-}
-
-// write replaces a file atomically (write a hidden temporary file, then rename), as
-// editors and kubectl-style tools do, so that no scan sees half a file.
-func (h *dirHarness) write(name, content string) {
-	h.t.Helper()
-	p := filepath.Join(h.dir, name)
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		h.t.Fatal(err)
-	}
-	tmp := filepath.Join(filepath.Dir(p), ".tmp-"+filepath.Base(p))
-	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
-		h.t.Fatal(err)
-	}
-	if err := os.Rename(tmp, p); err != nil {
-		h.t.Fatal(err)
-	}
-}
-
-func (h *dirHarness) remove(name string) {
-	h.t.Helper()
-	if err := os.Remove(filepath.Join(h.dir, name)); err != nil {
-		h.t.Fatal(err)
-	}
-}
-
-// settle waits until n more scans have completed, so that every change made before the
-// call has been seen.
-func (h *dirHarness) settle(n int64) {
-	h.t.Helper()
-	target := h.src.m.Scans() + n
-	waitFor(h.t, fmt.Sprintf("%d more scans", n), 5*time.Second, func() bool { return h.src.m.Scans() >= target })
-}
-
-// expect waits until the recorded events, sorted, equal want (sorted), and then checks that
-// a few more scans add nothing.
-func (h *dirHarness) expect(want ...string) {
-	h.t.Helper()
-	var got []string
-	sort.Strings(want)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		got = append(got, h.rec.take()...)
-		sort.Strings(got)
-		if strings.Join(got, "\n") == strings.Join(want, "\n") {
-			break
-		}
-		if len(got) > len(want) || time.Now().After(deadline) {
-			h.t.Fatalf("events:\n  got  %q\n  want %q", got, want)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	h.settle(3)
-	if extra := h.rec.take(); len(extra) > 0 {
-		h.t.Fatalf("redundant deliveries after %q: %q", want, extra)
-	}
 }
 
 func svcYAML(ns, name, extraLabel string) string {
@@ -215,38 +81,29 @@ endpoints:
 %s`, name, ns, svc, eps.String())
 }
 
+// TestDirInitialLoad checks what the destination's Dir delivers of a first scan: its kinds,
+// in kind order, and nothing of other kinds. Which files are read (extensions, hidden files,
+// Lists, JSON, empty files) is internal/manifest's and tested there.
 func TestDirInitialLoad(t *testing.T) {
 	leakCheck(t)
 	h := startDir(t, map[string]string{
 		"shop.yaml": svcYAML("shop", "web", "") + "---\n" + sliceYAML("shop", "web-1", "web", "127.0.10.1") +
 			"---\n" + podYAML("shop", "web-a", "127.0.10.1"),
-		"sub/dir/billing.yml":  "apiVersion: v1\nkind: List\nitems:\n" + indentItem(svcYAML("billing", "pay", "")),
-		"json/legacy.json":     `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"old","namespace":"legacy"}}`,
-		"notes.txt":            svcYAML("x", "ignored-txt", ""),
-		".hidden/secret.yaml":  svcYAML("x", "ignored-hidden", ""),
-		".editor-backup.yaml":  svcYAML("x", "ignored-dotfile", ""),
 		"deployment.yaml":      "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n",
-		"sub/dir/.keep":        "",
-		"empty.yaml":           "",
-		"comments-only.yaml":   "# nothing\n",
 		"sub/namespaces.yaml":  "apiVersion: v1\nkind: Namespace\nmetadata: {name: shop}\n",
 		"sub/dir/another.yaml": podYAML("billing", "pay-a", "127.0.20.1"),
 	}, nil)
 
 	// The first scan was delivered before Synced turned true, in kind order.
-	got := h.rec.take()
-	want := []string{
-		"+Pod billing/pay-a", "+Pod legacy/old", "+Pod shop/web-a",
-		"+Service billing/pay", "+Service shop/web",
-		"+EndpointSlice shop/web-1",
-	}
+	got := h.rec.Take()
+	want := []string{"+Pod billing/pay-a", "+Pod shop/web-a", "+Service shop/web", "+EndpointSlice shop/web-1"}
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("initial events\n got  %q\n want %q", got, want)
 	}
 	if errs := h.src.Errors(); len(errs) != 0 {
 		t.Fatalf("Errors() = %v, want none", errs)
 	}
-	h.expect() // rescans deliver nothing
+	h.Expect() // rescans deliver nothing
 }
 
 func TestDirFollowsChanges(t *testing.T) {
@@ -257,7 +114,7 @@ func TestDirFollowsChanges(t *testing.T) {
 		"shop.yaml":  twoServices,
 		"other.yaml": podYAML("shop", "web-a", "127.0.10.1"),
 	}, nil)
-	h.expect("+Service shop/web", "+Service shop/cart", "+EndpointSlice shop/web-1", "+Pod shop/web-a")
+	h.Expect("+Service shop/web", "+Service shop/cart", "+EndpointSlice shop/web-1", "+Pod shop/web-a")
 
 	steps := []struct {
 		name    string
@@ -268,20 +125,20 @@ func TestDirFollowsChanges(t *testing.T) {
 	}{
 		{
 			name:   "edit one object: only it is updated",
-			change: func() { h.write("shop.yaml", strings.Replace(twoServices, "{app: web}", "{app: web, tier: front}", 1)) },
+			change: func() { h.Write("shop.yaml", strings.Replace(twoServices, "{app: web}", "{app: web, tier: front}", 1)) },
 			want:   []string{"+Service shop/web"},
 		},
 		{
 			name: "edit an endpoint address",
 			change: func() {
-				h.write("shop.yaml", strings.Replace(strings.Replace(twoServices, "{app: web}", "{app: web, tier: front}", 1), "127.0.10.2", "127.0.10.3", 1))
+				h.Write("shop.yaml", strings.Replace(strings.Replace(twoServices, "{app: web}", "{app: web, tier: front}", 1), "127.0.10.2", "127.0.10.3", 1))
 			},
 			want: []string{"+EndpointSlice shop/web-1"},
 		},
 		{
 			name: "remove an object from a file: it is deleted",
 			change: func() {
-				h.write("shop.yaml", strings.Replace(svcYAML("shop", "web", ""), "{app: web}", "{app: web, tier: front}", 1)+"---\n"+
+				h.Write("shop.yaml", strings.Replace(svcYAML("shop", "web", ""), "{app: web}", "{app: web, tier: front}", 1)+"---\n"+
 					sliceYAML("shop", "web-1", "web", "127.0.10.1", "127.0.10.3"))
 			},
 			want: []string{"-Service shop/cart"},
@@ -289,7 +146,7 @@ func TestDirFollowsChanges(t *testing.T) {
 		{
 			name: "break the file: nothing changes, the error has file and line",
 			change: func() {
-				h.write("shop.yaml", svcYAML("shop", "web", "")+"---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: [oops\n")
+				h.Write("shop.yaml", svcYAML("shop", "web", "")+"---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: [oops\n")
 			},
 			want: nil,
 			errs: []string{"shop.yaml:13: yaml: did not find expected ',' or ']'"},
@@ -297,7 +154,7 @@ func TestDirFollowsChanges(t *testing.T) {
 		{
 			name: "invalid object: nothing changes, the error names the field",
 			change: func() {
-				h.write("shop.yaml", svcYAML("shop", "web", "")+"---\n"+sliceYAML("shop", "web-1", "web", "127.0.10.999"))
+				h.Write("shop.yaml", svcYAML("shop", "web", "")+"---\n"+sliceYAML("shop", "web-1", "web", "127.0.10.999"))
 			},
 			want: nil,
 			errs: []string{`shop.yaml:19: kind EndpointSlice shop/web-1: endpoints[0].addresses[0]: "127.0.10.999" is not an IP address`},
@@ -305,37 +162,37 @@ func TestDirFollowsChanges(t *testing.T) {
 		{
 			name: "fix the file: the difference from the last good version is delivered",
 			change: func() {
-				h.write("shop.yaml", svcYAML("shop", "web", "")+"---\n"+sliceYAML("shop", "web-1", "web", "127.0.10.1", "127.0.10.3"))
+				h.Write("shop.yaml", svcYAML("shop", "web", "")+"---\n"+sliceYAML("shop", "web-1", "web", "127.0.10.1", "127.0.10.3"))
 			},
 			want: []string{"+Service shop/web"}, // the label tier: front is gone; the slice is as before
 		},
 		{
 			name: "a new file",
 			change: func() {
-				h.write("new/more.yaml", svcYAML("legacy", "inventory", "")+"---\n"+podYAML("legacy", "inv-a", "127.0.30.1"))
+				h.Write("new/more.yaml", svcYAML("legacy", "inventory", "")+"---\n"+podYAML("legacy", "inv-a", "127.0.30.1"))
 			},
 			want: []string{"+Service legacy/inventory", "+Pod legacy/inv-a"},
 		},
 		{
 			name:   "delete a file: its objects are deleted",
-			change: func() { h.remove("shop.yaml") },
+			change: func() { h.Remove("shop.yaml") },
 			want:   []string{"-Service shop/web", "-EndpointSlice shop/web-1"},
 		},
 		{
 			name:   "delete a directory",
-			change: func() { _ = os.RemoveAll(filepath.Join(h.dir, "new")) },
+			change: func() { _ = os.RemoveAll(filepath.Join(h.Dir, "new")) },
 			want:   []string{"-Service legacy/inventory", "-Pod legacy/inv-a"},
 		},
 	}
 	for _, s := range steps {
 		t.Run(s.name, func(t *testing.T) {
-			h.t = t
+			h.T = t
 			s.change()
 			if s.want == nil {
 				// Wait until the error shows, then make sure nothing was delivered.
-				waitFor(t, "the error to be reported", 5*time.Second, func() bool { return len(h.src.Errors()) > 0 })
+				testutil.Eventually(t, 5*time.Second, "the error to be reported", func() bool { return len(h.src.Errors()) > 0 })
 			}
-			h.expect(s.want...)
+			h.Expect(s.want...)
 			var errs []string
 			for _, e := range h.src.Errors() {
 				errs = append(errs, e.Error())
@@ -344,8 +201,8 @@ func TestDirFollowsChanges(t *testing.T) {
 				t.Fatalf("Errors() = %q, want %q", errs, s.errs)
 			}
 			for i := range errs {
-				if !strings.HasPrefix(errs[i], filepath.Join(h.dir, "")+"/") || !strings.HasSuffix(errs[i], s.errs[i]) {
-					t.Errorf("error %q, want %s/%s", errs[i], h.dir, s.errs[i])
+				if !strings.HasPrefix(errs[i], filepath.Join(h.Dir, "")+"/") || !strings.HasSuffix(errs[i], s.errs[i]) {
+					t.Errorf("error %q, want %s/%s", errs[i], h.Dir, s.errs[i])
 				}
 			}
 		})
@@ -359,29 +216,15 @@ func TestDirFollowsChanges(t *testing.T) {
 // good version, with their content, across many rescans.
 func TestDirMalformedKeepsPrevious(t *testing.T) {
 	h := startDir(t, map[string]string{"a.yaml": svcYAML("shop", "web", ", tier: front")}, nil)
-	h.expect("+Service shop/web")
-	h.write("a.yaml", "apiVersion: v1\nkind: Service\nmetadata: {namespace: shop}\n")
-	waitFor(t, "the error", 5*time.Second, func() bool { return len(h.src.Errors()) == 1 })
-	h.expect()
+	h.Expect("+Service shop/web")
+	h.Write("a.yaml", "apiVersion: v1\nkind: Service\nmetadata: {namespace: shop}\n")
+	testutil.Eventually(t, 5*time.Second, "the error", func() bool { return len(h.src.Errors()) == 1 })
+	h.Expect()
 	if got := h.src.Errors()[0].Error(); !strings.HasSuffix(got, "a.yaml:3: kind Service: metadata.name: is empty") {
 		t.Errorf("error = %q", got)
 	}
 	if svc := h.rec.get("Service shop/web"); svc == nil || svc.GetLabels()["tier"] != "front" {
 		t.Errorf("previous version not kept: %v", svc)
-	}
-}
-
-// TestDirMalformedAtStart checks that a file broken from the start is reported and the
-// others load.
-func TestDirMalformedAtStart(t *testing.T) {
-	h := startDir(t, map[string]string{
-		"bad.yaml":  "apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nstatus: {podIP: not-an-ip}\n",
-		"good.yaml": podYAML("shop", "ok", "127.0.0.5"),
-	}, nil)
-	h.expect("+Pod shop/ok")
-	errs := h.src.Errors()
-	if len(errs) != 1 || !strings.HasSuffix(errs[0].Error(), `bad.yaml:4: kind Pod default/x: status.podIP: "not-an-ip" is not an IP address`) {
-		t.Fatalf("Errors() = %v", errs)
 	}
 }
 
@@ -395,7 +238,7 @@ func TestDirPodAndReplay(t *testing.T) {
 		"a.yaml": svcYAML("shop", "web", "") + "---\n" + sliceYAML("shop", "web-1", "web", "127.0.10.1") + "---\n" + podYAML("shop", "a", "127.0.10.1"),
 		"b.yaml": podYAML("shop", "b", "127.0.10.2"),
 	}, nil)
-	h.expect("+Service shop/web", "+EndpointSlice shop/web-1", "+Pod shop/a", "+Pod shop/b")
+	h.Expect("+Service shop/web", "+EndpointSlice shop/web-1", "+Pod shop/a", "+Pod shop/b")
 	if p := h.src.Pod("shop", "a"); p == nil || p.Status.PodIP != "127.0.10.1" {
 		t.Errorf("Pod(shop, a) = %v", p)
 	}
@@ -405,20 +248,20 @@ func TestDirPodAndReplay(t *testing.T) {
 	if err := h.src.Replay(ctx); err != nil {
 		t.Fatal(err)
 	}
-	got := h.rec.take()
+	got := h.rec.Take()
 	want := []string{"+Pod shop/a", "+Pod shop/b", "+Service shop/web", "+EndpointSlice shop/web-1"}
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("Replay delivered %q, want %q", got, want)
 	}
-	h.remove("b.yaml")
-	h.expect("-Pod shop/b")
+	h.Remove("b.yaml")
+	h.Expect("-Pod shop/b")
 	if p := h.src.Pod("shop", "b"); p != nil {
 		t.Errorf("deleted pod still returned: %v", p)
 	}
 	if err := h.src.Replay(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := h.rec.take(); len(got) != 3 || strings.Contains(strings.Join(got, ","), "shop/b") {
+	if got := h.rec.Take(); len(got) != 3 || strings.Contains(strings.Join(got, ","), "shop/b") {
 		t.Errorf("Replay after a delete delivered %q", got)
 	}
 }
@@ -465,7 +308,7 @@ func TestDirReplacedDirectory(t *testing.T) {
 		"shop.yaml": svcYAML("shop", "web", "") + "---\n" + sliceYAML("shop", "web-1", "web", "127.0.10.1"),
 		"pods.yaml": podYAML("shop", "web-a", "127.0.10.1"),
 	}, nil)
-	h.expect("+Service shop/web", "+EndpointSlice shop/web-1", "+Pod shop/web-a")
+	h.Expect("+Service shop/web", "+EndpointSlice shop/web-1", "+Pod shop/web-a")
 
 	src := t.TempDir()
 	files := map[string]string{
@@ -481,34 +324,34 @@ func TestDirReplacedDirectory(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := os.RemoveAll(h.dir); err != nil {
+	if err := os.RemoveAll(h.Dir); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.CopyFS(h.dir, os.DirFS(src)); err != nil {
+	if err := os.CopyFS(h.Dir, os.DirFS(src)); err != nil {
 		t.Fatal(err)
 	}
-	h.expect("+EndpointSlice shop/web-1", "+Service shop/cart", "-Pod shop/web-a")
-	h.write("sub/cart.yaml", svcYAML("shop", "cart", ", tier: back"))
-	h.expect("+Service shop/cart")
+	h.Expect("+EndpointSlice shop/web-1", "+Service shop/cart", "-Pod shop/web-a")
+	h.Write("sub/cart.yaml", svcYAML("shop", "cart", ", tier: back"))
+	h.Expect("+Service shop/cart")
 
 	// Moved away: nothing is deleted, the problem is reported; moved back: followed again.
-	away := h.dir + "-away"
-	if err := os.Rename(h.dir, away); err != nil {
+	away := h.Dir + "-away"
+	if err := os.Rename(h.Dir, away); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(away) })
-	waitFor(t, "the missing directory to be reported", 5*time.Second, func() bool { return len(h.src.Errors()) == 1 })
-	h.expect()
+	testutil.Eventually(t, 5*time.Second, "the missing directory to be reported", func() bool { return len(h.src.Errors()) == 1 })
+	h.Expect()
 	if ws := h.src.Warnings(); len(ws) != 1 || !strings.Contains(ws[0], "cannot read the directory; keeping what was loaded from it") {
 		t.Errorf("Warnings() = %q", ws)
 	}
 	if err := os.WriteFile(filepath.Join(away, "pods.yaml"), []byte(podYAML("shop", "web-b", "127.0.10.2")), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Rename(away, h.dir); err != nil {
+	if err := os.Rename(away, h.Dir); err != nil {
 		t.Fatal(err)
 	}
-	h.expect("+Pod shop/web-b")
+	h.Expect("+Pod shop/web-b")
 	if errs := h.src.Errors(); len(errs) != 0 {
 		t.Errorf("Errors() = %v after the directory came back", errs)
 	}

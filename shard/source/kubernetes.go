@@ -10,7 +10,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -99,14 +98,7 @@ func (k *Kubernetes) Replay(ctx context.Context) error {
 			}
 			k.deliverMu.Lock()
 			if obj, ok, err := store.GetByKey(key); err == nil && ok {
-				switch o := obj.(type) {
-				case *corev1.Pod:
-					h.OnPod(o, false)
-				case *corev1.Service:
-					h.OnService(o, false)
-				case *discoveryv1.EndpointSlice:
-					h.OnEndpointSlice(o, false)
-				}
+				deliver(h, obj, false)
 			}
 			k.deliverMu.Unlock()
 		}
@@ -134,7 +126,6 @@ func lag(reg prometheus.Registerer, log *zap.Logger, resource string) *kube.Lag 
 	l, err := kube.NewLag(reg, resource)
 	if err != nil {
 		log.Error("cannot register informer lag histogram", zap.Error(err))
-		l, _ = kube.NewLag(nil, resource)
 	}
 	return l
 }

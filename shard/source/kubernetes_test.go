@@ -9,6 +9,7 @@ import (
 
 	"github.com/meridian-mesh/meridian/internal/kube"
 	"github.com/meridian-mesh/meridian/internal/kubetest"
+	"github.com/meridian-mesh/meridian/internal/testutil"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
 	corev1 "k8s.io/api/core/v1"
@@ -16,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
@@ -40,21 +42,8 @@ func startKubernetes(t *testing.T, env *kubetest.Env, ns string) (*Kubernetes, *
 	reg := prometheus.NewRegistry()
 	src := NewKubernetes(env.Client, KubernetesConfig{Namespace: ns}, reg, zaptest.NewLogger(t))
 	rec := newRecorder()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- src.Run(ctx, rec) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Run returned %v after cancel", err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Errorf("Run did not return within 10s of cancel")
-		}
-	})
-	waitFor(t, "informers to sync", apiTimeout, src.Synced)
+	testutil.Go(t, "Run", func(ctx context.Context) error { return src.Run(ctx, rec) })
+	testutil.Eventually(t, apiTimeout, "informers to sync", src.Synced)
 	return src, rec, reg
 }
 
@@ -119,32 +108,31 @@ func histogramCount(t *testing.T, reg *prometheus.Registry, name string) uint64 
 	return 0
 }
 
-func TestKubernetesSource(t *testing.T) {
-	env := kubetest.Start(t)
-	ns := env.Namespace(t, nil)
-	other := env.Namespace(t, nil)
-	src, rec, reg := startKubernetes(t, env, ns)
-	ctx := apiCtx(t)
-	c := env.Client
+// create creates objs (Services, EndpointSlices and Pods) through the API.
+func create(t *testing.T, ctx context.Context, c kubernetes.Interface, objs ...metav1.Object) {
+	t.Helper()
+	for _, o := range objs {
+		var err error
+		switch o := o.(type) {
+		case *corev1.Service:
+			_, err = c.CoreV1().Services(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		case *discoveryv1.EndpointSlice:
+			_, err = c.DiscoveryV1().EndpointSlices(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		case *corev1.Pod:
+			_, err = c.CoreV1().Pods(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		default:
+			t.Fatalf("create: unexpected %T", o)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
 
-	// Adds.
-	if _, err := c.CoreV1().Services(ns).Create(ctx, testService(ns, "web"), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.DiscoveryV1().EndpointSlices(ns).Create(ctx, testSlice(ns, "web-1", "web", "10.0.0.1"), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.CoreV1().Pods(ns).Create(ctx, testPod(ns, "web-a"), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.CoreV1().Services(other).Create(ctx, testService(other, "elsewhere"), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the three objects", apiTimeout, func() bool {
-		return rec.get("Service "+ns+"/web") != nil && rec.get("EndpointSlice "+ns+"/web-1") != nil && rec.get("Pod "+ns+"/web-a") != nil
-	})
-
-	// The transform replaced the objects by translator's projection of them.
+// checkProjected checks that the transform replaced the objects TestKubernetesSource created by
+// translator's projection of them, and returns the pod the handler received.
+func checkProjected(t *testing.T, rec *recorder, ns string) *corev1.Pod {
+	t.Helper()
 	svc := rec.get("Service " + ns + "/web").(*corev1.Service)
 	if !translator.IsSlimService(svc) || len(svc.Annotations) != 1 || svc.Annotations[translator.AnnotationOpaquePorts] != "3306" ||
 		svc.Spec.Selector != nil || svc.Spec.Ports[0].Port != 80 {
@@ -174,8 +162,13 @@ func TestKubernetesSource(t *testing.T) {
 	if pod.Spec.ServiceAccountName != "web" || pod.Labels["linkerd.io/control-plane-ns"] != "linkerd" || pod.UID == "" {
 		t.Errorf("pod lost fields Meridian reads: %+v", pod)
 	}
+	return pod
+}
 
-	// Pod reads the cache; Replay delivers the caches again.
+// checkCacheAndReplay checks that Pod reads the informer cache, which holds the projections
+// (pod is the one the handler received), and that Replay delivers the caches again.
+func checkCacheAndReplay(t *testing.T, ctx context.Context, src *Kubernetes, rec *recorder, ns string, pod *corev1.Pod) {
+	t.Helper()
 	// The informer cache holds the projection, the very object the handler received.
 	if p := src.Pod(ns, "web-a"); p != pod || !translator.IsSlimPod(p) || p.Spec.ServiceAccountName != "web" {
 		t.Errorf("Pod(%s, web-a) = %v, want the projection the handler received", ns, p)
@@ -190,18 +183,21 @@ func TestKubernetesSource(t *testing.T) {
 	if p := src.Pod(ns, "nope"); p != nil {
 		t.Errorf("Pod of an unknown pod = %v", p)
 	}
-	rec.take()
+	rec.Take()
 	if err := src.Replay(ctx); err != nil {
 		t.Fatal(err)
 	}
-	replayed := strings.Join(rec.take(), ",")
+	replayed := strings.Join(rec.Take(), ",")
 	for _, k := range []string{"+Pod " + ns + "/web-a", "+Service " + ns + "/web", "+EndpointSlice " + ns + "/web-1"} {
 		if !strings.Contains(replayed, k) {
 			t.Errorf("Replay did not deliver %s: %s", k, replayed)
 		}
 	}
+}
 
-	// Updates, each observed in its lag histogram.
+// update changes the Service, EndpointSlice and Pod TestKubernetesSource created.
+func update(t *testing.T, ctx context.Context, c kubernetes.Interface, ns string) {
+	t.Helper()
 	full, err := c.CoreV1().Services(ns).Get(ctx, "web", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -230,7 +226,29 @@ func TestKubernetesSource(t *testing.T) {
 	if _, err := c.CoreV1().Pods(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the three updates", apiTimeout, func() bool {
+}
+
+func TestKubernetesSource(t *testing.T) {
+	env := kubetest.Start(t)
+	ns := env.Namespace(t, nil)
+	other := env.Namespace(t, nil)
+	src, rec, reg := startKubernetes(t, env, ns)
+	ctx := apiCtx(t)
+	c := env.Client
+
+	// Adds.
+	create(t, ctx, c, testService(ns, "web"), testSlice(ns, "web-1", "web", "10.0.0.1"), testPod(ns, "web-a"), testService(other, "elsewhere"))
+	testutil.Eventually(t, apiTimeout, "the three objects", func() bool {
+		return rec.get("Service "+ns+"/web") != nil && rec.get("EndpointSlice "+ns+"/web-1") != nil && rec.get("Pod "+ns+"/web-a") != nil
+	})
+
+	// The handler and the cache hold translator's projections; Replay delivers them again.
+	pod := checkProjected(t, rec, ns)
+	checkCacheAndReplay(t, ctx, src, rec, ns, pod)
+
+	// Updates, each observed in its lag histogram.
+	update(t, ctx, c, ns)
+	testutil.Eventually(t, apiTimeout, "the three updates", func() bool {
 		s, _ := rec.get("Service " + ns + "/web").(*corev1.Service)
 		e, _ := rec.get("EndpointSlice " + ns + "/web-1").(*discoveryv1.EndpointSlice)
 		p, _ := rec.get("Pod " + ns + "/web-a").(*corev1.Pod)
@@ -253,11 +271,11 @@ func TestKubernetesSource(t *testing.T) {
 	if err := c.CoreV1().Pods(ns).Delete(ctx, "web-a", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the three deletes", apiTimeout, func() bool {
+	testutil.Eventually(t, apiTimeout, "the three deletes", func() bool {
 		return rec.get("Service "+ns+"/web") == nil && rec.get("EndpointSlice "+ns+"/web-1") == nil && rec.get("Pod "+ns+"/web-a") == nil
 	})
 	events := map[string]int{}
-	for _, e := range rec.take() {
+	for _, e := range rec.Take() {
 		events[e]++
 	}
 	for _, k := range []string{"Service " + ns + "/web", "EndpointSlice " + ns + "/web-1", "Pod " + ns + "/web-a"} {
@@ -278,13 +296,8 @@ func TestKubernetesResyncAfterRestart(t *testing.T) {
 	_, rec, reg := startKubernetes(t, env, ns)
 	ctx := apiCtx(t)
 	c := env.Client
-	if _, err := c.CoreV1().Services(ns).Create(ctx, testService(ns, "before"), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.DiscoveryV1().EndpointSlices(ns).Create(ctx, testSlice(ns, "before-1", "before", "10.0.0.1"), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the objects created before the restart", apiTimeout, func() bool {
+	create(t, ctx, c, testService(ns, "before"), testSlice(ns, "before-1", "before", "10.0.0.1"))
+	testutil.Eventually(t, apiTimeout, "the objects created before the restart", func() bool {
 		return rec.get("Service "+ns+"/before") != nil && rec.get("EndpointSlice "+ns+"/before-1") != nil
 	})
 	lagBefore := histogramCount(t, reg, "endpointslices_informer_lag_seconds")
@@ -294,7 +307,7 @@ func TestKubernetesResyncAfterRestart(t *testing.T) {
 	ctx = apiCtx(t)
 	var err error
 	// The restarted server may take a moment to accept writes.
-	waitFor(t, "the API server to accept writes again", apiTimeout, func() bool {
+	testutil.Eventually(t, apiTimeout, "the API server to accept writes again", func() bool {
 		_, err = c.CoreV1().Services(ns).Create(ctx, testService(ns, "after"), metav1.CreateOptions{})
 		return err == nil || apierrors.IsAlreadyExists(err)
 	})
@@ -309,7 +322,7 @@ func TestKubernetesResyncAfterRestart(t *testing.T) {
 	if err := c.CoreV1().Services(ns).Delete(ctx, "before", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the changes made after the restart", 2*apiTimeout, func() bool {
+	testutil.Eventually(t, 2*apiTimeout, "the changes made after the restart", func() bool {
 		e, _ := rec.get("EndpointSlice " + ns + "/before-1").(*discoveryv1.EndpointSlice)
 		return rec.get("Service "+ns+"/after") != nil && rec.get("Service "+ns+"/before") == nil &&
 			e != nil && e.Endpoints[0].Addresses[0] == "10.0.0.9"

@@ -20,6 +20,19 @@ type Handler interface {
 	OnPod(pod *corev1.Pod, deleted bool)
 }
 
+// deliver calls h's method for obj (a *corev1.Service, *discoveryv1.EndpointSlice or
+// *corev1.Pod); it ignores objects of other types.
+func deliver(h Handler, obj any, deleted bool) {
+	switch v := obj.(type) {
+	case *corev1.Service:
+		h.OnService(v, deleted)
+	case *discoveryv1.EndpointSlice:
+		h.OnEndpointSlice(v, deleted)
+	case *corev1.Pod:
+		h.OnPod(v, deleted)
+	}
+}
+
 // ServiceFilter is implemented by a Handler that keeps the EndpointSlices of some services
 // only (a replica keeps those of the services it owns). A source may ask it, once it has read
 // a slice's metadata, whether to decode the rest, and drop the slice when the answer is no:

@@ -2,8 +2,9 @@ package source
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
-	"sort"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -100,11 +101,11 @@ func validateMeta(p *problems, m *metav1.ObjectMeta, nameCheck func(string) []st
 		p.addAll("metadata.name", m.Name, nameCheck(m.Name))
 	}
 	p.addAll("metadata.namespace", m.Namespace, validation.IsDNS1123Label(m.Namespace))
-	for _, k := range sortedKeys(m.Labels) {
+	for _, k := range slices.Sorted(maps.Keys(m.Labels)) {
 		p.addAll("metadata.labels", k, validation.IsQualifiedName(k))
 		p.addAll("metadata.labels", m.Labels[k], validation.IsValidLabelValue(m.Labels[k]))
 	}
-	for _, k := range sortedKeys(m.Annotations) {
+	for _, k := range slices.Sorted(maps.Keys(m.Annotations)) {
 		p.addAll("metadata.annotations", k, validation.IsQualifiedName(strings.ToLower(k)))
 	}
 	for i, o := range m.OwnerReferences {
@@ -335,13 +336,4 @@ func checkIP(s string, v4 bool) error {
 		return fmt.Errorf("%q is not an IPv6 address (addressType is IPv6)", s)
 	}
 	return nil
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

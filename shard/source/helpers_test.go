@@ -1,0 +1,44 @@
+package source
+
+import (
+	"sync"
+
+	"github.com/meridian-mesh/meridian/internal/manifest/manifesttest"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// recorder is a Handler that records calls; it never blocks.
+type recorder struct {
+	manifesttest.Events
+	mu   sync.Mutex
+	last map[string]metav1.Object
+}
+
+func newRecorder() *recorder { return &recorder{last: map[string]metav1.Object{}} }
+
+func (r *recorder) record(kind string, o metav1.Object, deleted bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	key := kind + " " + o.GetNamespace() + "/" + o.GetName()
+	if deleted {
+		r.Add("-" + key)
+		delete(r.last, key)
+		return
+	}
+	r.Add("+" + key)
+	r.last[key] = o
+}
+
+func (r *recorder) OnService(s *corev1.Service, deleted bool) { r.record(KindService, s, deleted) }
+func (r *recorder) OnEndpointSlice(es *discoveryv1.EndpointSlice, deleted bool) {
+	r.record(KindEndpointSlice, es, deleted)
+}
+func (r *recorder) OnPod(p *corev1.Pod, deleted bool) { r.record(KindPod, p, deleted) }
+
+func (r *recorder) get(key string) metav1.Object {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.last[key]
+}
