@@ -29,7 +29,7 @@ func TestRemovalIsConfirmed(t *testing.T) {
 	if d.scan(r.deliver) {
 		t.Fatal("the first scan has nothing to confirm")
 	}
-	r.take()
+	r.Take()
 
 	// Halfway through a replacement: b.yaml is missing for one scan, then back.
 	b := filepath.Join(dir, "b.yaml")
@@ -39,7 +39,7 @@ func TestRemovalIsConfirmed(t *testing.T) {
 	if !d.scan(r.deliver) {
 		t.Error("a vanished file is not awaiting confirmation")
 	}
-	if ev := r.take(); len(ev) != 0 {
+	if ev := r.Take(); len(ev) != 0 {
 		t.Errorf("a scan that missed b.yaml once delivered %q; want nothing", ev)
 	}
 	if err := os.WriteFile(b, []byte(thingYAML("b")), 0o644); err != nil {
@@ -48,7 +48,7 @@ func TestRemovalIsConfirmed(t *testing.T) {
 	if d.scan(r.deliver) {
 		t.Error("a file that came back still awaits confirmation")
 	}
-	if ev := r.take(); len(ev) != 0 {
+	if ev := r.Take(); len(ev) != 0 {
 		t.Errorf("b.yaml back unchanged delivered %q; want nothing", ev)
 	}
 
@@ -63,7 +63,7 @@ func TestRemovalIsConfirmed(t *testing.T) {
 	if d.scan(r.deliver) {
 		t.Error("the removal is still pending after the debounce")
 	}
-	if ev := r.take(); !slices.Equal(ev, []string{"-Thing default/b"}) {
+	if ev := r.Take(); !slices.Equal(ev, []string{"-Thing default/b"}) {
 		t.Errorf("confirmed removal delivered %q, want [-Thing default/b]", ev)
 	}
 }
