@@ -98,11 +98,11 @@ func (e *endpoint) transport(proto transportheader.SessionProtocol) *http.Transp
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return e.dial(ctx, proto)
 		},
-		Protocols:             &p,
-		MaxIdleConnsPerHost:   e.o.cfg.MaxIdlePerEndpoint,
-		IdleConnTimeout:       e.o.cfg.PoolIdleTimeout,
-		DisableCompression:    true, // pass the client's Accept-Encoding and the body through as they are
-		ExpectContinueTimeout: time.Second,
+		Protocols:              &p,
+		MaxIdleConnsPerHost:    e.o.cfg.MaxIdlePerEndpoint,
+		IdleConnTimeout:        e.o.cfg.PoolIdleTimeout,
+		DisableCompression:     true, // pass the client's Accept-Encoding and the body through as they are
+		ExpectContinueTimeout:  time.Second,
 		MaxResponseHeaderBytes: int64(e.o.cfg.MaxHeaderBytes),
 	}
 }
