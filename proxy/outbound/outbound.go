@@ -155,11 +155,12 @@ func (o *Outbound) drain(srv *http.Server) {
 	o.conns.waitTunnels(grace)
 	o.requests.waitIdle(grace)
 	<-shut
-	// The hard stop: request contexts end, the server's connections and the tunnels close.
+	// The hard stop: the server's connections and the tunnels close (so that no handler
+	// answers a request it could not finish), then request contexts and resolutions end.
 	o.requests.close()
-	o.cancel()
 	_ = srv.Close()
 	o.conns.closeAll()
+	o.cancel()
 }
 
 // accept hands every accepted connection to its own goroutine (counted in conns) until lis
