@@ -13,12 +13,13 @@ import (
 	"github.com/meridian-mesh/meridian/proxy/detect"
 )
 
-// serveConn takes an accepted connection: it reads the original destination, and hands an
-// explicit connection, or a transparent one detected as HTTP, to the HTTP server; a
-// transparent connection to an opaque port or target, or detected as opaque, becomes a
-// tunnel to its original destination.
+// serveConn takes an accepted connection: it reads the original destination; a connection
+// detected as HTTP/1 goes to the lean HTTP/1.1 path, one detected as HTTP/2 (or an explicit
+// one that is not HTTP/1) to the HTTP server; a transparent connection to an opaque port or
+// target, or detected as opaque, becomes a tunnel to its original destination.
 func (o *Outbound) serveConn(raw net.Conn, hl *connListener) {
-	if !o.conns.add(raw) {
+	entry := o.conns.add(raw)
+	if entry == nil {
 		_ = raw.Close()
 		return
 	}
@@ -28,35 +29,39 @@ func (o *Outbound) serveConn(raw net.Conn, hl *connListener) {
 	case err != nil:
 		o.log.Debug("no original destination: explicit", zap.Stringer("client", raw.RemoteAddr()), zap.Error(err))
 	case od.IsValid() && od.Port() != 0 && !isListener(od, raw.LocalAddr()):
-		cc.origDst, cc.origAuth = netip.AddrPortFrom(od.Addr().Unmap(), od.Port()), ""
+		cc.origDst = netip.AddrPortFrom(od.Addr().Unmap(), od.Port())
 		cc.origAuth = cc.origDst.String()
-	}
-	if !cc.origDst.IsValid() {
-		o.conns.remove(raw)
-		o.handoff(hl, cc)
-		return
 	}
 
 	// The target of the original destination says whether the port is opaque; an error here
 	// (discovery unreachable) is not fatal for HTTP, whose requests resolve on their own.
-	t, terr := o.targets.acquire(o.ctx, cc.origAuth)
-	opaque := o.opaque[od.Port()] || (terr == nil && t.opaque())
-	if !opaque {
+	var t *target
+	terr := errors.New("explicit connection")
+	if cc.transparent() {
+		t, terr = o.targets.acquire(o.ctx, cc.origAuth)
+	}
+	drop := func() {
+		if terr == nil {
+			t.release()
+		}
+	}
+	if !o.opaque[cc.origDst.Port()] && (terr != nil || !t.opaque()) {
 		res, err := detect.Peek(o.ctx, raw, detect.Config{Timeout: o.cfg.DetectTimeout})
 		if err != nil {
 			o.log.Debug("detect", zap.Stringer("client", raw.RemoteAddr()), zap.Error(err))
+			drop()
 			o.conns.remove(raw)
 			_ = raw.Close()
-			if terr == nil {
-				t.release()
-			}
 			return
 		}
 		cc.Conn = res.Conn
-		if res.Protocol != detect.Opaque {
-			if terr == nil {
-				t.release()
-			}
+		switch {
+		case res.Protocol == detect.HTTP1:
+			drop()
+			o.serveH1(cc, entry, hl)
+			return
+		case res.Protocol == detect.HTTP2 || !cc.transparent():
+			drop()
 			o.conns.remove(raw)
 			o.handoff(hl, cc)
 			return
@@ -172,29 +177,46 @@ func (l *connListener) handoff(c net.Conn) bool {
 	}
 }
 
+// connState is what an accepted connection outside the HTTP server is doing.
+type connState uint8
+
+const (
+	stateDetecting connState = iota // reading its first bytes, resolving its target
+	stateIdle                       // a lean HTTP/1.1 connection between requests
+	stateBusy                       // a lean HTTP/1.1 connection serving a request
+	stateTunnel                     // copying bytes (opaque TCP, CONNECT, an upgrade)
+)
+
+// connEntry is one connection in a connSet; its fields are guarded by the set's mutex.
+type connEntry struct {
+	state connState
+	up    net.Conn // the lean path's upstream connection while a request uses it
+}
+
 // connSet holds the accepted connections the HTTP server does not own (those in detection,
-// and tunnels), so that shutdown can close them; and counts the tunnels, which shutdown lets
-// run for the grace period.
+// on the lean HTTP/1.1 path, and tunnels), so that shutdown can close them; and counts the
+// tunnels, which shutdown lets run for the grace period.
 type connSet struct {
 	mu       sync.Mutex
-	m        map[net.Conn]bool // true for a tunnel
-	draining bool              // no new connection, no detected connection becomes a tunnel
-	closed   bool              // no hijacked connection becomes a tunnel either
+	m        map[net.Conn]*connEntry
+	draining bool // no new connection; idle ones close; no detected connection becomes a tunnel
+	closed   bool // no hijacked connection becomes a tunnel either
 	tunnels  tracker
 }
 
-// add registers a new connection; false once draining.
-func (s *connSet) add(c net.Conn) bool {
+// add registers a new connection; nil once draining.
+func (s *connSet) add(c net.Conn) *connEntry {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.draining {
-		return false
+		return nil
 	}
 	if s.m == nil {
-		s.m = map[net.Conn]bool{}
+		s.m = map[net.Conn]*connEntry{}
 	}
-	s.m[c] = false
-	return true
+	e := &connEntry{}
+	s.m[c] = e
+	return e
 }
 
 // tunnel makes a registered connection a tunnel; false once draining (draining closed it).
@@ -202,15 +224,16 @@ func (s *connSet) add(c net.Conn) bool {
 func (s *connSet) tunnel(c net.Conn) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.m[c]; !ok || s.draining || !s.tunnels.enter() {
+	e, ok := s.m[c]
+	if !ok || s.draining || !s.tunnels.enter() {
 		return false
 	}
-	s.m[c] = true
+	e.state = stateTunnel
 	return true
 }
 
-// addTunnel registers a hijacked connection as a tunnel (a CONNECT request in flight may
-// still start one while draining); false once closed. A true answer must be followed by
+// addTunnel registers a hijacked connection as a tunnel (a request in flight may still
+// start one while draining); false once closed. A true answer must be followed by
 // tunnelDone and remove.
 func (s *connSet) addTunnel(c net.Conn) bool {
 	s.mu.Lock()
@@ -219,13 +242,48 @@ func (s *connSet) addTunnel(c net.Conn) bool {
 		return false
 	}
 	if s.m == nil {
-		s.m = map[net.Conn]bool{}
+		s.m = map[net.Conn]*connEntry{}
 	}
-	s.m[c] = true
+	s.m[c] = &connEntry{state: stateTunnel}
 	return true
 }
 
 func (s *connSet) tunnelDone() { s.tunnels.exit() }
+
+// idle marks a lean connection as waiting for its next request; false once draining (the
+// caller closes it).
+func (s *connSet) idle(e *connEntry) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e.state = stateIdle
+	return !s.draining
+}
+
+// busy marks a lean connection as serving a request.
+func (s *connSet) busy(e *connEntry) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e.state = stateBusy
+}
+
+// upstream records the upstream connection a lean request uses (nil when done), so that the
+// hard stop closes it too; false (and up is closed) once closed.
+func (s *connSet) upstream(e *connEntry, up net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed && up != nil {
+		_ = up.Close()
+		return false
+	}
+	e.up = up
+	return true
+}
+
+func (s *connSet) isDraining() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.draining
+}
 
 func (s *connSet) remove(c net.Conn) {
 	s.mu.Lock()
@@ -233,16 +291,20 @@ func (s *connSet) remove(c net.Conn) {
 	delete(s.m, c)
 }
 
-// closeDetecting stops new connections and closes those still in detection.
-func (s *connSet) closeDetecting() { s.closeWhere(func(tunnel bool) bool { return !tunnel }, false) }
+// closeIdle stops new connections and closes those with nothing in flight: in detection, or
+// lean ones between requests.
+func (s *connSet) closeIdle() {
+	s.closeWhere(func(e *connEntry) bool { return e.state == stateDetecting || e.state == stateIdle }, false)
+}
 
 // waitTunnels waits until no tunnel runs or ctx ends.
 func (s *connSet) waitTunnels(ctx context.Context) { s.tunnels.waitIdle(ctx) }
 
-// closeAll closes every connection left, and no tunnel starts after it.
-func (s *connSet) closeAll() { s.closeWhere(func(bool) bool { return true }, true) }
+// closeAll closes every connection left (and the lean path's upstream connections), and no
+// tunnel starts after it.
+func (s *connSet) closeAll() { s.closeWhere(func(*connEntry) bool { return true }, true) }
 
-func (s *connSet) closeWhere(which func(tunnel bool) bool, final bool) {
+func (s *connSet) closeWhere(which func(*connEntry) bool, final bool) {
 	s.mu.Lock()
 	s.draining = true
 	if final {
@@ -250,9 +312,12 @@ func (s *connSet) closeWhere(which func(tunnel bool) bool, final bool) {
 		s.tunnels.close()
 	}
 	var close []net.Conn
-	for c, tunnel := range s.m {
-		if which(tunnel) {
+	for c, e := range s.m {
+		if which(e) {
 			close = append(close, c)
+			if final && e.up != nil {
+				close = append(close, e.up)
+			}
 		}
 	}
 	s.mu.Unlock()

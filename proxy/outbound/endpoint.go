@@ -21,8 +21,9 @@ import (
 // handles. It never changes after construction (the pools change inside); an endpoint whose
 // discovery data changes is replaced by a new one. The target's two balancers share it.
 type endpoint struct {
-	o    *Outbound
-	disc discovery.Endpoint // Addr is zero for a direct target
+	o         *Outbound
+	authority string             // the target's
+	disc      discovery.Endpoint // Addr is zero for a direct target
 	// urlHost is the host:port of the requests' URL: the endpoint's address, or a direct
 	// target's authority.
 	urlHost string
@@ -36,7 +37,10 @@ type endpoint struct {
 	tcp    *metrics.TCP
 	// h1 pools keep-alive HTTP/1.1 connections, h2 multiplexed HTTP/2 ones (prior
 	// knowledge over whatever dial gives: plaintext, TLS, or TLS after a transport header).
-	h1, h2  *http.Transport
+	h1, h2 *http.Transport
+	// lean pools the lean HTTP/1.1 path's connections (h1conn.go); h1 serves the requests
+	// that path hands to net/http.
+	lean    h1pool
 	retired atomic.Bool
 }
 
@@ -44,7 +48,7 @@ var protocols = [...]transportheader.SessionProtocol{transportheader.Opaque, tra
 
 // newEndpoint builds the endpoint for discovery's d of the target authority.
 func newEndpoint(o *Outbound, authority string, d discovery.Endpoint) *endpoint {
-	e := &endpoint{o: o, disc: d, urlHost: d.Addr.String()}
+	e := &endpoint{o: o, authority: authority, disc: d, urlHost: d.Addr.String()}
 	e.dialAddr = e.urlHost
 	labels := metrics.Labels{Direction: "outbound", Authority: authority, TLS: metrics.TLSNoIdentity, Dst: d.Labels}
 	if d.Identity != "" {
@@ -59,7 +63,7 @@ func newEndpoint(o *Outbound, authority string, d discovery.Endpoint) *endpoint 
 // newDirect builds the endpoint of a target discovery refused: plaintext to the authority
 // itself (a name is resolved by the dialer).
 func newDirect(o *Outbound, authority string) *endpoint {
-	e := &endpoint{o: o, urlHost: authority, dialAddr: authority}
+	e := &endpoint{o: o, authority: authority, urlHost: authority, dialAddr: authority}
 	labels := metrics.Labels{Direction: "outbound", Authority: authority, TLS: metrics.TLSNoIdentity}
 	e.route, e.tcp = o.metrics.Route(labels), o.metrics.TCP(labels)
 	e.h1, e.h2 = e.transport(transportheader.HTTP1), e.transport(transportheader.HTTP2)
@@ -119,6 +123,7 @@ func (e *endpoint) pool(major int) *http.Transport {
 // on it finish, and their connections are closed as they end (see afterRequest).
 func (e *endpoint) retire() {
 	e.retired.Store(true)
+	e.lean.closeIdle(true)
 	e.closeIdle()
 }
 

@@ -146,7 +146,7 @@ func (o *Outbound) drain(srv *http.Server) {
 	o.log.Info("outbound draining", zap.Duration("grace", o.cfg.Grace))
 	grace, cancel := context.WithTimeout(context.Background(), o.cfg.Grace)
 	defer cancel()
-	o.conns.closeDetecting() // nothing of theirs is in flight yet
+	o.conns.closeIdle() // nothing of theirs is in flight
 	shut := make(chan struct{})
 	go func() {
 		defer close(shut)

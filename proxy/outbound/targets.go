@@ -263,7 +263,7 @@ func (ts *targets) run(ctx context.Context) {
 func (ts *targets) sweep() {
 	idle := int64(ts.o.cfg.IdleTimeout)
 	now := ts.now()
-	var gone []*target
+	var gone, live []*target
 	ts.mu.Lock()
 	for a, t := range ts.m {
 		select {
@@ -274,11 +274,28 @@ func (ts *targets) sweep() {
 		if t.refs.Load() == 0 && now-t.lastUsed.Load() >= idle {
 			delete(ts.m, a)
 			gone = append(gone, t)
+		} else if t.err == nil {
+			live = append(live, t)
 		}
 	}
 	ts.mu.Unlock()
 	for _, t := range gone {
 		t.close()
+	}
+	for _, t := range live {
+		t.sweepPools(now)
+	}
+}
+
+// sweepPools closes the lean connections idle for PoolIdleTimeout.
+func (t *target) sweepPools(now int64) {
+	idle := int64(t.ts.o.cfg.PoolIdleTimeout)
+	if t.direct != nil {
+		t.direct.lean.sweep(now, idle)
+		return
+	}
+	for _, e := range t.p2c.Endpoints() {
+		e.Value().lean.sweep(now, idle)
 	}
 }
 
