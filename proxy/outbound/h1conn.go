@@ -107,9 +107,11 @@ func (o *Outbound) serveH1(cc *clientConn, entry *connEntry, hl *connListener) {
 }
 
 // lean reports whether the lean path takes the request just parsed.
-func (s *h1session) lean() bool {
-	r := &s.req
-	return r.minor == 1 && r.hosts == 1 && r.te == nil && !r.upgrade && !r.expect && !r.grpc &&
+func (s *h1session) lean() bool { return s.req.lean() }
+
+// lean reports whether the lean path takes a parsed request head.
+func (r *h1head) lean() bool {
+	return r.minor == 1 && r.hosts == 1 && !r.hasTE && !r.upgrade && !r.expect && !r.grpc &&
 		r.contentLength <= maxLeanBody && string(r.method) != "CONNECT"
 }
 

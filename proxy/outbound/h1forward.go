@@ -237,9 +237,9 @@ func responseBody(req, res *h1head) (bodyKind, error) {
 		return noBody, errors.New("upstream switched protocols unasked")
 	case string(req.method) == http.MethodHead || res.status < 200 || res.status == 204 || res.status == 304:
 		return noBody, nil
-	case res.te != nil && fold(res.te, "chunked"):
+	case res.hasTE && fold(res.te, "chunked"):
 		return chunkedBody, nil
-	case res.te != nil:
+	case res.hasTE:
 		return noBody, errors.New("upstream sent a transfer coding other than chunked")
 	case res.contentLength >= 0:
 		return lengthBody, nil

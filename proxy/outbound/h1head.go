@@ -46,6 +46,7 @@ type h1head struct {
 	hosts         int
 	contentLength int64 // -1 when absent
 	te            []byte
+	hasTE         bool // a Transfer-Encoding field (te may be empty)
 	close         bool // Connection: close (or HTTP/1.0 without keep-alive)
 	keepAlive     bool // Connection: keep-alive
 	upgrade       bool // Connection: upgrade, or an Upgrade header
@@ -108,7 +109,7 @@ func (h *h1head) lines(f func(i int, line, rawLine []byte) error) error {
 func (h *h1head) reset() {
 	h.fields, h.tokens = h.fields[:0], h.tokens[:0]
 	h.method, h.target, h.reason, h.host, h.te = nil, nil, nil, nil, nil
-	h.minor, h.status, h.hosts = 0, 0, 0
+	h.minor, h.status, h.hosts, h.hasTE = 0, 0, 0, false
 	h.contentLength = -1
 	h.close, h.keepAlive, h.upgrade, h.expect, h.grpc = false, false, false, false, false
 }
@@ -139,7 +140,7 @@ func (h *h1head) parseResponse() error {
 		}
 		return h.field(line, raw)
 	})
-	if err != nil {
+	if err != nil || h.hasTE && !fold(h.te, "chunked") {
 		return errBadResponse
 	}
 	h.finish()
@@ -158,10 +159,8 @@ func (h *h1head) requestLine(line []byte) error {
 		return errNotLean
 	}
 	h.method, h.target = line[:sp1], rest[:sp2]
-	for _, c := range h.target {
-		if c <= ' ' || c == 0x7f {
-			return errNotLean
-		}
+	if !validTarget(h.target) {
+		return errNotLean
 	}
 	minor, ok := version(rest[sp2+1:])
 	if !ok {
@@ -201,6 +200,30 @@ func (h *h1head) statusLine(line []byte) error {
 	return nil
 }
 
+// validTarget checks a request target as net/http's URL parser would before the lean path
+// forwards it as it is: visible ASCII only (net/http refuses the rest), and every '%' starting
+// an escape of two hex digits.
+func validTarget(t []byte) bool {
+	for i := 0; i < len(t); i++ {
+		switch c := t[i]; {
+		case c <= ' ' || c >= 0x7f:
+			return false
+		case c == '%':
+			if i+2 >= len(t) {
+				return false
+			}
+			if _, ok := hexDigit(t[i+1]); !ok {
+				return false
+			}
+			if _, ok := hexDigit(t[i+2]); !ok {
+				return false
+			}
+			i += 2
+		}
+	}
+	return true
+}
+
 func version(b []byte) (int, bool) {
 	if len(b) != 8 || string(b[:7]) != "HTTP/1." || b[7] < '0' || b[7] > '9' {
 		return 0, false
@@ -234,10 +257,10 @@ func (h *h1head) field(line, raw []byte) error {
 		}
 		h.contentLength = n
 	case fold(name, "transfer-encoding"):
-		if h.te != nil {
+		if h.hasTE {
 			return errNotLean // several: net/http decides
 		}
-		h.te, f.hop = value, true
+		h.te, h.hasTE, f.hop = value, true, true
 	case fold(name, "connection"):
 		f.hop = true
 		if err := h.connection(value); err != nil {
