@@ -16,10 +16,20 @@
 // A transparent connection to a port in Config.OpaquePorts, or to a target whose profile
 // says opaque (or whose single endpoint is hinted opaque), is proxied as TCP at once;
 // otherwise proxy/detect decides within Config.DetectTimeout (10 s) between HTTP/1, HTTP/2
-// and opaque TCP (the answer on timeout). HTTP connections are served by one net/http server
-// (HTTP/1 and HTTP/2 with prior knowledge); each request is routed on its own: to the
-// explicit-proxy target, or for transparent traffic to the Host (:authority) when it is a
-// cluster name (Config.ClusterSuffixes) and else to the original destination.
+// and opaque TCP (the answer on timeout); an explicit connection is detected the same way.
+// Each request is routed on its own: to the explicit-proxy target, or for transparent traffic
+// to the Host (:authority) when it is a cluster name (Config.ClusterSuffixes) and else to
+// the original destination.
+//
+// # HTTP
+//
+// HTTP/1.1 connections start on the lean path (h1conn.go): heads parsed in place, bodies
+// relayed between bufio buffers, upstream connections pooled per endpoint; a proxied request
+// allocates nothing there. A request it does not take exactly (CONNECT, an upgrade, Expect,
+// a chunked or large body, HTTP/1.0, gRPC, anything its strict parser refuses) is handed,
+// with the rest of its connection and every byte read, to one net/http server, which also
+// serves HTTP/2 with prior knowledge and forwards through net/http Transports. Both paths
+// route, balance, retry and count alike; the parsers are fuzzed against net/http's.
 //
 // # Targets
 //

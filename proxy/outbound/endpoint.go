@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -145,9 +144,4 @@ func (e *endpoint) closeIdle() {
 func sameEndpoint(a, b discovery.Endpoint) bool {
 	return a.Addr == b.Addr && a.Identity == b.Identity && a.Hint == b.Hint &&
 		a.OpaqueTransportPort == b.OpaqueTransportPort && maps.Equal(a.Labels, b.Labels)
-}
-
-// hostPort joins a host and port for dialling (brackets around IPv6).
-func hostPort(host string, port uint16) string {
-	return net.JoinHostPort(host, strconv.Itoa(int(port)))
 }

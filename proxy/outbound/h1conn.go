@@ -141,7 +141,7 @@ func (s *h1session) route() error {
 		if end < 0 {
 			end = len(rest)
 		}
-		if end == 0 || bytes.IndexAny(rest, "@#") >= 0 {
+		if end == 0 || bytes.ContainsAny(rest, "@#") {
 			return errNotLean
 		}
 		s.hostBytes, s.path, s.absolute = rest[:end], rest[end:], true
