@@ -24,6 +24,23 @@ type Resolver interface {
 	Resolve(ctx context.Context, authority string) (Target, error)
 }
 
+// ResolverOf adapts a resolver whose Resolve returns its own target type (the discovery
+// package's *discovery.Target): outbound.ResolverOf(resolver.Resolve). A failed Resolve gives
+// a nil Target, never a typed nil.
+func ResolverOf[T Target](resolve func(ctx context.Context, authority string) (T, error)) Resolver {
+	return resolverFunc[T](resolve)
+}
+
+type resolverFunc[T Target] func(ctx context.Context, authority string) (T, error)
+
+func (f resolverFunc[T]) Resolve(ctx context.Context, authority string) (Target, error) {
+	t, err := f(ctx, authority)
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
 // Target is one resolved authority. Snapshot is lock-free and may be called from any
 // goroutine; Changed returns a channel closed at the next change (call Snapshot and Changed
 // again then; take Changed before Snapshot so no change is missed). Release says the holder

@@ -302,3 +302,46 @@ func TestLeanDrainClosesIdleConnections(t *testing.T) {
 	}
 	testutil.Recv(t, served, testutil.StopWithin, "Serve to return")
 }
+
+func TestUpgrade(t *testing.T) {
+	// An application that switches to an echo protocol on "Upgrade: echo".
+	lis := testutil.Listen(t)
+	var wg sync.WaitGroup
+	serveHTTP(t, lis, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Upgrade") != "echo" {
+			http.Error(w, "no upgrade", http.StatusBadRequest)
+			return
+		}
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		wg.Add(1)
+		defer wg.Done()
+		_, _ = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+		_ = brw.Flush()
+		echo(conn)
+	}))
+	t.Cleanup(func() { testutil.Wait(t, testutil.StopWithin, "the upgraded handlers", wg.Wait) })
+	r := newFakeResolver()
+	r.target(webAuth, plainEndpoint(addrPort(t, lis.Addr())))
+	_, addr := startProxy(t, testConfig(), Deps{Resolver: r})
+
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	_, _ = io.WriteString(c, "GET http://"+webAuth+"/ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+	br := bufio.NewReader(c)
+	res, err := http.ReadResponse(br, nil)
+	if err != nil || res.StatusCode != http.StatusSwitchingProtocols || res.Header.Get("Upgrade") != "echo" {
+		t.Fatalf("upgrade: %v %v", res, err)
+	}
+	_, _ = io.WriteString(c, "ping")
+	_ = c.(*net.TCPConn).CloseWrite()
+	if b, err := io.ReadAll(br); err != nil || string(b) != "ping" {
+		t.Errorf("after the upgrade: %q, %v", b, err)
+	}
+}

@@ -2,6 +2,7 @@ package outbound
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"net/http"
 	"net/netip"
@@ -139,4 +140,20 @@ func FuzzRoute(f *testing.F) {
 			t.Fatalf("a %s request routed as CONNECT", req.Method)
 		}
 	})
+}
+
+func TestResolverOf(t *testing.T) {
+	ft := &fakeTarget{ch: make(chan struct{})}
+	r := ResolverOf(func(_ context.Context, a string) (*fakeTarget, error) {
+		if a == "bad:1" {
+			return nil, errors.New("no")
+		}
+		return ft, nil
+	})
+	if got, err := r.Resolve(context.Background(), "good:1"); err != nil || got != Target(ft) {
+		t.Errorf("Resolve = %v, %v", got, err)
+	}
+	if got, err := r.Resolve(context.Background(), "bad:1"); err == nil || got != nil {
+		t.Errorf("a failed Resolve gave %#v, %v; want a nil Target", got, err)
+	}
 }
