@@ -39,6 +39,7 @@ type Outbound struct {
 
 	started  atomic.Bool
 	serving  atomic.Bool
+	addr     atomic.Pointer[net.Addr]
 	conns    connSet // accepted connections outside the HTTP server: detecting, tunnels
 	requests tracker // the HTTP handlers running
 }
@@ -75,6 +76,14 @@ func New(cfg Config, deps Deps) (*Outbound, error) {
 	return o, nil
 }
 
+// Addr returns the listener's address once Run or Serve has it (nil before).
+func (o *Outbound) Addr() net.Addr {
+	if a := o.addr.Load(); a != nil {
+		return *a
+	}
+	return nil
+}
+
 // Ready reports whether the listener is accepting (a run.Readier).
 func (o *Outbound) Ready() error {
 	if !o.serving.Load() {
@@ -102,7 +111,9 @@ func (o *Outbound) Serve(ctx context.Context, lis net.Listener) error {
 		return errors.New("outbound: Serve called twice")
 	}
 	defer o.cancel()
-	hl := newConnListener(lis.Addr())
+	addr := lis.Addr()
+	o.addr.Store(&addr)
+	hl := newConnListener(addr)
 	srv := o.httpServer()
 	srvDone := make(chan struct{})
 	go func() {

@@ -92,6 +92,9 @@ func TestShutdownDrainsInFlightRequests(t *testing.T) {
 	}
 	addr, cancel, served := serve(t, o)
 	testutil.Eventually(t, 10*time.Second, "the listener to be ready", func() bool { return o.Ready() == nil })
+	if o.Addr().String() != addr {
+		t.Errorf("Addr() = %v, want %s", o.Addr(), addr)
+	}
 	got := getAsync(proxyClient(t, addr), "http://"+webAuth+"/")
 	testutil.Recv(t, arrived, 10*time.Second, "the request to reach the app")
 
