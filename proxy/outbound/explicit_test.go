@@ -1,0 +1,177 @@
+package outbound
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/meridian-mesh/meridian/proxy/httpproxy"
+	"github.com/meridian-mesh/meridian/proxy/metrics"
+)
+
+func get(t testing.TB, c *http.Client, url string, hdr ...string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	res, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatalf("GET %s: body: %v", url, err)
+	}
+	return res, string(b)
+}
+
+func TestExplicitAbsoluteForm(t *testing.T) {
+	app := startApp(t, "web-1")
+	r := newFakeResolver()
+	r.target(webAuth, plainEndpoint(app))
+	reg := prometheus.NewRegistry()
+	_, addr := startProxy(t, testConfig(), Deps{Resolver: r, Metrics: metrics.New(reg)})
+	c := proxyClient(t, addr)
+
+	for range 3 { // keep-alive: the same client connection, the same pooled upstream one
+		res, body := get(t, c, "http://web.shop.svc.cluster.local:8080/hello?x=1")
+		if res.StatusCode != 200 || body != "web-1 HTTP/1.1" {
+			t.Fatalf("got %d %q", res.StatusCode, body)
+		}
+		if h, p := res.Header.Get("X-Host"), res.Header.Get("X-Path"); h != "web.shop.svc.cluster.local:8080" || p != "/hello?x=1" {
+			t.Errorf("the app saw Host %q and target %q", h, p)
+		}
+	}
+	if n := r.resolved(webAuth); n != 1 {
+		t.Errorf("resolved %d times, want once", n)
+	}
+
+	// The default port is 80, and names are normalised before they are resolved.
+	r.target("api.shop.svc.cluster.local:80", plainEndpoint(app))
+	if res, _ := get(t, c, "http://API.shop.svc.cluster.local./"); res.StatusCode != 200 {
+		t.Errorf("default port: %d", res.StatusCode)
+	}
+
+	want := map[string]string{"direction": "outbound", "authority": webAuth, "tls": "no_identity", "dst_service": "web", "dst_namespace": "shop"}
+	if n := counter(t, reg, "request_total", want); n != 3 {
+		t.Errorf("request_total%v = %v, want 3", want, n)
+	}
+	want["status_code"], want["classification"] = "200", "success"
+	if n := counter(t, reg, "response_total", want); n != 3 {
+		t.Errorf("response_total%v = %v, want 3", want, n)
+	}
+	if n := counter(t, reg, "tcp_open_total", map[string]string{"authority": webAuth}); n != 1 {
+		t.Errorf("tcp_open_total = %v upstream connections, want 1 (pooled)", n)
+	}
+}
+
+// counter sums the samples of a counter family whose labels include want.
+func counter(t testing.TB, reg *prometheus.Registry, name string, want map[string]string) float64 {
+	t.Helper()
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if hasLabels(m, want) {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
+}
+
+func hasLabels(m *dto.Metric, want map[string]string) bool {
+	got := map[string]string{}
+	for _, l := range m.GetLabel() {
+		got[l.GetName()] = l.GetValue()
+	}
+	for k, v := range want {
+		if got[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func TestExplicitConnect(t *testing.T) {
+	echoAddr := startEcho(t)
+	r := newFakeResolver()
+	r.target("redis.shop.svc.cluster.local:6379", plainEndpoint(echoAddr))
+	_, addr := startProxy(t, testConfig(), Deps{Resolver: r})
+
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	// The tunnel's first bytes come with the request, as clients that pipeline do.
+	if _, err := io.WriteString(c, "CONNECT redis.shop.svc.cluster.local:6379 HTTP/1.1\r\nHost: redis.shop.svc.cluster.local:6379\r\n\r\nPING\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	res, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
+	if err != nil || res.StatusCode != 200 {
+		t.Fatalf("CONNECT: %v %v", res, err)
+	}
+	if _, err := io.WriteString(c, "more\n"); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.(*net.TCPConn).CloseWrite() // the end of stream passes through; the echo then closes
+	got, err := io.ReadAll(br)
+	if err != nil || string(got) != "PING\r\nmore\n" {
+		t.Fatalf("tunnel echoed %q, %v", got, err)
+	}
+}
+
+func TestExplicitBadRequests(t *testing.T) {
+	r := newFakeResolver()
+	_, addr := startProxy(t, testConfig(), Deps{Resolver: r})
+	for _, tc := range []struct{ req, status string }{
+		{"GET https://web.shop.svc.cluster.local/ HTTP/1.1\r\nHost: x\r\n\r\n", "400"},
+		{"GET / HTTP/1.1\r\n\r\n", "400"}, // no Host, no original destination
+		{"CONNECT web.shop.svc.cluster.local HTTP/1.1\r\nHost: x\r\n\r\n", "400"},
+		{"GET http://unknown.shop.svc.cluster.local/ HTTP/1.1\r\nHost: x\r\n\r\n", "503"}, // discovery fails
+	} {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		_, _ = io.WriteString(c, tc.req)
+		line, err := bufio.NewReader(c).ReadString('\n')
+		_ = c.Close()
+		if err != nil || !strings.HasPrefix(line, "HTTP/1.1 "+tc.status) {
+			t.Errorf("%q: answered %q, %v; want %s", tc.req, line, err, tc.status)
+		}
+	}
+}
+
+func TestRouteErrorsAreProxyErrors(t *testing.T) {
+	var he *httpproxy.Error
+	o := &Outbound{suffixes: []string{"svc.cluster.local"}}
+	req, _ := http.NewRequest(http.MethodGet, "ftp://x/", nil)
+	req.RequestURI = "ftp://x/"
+	if _, _, err := o.route(&clientConn{}, req); !errors.As(err, &he) || he.Status != 400 {
+		t.Errorf("ftp:// routed: %v", err)
+	}
+}

@@ -1,0 +1,347 @@
+package outbound
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/meridian-mesh/meridian/internal/testutil"
+)
+
+// scriptedServer answers each request head read on a connection with the next of its
+// responses (raw bytes), closing the connection after those marked close. It counts
+// connections and requests.
+type scriptedServer struct {
+	addr     netip.AddrPort
+	conns    atomic.Int64
+	requests atomic.Int64
+	mu       sync.Mutex
+	heads    []string
+}
+
+func startScripted(t testing.TB, respond func(n int64, head string) (resp string, closeAfter bool)) *scriptedServer {
+	t.Helper()
+	s := &scriptedServer{}
+	lis := testutil.Listen(t)
+	s.addr = addrPort(t, lis.Addr())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			s.conns.Add(1)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+				br := bufio.NewReader(c)
+				for {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					body, _ := io.ReadAll(req.Body)
+					var head strings.Builder
+					_ = req.Header.Write(&head)
+					s.mu.Lock()
+					s.heads = append(s.heads, req.Method+" "+req.RequestURI+" "+req.Host+"\n"+head.String()+string(body))
+					s.mu.Unlock()
+					resp, closeAfter := respond(s.requests.Add(1), req.Method)
+					if _, err := io.WriteString(c, resp); err != nil || closeAfter {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = lis.Close()
+		testutil.Wait(t, testutil.StopWithin, "the scripted server", wg.Wait)
+	})
+	return s
+}
+
+func (s *scriptedServer) lastHead() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.heads) == 0 {
+		return ""
+	}
+	return s.heads[len(s.heads)-1]
+}
+
+// rawExchange writes raw to a new connection to the proxy and reads n responses.
+func rawExchange(t testing.TB, addr, raw string, n int, method string) []*http.Response {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, raw); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	var out []*http.Response
+	for range n {
+		res, err := http.ReadResponse(br, &http.Request{Method: method})
+		for err == nil && res.StatusCode < 200 { // interim responses: the final one follows
+			res, err = http.ReadResponse(br, &http.Request{Method: method})
+		}
+		if err != nil {
+			t.Fatalf("response %d: %v", len(out)+1, err)
+		}
+		b, err := io.ReadAll(res.Body)
+		if err != nil {
+			t.Fatalf("response %d body: %v", len(out)+1, err)
+		}
+		res.Body = io.NopCloser(strings.NewReader(string(b)))
+		out = append(out, res)
+	}
+	return out
+}
+
+func body(res *http.Response) string {
+	b, _ := io.ReadAll(res.Body)
+	return string(b)
+}
+
+func TestLeanResponseFramings(t *testing.T) {
+	srv := startScripted(t, func(n int64, method string) (string, bool) {
+		switch n {
+		case 1: // chunked with an extension and trailers
+			return "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-Sum\r\n\r\n5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nX-Sum: 42\r\n\r\n", false
+		case 2: // interim responses first
+			return "HTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", false
+		case 3:
+			return "HTTP/1.1 204 No Content\r\nX-A: 1\r\n\r\n", false
+		case 4: // a HEAD's Content-Length describes the GET it stands for
+			return "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n", false
+		case 5: // hop-by-hop fields are dropped, the version is the proxy's
+			return "HTTP/1.0 200 OK\r\nConnection: keep-alive, X-Hop\r\nKeep-Alive: timeout=5\r\nX-Hop: 1\r\nX-End: 2\r\nContent-Length: 3\r\n\r\nabc", false
+		}
+		// the body ends with the connection
+		return "HTTP/1.1 200 OK\r\nX-Close: 1\r\n\r\nuntil the end", true
+	})
+	r := newFakeResolver()
+	r.target(webAuth, plainEndpoint(srv.addr))
+	_, addr := startProxy(t, testConfig(), Deps{Resolver: r})
+
+	get := "GET http://" + webAuth + "/ HTTP/1.1\r\nHost: " + webAuth + "\r\n\r\n"
+	res := rawExchange(t, addr, get+get+get, 3, http.MethodGet)
+	if b := body(res[0]); b != "hello world" || res[0].Trailer.Get("X-Sum") != "42" {
+		t.Errorf("chunked: %q, trailers %v", b, res[0].Trailer)
+	}
+	if res[1].StatusCode != 200 || body(res[1]) != "ok" {
+		t.Errorf("after 103: %d", res[1].StatusCode)
+	}
+	if res[2].StatusCode != 204 || res[2].Header.Get("X-A") != "1" {
+		t.Errorf("204: %v", res[2])
+	}
+	res = rawExchange(t, addr, "HEAD http://"+webAuth+"/ HTTP/1.1\r\nHost: x\r\n\r\n", 1, http.MethodHead)
+	if res[0].ContentLength != 100 {
+		t.Errorf("HEAD: Content-Length %d", res[0].ContentLength)
+	}
+	res = rawExchange(t, addr, get, 1, http.MethodGet)
+	if h := res[0].Header; res[0].Proto != "HTTP/1.1" || h.Get("X-Hop") != "" || h.Get("Keep-Alive") != "" || h.Get("X-End") != "2" || body(res[0]) != "abc" {
+		t.Errorf("hop-by-hop: %s %v", res[0].Proto, h)
+	}
+	res = rawExchange(t, addr, get, 1, http.MethodGet)
+	if body(res[0]) != "until the end" || !res[0].Close {
+		t.Errorf("close-delimited: %q, close %v", body(res[0]), res[0].Close)
+	}
+}
+
+func TestLeanRequestForwarding(t *testing.T) {
+	srv := startScripted(t, func(int64, string) (string, bool) { return "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", false })
+	r := newFakeResolver()
+	r.target(webAuth, plainEndpoint(srv.addr))
+	_, addr := startProxy(t, testConfig(), Deps{Resolver: r})
+
+	// Pipelined: a POST with a body, then a GET with hop-by-hop fields.
+	raw := "POST http://" + webAuth + "/form?a=1 HTTP/1.1\r\nHost: ignored\r\nContent-Length: 5\r\nProxy-Authorization: x\r\n\r\nhello" +
+		"GET /x HTTP/1.1\r\nHost: " + webAuth + "\r\nConnection: X-Private, close\r\nX-Private: 1\r\nX-Keep: 2\r\nTE: trailers\r\n\r\n"
+	res := rawExchange(t, addr, raw, 2, http.MethodGet)
+	if !res[1].Close {
+		t.Error("Connection: close from the client was not honoured")
+	}
+	if srv.requests.Load() != 2 || srv.conns.Load() != 1 {
+		t.Errorf("%d requests on %d upstream connections, want 2 on 1", srv.requests.Load(), srv.conns.Load())
+	}
+	got := srv.lastHead()
+	if !strings.HasPrefix(got, "GET /x "+webAuth+"\n") || strings.Contains(got, "X-Private") || strings.Contains(got, "Te:") ||
+		!strings.Contains(got, "X-Keep: 2") || strings.Contains(got, "Connection") {
+		t.Errorf("the upstream saw %q", got)
+	}
+}
+
+func TestLeanFallsBackToNetHTTP(t *testing.T) {
+	app := startCountingApp(t, "app", 0)
+	r := newFakeResolver()
+	r.target(webAuth, plainEndpoint(app.addr))
+	_, addr := startProxy(t, testConfig(), Deps{Resolver: r})
+
+	big := strings.Repeat("x", maxLeanBody+1)
+	for name, raw := range map[string]string{
+		"chunked body": "POST http://" + webAuth + "/ HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+		"large body":   "POST http://" + webAuth + "/ HTTP/1.1\r\nHost: x\r\nContent-Length: " + itoa(uint16(len(big))) + "\r\n\r\n" + big,
+		"expect":       "POST http://" + webAuth + "/ HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\nhello",
+		"HTTP/1.0":     "POST http://" + webAuth + "/ HTTP/1.0\r\nContent-Length: 5\r\n\r\nhello",
+		"obs-fold":     "POST http://" + webAuth + "/ HTTP/1.1\r\nHost: x\r\nX-A: 1\r\n 2\r\nContent-Length: 5\r\n\r\nhello",
+	} {
+		// Then a second, lean-able request on the same connection, now served by net/http.
+		second := "GET http://" + webAuth + "/ HTTP/1.1\r\nHost: x\r\n\r\n"
+		n := 2
+		if strings.Contains(name, "1.0") {
+			second, n = "", 1
+		}
+		res := rawExchange(t, addr, raw+second, n, http.MethodPost)
+		want := "hello"
+		if name == "large body" {
+			want = big
+		}
+		if b := body(res[0]); res[0].StatusCode != 200 || b != want {
+			t.Errorf("%s: %d, %d bytes", name, res[0].StatusCode, len(b))
+		}
+		if n == 2 && res[1].StatusCode != 200 {
+			t.Errorf("%s: the next request: %d", name, res[1].StatusCode)
+		}
+	}
+}
+
+func TestLeanStaleConnectionIsRetried(t *testing.T) {
+	// The upstream closes every connection after one response, without saying so.
+	srv := startScripted(t, func(int64, string) (string, bool) { return "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", true })
+	r := newFakeResolver()
+	r.target(webAuth, plainEndpoint(srv.addr))
+	_, addr := startProxy(t, testConfig(), Deps{Resolver: r})
+	c := proxyClient(t, addr)
+	for i := range 5 {
+		if res, b := get(t, c, "http://"+webAuth+"/"); res.StatusCode != 200 || b != "ok" {
+			t.Fatalf("GET %d on a pool of closed connections: %d %q", i, res.StatusCode, b)
+		}
+	}
+}
+
+func TestLeanUpstreamFailures(t *testing.T) {
+	srv := startScripted(t, func(n int64, _ string) (string, bool) {
+		switch n {
+		case 1:
+			return "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n", true
+		case 2:
+			return "NOT HTTP\r\n\r\n", true
+		case 3:
+			return "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort", true // cut short
+		}
+		return "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", true
+	})
+	r := newFakeResolver()
+	r.target(webAuth, plainEndpoint(srv.addr))
+	_, addr := startProxy(t, testConfig(), Deps{Resolver: r})
+	post := "POST http://" + webAuth + "/ HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n" // not retried
+	for i := range 2 {
+		if res := rawExchange(t, addr, post, 1, http.MethodPost); res[0].StatusCode != http.StatusBadGateway {
+			t.Errorf("bad response %d: %d, want 502", i+1, res[0].StatusCode)
+		}
+	}
+	for i := range 2 { // the head went out: the client connection is cut
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		_, _ = io.WriteString(c, post)
+		res, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err == nil {
+			_, err = io.ReadAll(res.Body)
+		}
+		_ = c.Close()
+		if err == nil {
+			t.Errorf("truncated body %d reached the client as complete", i+1)
+		}
+	}
+}
+
+func TestLeanDrainClosesIdleConnections(t *testing.T) {
+	app := startCountingApp(t, "app", 0)
+	r := newFakeResolver()
+	r.target(webAuth, plainEndpoint(app.addr))
+	o, err := New(testConfig(), Deps{Resolver: r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, cancel, served := serve(t, o)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	_, _ = fmt.Fprintf(c, "GET http://%s/ HTTP/1.1\r\nHost: x\r\n\r\n", webAuth)
+	br := bufio.NewReader(c)
+	if res, err := http.ReadResponse(br, nil); err != nil || res.StatusCode != 200 {
+		t.Fatalf("%v %v", res, err)
+	}
+	cancel()
+	if _, err := br.ReadByte(); err == nil {
+		t.Error("an idle keep-alive connection got bytes after the shutdown")
+	}
+	testutil.Recv(t, served, testutil.StopWithin, "Serve to return")
+}
+
+func TestUpgrade(t *testing.T) {
+	// An application that switches to an echo protocol on "Upgrade: echo".
+	lis := testutil.Listen(t)
+	var wg sync.WaitGroup
+	serveHTTP(t, lis, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Upgrade") != "echo" {
+			http.Error(w, "no upgrade", http.StatusBadRequest)
+			return
+		}
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		wg.Add(1)
+		defer wg.Done()
+		_, _ = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+		_ = brw.Flush()
+		echo(conn)
+	}))
+	t.Cleanup(func() { testutil.Wait(t, testutil.StopWithin, "the upgraded handlers", wg.Wait) })
+	r := newFakeResolver()
+	r.target(webAuth, plainEndpoint(addrPort(t, lis.Addr())))
+	_, addr := startProxy(t, testConfig(), Deps{Resolver: r})
+
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	_, _ = io.WriteString(c, "GET http://"+webAuth+"/ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+	br := bufio.NewReader(c)
+	res, err := http.ReadResponse(br, nil)
+	if err != nil || res.StatusCode != http.StatusSwitchingProtocols || res.Header.Get("Upgrade") != "echo" {
+		t.Fatalf("upgrade: %v %v", res, err)
+	}
+	_, _ = io.WriteString(c, "ping")
+	_ = c.(*net.TCPConn).CloseWrite()
+	if b, err := io.ReadAll(br); err != nil || string(b) != "ping" {
+		t.Errorf("after the upgrade: %q, %v", b, err)
+	}
+}

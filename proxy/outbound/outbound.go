@@ -1,0 +1,216 @@
+package outbound
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/meridian-mesh/meridian/proxy/metrics"
+	"github.com/meridian-mesh/meridian/proxy/tlsid"
+)
+
+// Outbound is the outbound side of the proxy. Build it with New and run it with Run or Serve
+// (once).
+type Outbound struct {
+	cfg      Config
+	resolver Resolver
+	tls      *tlsid.Config
+	metrics  *metrics.Metrics
+	log      *zap.Logger
+	origDst  func(net.Conn) (netip.AddrPort, error)
+	opaque   map[uint16]bool
+	suffixes []string // lowercased, without the trailing dot; "" matches every name
+	dialer   net.Dialer
+	targets  *targets
+
+	// ctx ends at the hard stop (the grace period is over): it is every request's and
+	// resolution's base context.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	started  atomic.Bool
+	serving  atomic.Bool
+	addr     atomic.Pointer[net.Addr]
+	conns    connSet // accepted connections outside the HTTP server: detecting, tunnels
+	requests tracker // the HTTP handlers running
+}
+
+// New returns the outbound side. It listens on nothing until Run or Serve.
+func New(cfg Config, deps Deps) (*Outbound, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if deps.Resolver == nil {
+		return nil, errors.New("outbound: no resolver")
+	}
+	o := &Outbound{cfg: cfg, resolver: deps.Resolver, tls: deps.TLS, metrics: deps.Metrics, log: deps.Log,
+		origDst: deps.OriginalDst, opaque: map[uint16]bool{}}
+	if o.metrics == nil {
+		o.metrics = metrics.New(nil)
+	}
+	if o.log == nil {
+		o.log = zap.NewNop()
+	}
+	if o.origDst == nil {
+		o.origDst = origDst
+	}
+	for _, p := range cfg.OpaquePorts {
+		o.opaque[p] = true
+	}
+	for _, s := range cfg.ClusterSuffixes {
+		o.suffixes = append(o.suffixes, strings.TrimSuffix(strings.ToLower(s), "."))
+	}
+	o.dialer = net.Dialer{Timeout: cfg.ConnectTimeout, KeepAlive: 10 * time.Second}
+	o.ctx, o.cancel = context.WithCancel(context.Background())
+	o.targets = newTargets(o)
+	return o, nil
+}
+
+// Addr returns the listener's address once Run or Serve has it (nil before).
+func (o *Outbound) Addr() net.Addr {
+	if a := o.addr.Load(); a != nil {
+		return *a
+	}
+	return nil
+}
+
+// Ready reports whether the listener is accepting (a run.Readier).
+func (o *Outbound) Ready() error {
+	if !o.serving.Load() {
+		return errors.New("outbound: not accepting connections")
+	}
+	return nil
+}
+
+// Run listens on Config.ListenAddr and serves until ctx ends; see Serve.
+func (o *Outbound) Run(ctx context.Context) error {
+	lis, err := net.Listen("tcp", o.cfg.ListenAddr)
+	if err != nil {
+		return fmt.Errorf("outbound: listen on %s: %w", o.cfg.ListenAddr, err)
+	}
+	return o.Serve(ctx, lis)
+}
+
+// Serve accepts connections on lis until ctx ends, then stops accepting, lets in-flight
+// requests and tunnels finish for Config.Grace, closes the rest, and returns once every
+// goroutine it started has ended. It closes lis. It returns nil after ctx ended, or the
+// listener's error.
+func (o *Outbound) Serve(ctx context.Context, lis net.Listener) error {
+	if !o.started.CompareAndSwap(false, true) {
+		_ = lis.Close()
+		return errors.New("outbound: Serve called twice")
+	}
+	defer o.cancel()
+	addr := lis.Addr()
+	o.addr.Store(&addr)
+	hl := newConnListener(addr)
+	srv := o.httpServer()
+	srvDone := make(chan struct{})
+	go func() {
+		defer close(srvDone)
+		_ = srv.Serve(hl) // ErrServerClosed once Shutdown closes hl
+	}()
+	janitorCtx, stopJanitor := context.WithCancel(context.Background())
+	janitorDone := make(chan struct{})
+	go func() {
+		defer close(janitorDone)
+		o.targets.run(janitorCtx)
+	}()
+	var conns sync.WaitGroup
+	acceptDone := make(chan error, 1)
+	go func() { acceptDone <- o.accept(ctx, lis, hl, &conns) }()
+	o.serving.Store(true)
+	o.log.Info("outbound listening", zap.Stringer("addr", lis.Addr()))
+
+	var err error
+	select {
+	case <-ctx.Done():
+		_ = lis.Close()
+		err = <-acceptDone
+	case err = <-acceptDone:
+		_ = lis.Close()
+	}
+	o.serving.Store(false)
+	o.drain(srv)
+	conns.Wait()
+	<-srvDone
+	o.requests.wait()
+	o.targets.close()
+	stopJanitor()
+	<-janitorDone
+	return err
+}
+
+// drain lets the requests and tunnels in flight finish within Config.Grace, then closes
+// everything that is left.
+func (o *Outbound) drain(srv *http.Server) {
+	o.log.Info("outbound draining", zap.Duration("grace", o.cfg.Grace))
+	grace, cancel := context.WithTimeout(context.Background(), o.cfg.Grace)
+	defer cancel()
+	o.conns.closeIdle() // nothing of theirs is in flight
+	shut := make(chan struct{})
+	go func() {
+		defer close(shut)
+		_ = srv.Shutdown(grace) // closes the listener and idle connections, waits for the active
+	}()
+	o.conns.waitTunnels(grace)
+	o.requests.waitIdle(grace)
+	<-shut
+	// The hard stop: the server's connections and the tunnels close (so that no handler
+	// answers a request it could not finish), then request contexts and resolutions end.
+	o.requests.close()
+	_ = srv.Close()
+	o.conns.closeAll()
+	o.cancel()
+}
+
+// accept hands every accepted connection to its own goroutine (counted in conns) until lis
+// fails; it returns nil when lis was closed.
+func (o *Outbound) accept(ctx context.Context, lis net.Listener, hl *connListener, conns *sync.WaitGroup) error {
+	var backoff time.Duration
+	for {
+		c, err := lis.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || isTemporary(err) { // EMFILE and the like
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				o.log.Warn("outbound accept", zap.Error(err), zap.Duration("retry_in", backoff))
+				timer := time.NewTimer(backoff)
+				select {
+				case <-timer.C:
+				case <-ctx.Done():
+					timer.Stop()
+					return nil
+				}
+				continue
+			}
+			return fmt.Errorf("outbound: accept: %w", err)
+		}
+		backoff = 0
+		conns.Add(1)
+		go func() {
+			defer conns.Done()
+			o.serveConn(c, hl)
+		}()
+	}
+}
+
+// isTemporary reports the accept errors that pass (too many open files, aborted
+// connections), as net/http's server treats them.
+func isTemporary(err error) bool {
+	var t interface{ Temporary() bool }
+	return errors.As(err, &t) && t.Temporary()
+}
