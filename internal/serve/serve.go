@@ -24,6 +24,10 @@ func NewRegistry() *prometheus.Registry {
 	return reg
 }
 
+// StopMargin is what a process whose components drain for a grace period adds to that
+// period for its group's stop bound (Group.StopTimeout = grace + StopMargin).
+const StopMargin = 5 * time.Second
+
 // Process is one server command's process. Build it with New, give it a gRPC API with
 // WithGRPC if it has one, add its components to Group, Listen, then Run.
 type Process struct {

@@ -92,6 +92,11 @@ type Config struct {
 	MaxHeaderBytes int
 	// Balance tunes the balancers (balance.DefaultConfig: Linkerd's RTT, decay, penalty).
 	Balance balance.Config
+	// SourceAddr, when valid, is the local address connections to endpoints are made from
+	// (the local mesh: a pod is a loopback address, and its peers' inbound proxies must see
+	// it, not 127.0.0.1, which Linkerd's inbound policy always allows). Invalid: the
+	// kernel's choice.
+	SourceAddr netip.Addr
 }
 
 // DefaultConfig returns linkerd2-proxy's outbound settings.
@@ -173,7 +178,7 @@ type Deps struct {
 	Metrics *metrics.Metrics
 	// Log logs connection-level failures at debug and the lifecycle at info (nil: none).
 	Log *zap.Logger
-	// OriginalDst returns a connection's original destination (nil: SO_ORIGINAL_DST on Linux,
+	// OriginalDst returns a connection's original destination (nil: origdst.OriginalDst, SO_ORIGINAL_DST on Linux,
 	// none elsewhere, so every connection is explicit). It is called once per accepted
 	// connection, with the *net.TCPConn itself.
 	OriginalDst func(net.Conn) (netip.AddrPort, error)

@@ -1,8 +1,3 @@
-//go:build discovery_resolver
-
-// This test needs proxy/discovery's Resolver, which is on main but not yet on this branch:
-// remove the build constraint above when the branches meet.
-
 package outbound
 
 import (

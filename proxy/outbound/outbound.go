@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/meridian-mesh/meridian/proxy/metrics"
+	"github.com/meridian-mesh/meridian/proxy/origdst"
 	"github.com/meridian-mesh/meridian/proxy/tlsid"
 )
 
@@ -62,7 +63,7 @@ func New(cfg Config, deps Deps) (*Outbound, error) {
 		o.log = zap.NewNop()
 	}
 	if o.origDst == nil {
-		o.origDst = origDst
+		o.origDst = origdst.OriginalDst
 	}
 	for _, p := range cfg.OpaquePorts {
 		o.opaque[p] = true
@@ -71,6 +72,9 @@ func New(cfg Config, deps Deps) (*Outbound, error) {
 		o.suffixes = append(o.suffixes, strings.TrimSuffix(strings.ToLower(s), "."))
 	}
 	o.dialer = net.Dialer{Timeout: cfg.ConnectTimeout, KeepAlive: 10 * time.Second}
+	if cfg.SourceAddr.IsValid() {
+		o.dialer.LocalAddr = &net.TCPAddr{IP: cfg.SourceAddr.AsSlice()}
+	}
 	o.ctx, o.cancel = context.WithCancel(context.Background())
 	o.targets = newTargets(o)
 	return o, nil
