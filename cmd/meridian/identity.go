@@ -46,7 +46,9 @@ func runIdentityServer(ctx context.Context, args []string) error {
 	cfg := identity.DefaultConfig()
 	fs := newFlagSet("identity")
 	addr := fs.String("addr", ":8080", "gRPC listen address (io.linkerd.proxy.identity.Identity)")
-	adminAddr := fs.String("admin-addr", ":9990", "admin listen address (/metrics, /live, /ready, /debug/pprof)")
+	adminAddr := fs.String("admin-addr", ":9990", adminUsage)
+	var pprof bool
+	pprofFlag(fs, &pprof)
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	logFormat := fs.String("log-format", "json", "log format: json or console")
 	fs.StringVar(&cfg.TrustDomain, "trust-domain", cfg.TrustDomain, "trust domain of identities")
@@ -76,6 +78,7 @@ func runIdentityServer(ctx context.Context, args []string) error {
 	defer log.Sync() //nolint:errcheck
 
 	srv := serve.New(log, *adminAddr)
+	srv.Pprof = pprof
 	srv.Grace = 10 * time.Second
 	deps := identity.Deps{Logger: log, Registerer: srv.Registry}
 	if need, what := cfg.NeedsKubernetes(); need {
