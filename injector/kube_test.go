@@ -120,9 +120,17 @@ func TestWebhookWithAPIServer(t *testing.T) {
 	if len(skipped.Spec.InitContainers) != 0 || len(skipped.Spec.Containers) != 1 || strings.HasPrefix(skipped.Annotations[AnnotationCreatedBy], "meridian") {
 		t.Errorf("opted-out pod was modified: %+v", skipped.Spec)
 	}
+	checkBadAnnotationsWarned(ctx, t, env, newPod("bad-annotations", map[string]string{
+		AnnotationProxyUID: "-5", AnnotationSkipInboundPorts: "1-99999", AnnotationProxyCPURequest: "garbage",
+	}))
+}
 
-	// A bad annotation does not leave the pod unmeshed: it is injected with the default, and
-	// the client that created it receives the warning (kubectl prints these).
+// checkBadAnnotationsWarned creates pod, whose annotations are bad, in an injecting
+// namespace whose cpu request is 25m: it is not left unmeshed but injected with the
+// defaults and the namespace's value, and the client that created it receives the warnings
+// (kubectl prints these).
+func checkBadAnnotationsWarned(ctx context.Context, t *testing.T, env *kubetest.Env, pod *corev1.Pod) {
+	t.Helper()
 	warnings := &warningCollector{}
 	cfg := rest.CopyConfig(env.Config)
 	cfg.WarningHandler = warnings
@@ -130,9 +138,7 @@ func TestWebhookWithAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bad, err := client.CoreV1().Pods(ns).Create(ctx, newPod("bad-annotations", map[string]string{
-		AnnotationProxyUID: "-5", AnnotationSkipInboundPorts: "1-99999", AnnotationProxyCPURequest: "garbage",
-	}), metav1.CreateOptions{})
+	bad, err := client.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
