@@ -42,6 +42,10 @@ func ReplicaArgs(s ReplicaSpec) []string {
 		"--admin-addr", s.AdminAddr,
 		"--log-level", "warn",
 		"--log-format", "console",
+		// The harness reads every replica over /debug/pprof/: each measurement forces a
+		// collection first (heap?gc=1, see scrape), and --profile-dir takes CPU and heap
+		// profiles. The replicas listen on 127.0.0.1 only.
+		"--enable-pprof",
 	}
 	if s.Ring {
 		nonOwner := s.NonOwner

@@ -55,7 +55,7 @@ func FuzzParseMetrics(f *testing.F) {
 func TestReplicaArgs(t *testing.T) {
 	s := ReplicaSpec{Index: 2, FeedAddr: "127.0.0.1:1", Addr: "127.0.0.1:2", AdminAddr: "127.0.0.1:3", GossipAddr: "127.0.0.1:4", Seed: "127.0.0.1:5"}
 	a := ReplicaArgs(s)
-	if a[0] != "destination" || !slices.Contains(a, "feed:127.0.0.1:1") || slices.Contains(a, "--gossip-addr") {
+	if a[0] != "destination" || !slices.Contains(a, "feed:127.0.0.1:1") || slices.Contains(a, "--gossip-addr") || !slices.Contains(a, "--enable-pprof") {
 		t.Errorf("without ring: %v", a)
 	}
 	s.Ring = true

@@ -1,13 +1,19 @@
 package identity
 
 import (
+	"bytes"
 	"crypto/ecdsa"
+	"crypto/ed25519"
 	"crypto/elliptic"
+	"crypto/rsa"
 	"crypto/x509"
 	"fmt"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/meridian-mesh/meridian/internal/quote"
 )
 
 // MaxCSRSize bounds the CSR a request may carry; a P-256 CSR is a few hundred bytes.
@@ -22,9 +28,17 @@ func ParseCSR(der []byte) (*x509.CertificateRequest, error) {
 	if len(der) > MaxCSRSize {
 		return nil, status.Errorf(codes.InvalidArgument, "certificate signing request is %d bytes, over the %d-byte limit", len(der), MaxCSRSize)
 	}
+	if bytes.HasPrefix(bytes.TrimSpace(der), []byte("-----BEGIN")) {
+		return nil, status.Error(codes.InvalidArgument, "certificate signing request is not a DER CSR: this looks like PEM; send the DER bytes")
+	}
 	csr, err := x509.ParseCertificateRequest(der)
 	if err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "certificate signing request is not a DER CSR: %v", err)
+		reason := err.Error()
+		if strings.HasPrefix(reason, "asn1:") {
+			// encoding/asn1 prints the structures it compared: noise to the sender.
+			reason = "its ASN.1 does not parse"
+		}
+		return nil, status.Errorf(codes.InvalidArgument, "certificate signing request (%d bytes) is not a DER CSR: %s", len(der), reason)
 	}
 	if err := csr.CheckSignature(); err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "certificate signing request signature does not verify: %v", err)
@@ -40,13 +54,13 @@ func CheckCSR(csr *x509.CertificateRequest, identity string) error {
 		return status.Error(codes.FailedPrecondition, fmt.Sprintf(format, args...))
 	}
 	if len(csr.DNSNames) != 1 {
-		return fail("CSR must have exactly one DNS SAN (the identity %q), it has %d", identity, len(csr.DNSNames))
+		return fail("CSR must have exactly one DNS SAN (the identity %s), it has %d", quote.String(identity), len(csr.DNSNames))
 	}
 	if csr.DNSNames[0] != identity {
-		return fail("CSR DNS SAN %q does not match the requested identity %q", csr.DNSNames[0], identity)
+		return fail("CSR DNS SAN %s does not match the requested identity %s", quote.String(csr.DNSNames[0]), quote.String(identity))
 	}
 	if cn := csr.Subject.CommonName; cn != "" && cn != identity {
-		return fail("CSR common name %q must be empty or the requested identity %q", cn, identity)
+		return fail("CSR common name %s must be empty or the requested identity %s", quote.String(cn), quote.String(identity))
 	}
 	if len(csr.EmailAddresses) > 0 {
 		return fail("CSR must not carry e-mail SANs (%d found)", len(csr.EmailAddresses))
@@ -58,10 +72,31 @@ func CheckCSR(csr *x509.CertificateRequest, identity string) error {
 		return fail("CSR must not carry URI SANs (%d found)", len(csr.URIs))
 	}
 	pub, ok := csr.PublicKey.(*ecdsa.PublicKey)
-	if !ok || pub.Curve != elliptic.P256() {
-		return fail("CSR key must be ECDSA P-256, got %T", csr.PublicKey)
+	switch {
+	case !ok:
+		return fail("CSR key is %s; want ECDSA P-256", describeKey(csr.PublicKey))
+	case pub.Curve != elliptic.P256():
+		return fail("CSR key is %s; want P-256", describeKey(csr.PublicKey))
 	}
 	return nil
+}
+
+// describeKey names a public key's algorithm and size or curve: "ECDSA P-224", "RSA 2048-bit".
+func describeKey(k any) string {
+	switch k := k.(type) {
+	case *ecdsa.PublicKey:
+		if k.Curve == nil {
+			return "ECDSA with no curve"
+		}
+		return "ECDSA " + k.Curve.Params().Name
+	case *rsa.PublicKey:
+		return fmt.Sprintf("RSA %d-bit", k.N.BitLen())
+	case ed25519.PublicKey:
+		return "Ed25519"
+	case nil:
+		return "of an unknown algorithm"
+	}
+	return fmt.Sprintf("%T", k)
 }
 
 // checkRequest checks the request fields and the CSR, in Linkerd's order, and returns the

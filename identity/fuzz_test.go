@@ -2,7 +2,12 @@ package identity_test
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/x509"
+	"encoding/pem"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,18 +27,33 @@ func FuzzCheckCSR(f *testing.F) {
 	f.Add(makeCSR(f, csrSpec{cn: "other", dns: []string{testID}}), testID)
 	f.Add([]byte{0x30, 0x03, 0x02, 0x01, 0x00}, "a")
 	f.Add([]byte{}, "")
+	f.Add(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: makeCSR(f, csrSpec{dns: []string{testID}})}), testID)
+	p224, err := ecdsa.GenerateKey(elliptic.P224(), rand.Reader)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(makeCSR(f, csrSpec{dns: []string{testID}, key: p224}), testID)
+	f.Add(makeCSR(f, csrSpec{dns: []string{testID}}), strings.Repeat("\x00", 4096))
+	// Errors quote a bounded prefix of what was sent.
+	short := func(t *testing.T, err error) {
+		if msg := status.Convert(err).Message(); len(msg) > 2048 {
+			t.Fatalf("a %d-byte error message", len(msg))
+		}
+	}
 	f.Fuzz(func(t *testing.T, der []byte, id string) {
 		csr, err := identity.ParseCSR(der)
 		if err != nil {
 			if c := status.Code(err); c != codes.InvalidArgument {
 				t.Fatalf("ParseCSR: code %v (%v), want InvalidArgument", c, err)
 			}
+			short(t, err)
 			return
 		}
 		if err := identity.CheckCSR(csr, id); err != nil {
 			if c := status.Code(err); c != codes.FailedPrecondition {
 				t.Fatalf("CheckCSR: code %v (%v), want FailedPrecondition", c, err)
 			}
+			short(t, err)
 			return
 		}
 		if len(csr.DNSNames) != 1 || csr.DNSNames[0] != id {

@@ -16,6 +16,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/meridian-mesh/meridian/internal/quote"
 )
 
 // Options are the collaborators of a Service that are not configuration.
@@ -227,7 +229,7 @@ func (s *Service) certify(ctx context.Context, req *pb.CertifyRequest) (*pb.Cert
 	identity := req.GetIdentity()
 	csr, err := checkRequest(identity, req.GetToken(), req.GetCertificateSigningRequest())
 	if err != nil {
-		s.log.Debug("certify refused", zap.String("identity", identity), zap.Error(err))
+		s.log.Debug("certify refused", zap.String("identity", quote.String(identity)), zap.Error(err))
 		return nil, err
 	}
 
@@ -258,7 +260,7 @@ func (s *Service) certify(ctx context.Context, req *pb.CertifyRequest) (*pb.Cert
 	}
 	tokID := ServiceAccountIdentity(ns, sa, s.cfg.ControlPlaneNamespace, s.cfg.TrustDomain)
 	if tokID != identity {
-		msg := fmt.Sprintf("requested identity %q does not match the token's ServiceAccount %s/%s (identity %q)", identity, ns, sa, tokID)
+		msg := fmt.Sprintf("requested identity %s does not match the token's ServiceAccount %s/%s (identity %q)", quote.String(identity), ns, sa, tokID)
 		s.log.Info("certify refused", zap.String("reason", msg))
 		return nil, status.Error(codes.FailedPrecondition, msg)
 	}

@@ -117,7 +117,7 @@ func (c *Config) Validate() error {
 	case c.Proxy.Image == "":
 		return fmt.Errorf("proxy image is empty")
 	}
-	if _, err := c.Resolve(Meta{}, nil); err != nil {
+	if _, _, err := c.Resolve(Meta{}, nil); err != nil {
 		return fmt.Errorf("proxy defaults: %w", err)
 	}
 	return nil

@@ -26,9 +26,12 @@ type Workload struct {
 
 // Decide applies Linkerd's injection rules, in this order: system and opted-out
 // namespaces, control-plane components, host networking, an existing proxy, then the
-// linkerd.io/inject annotation (the pod's if present, else the namespace's; anything but
-// enabled, ingress or disabled is invalid and skips). When force is true (`meridian inject`)
-// an absent annotation counts as enabled; an explicit disabled still skips.
+// linkerd.io/inject annotation: the pod's if it is enabled, ingress or disabled, else the
+// namespace's. A pod's invalid value is ignored (unlike Linkerd, which skips such a pod:
+// only an explicit disabled opts a pod out of an injecting namespace); when neither gives a
+// valid value the pod is skipped with the reason naming the invalid one. When force is true
+// (`meridian inject`) an absent or invalid annotation counts as enabled; an explicit disabled
+// still skips.
 func Decide(ns Meta, w Workload, force bool) Decision {
 	skip := func(reason, at string) Decision { return Decision{Reason: reason, AnnotationAt: at} }
 	if w.Namespace == namespaceKubeSystem {
@@ -50,29 +53,52 @@ func Decide(ns Meta, w Workload, force bool) Decision {
 		return skip(ReasonSidecarExists, "")
 	}
 
+	podValue, onPod := w.Annotations[AnnotationInject]
+	nsValue, onNS := ns.Annotations[AnnotationInject]
 	value, at := "", ""
-	if v, ok := w.Annotations[AnnotationInject]; ok {
-		value, at = v, AtWorkload
-	} else if v, ok := ns.Annotations[AnnotationInject]; ok {
-		value, at = v, AtNamespace
+	switch {
+	case onPod && validInject(podValue):
+		value, at = podValue, AtWorkload
+	case onNS && validInject(nsValue):
+		value, at = nsValue, AtNamespace
 	}
-	switch value {
-	case InjectEnabled, InjectIngress:
-		return Decision{Inject: true, Mode: value, AnnotationAt: at}
-	case InjectDisabled:
+	switch {
+	case value == InjectDisabled:
 		return skip(ReasonDisableAnnotation, at)
-	case "":
-		if at == "" {
-			if force {
-				return Decision{Inject: true, Mode: InjectEnabled}
+	case value != "":
+		return Decision{Inject: true, Mode: value, AnnotationAt: at}
+	case force:
+		return Decision{Inject: true, Mode: InjectEnabled}
+	case onPod:
+		return skip(ReasonInvalidAtWorkload, AtWorkload)
+	case onNS:
+		return skip(ReasonInvalidAtNamespace, AtNamespace)
+	}
+	return skip(ReasonAnnotationAbsent, "")
+}
+
+func validInject(v string) bool {
+	return v == InjectEnabled || v == InjectIngress || v == InjectDisabled
+}
+
+// injectWarnings reports the linkerd.io/inject values that Decide ignores.
+func injectWarnings(ns Meta, pod map[string]string) []Warning {
+	var out []Warning
+	for _, src := range []struct {
+		at   string
+		anns map[string]string
+	}{{AtWorkload, pod}, {AtNamespace, ns.Annotations}} {
+		if v, ok := src.anns[AnnotationInject]; ok && !validInject(v) {
+			w := Warning{Annotation: AnnotationInject, Value: v, At: src.at, Reason: "want enabled, ingress or disabled"}
+			if v2, ok := ns.Annotations[AnnotationInject]; src.at == AtWorkload && ok && validInject(v2) {
+				w.Fallback = "the namespace's value applies"
+			} else {
+				w.Fallback = "it counts as absent"
 			}
-			return skip(ReasonAnnotationAbsent, "")
+			out = append(out, w)
 		}
 	}
-	if at == AtWorkload {
-		return skip(ReasonInvalidAtWorkload, at)
-	}
-	return skip(ReasonInvalidAtNamespace, at)
+	return out
 }
 
 // sidecarNames are containers whose presence means a mesh proxy is already there.

@@ -12,9 +12,11 @@ type Outcome struct {
 	// Values and Mutation are set when Decision.Inject is true.
 	Values   Values
 	Mutation Mutation
-	// Detail explains a skip in words (for example which annotation was invalid); it may be
-	// empty.
+	// Detail explains a skip in words; it may be empty.
 	Detail string
+	// Warnings are the annotations that were ignored because they are invalid: injection
+	// goes on without them (see Config.Resolve), and a skip never comes from them.
+	Warnings []Warning
 }
 
 // Review decides and, when injecting, builds the mutation for a pod template with metadata
@@ -30,15 +32,17 @@ func (c *Config) Review(ns Meta, namespace string, meta *metav1.ObjectMeta, spec
 func (c *Config) ReviewOwned(ns Meta, namespace string, meta *metav1.ObjectMeta, spec *corev1.PodSpec, owner Owner, force bool) Outcome {
 	w := Workload{Namespace: namespace, Labels: meta.Labels, Annotations: meta.Annotations, Spec: spec}
 	out := Outcome{Owner: owner, Decision: Decide(ns, w, force)}
+	out.Warnings = injectWarnings(ns, meta.Annotations)
 	if !out.Decision.Inject {
 		return out
 	}
-	v, err := c.Resolve(ns, meta.Annotations)
-	if err != nil {
+	v, warns, err := c.Resolve(ns, meta.Annotations)
+	if err != nil { // the defaults are invalid: Config.Validate refuses such a Config
 		out.Decision = Decision{Reason: ReasonInvalidProxyConfig, AnnotationAt: out.Decision.AnnotationAt}
 		out.Detail = err.Error()
 		return out
 	}
+	out.Warnings = append(out.Warnings, warns...)
 	out.Values = v
 	out.Mutation = c.Build(out.Decision, v, w, out.Owner)
 	return out

@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	admissionregv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/meridian-mesh/meridian/internal/kubetest"
 	"github.com/meridian-mesh/meridian/internal/testutil"
@@ -117,4 +120,58 @@ func TestWebhookWithAPIServer(t *testing.T) {
 	if len(skipped.Spec.InitContainers) != 0 || len(skipped.Spec.Containers) != 1 || strings.HasPrefix(skipped.Annotations[AnnotationCreatedBy], "meridian") {
 		t.Errorf("opted-out pod was modified: %+v", skipped.Spec)
 	}
+	checkBadAnnotationsWarned(ctx, t, env, newPod("bad-annotations", map[string]string{
+		AnnotationProxyUID: "-5", AnnotationSkipInboundPorts: "1-99999", AnnotationProxyCPURequest: "garbage",
+	}))
+}
+
+// checkBadAnnotationsWarned creates pod, whose annotations are bad, in an injecting
+// namespace whose cpu request is 25m: it is not left unmeshed but injected with the
+// defaults and the namespace's value, and the client that created it receives the warnings
+// (kubectl prints these).
+func checkBadAnnotationsWarned(ctx context.Context, t *testing.T, env *kubetest.Env, pod *corev1.Pod) {
+	t.Helper()
+	warnings := &warningCollector{}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.WarningHandler = warnings
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad, err := client.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkInjectedBasics(t, bad)
+	if p := bad.Spec.InitContainers[1]; *p.SecurityContext.RunAsUser != 2102 || p.Resources.Requests.Cpu().String() != "25m" {
+		t.Errorf("the bad fields did not get the default and the namespace's value: uid %d, requests %v", *p.SecurityContext.RunAsUser, p.Resources.Requests)
+	}
+	seen := strings.Join(warnings.list(), "\n")
+	for _, want := range []string{
+		`config.linkerd.io/proxy-uid="-5" on the workload is ignored`,
+		`config.linkerd.io/skip-inbound-ports="1-99999" on the workload is ignored`,
+		`config.linkerd.io/proxy-cpu-request="garbage" on the workload is ignored: not a quantity (want e.g. 100m, 1, 64Mi); the namespace's value applies`,
+	} {
+		if !strings.Contains(seen, want) {
+			t.Errorf("the API server's warnings lack %q:\n%s", want, seen)
+		}
+	}
+}
+
+// warningCollector keeps the warnings the API server sends (a rest.WarningHandler).
+type warningCollector struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (w *warningCollector) HandleWarningHeader(_ int, _ string, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.got = append(w.got, text)
+}
+
+func (w *warningCollector) list() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.got...)
 }

@@ -30,9 +30,15 @@ type ReportLine struct {
 	Resource string // "deployment/web"
 	Injected bool
 	Reason   string // skip reason, or a note
+	// Warning marks a line that reports an ignored annotation (Reason is the Warning's
+	// text); the workload's outcome is on a line of its own.
+	Warning bool
 }
 
 func (l ReportLine) String() string {
+	if l.Warning {
+		return l.Resource + ": warning: " + l.Reason
+	}
 	if l.Injected {
 		if l.Reason != "" {
 			return l.Resource + ": " + l.Reason
@@ -210,14 +216,17 @@ func injectObject(obj map[string]any, opts ManifestOptions) (bool, []ReportLine,
 	}
 
 	out := opts.Config.ReviewOwned(Meta{}, namespace, &pt.ObjectMeta, &pt.Spec, owner, true)
+	var lines []ReportLine
+	for _, w := range out.Warnings {
+		lines = append(lines, ReportLine{Resource: resource, Injected: out.Decision.Inject, Warning: true, Reason: w.String()})
+	}
 	if !out.Decision.Inject {
 		reason := out.Decision.Reason
 		if out.Detail != "" {
 			reason += ": " + out.Detail
 		}
-		return false, []ReportLine{{Resource: resource, Reason: reason}}, nil
+		return false, append(lines, ReportLine{Resource: resource, Reason: reason}), nil
 	}
-	var lines []ReportLine
 	for _, a := range out.Values.Overridden {
 		if flag, ok := opts.FlagValues[a]; ok {
 			lines = append(lines, ReportLine{Resource: resource, Injected: true,

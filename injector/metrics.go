@@ -11,12 +11,25 @@ import (
 
 // Metrics are the injector's admission counters, named and labelled as Linkerd's:
 // owner_kind, namespace, skip, skip_reason, annotation_at, plus one label per
-// config.linkerd.io/* override (the part after "/" with "-" as "_") carrying the effective
-// value, "" when unset.
+// config.linkerd.io/* override (the part after "/" with "-" as "_"). Unlike Linkerd's, that
+// label never carries the annotation's value, which anyone who creates a pod chooses (one
+// series per value would let them grow the registry without bound): it is "" when the
+// annotation is absent, "set" when it applies and "invalid" when it was ignored. Every label
+// value is thus from a closed set or bounded by the cluster (namespaces, owner kinds).
+//
+// proxy_inject_ignored_annotations_total{annotation, at} counts the annotations ignored
+// because they were invalid (annotation is the key, at workload or namespace).
 type Metrics struct {
 	requests  *prometheus.CounterVec
 	responses *prometheus.CounterVec
+	ignored   *prometheus.CounterVec
 }
+
+// Values of the per-annotation labels.
+const (
+	annotationSet     = "set"
+	annotationInvalid = "invalid"
+)
 
 var baseLabels = []string{"owner_kind", "namespace", "skip", "skip_reason", "annotation_at"}
 
@@ -41,6 +54,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		requests:  s.CounterVec("proxy_inject_admission_requests_total", "Admission requests received by the proxy injector.", names...),
 		responses: s.CounterVec("proxy_inject_admission_responses_total", "Admission responses sent by the proxy injector.", names...),
+		ignored: s.CounterVec("proxy_inject_ignored_annotations_total",
+			"Proxy annotations the injector ignored because their values are invalid (the pod was injected without them).", "annotation", "at"),
 	}
 	if err := s.Err(); err != nil {
 		s.Unregister()
@@ -49,17 +64,26 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
-// labelValues builds the label values for one reviewed pod.
-func labelValues(owner Owner, namespace string, d Decision, ns Meta, pod map[string]string) []string {
+// labelValues builds the label values for one reviewed pod; warns are the annotations that
+// were ignored.
+func labelValues(owner Owner, namespace string, d Decision, ns Meta, pod map[string]string, warns []Warning) []string {
 	vals := []string{labelValue(owner.Kind), labelValue(namespace), strconv.FormatBool(!d.Inject), d.Reason, d.AnnotationAt}
 	for _, a := range ProxyAnnotations {
-		v, _ := lookup(ns, pod, a)
-		vals = append(vals, labelValue(v))
+		state := ""
+		if _, ok := lookup(ns, pod, a); ok {
+			state = annotationSet
+		}
+		for _, w := range warns {
+			if w.Annotation == a {
+				state = annotationInvalid
+			}
+		}
+		vals = append(vals, state)
 	}
 	return vals
 }
 
-// labelValue bounds a user-supplied label value: valid UTF-8, at most 64 bytes.
+// labelValue bounds a label value that comes from the cluster: valid UTF-8, at most 64 bytes.
 func labelValue(s string) string {
 	s = strings.ToValidUTF8(s, "\uFFFD")
 	if len(s) > 64 {
@@ -68,10 +92,13 @@ func labelValue(s string) string {
 	return s
 }
 
-func (m *Metrics) observe(vals []string) {
+func (m *Metrics) observe(vals []string, warns []Warning) {
 	if m == nil {
 		return
 	}
 	m.requests.WithLabelValues(vals...).Inc()
 	m.responses.WithLabelValues(vals...).Inc()
+	for _, w := range warns {
+		m.ignored.WithLabelValues(w.Annotation, w.At).Inc()
+	}
 }

@@ -7,6 +7,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/meridian-mesh/meridian/internal/quote"
 )
 
 // Meta is the metadata of a namespace that the decision and the overrides read.
@@ -50,34 +52,63 @@ func lookup(ns Meta, pod map[string]string, key string) (string, bool) {
 	return v, ok
 }
 
-// Resolve applies the namespace's and the pod's annotations to c's defaults. An annotation
-// whose value cannot be parsed is an error naming it (the webhook then skips the pod with
-// ReasonInvalidProxyConfig rather than inject something the user did not ask for).
-func (c *Config) Resolve(ns Meta, podAnnotations map[string]string) (Values, error) {
+// Resolve applies the namespace's and the pod's annotations to c's defaults. A bad override
+// never stops injection: an annotation whose value does not parse is ignored (the pod's
+// falls back to the namespace's, which falls back to the default), and so are overrides
+// that contradict each other or the defaults (two proxy ports that are the same, a resource
+// request above its limit; see settle). Each ignored annotation is a Warning. The error is
+// for defaults that are themselves invalid (Config.Validate reports it).
+func (c *Config) Resolve(ns Meta, podAnnotations map[string]string) (Values, []Warning, error) {
 	r := newResolver(c.Proxy)
+	var warns []Warning
 	for _, key := range ProxyAnnotations {
-		raw, ok := lookup(ns, podAnnotations, key)
-		if !ok {
-			continue
+		for _, src := range []struct {
+			at   string
+			anns map[string]string
+		}{{AtWorkload, podAnnotations}, {AtNamespace, ns.Annotations}} {
+			raw, ok := src.anns[key]
+			if !ok {
+				continue
+			}
+			if err := r.apply(key, strings.TrimSpace(raw)); err != nil {
+				warns = append(warns, Warning{Annotation: key, Value: raw, At: src.at, Reason: err.Error()})
+				continue
+			}
+			r.set[key] = applied{at: src.at, raw: raw}
+			break
 		}
-		if err := r.apply(key, strings.TrimSpace(raw)); err != nil {
-			return Values{}, fmt.Errorf("annotation %s=%q: %w", key, raw, err)
-		}
-		r.v.Overridden = append(r.v.Overridden, key)
 	}
-	return r.finish()
+	v, more, err := r.finish()
+	if err != nil {
+		return Values{}, nil, err
+	}
+	warns = append(warns, more...)
+	for _, key := range ProxyAnnotations {
+		if _, ok := r.set[key]; ok {
+			v.Overridden = append(v.Overridden, key)
+		}
+	}
+	for i := range warns {
+		warns[i].Fallback = fallbackOf(warns[i], r.set)
+	}
+	return v, warns, nil
 }
 
-// resolver accumulates the effective values while annotations are applied.
+// resolver accumulates the effective values while annotations are applied. apply changes a
+// field only when the value is valid.
 type resolver struct {
+	d               ProxyDefaults
 	v               Values
 	initVersion     string
-	res             map[string]string // resource annotation -> quantity
+	res             map[string]resource.Quantity // resource annotation -> quantity; absent: none
 	skipIn, skipOut string
+	// set holds each annotation that took effect, with where it was found.
+	set map[string]applied
 }
 
 func newResolver(d ProxyDefaults) *resolver {
 	return &resolver{
+		d: d,
 		v: Values{
 			Image:           d.Image,
 			InitImage:       d.InitImage,
@@ -95,80 +126,91 @@ func newResolver(d ProxyDefaults) *resolver {
 			DefaultInbound:  d.DefaultInbound,
 		},
 		initVersion: d.InitVersion,
-		res: map[string]string{
-			AnnotationProxyCPURequest:       d.CPURequest,
-			AnnotationProxyCPULimit:         d.CPULimit,
-			AnnotationProxyMemoryRequest:    d.MemoryRequest,
-			AnnotationProxyMemoryLimit:      d.MemoryLimit,
-			AnnotationProxyEphemeralRequest: d.EphemeralRequest,
-			AnnotationProxyEphemeralLimit:   d.EphemeralLimit,
-		},
-		skipIn:  d.SkipInboundPorts,
-		skipOut: d.SkipOutbound,
+		res:         map[string]resource.Quantity{},
+		skipIn:      d.SkipInboundPorts,
+		skipOut:     d.SkipOutbound,
+		set:         map[string]applied{},
 	}
 }
 
-// apply applies one annotation's (trimmed) value.
-func (r *resolver) apply(key, val string) (err error) {
-	v := &r.v
-	switch key {
-	case AnnotationProxyImage:
-		v.Image, err = nonEmpty(val)
-	case AnnotationProxyVersionOverride:
-		v.Version, err = nonEmpty(val)
-	case AnnotationProxyInitImage:
-		v.InitImage, err = nonEmpty(val)
-	case AnnotationProxyInitImageVersion:
-		r.initVersion, err = nonEmpty(val)
-	case AnnotationProxyImagePullPolicy:
-		switch p := corev1.PullPolicy(val); p {
-		case corev1.PullAlways, corev1.PullNever, corev1.PullIfNotPresent:
-			v.ImagePullPolicy = p
-		default:
-			err = fmt.Errorf("want Always, Never or IfNotPresent")
-		}
-	case AnnotationProxyCPURequest, AnnotationProxyCPULimit, AnnotationProxyMemoryRequest,
-		AnnotationProxyMemoryLimit, AnnotationProxyEphemeralRequest, AnnotationProxyEphemeralLimit:
-		r.res[key] = val
-	case AnnotationProxyLogLevel:
-		v.LogLevel, err = nonEmpty(val)
-	case AnnotationProxyLogFormat:
-		if val != "plain" && val != "json" {
-			err = fmt.Errorf("want plain or json")
-		}
-		v.LogFormat = val
-	case AnnotationProxyUID:
-		v.UID, err = parseID(val)
-	case AnnotationProxyGID:
-		v.GID, err = parseID(val)
-	case AnnotationProxyInboundPort:
-		v.InboundPort, err = parsePort(val)
-	case AnnotationProxyOutboundPort:
-		v.OutboundPort, err = parsePort(val)
-	case AnnotationProxyAdminPort:
-		v.AdminPort, err = parsePort(val)
-	case AnnotationProxyControlPort:
-		v.ControlPort, err = parsePort(val)
-	case AnnotationSkipInboundPorts:
-		r.skipIn = val
-	case AnnotationSkipOutboundPorts:
-		r.skipOut = val
-	case AnnotationNativeSidecar:
-		v.NativeSidecar, err = strconv.ParseBool(val)
-	case AnnotationDefaultInboundPolicy:
-		switch val {
-		case "all-unauthenticated", "all-authenticated", "cluster-unauthenticated",
-			"cluster-authenticated", "deny", "audit":
-			v.DefaultInbound = val
-		default:
-			err = fmt.Errorf("unknown policy")
-		}
+// assign stores parse(s) in *dst when it parses, and leaves *dst alone when not.
+func assign[T any](dst *T, s string, parse func(string) (T, error)) error {
+	x, err := parse(s)
+	if err == nil {
+		*dst = x
 	}
 	return err
 }
 
-// finish derives what follows from the applied values and checks them together.
-func (r *resolver) finish() (Values, error) {
+// apply applies one annotation's (trimmed) value, or returns why it cannot (and changes
+// nothing).
+func (r *resolver) apply(key, val string) error {
+	v := &r.v
+	switch key {
+	case AnnotationProxyImage:
+		return assign(&v.Image, val, nonEmpty)
+	case AnnotationProxyVersionOverride:
+		return assign(&v.Version, val, nonEmpty)
+	case AnnotationProxyInitImage:
+		return assign(&v.InitImage, val, nonEmpty)
+	case AnnotationProxyInitImageVersion:
+		return assign(&r.initVersion, val, nonEmpty)
+	case AnnotationProxyImagePullPolicy:
+		return assign(&v.ImagePullPolicy, val, parsePullPolicy)
+	case AnnotationProxyCPURequest, AnnotationProxyCPULimit, AnnotationProxyMemoryRequest,
+		AnnotationProxyMemoryLimit, AnnotationProxyEphemeralRequest, AnnotationProxyEphemeralLimit:
+		q, err := parseQuantity(val)
+		if err == nil {
+			r.res[key] = q
+		}
+		return err
+	case AnnotationProxyLogLevel:
+		return assign(&v.LogLevel, val, nonEmpty)
+	case AnnotationProxyLogFormat:
+		return assign(&v.LogFormat, val, oneOf("plain", "json"))
+	case AnnotationProxyUID:
+		return assign(&v.UID, val, parseID)
+	case AnnotationProxyGID:
+		return assign(&v.GID, val, parseID)
+	case AnnotationProxyInboundPort:
+		return assign(&v.InboundPort, val, parsePort)
+	case AnnotationProxyOutboundPort:
+		return assign(&v.OutboundPort, val, parsePort)
+	case AnnotationProxyAdminPort:
+		return assign(&v.AdminPort, val, parsePort)
+	case AnnotationProxyControlPort:
+		return assign(&v.ControlPort, val, parsePort)
+	case AnnotationSkipInboundPorts:
+		return assign(&r.skipIn, val, checkPortList)
+	case AnnotationSkipOutboundPorts:
+		return assign(&r.skipOut, val, checkPortList)
+	case AnnotationNativeSidecar:
+		return assign(&v.NativeSidecar, val, parseBool)
+	case AnnotationDefaultInboundPolicy:
+		return assign(&v.DefaultInbound, val, oneOf("all-unauthenticated", "all-authenticated",
+			"cluster-unauthenticated", "cluster-authenticated", "deny", "audit"))
+	}
+	return nil
+}
+
+// finish derives what follows from the applied values, settles the overrides that
+// contradict each other (see settle) and checks the defaults.
+func (r *resolver) finish() (Values, []Warning, error) {
+	for _, f := range resourceFields {
+		s := r.d.resource(f.key)
+		if _, overridden := r.res[f.key]; overridden || s == "" {
+			continue
+		}
+		q, err := parseQuantity(s)
+		if err != nil {
+			return Values{}, nil, fmt.Errorf("default of %s %q: %w", f.key, s, err)
+		}
+		r.res[f.key] = q
+	}
+	warns, err := r.settle()
+	if err != nil {
+		return Values{}, nil, err
+	}
 	v := r.v
 	if v.InitImage == "" {
 		v.InitImage = v.Image
@@ -178,28 +220,14 @@ func (r *resolver) finish() (Values, error) {
 	}
 	v.InitImage = imageRef(v.InitImage, r.initVersion)
 	v.Image = imageRef(v.Image, v.Version)
-
-	var err error
 	if v.SkipInbound, err = ParsePortList(r.skipIn); err != nil {
-		return Values{}, fmt.Errorf("skip-inbound-ports %q: %w", r.skipIn, err)
+		return Values{}, nil, fmt.Errorf("skip-inbound-ports %q: %w", r.skipIn, err)
 	}
 	if v.SkipOutbound, err = ParsePortList(r.skipOut); err != nil {
-		return Values{}, fmt.Errorf("skip-outbound-ports %q: %w", r.skipOut, err)
+		return Values{}, nil, fmt.Errorf("skip-outbound-ports %q: %w", r.skipOut, err)
 	}
-	ports := map[int32]string{}
-	for _, p := range []struct {
-		name string
-		port int32
-	}{{"inbound", v.InboundPort}, {"outbound", v.OutboundPort}, {"admin", v.AdminPort}, {"control", v.ControlPort}} {
-		if other, dup := ports[p.port]; dup {
-			return Values{}, fmt.Errorf("proxy %s port %d is also the %s port", p.name, p.port, other)
-		}
-		ports[p.port] = p.name
-	}
-	if v.Resources, err = resources(r.res); err != nil {
-		return Values{}, err
-	}
-	return v, nil
+	v.Resources = r.resources()
+	return v, warns, nil
 }
 
 // imageRef joins an image name and a tag, unless the name already carries a tag or digest.
@@ -228,6 +256,53 @@ func parseID(s string) (int64, error) {
 	return n, nil
 }
 
+func parsePullPolicy(s string) (corev1.PullPolicy, error) {
+	switch p := corev1.PullPolicy(s); p {
+	case corev1.PullAlways, corev1.PullNever, corev1.PullIfNotPresent:
+		return p, nil
+	}
+	return "", fmt.Errorf("want Always, Never or IfNotPresent")
+}
+
+// parseQuantity parses a resource quantity (100m, 64Mi), which must not be negative.
+func parseQuantity(s string) (resource.Quantity, error) {
+	q, err := resource.ParseQuantity(s)
+	if err != nil {
+		// resource's message is a regular expression: say it in words.
+		return q, fmt.Errorf("not a quantity (want e.g. 100m, 1, 64Mi)")
+	}
+	if q.Sign() < 0 {
+		return q, fmt.Errorf("negative quantity")
+	}
+	return q, nil
+}
+
+// oneOf returns a parser accepting exactly the values given.
+func oneOf(values ...string) func(string) (string, error) {
+	return func(s string) (string, error) {
+		for _, v := range values {
+			if s == v {
+				return s, nil
+			}
+		}
+		return "", fmt.Errorf("want %s", strings.Join(values, ", "))
+	}
+}
+
+func parseBool(s string) (bool, error) {
+	b, err := strconv.ParseBool(s)
+	if err != nil {
+		return false, fmt.Errorf("want true or false")
+	}
+	return b, nil
+}
+
+// checkPortList returns s when it is a valid skip-ports list.
+func checkPortList(s string) (string, error) {
+	_, err := ParsePortList(s)
+	return s, err
+}
+
 func parsePort(s string) (int32, error) {
 	n, err := strconv.Atoi(s)
 	if err != nil || n < 1 || n > 65535 {
@@ -250,16 +325,16 @@ func ParsePortList(s string) ([]string, error) {
 		lo, hi, isRange := strings.Cut(f, "-")
 		a, err := parsePort(strings.TrimSpace(lo))
 		if err != nil {
-			return nil, fmt.Errorf("%q: %w", f, err)
+			return nil, fmt.Errorf("%s: %w", quote.Prefix(f, 32), err)
 		}
 		item := strconv.Itoa(int(a))
 		if isRange {
 			b, err := parsePort(strings.TrimSpace(hi))
 			if err != nil {
-				return nil, fmt.Errorf("%q: %w", f, err)
+				return nil, fmt.Errorf("%s: %w", quote.Prefix(f, 32), err)
 			}
 			if b < a {
-				return nil, fmt.Errorf("%q: range end below its start", f)
+				return nil, fmt.Errorf("%s: range end below its start", quote.Prefix(f, 32))
 			}
 			if b != a {
 				item = fmt.Sprintf("%d-%d", a, b)
@@ -273,46 +348,36 @@ func ParsePortList(s string) ([]string, error) {
 	return out, nil
 }
 
-func resources(res map[string]string) (corev1.ResourceRequirements, error) {
-	var r corev1.ResourceRequirements
-	set := func(dst *corev1.ResourceList, name corev1.ResourceName, key string) error {
-		s := res[key]
-		if s == "" {
-			return nil
+// resources builds the proxy's requirements from the settled quantities.
+func (r *resolver) resources() corev1.ResourceRequirements {
+	var out corev1.ResourceRequirements
+	for _, s := range resourceFields {
+		q, ok := r.res[s.key]
+		if !ok {
+			continue
 		}
-		q, err := resource.ParseQuantity(s)
-		if err != nil {
-			return fmt.Errorf("annotation %s=%q: %w", key, s, err)
-		}
-		if q.Sign() < 0 {
-			return fmt.Errorf("annotation %s=%q: negative quantity", key, s)
+		dst := &out.Requests
+		if s.limit {
+			dst = &out.Limits
 		}
 		if *dst == nil {
 			*dst = corev1.ResourceList{}
 		}
-		(*dst)[name] = q
-		return nil
+		(*dst)[s.name] = q
 	}
-	for _, s := range []struct {
-		dst  *corev1.ResourceList
-		name corev1.ResourceName
-		key  string
-	}{
-		{&r.Requests, corev1.ResourceCPU, AnnotationProxyCPURequest},
-		{&r.Limits, corev1.ResourceCPU, AnnotationProxyCPULimit},
-		{&r.Requests, corev1.ResourceMemory, AnnotationProxyMemoryRequest},
-		{&r.Limits, corev1.ResourceMemory, AnnotationProxyMemoryLimit},
-		{&r.Requests, corev1.ResourceEphemeralStorage, AnnotationProxyEphemeralRequest},
-		{&r.Limits, corev1.ResourceEphemeralStorage, AnnotationProxyEphemeralLimit},
-	} {
-		if err := set(s.dst, s.name, s.key); err != nil {
-			return r, err
-		}
-	}
-	for name, lim := range r.Limits {
-		if req, ok := r.Requests[name]; ok && req.Cmp(lim) > 0 {
-			return r, fmt.Errorf("proxy %s request %s exceeds its limit %s", name, req.String(), lim.String())
-		}
-	}
-	return r, nil
+	return out
+}
+
+// resourceFields are the resource annotations, each a request or a limit of one resource.
+var resourceFields = []struct {
+	key   string
+	name  corev1.ResourceName
+	limit bool
+}{
+	{AnnotationProxyCPURequest, corev1.ResourceCPU, false},
+	{AnnotationProxyCPULimit, corev1.ResourceCPU, true},
+	{AnnotationProxyMemoryRequest, corev1.ResourceMemory, false},
+	{AnnotationProxyMemoryLimit, corev1.ResourceMemory, true},
+	{AnnotationProxyEphemeralRequest, corev1.ResourceEphemeralStorage, false},
+	{AnnotationProxyEphemeralLimit, corev1.ResourceEphemeralStorage, true},
 }

@@ -28,7 +28,9 @@ const namespaceLookupTimeout = 5 * time.Second
 //
 // A body that is not a valid AdmissionReview gets HTTP 400 with the reason. Every valid
 // review gets HTTP 200 and allowed: true; a pod that is skipped or cannot be handled is
-// allowed unmodified, with the reason in response.result.message.
+// allowed unmodified, with the reason in response.result.message. An invalid annotation
+// never skips a pod: it is ignored (see Config.Resolve) and reported in response.warnings
+// (which kubectl prints), in a warn log and in the metrics.
 type Webhook struct {
 	cfg     Config
 	ns      NamespaceLookup
@@ -124,11 +126,11 @@ func (wh *Webhook) Review(ctx context.Context, req *admissionv1.AdmissionRequest
 	}
 	var pod corev1.Pod
 	if err := json.Unmarshal(req.Object.Raw, &pod); err != nil {
-		wh.metrics.observe(labelValues(Owner{}, req.Namespace, Decision{Reason: ReasonInvalidPod}, Meta{}, nil))
+		wh.metrics.observe(labelValues(Owner{}, req.Namespace, Decision{Reason: ReasonInvalidPod}, Meta{}, nil, nil), nil)
 		return skip(ReasonInvalidPod, err.Error())
 	}
 	if len(pod.Spec.Containers) == 0 {
-		wh.metrics.observe(labelValues(OwnerOf(&pod.ObjectMeta), req.Namespace, Decision{Reason: ReasonInvalidPod}, Meta{}, pod.Annotations))
+		wh.metrics.observe(labelValues(OwnerOf(&pod.ObjectMeta), req.Namespace, Decision{Reason: ReasonInvalidPod}, Meta{}, pod.Annotations, nil), nil)
 		return skip(ReasonInvalidPod, "pod has no containers")
 	}
 	namespace := req.Namespace
@@ -140,19 +142,23 @@ func (wh *Webhook) Review(ctx context.Context, req *admissionv1.AdmissionRequest
 	cancel()
 	if err != nil {
 		d := Decision{Reason: ReasonNamespaceLookupFailure}
-		wh.metrics.observe(labelValues(OwnerOf(&pod.ObjectMeta), namespace, d, Meta{}, pod.Annotations))
+		wh.metrics.observe(labelValues(OwnerOf(&pod.ObjectMeta), namespace, d, Meta{}, pod.Annotations, nil), nil)
 		wh.log.Warn("namespace lookup failed; pod admitted without proxy", zap.String("namespace", namespace), zap.Error(err))
 		return skip(ReasonNamespaceLookupFailure, err.Error())
 	}
 
 	out := wh.cfg.Review(ns, namespace, &pod.ObjectMeta, &pod.Spec, false)
-	wh.metrics.observe(labelValues(out.Owner, namespace, out.Decision, ns, pod.Annotations))
+	wh.metrics.observe(labelValues(out.Owner, namespace, out.Decision, ns, pod.Annotations, out.Warnings), out.Warnings)
 	fields := []zap.Field{
 		zap.String("namespace", namespace), zap.String("owner_kind", out.Owner.Kind),
 		zap.String("owner", out.Owner.Name), zap.String("uid", string(req.UID)),
 	}
+	if len(out.Warnings) > 0 {
+		resp.Warnings = Strings(out.Warnings)
+		wh.log.Warn("ignored invalid annotations", append(fields, zap.Bool("injected", out.Decision.Inject), zap.Strings("warnings", resp.Warnings))...)
+	}
 	if !out.Decision.Inject {
-		wh.log.Debug("skipped", append(fields, zap.String("reason", out.Decision.Reason), zap.String("detail", out.Detail))...)
+		wh.log.Info("skipped", append(fields, zap.String("reason", out.Decision.Reason), zap.String("detail", out.Detail))...)
 		return skip(out.Decision.Reason, out.Detail)
 	}
 	ops := out.Mutation.Patch("", &pod.ObjectMeta, &pod.Spec)

@@ -25,6 +25,7 @@ import (
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	"github.com/meridian-mesh/meridian/internal/testutil"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -105,6 +106,12 @@ type webhookServer struct {
 
 func startWebhook(t *testing.T, ns NamespaceLookup) *webhookServer {
 	t.Helper()
+	return startWebhookWithLog(t, ns, nil)
+}
+
+// startWebhookWithLog is startWebhook with the webhook logging to log.
+func startWebhookWithLog(t *testing.T, ns NamespaceLookup, log *zap.Logger) *webhookServer {
+	t.Helper()
 	dir := t.TempDir()
 	tc := newTestCert(t, "injector-1")
 	cf, kf := tc.write(t, dir)
@@ -118,7 +125,7 @@ func startWebhook(t *testing.T, ns NamespaceLookup) *webhookServer {
 		t.Fatal(err)
 	}
 	cfg := DefaultConfig()
-	wh, err := NewWebhook(cfg, ns, m, nil)
+	wh, err := NewWebhook(cfg, ns, m, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,12 +229,12 @@ func TestWebhookHTTPS(t *testing.T) {
 			t.Fatalf("want an unpatched response naming the reason, got %+v", resp)
 		}
 	})
-	t.Run("invalid annotation value skips with reason", func(t *testing.T) {
+	t.Run("invalid annotation value is ignored with a warning", func(t *testing.T) {
 		p := pod.DeepCopy()
 		p.Annotations = map[string]string{AnnotationProxyMemoryLimit: "a lot"}
 		resp := s.review(t, podReview(t, p, admissionv1.Create))
-		if resp.Patch != nil || !strings.Contains(resp.Result.Message, ReasonInvalidProxyConfig) || !strings.Contains(resp.Result.Message, "proxy-memory-limit") {
-			t.Fatalf("got %+v", resp.Result)
+		if resp.Patch == nil || len(resp.Warnings) != 1 || !strings.Contains(resp.Warnings[0], `config.linkerd.io/proxy-memory-limit="a lot" on the workload is ignored`) {
+			t.Fatalf("want a patch and a warning naming proxy-memory-limit, got %+v", resp)
 		}
 	})
 	t.Run("not a pod object", func(t *testing.T) {
@@ -292,7 +299,7 @@ func TestWebhookHTTPS(t *testing.T) {
 					l[lp.GetName()] = lp.GetValue()
 				}
 				if l["owner_kind"] == "deployment" && l["namespace"] == "apps" && l["skip"] == "false" &&
-					l["annotation_at"] == AtNamespace && l["proxy_cpu_request"] == "150m" {
+					l["annotation_at"] == AtNamespace && l["proxy_cpu_request"] == "set" {
 					found = true
 				}
 				for _, name := range []string{"skip_reason", "proxy_memory_limit", "proxy_enable_native_sidecar"} {
@@ -384,6 +391,9 @@ func FuzzAdmissionReview(f *testing.F) {
 	f.Add([]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"kind":"Pod"},"operation":"CREATE","object":{"metadata":{"annotations":{"config.linkerd.io/proxy-uid":"x"}}}}}`))
 	f.Add([]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"kind":"Pod"},"operation":"CREATE","object":null}}`))
 	f.Add([]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"kind":"Pod"},"operation":"CREATE","namespace":"apps","object":{"spec":{"containers":[{"name":"a"}]}}}}`))
+	f.Add(podReview(f, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{
+		AnnotationProxyCPURequest: "garbage", AnnotationProxyUID: "-5", AnnotationSkipInboundPorts: "1-99999", AnnotationProxyInboundPort: "4140",
+	}}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "a"}}}}, admissionv1.Create))
 	f.Add([]byte(`{}`))
 	f.Add([]byte(`null`))
 	reg := prometheus.NewRegistry()

@@ -7,6 +7,9 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"unicode/utf8"
+
+	"github.com/meridian-mesh/meridian/internal/quote"
 )
 
 // Target is what a Get or GetProfile path names: a Service port, or one pod of it by
@@ -44,15 +47,15 @@ func ParseAuthority(cfg Config, path string) (Target, error) {
 	port := uint32(DefaultPort)
 	if hasPort {
 		if port, err = parsePort(portStr); err != nil {
-			return Target{}, fmt.Errorf("authority %q: %w", path, err)
+			return Target{}, fmt.Errorf("authority %s: %w", quote.String(path), err)
 		}
 	}
 	if _, err := netip.ParseAddr(host); err == nil {
-		return Target{}, fmt.Errorf("authority %q: host %q %w", path, host, ErrIPAddress)
+		return Target{}, fmt.Errorf("authority %s: host %s %w", quote.String(path), quote.String(host), ErrIPAddress)
 	}
 	t, err := parseHost(cfg, host)
 	if err != nil {
-		return Target{}, fmt.Errorf("authority %q: %w", path, err)
+		return Target{}, fmt.Errorf("authority %s: %w", quote.String(path), err)
 	}
 	t.Port = port
 	return t, nil
@@ -63,16 +66,16 @@ func splitHostPort(path string) (host, port string, hasPort bool, err error) {
 	if strings.HasPrefix(path, "[") {
 		end := strings.IndexByte(path, ']')
 		if end < 0 {
-			return "", "", false, fmt.Errorf("authority %q: missing ']' after an IPv6 address", path)
+			return "", "", false, fmt.Errorf("authority %s: missing ']' after an IPv6 address", quote.String(path))
 		}
 		host, rest := path[1:end], path[end+1:]
 		if _, perr := netip.ParseAddr(host); perr == nil {
-			return "", "", false, fmt.Errorf("authority %q: host %q %w", path, host, ErrIPAddress)
+			return "", "", false, fmt.Errorf("authority %s: host %s %w", quote.String(path), quote.String(host), ErrIPAddress)
 		}
 		if rest != "" && !strings.HasPrefix(rest, ":") {
-			return "", "", false, fmt.Errorf("authority %q: unexpected %q after ']'", path, rest)
+			return "", "", false, fmt.Errorf("authority %s: unexpected %s after ']'", quote.String(path), quote.String(rest))
 		}
-		return "", "", false, fmt.Errorf("authority %q: %q in brackets is not an IPv6 address", path, host)
+		return "", "", false, fmt.Errorf("authority %s: %s in brackets is not an IPv6 address", quote.String(path), quote.String(host))
 	}
 	switch strings.Count(path, ":") {
 	case 0:
@@ -82,9 +85,9 @@ func splitHostPort(path string) (host, port string, hasPort bool, err error) {
 		return path[:i], path[i+1:], true, nil
 	default:
 		if _, perr := netip.ParseAddr(path); perr == nil {
-			return "", "", false, fmt.Errorf("authority %q: host %q %w", path, path, ErrIPAddress)
+			return "", "", false, fmt.Errorf("authority %s: host %s %w", quote.String(path), quote.String(path), ErrIPAddress)
 		}
-		return "", "", false, fmt.Errorf("authority %q: too many ':'; want host[:port]", path)
+		return "", "", false, fmt.Errorf("authority %s: too many ':'; want host[:port]", quote.String(path))
 	}
 }
 
@@ -94,12 +97,12 @@ func parsePort(s string) (uint32, error) {
 	}
 	for i := 0; i < len(s); i++ {
 		if s[i] < '0' || s[i] > '9' {
-			return 0, fmt.Errorf("port %q is not a number", s)
+			return 0, fmt.Errorf("port %s is not a number", quote.String(s))
 		}
 	}
 	n, err := strconv.ParseUint(s, 10, 32)
 	if err != nil || n < 1 || n > 65535 {
-		return 0, fmt.Errorf("port %s is out of range 1-65535", s)
+		return 0, fmt.Errorf("port %s is out of range 1-65535", quote.String(s))
 	}
 	return uint32(n), nil
 }
@@ -113,7 +116,9 @@ func parseHost(cfg Config, host string) (Target, error) {
 	if len(host) > maxHostLen+1 {
 		return Target{}, fmt.Errorf("host is %d characters long, longer than a DNS name (%d)", len(host), maxHostLen)
 	}
-	name := strings.ToLower(strings.TrimSuffix(host, "."))
+	// DNS names compare ASCII case-insensitively: only A-Z is folded, so that a non-ASCII
+	// character is reported as sent (and the Kelvin sign does not become a 'k').
+	name := asciiLower(strings.TrimSuffix(host, "."))
 	domain := strings.ToLower(strings.Trim(cfg.ClusterDomain, "."))
 	suffix := ".svc." + domain
 	if domain == "" {
@@ -121,9 +126,9 @@ func parseHost(cfg Config, host string) (Target, error) {
 	}
 	if !strings.HasSuffix(name, suffix) {
 		if strings.Contains(name, ".svc.") || strings.HasSuffix(name, ".svc") {
-			return Target{}, fmt.Errorf("host %q is not in the cluster domain %q: want %s", host, cfg.ClusterDomain, want)
+			return Target{}, fmt.Errorf("host %s is not in the cluster domain %q: want %s", quote.String(host), cfg.ClusterDomain, want)
 		}
-		return Target{}, fmt.Errorf("host %q is not a Service name: want %s", host, want)
+		return Target{}, fmt.Errorf("host %s is not a Service name: want %s", quote.String(host), want)
 	}
 	labels := strings.Split(strings.TrimSuffix(name, suffix), ".")
 	var t Target
@@ -133,19 +138,34 @@ func parseHost(cfg Config, host string) (Target, error) {
 	case 3:
 		t.Hostname, t.Service, t.Namespace = labels[0], labels[1], labels[2]
 		if err := checkLabel("hostname", t.Hostname); err != nil {
-			return Target{}, fmt.Errorf("host %q: %w", host, err)
+			return Target{}, fmt.Errorf("host %s: %w", quote.String(host), err)
 		}
 	default:
-		return Target{}, fmt.Errorf("host %q has %d name(s) before .svc.%s: want %s or <hostname>.<service>.<namespace>.svc.%s",
-			host, len(labels), cfg.ClusterDomain, want, cfg.ClusterDomain)
+		return Target{}, fmt.Errorf("host %s has %d name(s) before .svc.%s: want %s or <hostname>.<service>.<namespace>.svc.%s",
+			quote.String(host), len(labels), cfg.ClusterDomain, want, cfg.ClusterDomain)
 	}
 	if err := checkLabel("service name", t.Service); err != nil {
-		return Target{}, fmt.Errorf("host %q: %w", host, err)
+		return Target{}, fmt.Errorf("host %s: %w", quote.String(host), err)
 	}
 	if err := checkLabel("namespace", t.Namespace); err != nil {
-		return Target{}, fmt.Errorf("host %q: %w", host, err)
+		return Target{}, fmt.Errorf("host %s: %w", quote.String(host), err)
 	}
 	return t, nil
+}
+
+// asciiLower maps A-Z to a-z and leaves every other byte as it is.
+func asciiLower(s string) string {
+	i := strings.IndexFunc(s, func(r rune) bool { return r >= 'A' && r <= 'Z' })
+	if i < 0 {
+		return s
+	}
+	b := []byte(s)
+	for ; i < len(b); i++ {
+		if c := b[i]; c >= 'A' && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
 }
 
 // checkLabel reports whether s is an RFC 1123 DNS label (what Kubernetes requires of
@@ -155,7 +175,7 @@ func checkLabel(what, s string) error {
 		return fmt.Errorf("empty %s", what)
 	}
 	if len(s) > 63 {
-		return fmt.Errorf("%s %q is longer than 63 characters", what, s)
+		return fmt.Errorf("%s %s is longer than 63 characters", what, quote.String(s))
 	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
@@ -163,10 +183,13 @@ func checkLabel(what, s string) error {
 		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
 		case c == '-':
 			if i == 0 || i == len(s)-1 {
-				return fmt.Errorf("%s %q must start and end with a letter or digit", what, s)
+				return fmt.Errorf("%s %s must start and end with a letter or digit", what, quote.String(s))
 			}
 		default:
-			return fmt.Errorf("%s %q has %q: only letters, digits and '-' are allowed", what, s, string(rune(c)))
+			// Name the character, not its first byte ("wéb" has 'é', not 'Ã').
+			_, size := utf8.DecodeRuneInString(s[i:])
+			bad := s[i : i+size]
+			return fmt.Errorf("%s %s has %s: only letters, digits and '-' are allowed", what, quote.String(s), quote.String(bad))
 		}
 	}
 	return nil

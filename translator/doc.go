@@ -21,10 +21,10 @@
 // It owns the translation rules and the projection, and nothing else: the diff of two address sets lives in
 // snapshot (snapshot.Diff), storage and streaming in snapshot and shard.
 //
-// It imports the standard library, snapshot, and the Kubernetes API types (k8s.io/api,
-// k8s.io/apimachinery). It must not import client-go (no clients, informers or listers), gRPC,
+// It imports the standard library, snapshot, internal/quote (for the input its errors show)
+// and the Kubernetes API types (k8s.io/api, k8s.io/apimachinery). It must not import client-go (no clients, informers or listers), gRPC,
 // or any server package: `k8s.io/client-go/...`, `google.golang.org/grpc/...`, `shard/...`,
 // `policy/...`, `identity/...`, `injector/...`, `ring`, `bench/...`, `cmd/...`.
 //
-// Allowed imports: `std`, `snapshot`, `k8s.io/api/...`, `k8s.io/apimachinery/...`.
+// Allowed imports: `std`, `snapshot`, `internal/quote`, `k8s.io/api/...`, `k8s.io/apimachinery/...`.
 package translator

@@ -8,8 +8,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/meridian-mesh/meridian/internal/testutil"
+	"github.com/meridian-mesh/meridian/internal/quote"
 	"github.com/meridian-mesh/meridian/snapshot"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -21,6 +23,7 @@ func FuzzParseAuthority(f *testing.F) {
 		"WEB.SHOP.SVC.CLUSTER.LOCAL", "10.0.0.1:80", "[fd00::1]:80", "fd00::1", "[x]", ":", "", "a:b:c",
 		"web.shop.svc.example.org", "web..svc.cluster.local", "web.shop.svc.cluster.local:0", "web.shop.svc.cluster.local:65536",
 		"web.shop.svc.cluster.local:+1", "\x00.shop.svc.cluster.local", "é.shop.svc.cluster.local",
+		strings.Repeat("\x00", 4096), strings.Repeat("é", 300) + ".shop.svc.cluster.local:80", "w\xc3b.shop.svc.cluster.local",
 	} {
 		f.Add(s)
 	}
@@ -33,6 +36,10 @@ func FuzzParseAuthority(f *testing.F) {
 			}
 			if err.Error() == "" {
 				t.Fatal("empty error message")
+			}
+			// The message quotes a bounded prefix of the input, in valid UTF-8.
+			if msg := err.Error(); len(msg) > 4*quote.Max || !utf8.ValidString(msg) {
+				t.Fatalf("error of %d bytes (valid UTF-8: %v) for a %d-byte path", len(msg), utf8.ValidString(msg), len(path))
 			}
 			return
 		}

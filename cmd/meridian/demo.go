@@ -24,7 +24,9 @@ func runDemo(ctx context.Context, args []string) error {
 	fs := newFlagSet("demo")
 	dir := fs.String("dir", "deploy/examples", "directory of Kubernetes YAML (Services, EndpointSlices, Pods)")
 	addr := fs.String("addr", "127.0.0.1:8086", "Destination API address")
-	adminAddr := fs.String("admin-addr", "127.0.0.1:9996", "destination admin address")
+	adminAddr := fs.String("admin-addr", "127.0.0.1:9996", "destination "+adminUsage)
+	var pprof bool
+	pprofFlag(fs, &pprof)
 	once := fs.Bool("once", false, "print the endpoints and exit instead of serving until interrupted")
 	logOpts := consoleLogFlags(fs, "log level")
 	if err := parseFlags(fs, args); err != nil {
@@ -39,6 +41,7 @@ func runDemo(ctx context.Context, args []string) error {
 	}
 	defer syncLog()
 	log := srv.Log
+	srv.Pprof = pprof
 	srv.Grace = 2 * time.Second
 	dcfg := source.DefaultDirConfig(*dir)
 	dcfg.Registerer = srv.Registry

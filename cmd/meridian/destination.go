@@ -27,6 +27,7 @@ type destinationFlags struct {
 	addr, adminAddr, src, kubeconfig string
 	cfg                              shard.Config
 	log                              *logOptions
+	pprof                            bool
 
 	// ring
 	ring                                       bool
@@ -49,7 +50,8 @@ func (f *destinationFlags) parse(name string, args []string) error {
 	f.cfg = shard.DefaultConfig()
 	fs := newFlagSet(name)
 	fs.StringVar(&f.addr, "addr", ":8086", "gRPC address of the Destination API")
-	fs.StringVar(&f.adminAddr, "admin-addr", ":9996", "admin address (/metrics, /live, /ready, /debug/pprof/)")
+	fs.StringVar(&f.adminAddr, "admin-addr", ":9996", adminUsage)
+	pprofFlag(fs, &f.pprof)
 	fs.StringVar(&f.src, "source", "kubernetes", "discovery source: kubernetes, or dir:PATH for a directory of Kubernetes YAML")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", kube.KubeconfigUsage)
 	fs.StringVar(&f.cfg.Translator.ClusterDomain, "cluster-domain", f.cfg.Translator.ClusterDomain, "cluster DNS domain")
@@ -133,6 +135,7 @@ func runDestination(ctx context.Context, args []string) error {
 	}
 	defer syncLog()
 	log := srv.Log
+	srv.Pprof = f.pprof
 	src, err := newSource(f.src, f.kubeconfig, srv.Registry, log)
 	if err != nil {
 		return err

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"text/tabwriter"
 	"time"
 
@@ -45,28 +44,30 @@ func runEndpoints(ctx context.Context, args []string) error {
 	defer conn.Close()
 	client := pb.NewDestinationClient(conn)
 	for _, authority := range fs.Args() {
-		if err := showEndpoints(ctx, client, authority, *token, *watch, *timeout, os.Stdout); err != nil {
-			return fmt.Errorf("%s: %w", authority, err)
+		if err := showEndpoints(ctx, client, authority, *token, *watch, *timeout, stdout); err != nil {
+			return fmt.Errorf("%s from %s: %w", authority, *addr, err)
 		}
 	}
 	return nil
 }
 
 // showEndpoints opens a Get stream, prints the first state as a table and, with watch, every
-// later update until ctx ends.
+// later update until ctx ends. timeout bounds everything up to the first update: connecting
+// (a server that accepts connections and never answers holds a gRPC client for its 20 s
+// connect timeout otherwise), opening the stream and the answer.
 func showEndpoints(ctx context.Context, client pb.DestinationClient, authority, token string, watch bool, timeout time.Duration, out io.Writer) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stream, err := client.Get(ctx, &pb.GetDestination{Scheme: "k8s", Path: authority, ContextToken: token})
-	if err != nil {
-		return err
-	}
 	first := time.AfterFunc(timeout, cancel)
-	u, err := stream.Recv()
-	if !first.Stop() {
-		return fmt.Errorf("no answer within %s", timeout)
+	stream, err := client.Get(ctx, &pb.GetDestination{Scheme: "k8s", Path: authority, ContextToken: token})
+	var u *pb.Update
+	if err == nil {
+		u, err = stream.Recv()
 	}
-	if err != nil {
+	if fired := !first.Stop(); err != nil {
+		if fired {
+			return fmt.Errorf("no answer within %s (is this the Destination API's gRPC address?)", timeout)
+		}
 		return err
 	}
 	view := destclient.NewView()

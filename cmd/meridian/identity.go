@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -11,12 +12,13 @@ import (
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/meridian-mesh/meridian/identity"
 	idclient "github.com/meridian-mesh/meridian/identity/client"
 	"github.com/meridian-mesh/meridian/internal/kube"
-	"github.com/meridian-mesh/meridian/internal/logging"
 )
 
 func init() {
@@ -45,7 +47,9 @@ func runIdentityServer(ctx context.Context, args []string) error {
 	cfg := identity.DefaultConfig()
 	fs := newFlagSet("identity")
 	addr := fs.String("addr", ":8080", "gRPC listen address (io.linkerd.proxy.identity.Identity)")
-	adminAddr := fs.String("admin-addr", ":9990", "admin listen address (/metrics, /live, /ready, /debug/pprof)")
+	adminAddr := fs.String("admin-addr", ":9990", adminUsage)
+	var pprof bool
+	pprofFlag(fs, &pprof)
 	logOpts := serverLogFlags(fs, "log level: debug, info, warn, error")
 	fs.StringVar(&cfg.TrustDomain, "trust-domain", cfg.TrustDomain, "trust domain of identities")
 	fs.StringVar(&cfg.ControlPlaneNamespace, "control-plane-namespace", cfg.ControlPlaneNamespace, "control plane namespace (part of identities; where the issuer Secret and trust roots ConfigMap live)")
@@ -73,6 +77,7 @@ func runIdentityServer(ctx context.Context, args []string) error {
 	}
 	defer syncLog()
 	log := srv.Log
+	srv.Pprof = pprof
 	srv.Grace = 10 * time.Second
 	deps := identity.Deps{Logger: log, Registerer: srv.Registry}
 	if need, what := cfg.NeedsKubernetes(); need {
@@ -184,9 +189,12 @@ func runIdentityToken(args []string) error {
 	ns := fs.String("namespace", "default", "ServiceAccount namespace")
 	sa := fs.String("service-account", "default", "ServiceAccount name")
 	aud := fs.String("audience", identity.Audience, "token audience")
-	ttl := fs.Duration("ttl", 24*time.Hour, "token lifetime")
+	ttl := fs.Duration("ttl", 24*time.Hour, "token lifetime (positive)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *ttl <= 0 {
+		return fmt.Errorf("%w: --ttl %v: the token would be expired already; want a positive lifetime such as 24h", errUsage, *ttl)
 	}
 	if *keyFile == "" {
 		return errors.New("--key FILE is required")
@@ -203,12 +211,16 @@ func runIdentityToken(args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Println(string(tok))
+	fmt.Fprintln(stdout, string(tok))
 	return nil
 }
 
 // runIdentityCertify obtains one certificate the way a proxy does and prints it: a check
-// that an identity service works end to end.
+// that an identity service works end to end. It retries what may pass (the service is
+// unavailable or slow) until --timeout, saying so on stderr, and stops at once with the
+// reason when asking again cannot help: a request the service refuses (InvalidArgument,
+// FailedPrecondition, Unauthenticated: an expired token, a wrong identity) or an answer
+// that does not check (a certificate that does not verify against --trust-anchors).
 func runIdentityCertify(ctx context.Context, args []string) error {
 	fs := newFlagSet("identity certify")
 	addr := fs.String("addr", "127.0.0.1:8080", "identity service address")
@@ -234,33 +246,78 @@ func runIdentityCertify(ctx context.Context, args []string) error {
 			return fmt.Errorf("no certificates in %s", *anchorsFile)
 		}
 	}
+	tok, err := idclient.FileToken(*tokenFile)(ctx)
+	if err != nil {
+		return err
+	}
 	conn, err := grpc.NewClient(*addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	log, err := logging.New("warn", "console")
-	if err != nil {
-		return err
-	}
-	log = log.WithOptions(zap.AddStacktrace(zap.FatalLevel))
-	c, err := idclient.New(cfg, conn, idclient.FileToken(*tokenFile), log)
+	c, err := idclient.New(cfg, conn, idclient.StaticToken(tok), nil)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-	select {
-	case <-c.Ready():
-	case <-ctx.Done():
-		return fmt.Errorf("no certificate within %v (see the warnings above)", *timeout)
+	crt, err := certifyRetrying(ctx, c, *addr, *timeout)
+	if err != nil {
+		return err
 	}
-	leaf := c.Certificate().Leaf
-	fmt.Printf("subject:    %s\nDNS SANs:   %s\nissuer:     %s\nnot before: %s\nnot after:  %s\nverified against trust anchors: %v\n",
+	leaf := crt.Leaf
+	fmt.Fprintf(stdout, "subject:    %s\nDNS SANs:   %s\nissuer:     %s\nnot before: %s\nnot after:  %s\nverified against trust anchors: %v\n",
 		leaf.Subject, strings.Join(leaf.DNSNames, ","), leaf.Issuer, leaf.NotBefore.UTC().Format(time.RFC3339),
 		leaf.NotAfter.UTC().Format(time.RFC3339), cfg.TrustAnchors != nil)
 	return nil
+}
+
+// certifyRetrying calls Certify until it succeeds, fails for good, or ctx ends; each failed
+// attempt that is retried is reported on stderr.
+func certifyRetrying(ctx context.Context, c *idclient.Client, addr string, timeout time.Duration) (*tls.Certificate, error) {
+	wait := 500 * time.Millisecond
+	var last error
+	for attempt := 1; ; attempt++ {
+		crt, err := c.CertifyOnce(ctx)
+		if err == nil {
+			return crt, nil
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		if reason, permanent := certifyRefusal(err); permanent {
+			return nil, fmt.Errorf("%s: %s", addr, reason)
+		}
+		last = err
+		fmt.Fprintf(stderr, "meridian identity certify: attempt %d: %v; retrying in %v\n", attempt, err, wait)
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
+	if last == nil {
+		return nil, fmt.Errorf("no answer from %s within %v (is it the identity service's gRPC address?)", addr, timeout)
+	}
+	return nil, fmt.Errorf("no certificate from %s within %v; the last attempt failed: %v", addr, timeout, last)
+}
+
+// certifyRefusal says whether err is one that asking again cannot cure, and why in words.
+func certifyRefusal(err error) (string, bool) {
+	var bad *idclient.ResponseError
+	if errors.As(err, &bad) {
+		return "the answer was refused: " + bad.Error(), true
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return "", false
+	}
+	switch st.Code() {
+	case codes.InvalidArgument, codes.FailedPrecondition, codes.Unauthenticated:
+		return fmt.Sprintf("the identity service refused the request (%s): %s", st.Code(), st.Message()), true
+	}
+	return "", false
 }

@@ -93,7 +93,8 @@ func runInject(_ context.Context, args []string) error {
 			"DaemonSets, ReplicaSets, Jobs, CronJobs, Pods and Lists of them) from the files or\n"+
 			"stdin and prints them with linkerd.io/inject: enabled on every pod template, or with\n"+
 			"the proxy materialised (--manual). In --manual mode, config.linkerd.io/* annotations\n"+
-			"in the input take precedence over the flags below.\n\n")
+			"in the input take precedence over the flags below; an invalid one is ignored with a\n"+
+			"warning on stderr (the flag's value or the default applies).\n\n")
 		fs.PrintDefaults()
 	}
 	manual := fs.Bool("manual", false, "materialise the proxy and init containers instead of adding the inject annotation")
@@ -112,9 +113,9 @@ func runInject(_ context.Context, args []string) error {
 	}
 	for i, f := range files {
 		if i > 0 {
-			fmt.Fprintln(os.Stdout, "---")
+			fmt.Fprintln(stdout, "---")
 		}
-		if err := injFile(f, opts, os.Stdout, os.Stderr); err != nil {
+		if err := injFile(f, opts, stdout, stderr); err != nil {
 			return err
 		}
 	}

@@ -23,7 +23,9 @@ func runInjector(ctx context.Context, args []string) error {
 	stampVersion(&cfg.Config, "meridian/injector")
 	fs := newFlagSet("injector")
 	addr := fs.String("addr", ":8443", "HTTPS address of the webhook")
-	adminAddr := fs.String("admin-addr", ":9995", "admin address (/metrics, /live, /ready, /debug/pprof/)")
+	adminAddr := fs.String("admin-addr", ":9995", adminUsage)
+	var pprof bool
+	pprofFlag(fs, &pprof)
 	fs.StringVar(&cfg.CertFile, "tls-cert", cfg.CertFile, "webhook serving certificate (PEM), reloaded on change")
 	fs.StringVar(&cfg.KeyFile, "tls-key", cfg.KeyFile, "webhook serving key (PEM), reloaded on change")
 	kubeconfig := fs.String("kubeconfig", "", kube.KubeconfigUsage)
@@ -48,6 +50,7 @@ func runInjector(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	srv.Pprof = pprof
 	lis, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", *addr, err)

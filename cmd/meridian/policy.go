@@ -20,6 +20,7 @@ func init() {
 type policyCommand struct {
 	cfg                 policy.Config
 	grpcAddr, adminAddr string
+	pprof               bool
 	grace               time.Duration
 	log                 *logOptions
 }
@@ -30,7 +31,8 @@ func policyFlags(args []string) (policyCommand, error) {
 	cfg := &pc.cfg
 	fs := newFlagSet("policy")
 	fs.StringVar(&pc.grpcAddr, "grpc-addr", ":8090", "InboundServerPolicies gRPC address")
-	fs.StringVar(&pc.adminAddr, "admin-addr", ":9997", "admin address (/metrics, /live, /ready, /debug/pprof/)")
+	fs.StringVar(&pc.adminAddr, "admin-addr", ":9997", adminUsage)
+	pprofFlag(fs, &pc.pprof)
 	fs.StringVar(&cfg.Source, "source", cfg.Source, "where pods and policy resources come from: kubernetes, or dir:PATH (a directory of YAML manifests, watched)")
 	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", "", kube.KubeconfigUsage)
 	defaultPolicy := fs.String("cluster-default-policy", cfg.Compute.DefaultPolicy.String(),
@@ -72,6 +74,7 @@ func runPolicy(ctx context.Context, args []string) error {
 		return err
 	}
 	defer syncLog()
+	srv.Pprof = pc.pprof
 	srv.Grace = pc.grace
 	ctrl, err := policy.New(pc.cfg, policy.Deps{Registerer: srv.Registry, Logger: srv.Log})
 	if err != nil {

@@ -4,9 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
+
+	"github.com/meridian-mesh/meridian/internal/quote"
 )
 
 func init() {
@@ -21,17 +27,33 @@ func runRing(ctx context.Context, args []string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+*addr+"/ring", nil)
+	url := "http://" + *addr + "/ring"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	first := &firstBytes{}
+	client := &http.Client{Transport: &http.Transport{DialContext: first.dial}}
+	defer client.CloseIdleConnections()
+	resp, err := client.Do(req)
 	if err != nil {
+		if first.http2() {
+			return fmt.Errorf("%s answers in HTTP/2 only: this is the gRPC port; use the admin address (--addr host:9996)", *addr)
+		}
+		if strings.Contains(err.Error(), "malformed HTTP") { // net/http quotes the bytes: noise
+			return fmt.Errorf("%s does not answer in HTTP/1 (is it a destination replica's admin address?)", *addr)
+		}
 		return err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s/ring: %s", *addr, resp.Status)
+		// The replica says why (e.g. "this replica runs without a ring").
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+		reason := strings.TrimSpace(string(body))
+		if reason == "" {
+			return fmt.Errorf("%s: %s", url, resp.Status)
+		}
+		return fmt.Errorf("%s: %s: %s", url, resp.Status, quote.String(reason))
 	}
 	var st struct {
 		Self     string `json:"self"`
@@ -59,4 +81,42 @@ func runRing(ctx context.Context, args []string) error {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.1f%%\n", m.Name, m.Addr, m.Partitions, m.Services, 100*share)
 	}
 	return tw.Flush()
+}
+
+// firstBytes records the first bytes the server sends on the connections it dials, so that an
+// answer that is not HTTP/1 can be recognised.
+type firstBytes struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (f *firstBytes) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return &recordingConn{Conn: c, f: f}, nil
+}
+
+// http2 reports whether the server began with an HTTP/2 frame header (a gRPC server sends
+// its SETTINGS frame first): 3 bytes of length, then type 4 (SETTINGS) or 7 (GOAWAY).
+func (f *firstBytes) http2() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.buf) >= 9 && !strings.HasPrefix(string(f.buf), "HTTP/") && (f.buf[3] == 0x4 || f.buf[3] == 0x7)
+}
+
+type recordingConn struct {
+	net.Conn
+	f *firstBytes
+}
+
+func (c *recordingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.f.mu.Lock()
+	if need := 16 - len(c.f.buf); need > 0 {
+		c.f.buf = append(c.f.buf, p[:min(n, need)]...)
+	}
+	c.f.mu.Unlock()
+	return n, err
 }

@@ -204,6 +204,21 @@ func RefreshDelay(validUntil, now time.Time, cfg Config) time.Duration {
 	return min(max(d, cfg.MinRefresh), cfg.MaxRefresh)
 }
 
+// CertifyOnce makes one attempt, as Run does each time: it reads the token, calls Certify
+// (bounded by CallTimeout) and checks the answer. It neither stores the certificate nor
+// retries; it is for callers that decide themselves what to do with a failure, such as
+// `meridian identity certify`. The error is Certify's gRPC status, the token source's error,
+// or a *ResponseError for an answer that fails the checks.
+func (c *Client) CertifyOnce(ctx context.Context) (*tls.Certificate, error) { return c.certify(ctx) }
+
+// ResponseError is a Certify answer the client refuses: a leaf that does not parse, does not
+// carry the client's key or identity, has expired, or does not verify against the trust
+// anchors. Asking again gets the same answer from the same service.
+type ResponseError struct{ Err error }
+
+func (e *ResponseError) Error() string { return e.Err.Error() }
+func (e *ResponseError) Unwrap() error { return e.Err }
+
 func (c *Client) certify(ctx context.Context) (*tls.Certificate, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.CallTimeout)
 	defer cancel()
@@ -219,7 +234,11 @@ func (c *Client) certify(ctx context.Context) (*tls.Certificate, error) {
 	if err != nil {
 		return nil, err
 	}
-	return c.check(rsp, time.Now())
+	crt, err := c.check(rsp, time.Now())
+	if err != nil {
+		return nil, &ResponseError{Err: err}
+	}
+	return crt, nil
 }
 
 // check turns a response into a tls.Certificate after checking it is ours.

@@ -1,7 +1,8 @@
 // Package serve is the process around a server component, the same for every Meridian server
 // command: a metrics registry (with the Go and process collectors), the components in one
 // run.Group, an optional gRPC server (with the grpc_server_* metrics), and the admin endpoints,
-// whose /ready is the group's readiness and lists its warnings. cmd/meridian runs every server
+// whose /ready is the group's readiness and lists its warnings (and /debug/pprof/ only when
+// Process.Pprof is set: the commands' --enable-pprof). cmd/meridian runs every server
 // subcommand through it, and tests run components through it exactly as the commands do.
 //
 // It owns the listeners and the servers it starts. It imports internal/run, internal/admin,

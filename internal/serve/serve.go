@@ -39,7 +39,9 @@ type Process struct {
 	Grace time.Duration
 	// AdminRoutes are served on the admin port beside /metrics, /live, /ready (e.g. /ring).
 	AdminRoutes map[string]http.Handler
-	// Pprof serves /debug/pprof/ on the admin port.
+	// Pprof serves /debug/pprof/ on the admin port. It is off by default, as in Linkerd: a
+	// profile shows the process's memory and command line to whoever reaches the port. The
+	// server commands turn it on with --enable-pprof.
 	Pprof bool
 
 	grpcAddr, adminAddr string
@@ -47,12 +49,13 @@ type Process struct {
 	lis, adminLis       net.Listener
 }
 
-// New returns a process whose admin endpoints will listen on adminAddr. log may be nil.
+// New returns a process whose admin endpoints will listen on adminAddr, without
+// /debug/pprof/ (set Pprof to serve it). log may be nil.
 func New(log *zap.Logger, adminAddr string) *Process {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Process{Log: log, Registry: NewRegistry(), adminAddr: adminAddr, Grace: 5 * time.Second, Pprof: true, AdminRoutes: map[string]http.Handler{}}
+	return &Process{Log: log, Registry: NewRegistry(), adminAddr: adminAddr, Grace: 5 * time.Second, AdminRoutes: map[string]http.Handler{}}
 }
 
 // WithGRPC gives the process a gRPC API on addr (with the grpc_server_* metrics); the caller

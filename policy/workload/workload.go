@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/meridian-mesh/meridian/internal/quote"
 )
 
 // Workload is the workload of a PortSpec: a pod, or an external workload.
@@ -30,16 +32,16 @@ func Parse(s string) (Workload, error) {
 		}
 		dec := json.NewDecoder(bytes.NewReader([]byte(s)))
 		if err := dec.Decode(&j); err != nil {
-			return w, fmt.Errorf("invalid workload %q: %v", s, err)
+			return w, fmt.Errorf("invalid workload %s: %v", quote.String(s), err)
 		}
 		if dec.More() {
-			return w, fmt.Errorf("invalid workload %q: trailing data", s)
+			return w, fmt.Errorf("invalid workload %s: trailing data", quote.String(s))
 		}
 		switch {
 		case j.NS == nil:
-			return w, fmt.Errorf("invalid workload %q: missing \"ns\"", s)
+			return w, fmt.Errorf("invalid workload %s: missing \"ns\"", quote.String(s))
 		case (j.Pod == nil) == (j.External == nil):
-			return w, fmt.Errorf("invalid workload %q: want exactly one of \"pod\" and \"external_workload\"", s)
+			return w, fmt.Errorf("invalid workload %s: want exactly one of \"pod\" and \"external_workload\"", quote.String(s))
 		}
 		w.Namespace = *j.NS
 		if j.Pod != nil {
@@ -50,16 +52,16 @@ func Parse(s string) (Workload, error) {
 	} else {
 		ns, pod, ok := strings.Cut(s, ":")
 		if !ok {
-			return w, fmt.Errorf("invalid workload %q: want {\"ns\":\"<namespace>\",\"pod\":\"<pod>\"} or <namespace>:<pod>", s)
+			return w, fmt.Errorf("invalid workload %s: want {\"ns\":\"<namespace>\",\"pod\":\"<pod>\"} or <namespace>:<pod>", quote.String(s))
 		}
 		w.Namespace, w.Pod = ns, pod
 	}
 	if errs := validation.IsDNS1123Label(w.Namespace); len(errs) > 0 {
-		return Workload{}, fmt.Errorf("invalid workload %q: namespace %q: %s", s, w.Namespace, strings.Join(errs, "; "))
+		return Workload{}, fmt.Errorf("invalid workload %s: namespace %s: %s", quote.String(s), quote.String(w.Namespace), strings.Join(errs, "; "))
 	}
 	name := w.Pod + w.External
 	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
-		return Workload{}, fmt.Errorf("invalid workload %q: name %q: %s", s, name, strings.Join(errs, "; "))
+		return Workload{}, fmt.Errorf("invalid workload %s: name %s: %s", quote.String(s), quote.String(name), strings.Join(errs, "; "))
 	}
 	return w, nil
 }

@@ -3,6 +3,7 @@ package workload
 import (
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestParse(t *testing.T) {
@@ -44,12 +45,17 @@ func TestParse(t *testing.T) {
 }
 
 func FuzzParse(f *testing.F) {
-	for _, s := range []string{`{"ns":"shop","pod":"web-0"}`, "shop:web-0", `{"ns":"a","external_workload":"b"}`, "", ":", "{", `{"ns":null,"pod":null}`} {
+	for _, s := range []string{`{"ns":"shop","pod":"web-0"}`, "shop:web-0", `{"ns":"a","external_workload":"b"}`, "", ":", "{", `{"ns":null,"pod":null}`,
+		"shop:wéb", "w\xffb:x", strings.Repeat("\x00", 2048), `{"ns":"shop","pod":"` + strings.Repeat("a", 1000) + `"}`} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		w, err := Parse(s)
 		if err != nil {
+			// The message quotes a bounded prefix of the input, in valid UTF-8.
+			if msg := err.Error(); len(msg) > 2048 || !utf8.ValidString(msg) {
+				t.Fatalf("a %d-byte error (valid UTF-8: %v) for a %d-byte workload", len(msg), utf8.ValidString(msg), len(s))
+			}
 			return
 		}
 		if w.Namespace == "" || (w.Pod == "") == (w.External == "") {

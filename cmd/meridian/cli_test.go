@@ -1,0 +1,225 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meridian-mesh/meridian/identity"
+	"github.com/meridian-mesh/meridian/internal/testutil"
+)
+
+// silentServer accepts TCP connections and never answers on them (it holds them until the
+// test ends): a server that is up but hung.
+func silentServer(t *testing.T) string {
+	t.Helper()
+	lis := testutil.Listen(t)
+	var mu sync.Mutex
+	var conns []net.Conn
+	testutil.Go(t, "the silent server", func(ctx context.Context) error {
+		go func() { <-ctx.Done(); lis.Close() }()
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				mu.Lock()
+				for _, c := range conns {
+					c.Close()
+				}
+				mu.Unlock()
+				return nil
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	})
+	return lis.Addr().String()
+}
+
+// captureWithin is capture with a deadline: the command must end within d.
+func captureWithin(t *testing.T, d time.Duration, args ...string) (code int, out, errOut string) {
+	t.Helper()
+	type result struct {
+		code     int
+		out, err string
+	}
+	done := make(chan result, 1)
+	go func() {
+		c, o, e := capture(t, args...)
+		done <- result{c, o, e}
+	}()
+	r := testutil.Recv(t, done, d, "meridian "+strings.Join(args, " ")+" to end")
+	return r.code, r.out, r.err
+}
+
+// TestEndpointsTimeoutCoversConnecting: against a server that accepts connections and never
+// answers, `meridian endpoints --timeout 1s` gives up after its timeout (gRPC's own connect
+// timeout is 20 s) and says so.
+func TestEndpointsTimeoutCoversConnecting(t *testing.T) {
+	addr := silentServer(t)
+	code, _, errOut := captureWithin(t, 15*time.Second, "endpoints", "--addr", addr, "--timeout", "1s", "web.shop.svc.cluster.local:80")
+	if code != 1 || !strings.Contains(errOut, "web.shop.svc.cluster.local:80 from "+addr+": no answer within 1s") {
+		t.Errorf("exit %d, stderr %q; want 1 and no answer within 1s", code, errOut)
+	}
+}
+
+// TestRingSaysWhy: `meridian ring` shows the replica's reason when it has no ring, and says
+// what is wrong when pointed at a gRPC port instead of printing the bytes it got.
+func TestRingSaysWhy(t *testing.T) {
+	grpcAddr, admin := freeAddr(t), freeAddr(t)
+	testutil.Go(t, "meridian destination", func(ctx context.Context) error {
+		return runDestination(ctx, []string{"--source", "dir:../../deploy/examples", "--addr", grpcAddr, "--admin-addr", admin, "--log-level", "error"})
+	})
+	testutil.Eventually(t, 20*time.Second, "the admin port to answer", func() bool {
+		code, _ := get(t, "http://"+admin+"/live")
+		return code == 200
+	})
+	code, _, errOut := captureWithin(t, 15*time.Second, "ring", "--addr", admin)
+	if code != 1 || !strings.Contains(errOut, `404 Not Found: "this replica runs without a ring"`) {
+		t.Errorf("ring without a ring: exit %d, stderr %q", code, errOut)
+	}
+	code, _, errOut = captureWithin(t, 15*time.Second, "ring", "--addr", grpcAddr)
+	if code != 1 || !strings.Contains(errOut, "this is the gRPC port; use the admin address") || strings.Contains(errOut, `\x00`) {
+		t.Errorf("ring at the gRPC port: exit %d, stderr %q", code, errOut)
+	}
+	code, _, errOut = captureWithin(t, 15*time.Second, "ring", "--addr", silentServerHTTP1Garbage(t))
+	if code != 1 || !strings.Contains(errOut, "does not answer in HTTP/1") || strings.Contains(errOut, "malformed") {
+		t.Errorf("ring at a non-HTTP port: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// silentServerHTTP1Garbage answers every connection with bytes that are not HTTP, then closes it.
+func silentServerHTTP1Garbage(t *testing.T) string {
+	t.Helper()
+	lis := testutil.Listen(t)
+	testutil.Go(t, "the garbage server", func(ctx context.Context) error {
+		go func() { <-ctx.Done(); lis.Close() }()
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				return nil
+			}
+			_, _ = c.Write([]byte("SSH-2.0-OpenSSH_9.6\r\n\x00\x01\x02"))
+			c.Close()
+		}
+	})
+	return lis.Addr().String()
+}
+
+// TestIdentityTokenRefusesNonPositiveTTL: a token that would be born expired is refused.
+func TestIdentityTokenRefusesNonPositiveTTL(t *testing.T) {
+	dir := t.TempDir()
+	if code, _, errOut := capture(t, "identity", "init", "--out", dir, "--local-token-key"); code != 0 {
+		t.Fatalf("identity init: %d %s", code, errOut)
+	}
+	key := filepath.Join(dir, identity.FileLocalTokenKey)
+	for _, ttl := range []string{"-1h", "0s"} {
+		code, out, errOut := capture(t, "identity", "token", "--key", key, "--ttl", ttl)
+		if code != 2 || out != "" || !strings.Contains(errOut, "--ttl") || !strings.Contains(errOut, "want a positive lifetime") {
+			t.Errorf("--ttl %s: exit %d, stdout %q, stderr %q; want 2 and a refusal", ttl, code, out, errOut)
+		}
+	}
+	if code, out, errOut := capture(t, "identity", "token", "--key", key, "--ttl", "1h"); code != 0 || strings.Count(out, ".") != 2 {
+		t.Errorf("--ttl 1h: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
+
+// TestIdentityCertifyErrors runs `meridian identity certify` against a real identity server
+// (and a hung one): it succeeds with a good token, stops at once with the reason when the
+// token has expired or the answer does not verify, and says plainly when nothing answered;
+// it never points at warnings it did not print.
+func TestIdentityCertifyErrors(t *testing.T) {
+	dir := t.TempDir()
+	issuer := filepath.Join(dir, "issuer")
+	if code, _, errOut := capture(t, "identity", "init", "--out", issuer, "--local-token-key"); code != 0 {
+		t.Fatalf("identity init: %d %s", code, errOut)
+	}
+	other := filepath.Join(dir, "other")
+	if code, _, errOut := capture(t, "identity", "init", "--out", other); code != 0 {
+		t.Fatalf("identity init: %d %s", code, errOut)
+	}
+	addr := freeAddr(t)
+	testutil.Go(t, "meridian identity", func(ctx context.Context) error {
+		return runIdentityServer(ctx, []string{"--issuer-dir", issuer, "--tokens", "local", "--local-token-key", filepath.Join(issuer, identity.FileLocalTokenKey),
+			"--addr", addr, "--admin-addr", "127.0.0.1:0", "--log-level", "error"})
+	})
+	keyPEM, err := os.ReadFile(filepath.Join(issuer, identity.FileLocalTokenKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := identity.ParseLocalTokenKey(keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeToken := func(name string, from time.Time) string {
+		tok, err := identity.MintLocalToken(key, "default", "web", identity.Audience, from, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, tok, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good, expired := writeToken("good", time.Now()), writeToken("expired", time.Now().Add(-2*time.Hour))
+	id := identity.ServiceAccountIdentity("default", "web", "linkerd", "cluster.local")
+	certify := func(addr, token string, extra ...string) (int, string, string) {
+		// --timeout is long: the permanent failures must not wait for it.
+		args := append([]string{"identity", "certify", "--addr", addr, "--identity", id, "--token", token, "--timeout", "60s"}, extra...)
+		return captureWithin(t, 30*time.Second, args...)
+	}
+	testutil.EventuallyNoError(t, 20*time.Second, "the identity service to certify", func() error {
+		code, out, errOut := certify(addr, good, "--trust-anchors", filepath.Join(issuer, identity.FileTrustAnchors))
+		if code != 0 || !strings.Contains(out, "DNS SANs:   "+id) || !strings.Contains(out, "verified against trust anchors: true") {
+			return &cliError{code, out, errOut}
+		}
+		return nil
+	})
+	for _, c := range []struct {
+		name          string
+		addr, token   string
+		extra         []string
+		want, wantNot string
+	}{
+		{"expired token", addr, expired, nil,
+			addr + ": the identity service refused the request (Unauthenticated): invalid token: token has expired", "retrying"},
+		{"untrusted answer", addr, good, []string{"--trust-anchors", filepath.Join(other, identity.FileTrustAnchors)},
+			addr + ": the answer was refused: response certificate does not verify against the trust anchors", "retrying"},
+		{"wrong identity", addr, good, []string{"--identity", "db.default.serviceaccount.identity.linkerd.cluster.local"},
+			"refused the request (FailedPrecondition)", "retrying"},
+	} {
+		code, _, errOut := certify(c.addr, c.token, c.extra...)
+		if code != 1 || !strings.Contains(errOut, c.want) || strings.Contains(errOut, c.wantNot) || strings.Contains(errOut, "see the warnings above") {
+			t.Errorf("%s: exit %d, stderr %q; want 1 and %q without %q", c.name, code, errOut, c.want, c.wantNot)
+		}
+	}
+	hung := silentServer(t)
+	code, _, errOut := captureWithin(t, 30*time.Second, "identity", "certify", "--addr", hung, "--identity", id, "--token", good, "--timeout", "1s")
+	if code != 1 || !strings.Contains(errOut, "no answer from "+hung+" within 1s") || strings.Contains(errOut, "see the warnings above") {
+		t.Errorf("a hung server: exit %d, stderr %q", code, errOut)
+	}
+	code, _, errOut = captureWithin(t, 30*time.Second, "identity", "certify", "--addr", freeAddr(t), "--identity", id, "--token", good, "--timeout", "2s")
+	if code != 1 || !strings.Contains(errOut, "attempt 1: ") || !strings.Contains(errOut, "the last attempt failed: ") {
+		t.Errorf("nothing listening: exit %d, stderr %q; want the retried attempts and the last error", code, errOut)
+	}
+	code, _, errOut = certify(addr, filepath.Join(dir, "missing"))
+	if code != 1 || !strings.Contains(errOut, "read token") {
+		t.Errorf("a missing token file: exit %d, stderr %q", code, errOut)
+	}
+}
+
+type cliError struct {
+	code        int
+	out, errOut string
+}
+
+func (e *cliError) Error() string {
+	return fmt.Sprintf("exit %d, stdout %q, stderr %q", e.code, e.out, e.errOut)
+}

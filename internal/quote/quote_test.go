@@ -1,0 +1,63 @@
+package quote
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+func TestString(t *testing.T) {
+	long := strings.Repeat("a", 1<<20)
+	for _, c := range []struct{ in, want string }{
+		{"", `""`},
+		{"web", `"web"`},
+		{"wéb", `"wéb"`},
+		{"日本", `"日本"`},
+		{`a"b\c`, `"a\"b\\c"`},
+		{"a'b", `"a'b"`},
+		{"tab\tnl\n", `"tab\tnl\n"`},
+		{"\x00", `"\x00"`},
+		{"bad\xffbyte", `"bad\xffbyte"`},
+		{"w\xc3b", `"w\xc3b"`}, // a cut 'é': the byte, escaped, not "Ã"
+		{"\ufffd", `"` + "\ufffd" + `"`},
+		{long, `"` + strings.Repeat("a", Max) + `"... (1048576 bytes)`},
+		{strings.Repeat("\x00", 1<<20), `"` + strings.Repeat(`\x00`, Max/4) + `"... (1048576 bytes)`},
+		{strings.Repeat("é", 200), `"` + strings.Repeat("é", Max/2) + `"... (400 bytes)`},
+	} {
+		if got := String(c.in); got != c.want {
+			t.Errorf("String(%.40q) = %.300q, want %.300q", c.in, got, c.want)
+		}
+	}
+	if got := Bytes([]byte("wéb")); got != `"wéb"` {
+		t.Errorf("Bytes = %s", got)
+	}
+	if got := Prefix("abcdef", 3); got != `"abc"... (6 bytes)` {
+		t.Errorf("Prefix = %s", got)
+	}
+}
+
+// FuzzString checks the bounds: the quoted part is at most Max bytes, valid UTF-8, a prefix of
+// what strconv.Quote writes, and all of it when that fits.
+func FuzzString(f *testing.F) {
+	for _, s := range []string{"", "web", "wéb", "\x00\xff", strings.Repeat("é", 300), "\"'\\"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got := String(s)
+		full := strconv.Quote(s)
+		if !utf8.ValidString(got) {
+			t.Fatalf("String(%q) = %q is not valid UTF-8", s, got)
+		}
+		if len(full)-2 <= Max {
+			if got != full {
+				t.Fatalf("String(%q) = %s, want %s", s, got, full)
+			}
+			return
+		}
+		body, _, ok := strings.Cut(got[1:], `"... (`)
+		if !ok || len(body) > Max || !strings.HasPrefix(full, `"`+body) || !strings.HasSuffix(got, "("+strconv.Itoa(len(s))+" bytes)") {
+			t.Fatalf("String(%.60q) = %.400s", s, got)
+		}
+	})
+}
