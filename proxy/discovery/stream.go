@@ -96,7 +96,7 @@ func follow[T any](t *target, s session[T]) {
 	direct := "" // the owner a redirect named, for a target without a service key
 	for ctx.Err() == nil {
 		addr, remembered := r.addrFor(t.service, direct)
-		got, err, trailer := attempt(t, s, addr)
+		got, trailer, err := attempt(t, s, addr)
 		if ctx.Err() != nil {
 			return
 		}
@@ -142,16 +142,16 @@ func follow[T any](t *target, s session[T]) {
 
 // attempt opens one stream at addr and reads it until it ends. It returns whether anything
 // was received, the error that ended it (nil: ended by the server with OK) and its trailer.
-func attempt[T any](t *target, s session[T], addr string) (got bool, err error, trailer metadata.MD) {
+func attempt[T any](t *target, s session[T], addr string) (got bool, trailer metadata.MD, err error) {
 	cc, err := t.r.conns.Conn(addr)
 	if err != nil {
-		return false, status.Errorf(codes.Unavailable, "connection to %s: %v", addr, err), nil
+		return false, nil, status.Errorf(codes.Unavailable, "connection to %s: %v", addr, err)
 	}
 	ctx, cancel := context.WithCancel(t.ctx)
 	defer cancel()
 	st, err := s.open(ctx, pb.NewDestinationClient(cc), t.req)
 	if err != nil {
-		return false, err, nil
+		return false, nil, err
 	}
 	s.restart()
 	for {
@@ -160,11 +160,11 @@ func attempt[T any](t *target, s session[T], addr string) (got bool, err error, 
 			if err == io.EOF {
 				err = nil
 			}
-			return got, err, st.Trailer()
+			return got, st.Trailer(), err
 		}
 		got = true
 		if err := s.message(m); err != nil {
-			return got, fmt.Errorf("%w from %s: %w", errProtocol, addr, err), nil
+			return got, nil, fmt.Errorf("%w from %s: %w", errProtocol, addr, err)
 		}
 	}
 }
