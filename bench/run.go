@@ -73,6 +73,9 @@ func runOne(parent context.Context, cfg Config, n int, log *zap.Logger) (_ *RunR
 		return nil, err
 	}
 	defer func() { r.dropLogs(err) }()
+	if r.gossipKey, err = writeGossipKey(r.dir); err != nil {
+		return nil, err
+	}
 	defer r.reps.stop()
 	defer r.closeConns()
 	defer r.stopStreams()
@@ -101,6 +104,8 @@ type run struct {
 	dir  string // the replicas' logs
 	reps fleet
 	seed string // replica 0's gossip address, which every replica joins
+	// gossipKey is the file of the run's gossip key, in dir.
+	gossipKey string
 	bg   sync.WaitGroup
 
 	ld         *load

@@ -53,14 +53,14 @@ func FuzzParseMetrics(f *testing.F) {
 }
 
 func TestReplicaArgs(t *testing.T) {
-	s := ReplicaSpec{Index: 2, FeedAddr: "127.0.0.1:1", Addr: "127.0.0.1:2", AdminAddr: "127.0.0.1:3", GossipAddr: "127.0.0.1:4", Seed: "127.0.0.1:5"}
+	s := ReplicaSpec{Index: 2, FeedAddr: "127.0.0.1:1", Addr: "127.0.0.1:2", AdminAddr: "127.0.0.1:3", GossipAddr: "127.0.0.1:4", Seed: "127.0.0.1:5", GossipKeyFile: "/k/gossip.key"}
 	a := ReplicaArgs(s)
 	if a[0] != "destination" || !slices.Contains(a, "feed:127.0.0.1:1") || slices.Contains(a, "--gossip-addr") {
 		t.Errorf("without ring: %v", a)
 	}
 	s.Ring = true
 	a = ReplicaArgs(s)
-	for _, want := range []string{"--node-name", "shard2", "--gossip-addr", "127.0.0.1:4", "--join", "127.0.0.1:5", "--non-owner", "forward"} {
+	for _, want := range []string{"--node-name", "shard2", "--gossip-addr", "127.0.0.1:4", "--join", "127.0.0.1:5", "--gossip-key-file", "/k/gossip.key", "--non-owner", "forward"} {
 		if !slices.Contains(a, want) {
 			t.Errorf("with ring: %v lacks %s", a, want)
 		}

@@ -84,6 +84,9 @@ func (c *cluster) truth(i int) []string {
 	return out
 }
 
+// testGossipKey encrypts the test rings' gossip, as a key must outside tests.
+var testGossipKey = []byte("meridian shard test gossip key!!")
+
 // shardNode is one replica: a memberlist node, a Replica on the directory, a gRPC server.
 type shardNode struct {
 	name    string
@@ -99,6 +102,7 @@ func startShard(t *testing.T, c *cluster, name string, mode NonOwnerMode, seeds 
 	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).Named(name)
 	rc := ring.DefaultConfig()
 	rc.NodeName, rc.GossipAddr, rc.GRPCAddr, rc.Join, rc.Fast, rc.Logger = name, "127.0.0.1:0", lis.Addr().String(), seeds, true, log
+	rc.GossipKey = testGossipKey
 	rc.Registerer = prometheus.NewRegistry()
 	members, err := ring.New(rc)
 	if err != nil {
