@@ -4,6 +4,8 @@ import (
 	"net/netip"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/meridian-mesh/meridian/bench/gen"
 	"github.com/meridian-mesh/meridian/internal/wire"
 )
@@ -62,7 +64,9 @@ func (w *killWatch) run(r *run) {
 		case <-tick.C:
 		}
 		now := time.Now()
-		if r.ld.lagging(r.truth(), now, convergeTolerance) > 0 {
+		lag := r.ld.lagging(r.truth(), now, convergeTolerance)
+		r.log.Debug("streams lagging after the kill", zap.Int("lagging", lag), zap.Duration("since_kill", now.Sub(w.at)))
+		if lag > 0 {
 			goodSince = time.Time{}
 			continue
 		}

@@ -148,11 +148,12 @@ func memberlistConfig(cfg Config, lg *zap.Logger, refused prometheus.Counter) (*
 	if cfg.Fast {
 		mc = memberlist.DefaultLocalConfig()
 		mc.GossipInterval = 50 * time.Millisecond
-		mc.ProbeInterval = 500 * time.Millisecond
-		mc.ProbeTimeout = 250 * time.Millisecond
 		mc.PushPullInterval = 2 * time.Second
 		mc.GossipToTheDeadTime = 5 * time.Second
 	}
+	// The LAN defaults' shape (a reply due within half the interval, the other half for
+	// indirect probes through other members and a TCP ping), at cfg's pace.
+	mc.ProbeInterval, mc.ProbeTimeout = cfg.ProbeInterval, cfg.ProbeInterval/2
 	mc.Name = cfg.NodeName
 	host, port, err := net.SplitHostPort(cfg.GossipAddr)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -36,6 +37,7 @@ type destinationFlags struct {
 	join                                       stringList
 	nodeName, gossipAddr, advertise, gossipKey string
 	gossipKeysDir, nonOwner                    string
+	probeInterval                              time.Duration
 }
 
 // stringList is a repeatable flag whose values may also be comma-separated.
@@ -70,6 +72,7 @@ func (f *destinationFlags) parse(name string, args []string) error {
 	fs.StringVar(&f.advertise, "advertise-addr", "", "gRPC address other replicas use to reach this one (default: --addr, with the host's address when --addr has no host)")
 	fs.StringVar(&f.gossipKey, "gossip-key-file", "", "file holding the gossip encryption key (16, 24 or 32 bytes, raw or base64); reloaded when it changes")
 	fs.StringVar(&f.gossipKeysDir, "gossip-keys-dir", "", "directory of gossip keys for rotation: gossip.key (the primary, which encrypts) and any other *.key files (accepted); a Secret mounted whole. Reloaded when it changes")
+	fs.DurationVar(&f.probeInterval, "gossip-probe-interval", ring.DefaultConfig().ProbeInterval, "memberlist's probe interval: a crashed replica is declared dead about 5 to 7 intervals later, and so is a live one that answers nothing for as long (a long pause on an overloaded node); longer tolerates longer pauses")
 	fs.BoolVar(&f.insecureGossip, "insecure-gossip", false, "allow --ring/--join without a gossip key: plaintext gossip that any process reaching the gossip port can join (tests and a local mesh only)")
 	fs.StringVar(&f.nonOwner, "non-owner", "forward", "for a service another replica owns: forward (relay the stream) or redirect (refuse, naming the owner)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
@@ -95,6 +98,9 @@ func (f *destinationFlags) parse(name string, args []string) error {
 	}
 	if f.cfg.QueueCapacity < 1 {
 		return fmt.Errorf("--stream-queue-capacity must be at least 1, got %d", f.cfg.QueueCapacity)
+	}
+	if f.probeInterval < 100*time.Millisecond {
+		return fmt.Errorf("--gossip-probe-interval %s: want at least 100ms", f.probeInterval)
 	}
 	return f.checkGossipKeys()
 }
@@ -199,6 +205,7 @@ func (f *destinationFlags) newRing(grpcAddr net.Addr, reg prometheus.Registerer,
 	cfg := ring.DefaultConfig()
 	cfg.NodeName = f.nodeName
 	cfg.Join = f.join
+	cfg.ProbeInterval = f.probeInterval
 	cfg.Logger = log.Named("ring")
 	cfg.Registerer = reg
 	cfg.GRPCAddr = f.advertise
