@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -94,6 +95,8 @@ type shardNode struct {
 	replica *Replica
 	addr    string
 	stop    func() // stops the node and waits for it (crashes it: no graceful leave)
+	// dialOpts are added to the test's dials of addr (a dialer into a network namespace).
+	dialOpts []grpc.DialOption
 }
 
 func startShard(t *testing.T, c *cluster, name string, mode NonOwnerMode, seeds ...string) *shardNode {
