@@ -93,6 +93,9 @@ func TestSmoke(t *testing.T) {
 	// A replica joins and another is killed during churn: the streams follow their services.
 	jcfg := cfg
 	jcfg.Shards, jcfg.JoinAt, jcfg.KillAt, jcfg.Storm = []int{2}, 500*time.Millisecond, 1500*time.Millisecond, 0
+	// The assertion is exercised with a bound no run on a loaded machine reaches (a timing is
+	// reported, not asserted).
+	jcfg.MaxKillConverge = 2 * time.Minute
 	jres, err := Run(ctx, jcfg, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
@@ -102,6 +105,13 @@ func TestSmoke(t *testing.T) {
 		t.Errorf("join and kill: joined %v, killed %v, mismatches %d, closed %d, apply errors %d, ownership changes %d",
 			j.Joined, j.Killed, j.FinalStateMismatches, j.StreamsClosed, j.ApplyErrors, j.OwnershipChanges)
 	}
+	// The time from the kill to every stream holding the truth is measured (its value is
+	// reported, not asserted).
+	if j.KillConvergeSeconds <= 0 || j.KillUnconverged {
+		t.Errorf("join and kill: kill convergence %.2fs, unconverged %v; want it measured and converged", j.KillConvergeSeconds, j.KillUnconverged)
+	}
+	t.Logf("join and kill: the streams held the truth again %.1fs after the kill", j.KillConvergeSeconds)
+	res.Runs = append(res.Runs, j)
 
 	dir := t.TempDir()
 	jp, hp := filepath.Join(dir, "bench.json"), filepath.Join(dir, "bench.html")
@@ -112,6 +122,7 @@ func TestSmoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkJSON(t, jp)
+	checkKillJSON(t, jp)
 	html, _ := os.ReadFile(hp)
 	if !bytes.Contains(html, []byte("<polyline")) || !bytes.Contains(html, []byte("<rect")) {
 		t.Error("report has no CDF or no bars")
@@ -164,6 +175,30 @@ func checkRun(t *testing.T, r RunResult, services int) {
 			t.Errorf("%d shards own %v services, want %d in all", r.Shards, r.OwnedServicesPerShard, services)
 		}
 	}
+}
+
+// checkKillJSON checks that the file's run with a kill has kill_converge_seconds.
+func checkKillJSON(t *testing.T, path string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Runs []map[string]any `json:"runs"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range doc.Runs {
+		if r["killed"] == true {
+			if v, ok := r["kill_converge_seconds"].(float64); !ok || v <= 0 {
+				t.Errorf("the run with a kill has kill_converge_seconds %v", r["kill_converge_seconds"])
+			}
+			return
+		}
+	}
+	t.Error("no run with a kill in the JSON")
 }
 
 // checkJSON checks that the file has the documented fields of every run.

@@ -36,6 +36,9 @@ type Config struct {
 	// JoinAt starts one more replica, KillAt kills the last one (0: never); both are offsets
 	// into the churn phase.
 	JoinAt, KillAt time.Duration
+	// MaxKillConverge, when set, fails the run (after reporting it) when the streams take
+	// longer than this to hold the truth again after the kill (RunResult.KillConvergeSeconds).
+	MaxKillConverge time.Duration
 	// ReplicaCPUs is each replica's GOMAXPROCS. 0 shares the machine's CPUs among the
 	// replicas of a run (at least one each), as per-pod CPU limits would in a cluster (Go
 	// sizes GOMAXPROCS to a container's CPU limit); without that, N replicas on one machine
@@ -111,6 +114,9 @@ func (c Config) Validate() error {
 		if d < 0 || d > c.Duration {
 			errs = append(errs, fmt.Errorf("event at %s is outside the churn phase (0..%s)", d, c.Duration))
 		}
+	}
+	if c.MaxKillConverge < 0 || (c.MaxKillConverge > 0 && c.KillAt == 0) {
+		errs = append(errs, fmt.Errorf("max kill convergence %s: want a positive duration, with a kill (--kill-at)", c.MaxKillConverge))
 	}
 	if c.ReplicaCPUs < -1 {
 		errs = append(errs, fmt.Errorf("replica CPUs %d: want -1 (Go's default), 0 (shared out) or a count", c.ReplicaCPUs))

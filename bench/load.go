@@ -106,6 +106,7 @@ type stream struct {
 // load is the client side of a run: connections, streams and what they measured.
 type load struct {
 	pending    *xsync.MapOf[uint32, *pendingChange]
+	changedAt  *xsync.MapOf[uint32, int64] // endpoint serial -> when it last changed (UnixNano)
 	subsPerSvc []int32
 	latency    *histogram
 	storm      *histogram
@@ -134,6 +135,7 @@ func newLoad(cfg gen.Config, replicas int) *load {
 	return &load{
 		paths:      paths,
 		pending:    xsync.NewMapOf[uint32, *pendingChange](),
+		changedAt:  xsync.NewMapOf[uint32, int64](),
 		subsPerSvc: make([]int32, cfg.Services),
 		latency:    newHistogram(),
 		storm:      newHistogram(),
@@ -150,6 +152,7 @@ func (l *load) busy(serial uint32) bool {
 
 // recordChange registers a change before any stream can see it.
 func (l *load) recordChange(ch gen.Change, at time.Time) {
+	l.recordChanged(ch, at)
 	n := l.subsPerSvc[ch.Service]
 	if n == 0 {
 		return

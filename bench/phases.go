@@ -168,7 +168,10 @@ func (r *run) fire(ev *events, el, stormAt time.Duration, ph *phase) {
 		ev.kill, r.res.Killed = true, true
 		victim := r.n - 1
 		r.ld.dead[victim].Store(true)
+		at := time.Now()
 		r.reps.get(victim).kill() // a joining replica may be added meanwhile
+		r.log.Info("killed a replica", zap.Int("replica", victim), zap.Time("at", at))
+		r.watchKill(at)
 	}
 }
 
@@ -225,6 +228,7 @@ func (r *run) settle() error {
 	r.res.SettleSeconds = time.Since(start).Seconds()
 	// Give the last observations a moment: the views match, so the updates are in.
 	r.res.LatencyMissed = r.ld.missed()
+	r.finishKillWatch()
 	return nil
 }
 

@@ -3,6 +3,8 @@ package bench
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -24,6 +26,9 @@ type ReplicaSpec struct {
 	Addr, AdminAddr, GossipAddr string
 	// Seed is the gossip address of replica 0, which every replica joins.
 	Seed string
+	// GossipKeyFile holds the run's gossip key (one per run, generated), passed with the
+	// ring flags.
+	GossipKeyFile string
 	// Ring says whether to pass the ring flags.
 	Ring bool
 	// NonOwner is the --non-owner mode with the ring ("" means forward).
@@ -56,10 +61,25 @@ func ReplicaArgs(s ReplicaSpec) []string {
 			"--node-name", "shard"+strconv.Itoa(s.Index),
 			"--gossip-addr", s.GossipAddr,
 			"--join", s.Seed,
+			"--gossip-key-file", s.GossipKeyFile,
 			"--non-owner", nonOwner,
 		)
 	}
 	return args
+}
+
+// writeGossipKey writes a fresh random gossip key (32 bytes, base64) to dir/gossip.key,
+// readable by this user only, and returns its path.
+func writeGossipKey(dir string) (string, error) {
+	k := make([]byte, 32)
+	if _, err := rand.Read(k); err != nil {
+		return "", err
+	}
+	p := filepath.Join(dir, "gossip.key")
+	if err := os.WriteFile(p, []byte(base64.StdEncoding.EncodeToString(k)+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("write the gossip key: %w", err)
+	}
+	return p, nil
 }
 
 // replica is a running replica process.

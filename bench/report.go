@@ -67,6 +67,7 @@ func rows() []row {
 		{"ownership changes", func(r RunResult) float64 { return float64(r.OwnershipChanges) }, n0, false},
 		{"forwarded streams at end", func(r RunResult) float64 { return float64(r.ForwardedStreams) }, n0, false},
 		{"streams closed by kill", func(r RunResult) float64 { return float64(r.StreamsClosedByKill) }, n0, false},
+		{"kill to streams converged (s)", func(r RunResult) float64 { return r.KillConvergeSeconds }, f1, false},
 		{"streams closed", func(r RunResult) float64 { return float64(r.StreamsClosed) }, n0, false},
 		{"final state mismatches", func(r RunResult) float64 { return float64(r.FinalStateMismatches) }, n0, false},
 	}

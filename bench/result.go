@@ -90,6 +90,12 @@ type RunResult struct {
 	FeedResyncs           uint64   `json:"feed_resyncs"`
 	Joined                bool     `json:"joined,omitempty"`
 	Killed                bool     `json:"killed,omitempty"`
+	// KillConvergeSeconds is, with a kill, the time from the kill until every Get stream
+	// holds the truth again (no stream differs from it by a change older than 0.5s, and
+	// none does for 2s after; an upper bound, to within 0.5s). KillUnconverged says the
+	// streams had not converged by the end of settling; the figure is then the time watched.
+	KillConvergeSeconds float64 `json:"kill_converge_seconds,omitempty"`
+	KillUnconverged     bool    `json:"kill_unconverged,omitempty"`
 	// DriverHeapBytes is the harness's own live heap after a GC at the end of the run (the
 	// truth, every stream's view, gRPC buffers).
 	DriverHeapBytes uint64  `json:"driver_heap_bytes"`

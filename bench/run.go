@@ -38,10 +38,12 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) (*Result, error) {
 	}
 	for _, n := range cfg.Shards {
 		r, err := runOne(ctx, cfg, n, log.With(zap.Int("shards", n)))
+		if r != nil {
+			res.Runs = append(res.Runs, *r)
+		}
 		if err != nil {
 			return res, fmt.Errorf("%d shards: %w", n, err)
 		}
-		res.Runs = append(res.Runs, *r)
 	}
 	return res, nil
 }
@@ -52,7 +54,8 @@ const DriverGOGC = 400
 // runOne runs the workload with n replicas: it starts the feed server and the replicas
 // (startReplicas), opens the streams (openStreams), applies churn with the storm, join and
 // kill on the way (churn), waits for every stream to reach the truth (settle), and measures
-// the replicas and itself (measure, collect).
+// the replicas and itself (measure, collect). When the streams took longer than
+// cfg.MaxKillConverge to recover from the kill, it returns what it measured with an error.
 func runOne(parent context.Context, cfg Config, n int, log *zap.Logger) (_ *RunResult, err error) {
 	if cfg.KillAt > 0 && n < 2 {
 		return nil, errors.New("--kill-at needs at least 2 shards")
@@ -73,6 +76,9 @@ func runOne(parent context.Context, cfg Config, n int, log *zap.Logger) (_ *RunR
 		return nil, err
 	}
 	defer func() { r.dropLogs(err) }()
+	if r.gossipKey, err = writeGossipKey(r.dir); err != nil {
+		return nil, err
+	}
 	defer r.reps.stop()
 	defer r.closeConns()
 	defer r.stopStreams()
@@ -82,6 +88,10 @@ func runOne(parent context.Context, cfg Config, n int, log *zap.Logger) (_ *RunR
 		}
 	}
 	r.collect()
+	if limit := r.cfg.MaxKillConverge; limit > 0 && r.res.Killed && (r.res.KillUnconverged || r.res.KillConvergeSeconds > limit.Seconds()) {
+		return r.res, fmt.Errorf("the streams took %.1fs to hold the truth again after the kill (converged: %v), over --max-kill-converge %s",
+			r.res.KillConvergeSeconds, !r.res.KillUnconverged, limit)
+	}
 	return r.res, nil
 }
 
@@ -101,13 +111,16 @@ type run struct {
 	dir  string // the replicas' logs
 	reps fleet
 	seed string // replica 0's gossip address, which every replica joins
-	bg   sync.WaitGroup
+	// gossipKey is the file of the run's gossip key, in dir.
+	gossipKey string
+	bg        sync.WaitGroup
 
 	ld         *load
 	sctx       context.Context // the streams'
 	cancelSctx context.CancelFunc
 	storm      sync.WaitGroup
-	baseline   usage // at the start of churn
+	baseline   usage      // at the start of churn
+	kill       *killWatch // from the kill, when there is one
 }
 
 // newRun builds the synthetic cluster, its feed server and the listener it will serve on.

@@ -15,6 +15,7 @@ import (
 	pb "github.com/linkerd/linkerd2-proxy-api/go/destination"
 	pbnet "github.com/linkerd/linkerd2-proxy-api/go/net"
 
+	"github.com/meridian-mesh/meridian/bench/gen"
 	"github.com/meridian-mesh/meridian/internal/testutil"
 	"github.com/meridian-mesh/meridian/internal/wire"
 )
@@ -53,14 +54,14 @@ func FuzzParseMetrics(f *testing.F) {
 }
 
 func TestReplicaArgs(t *testing.T) {
-	s := ReplicaSpec{Index: 2, FeedAddr: "127.0.0.1:1", Addr: "127.0.0.1:2", AdminAddr: "127.0.0.1:3", GossipAddr: "127.0.0.1:4", Seed: "127.0.0.1:5"}
+	s := ReplicaSpec{Index: 2, FeedAddr: "127.0.0.1:1", Addr: "127.0.0.1:2", AdminAddr: "127.0.0.1:3", GossipAddr: "127.0.0.1:4", Seed: "127.0.0.1:5", GossipKeyFile: "/k/gossip.key"}
 	a := ReplicaArgs(s)
 	if a[0] != "destination" || !slices.Contains(a, "feed:127.0.0.1:1") || slices.Contains(a, "--gossip-addr") || !slices.Contains(a, "--enable-pprof") {
 		t.Errorf("without ring: %v", a)
 	}
 	s.Ring = true
 	a = ReplicaArgs(s)
-	for _, want := range []string{"--node-name", "shard2", "--gossip-addr", "127.0.0.1:4", "--join", "127.0.0.1:5", "--non-owner", "forward"} {
+	for _, want := range []string{"--node-name", "shard2", "--gossip-addr", "127.0.0.1:4", "--join", "127.0.0.1:5", "--gossip-key-file", "/k/gossip.key", "--non-owner", "forward"} {
 		if !slices.Contains(a, want) {
 			t.Errorf("with ring: %v lacks %s", a, want)
 		}
@@ -82,12 +83,52 @@ func TestValidate(t *testing.T) {
 		func(c *Config) { c.Binary = "" },
 		func(c *Config) { c.Cluster.Services = 0 },
 		func(c *Config) { c.ReplicaCPUs = -2 },
+		func(c *Config) { c.MaxKillConverge = -time.Second },
+		func(c *Config) { c.MaxKillConverge = 5 * time.Second }, // without a kill
 	} {
 		c := DefaultConfig()
 		c.Binary = "x"
 		mut(&c)
 		if c.Validate() == nil {
 			t.Errorf("%+v: no error", c)
+		}
+	}
+}
+
+// TestLagging: a stream differs from the truth by an address that changed recently (in
+// flight: not lagging), or by one that did not (left behind: lagging).
+func TestLagging(t *testing.T) {
+	l := newLoad(gen.Config{Services: 1, Namespaces: 1}, 1)
+	addr := func(serial uint32) netip.AddrPort {
+		return netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, byte(serial >> 16), byte(serial >> 8), byte(serial)}), 8080)
+	}
+	now := time.Now()
+	truth := map[int]map[netip.AddrPort]struct{}{0: {addr(1): {}, addr(2): {}}}
+	st := &stream{svc: 0, view: addrView{}}
+	l.streams = []*stream{st, {svc: 0, profile: true}} // profile streams are not compared
+	set := func(serials ...uint32) {
+		clear(st.view)
+		for _, s := range serials {
+			st.view[wire.KeyOf(addr(s))] = struct{}{}
+		}
+	}
+	l.recordChanged(gen.Change{Old: 2, New: 2}, now.Add(-100*time.Millisecond))
+	l.recordChanged(gen.Change{Old: 3, New: 3}, now.Add(-100*time.Millisecond))
+	l.recordChanged(gen.Change{Old: 4, New: 4}, now.Add(-time.Hour))
+	for _, tc := range []struct {
+		view []uint32
+		want int
+	}{
+		{[]uint32{1, 2}, 0},    // the truth
+		{[]uint32{1}, 0},       // 2 was just added: on its way
+		{[]uint32{1, 2, 3}, 0}, // 3 was just removed: on its way
+		{[]uint32{2}, 1},       // 1 never changed: missing
+		{[]uint32{1, 2, 4}, 1}, // 4 was removed an hour ago
+		{nil, 1},               // a stream reopened and still empty
+	} {
+		set(tc.view...)
+		if got := l.lagging(truth, now, convergeTolerance); got != tc.want {
+			t.Errorf("view %v: lagging %d, want %d", tc.view, got, tc.want)
 		}
 	}
 }

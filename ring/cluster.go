@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log"
-	"math/rand/v2"
 	"net"
 	"net/netip"
 	"strconv"
@@ -53,6 +52,11 @@ type Cluster struct {
 
 	membersGauge prometheus.Gauge
 	changesTotal prometheus.Counter
+	keyMetrics   keyMetrics
+
+	// keyring is memberlist's (nil for plaintext gossip); keyMu serialises SetGossipKeys.
+	keyring *memberlist.Keyring
+	keyMu   sync.Mutex
 
 	started  atomic.Bool
 	stopOnce sync.Once
@@ -84,19 +88,25 @@ func New(cfg Config) (*Cluster, error) {
 			Name: "ring_changes_total",
 			Help: "Times this replica's ring changed (a member joined, left or changed its address).",
 		}),
+		keyMetrics: newKeyMetrics(),
 	}
-	mc, err := memberlistConfig(cfg, c.log)
+	mc, err := memberlistConfig(cfg, c.log, c.keyMetrics.refused)
 	if err != nil {
 		return nil, err
 	}
+	c.keyring = mc.Keyring
 	mc.Delegate = metaDelegate(metaBytes)
 	mc.Events = eventDelegate{c}
+	cols := append([]prometheus.Collector{c.membersGauge, c.changesTotal}, c.keyMetrics.collectors()...)
+	unregister := func(cols []prometheus.Collector) {
+		for _, col := range cols {
+			cfg.Registerer.Unregister(col)
+		}
+	}
 	if cfg.Registerer != nil {
-		for i, col := range []prometheus.Collector{c.membersGauge, c.changesTotal} {
+		for i, col := range cols {
 			if err := cfg.Registerer.Register(col); err != nil {
-				if i > 0 {
-					cfg.Registerer.Unregister(c.membersGauge)
-				}
+				unregister(cols[:i])
 				return nil, fmt.Errorf("ring: register metrics: %w", err)
 			}
 		}
@@ -104,8 +114,7 @@ func New(cfg Config) (*Cluster, error) {
 	ml, err := memberlist.Create(mc)
 	if err != nil {
 		if cfg.Registerer != nil {
-			cfg.Registerer.Unregister(c.membersGauge)
-			cfg.Registerer.Unregister(c.changesTotal)
+			unregister(cols)
 		}
 		return nil, fmt.Errorf("ring: start gossip on %s: %w", cfg.GossipAddr, err)
 	}
@@ -120,21 +129,31 @@ func New(cfg Config) (*Cluster, error) {
 	}
 	c.ring.Store(Build([]Member{c.self}, cfg.Hash))
 	c.membersGauge.Set(1)
-	c.log.Info("gossip listening", zap.String("gossip_addr", c.GossipAddr()), zap.String("grpc_addr", cfg.GRPCAddr))
+	if c.keyring != nil {
+		c.keyMetrics.keys.Set(float64(len(c.keyring.GetKeys())))
+	} else {
+		c.keyMetrics.insecure.Set(1)
+		c.log.Warn("gossip is not encrypted (insecure gossip): any process that reaches the gossip port can join the ring and serve its own endpoints; give a gossip key outside tests and local meshes",
+			zap.String("gossip_addr", c.GossipAddr()))
+	}
+	c.log.Info("gossip listening", zap.String("gossip_addr", c.GossipAddr()), zap.String("grpc_addr", cfg.GRPCAddr),
+		zap.Bool("encrypted", c.keyring != nil))
 	return c, nil
 }
 
-// memberlistConfig maps cfg onto memberlist's configuration.
-func memberlistConfig(cfg Config, lg *zap.Logger) (*memberlist.Config, error) {
+// memberlistConfig maps cfg onto memberlist's configuration. refused counts the messages
+// memberlist refuses for their encryption (see refusedMessage).
+func memberlistConfig(cfg Config, lg *zap.Logger, refused prometheus.Counter) (*memberlist.Config, error) {
 	mc := memberlist.DefaultLANConfig()
 	if cfg.Fast {
 		mc = memberlist.DefaultLocalConfig()
 		mc.GossipInterval = 50 * time.Millisecond
-		mc.ProbeInterval = 500 * time.Millisecond
-		mc.ProbeTimeout = 250 * time.Millisecond
 		mc.PushPullInterval = 2 * time.Second
 		mc.GossipToTheDeadTime = 5 * time.Second
 	}
+	// The LAN defaults' shape (a reply due within half the interval, the other half for
+	// indirect probes through other members and a TCP ping), at cfg's pace.
+	mc.ProbeInterval, mc.ProbeTimeout = cfg.ProbeInterval, cfg.ProbeInterval/2
 	mc.Name = cfg.NodeName
 	host, port, err := net.SplitHostPort(cfg.GossipAddr)
 	if err != nil {
@@ -171,10 +190,10 @@ func memberlistConfig(cfg Config, lg *zap.Logger) (*memberlist.Config, error) {
 			mc.AdvertisePort = 0
 		}
 	}
-	if len(cfg.GossipKey) > 0 {
-		mc.SecretKey = append([]byte(nil), cfg.GossipKey...)
+	if mc.Keyring, err = newKeyring(cfg); err != nil {
+		return nil, err
 	}
-	mc.Logger = log.New(memberlistLog{lg.WithOptions(zap.AddCallerSkip(3)).Named("memberlist")}, "", 0)
+	mc.Logger = log.New(memberlistLog{l: lg.WithOptions(zap.AddCallerSkip(3)).Named("memberlist"), refused: refused}, "", 0)
 	return mc, nil
 }
 
@@ -187,8 +206,9 @@ func memberlistConfig(cfg Config, lg *zap.Logger) (*memberlist.Config, error) {
 // attempt that reaches any peer joins. When the seeds resolve to no peer but this member
 // (the first replica behind a headless Service), it counts as joined alone. When peers
 // exist but none answers (down, or a different gossip key), it is not joined and retries
-// with exponential backoff. While joined but alone it retries the seeds every
-// RejoinInterval, so replicas that started apart merge.
+// with exponential backoff. Once joined, it resolves the seeds every RejoinInterval and
+// joins every seed address that is not a live member, so replicas that started apart, or
+// were split by a partition, merge (see join.go).
 func (c *Cluster) Run(ctx context.Context) error {
 	if !c.started.CompareAndSwap(false, true) {
 		return errors.New("ring: Run called twice")
@@ -312,118 +332,6 @@ func (c *Cluster) rebuild() {
 	c.subMu.Unlock()
 }
 
-// joinLoop joins the seeds and rejoins while alone, until ctx ends.
-func (c *Cluster) joinLoop(ctx context.Context) {
-	if len(c.cfg.Join) == 0 {
-		c.log.Info("no seeds to join: forming a cluster alone")
-		c.joined.Store(true)
-		return
-	}
-	backoff := c.cfg.JoinRetryMin
-	for {
-		wait := c.cfg.RejoinInterval
-		if !c.joined.Load() || c.ml.NumMembers() <= 1 {
-			if c.joinOnce(ctx) {
-				backoff = c.cfg.JoinRetryMin
-			} else {
-				// Full jitter over [backoff/2, backoff).
-				wait = backoff/2 + rand.N(backoff/2+1)
-				backoff = min(2*backoff, c.cfg.JoinRetryMax)
-			}
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-	}
-}
-
-// joinOnce makes one join attempt. It reports false when peers were found but none
-// could be reached, or resolution failed for a reason other than a missing name.
-func (c *Cluster) joinOnce(ctx context.Context) bool {
-	peers, resolveErr := c.resolveSeeds(ctx)
-	if len(peers) == 0 {
-		if resolveErr != nil {
-			c.log.Warn("resolve gossip seeds", zap.Strings("seeds", c.cfg.Join), zap.Error(resolveErr))
-			return false
-		}
-		if !c.joined.Load() {
-			c.log.Info("gossip seeds name no other member: forming a cluster alone", zap.Strings("seeds", c.cfg.Join))
-			c.joined.Store(true)
-		}
-		return true
-	}
-	var errs []error
-	reached := 0
-	for _, p := range peers {
-		if ctx.Err() != nil {
-			return false
-		}
-		// One address per call, so that cancellation is seen between attempts; each
-		// attempt is bounded by memberlist's TCPTimeout.
-		if _, err := c.ml.Join([]string{p}); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		reached++
-		// One peer's state is the cluster's: joined from here on. The other peers are
-		// still contacted, which heals a split when seeds lead to different clusters.
-		if !c.joined.Swap(true) {
-			c.log.Info("joined gossip cluster", zap.String("peer", p), zap.Int("members", c.ml.NumMembers()))
-		}
-	}
-	if reached == 0 {
-		c.log.Warn("join gossip cluster: no peer reachable", zap.Strings("peers", peers), zap.Error(errors.Join(errs...)))
-		return false
-	}
-	return true
-}
-
-// resolveSeeds returns the ip:port of every seed address other than this member's own.
-// Names that do not exist are skipped; other resolution errors are returned (with
-// whatever did resolve).
-func (c *Cluster) resolveSeeds(ctx context.Context) ([]string, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	selfAP := c.gossipAddr
-	seen := make(map[netip.AddrPort]bool)
-	var out []string
-	var errs []error
-	for _, seed := range c.cfg.Join {
-		host, port, err := splitSeed(seed, int(selfAP.Port()))
-		if err != nil { // validated in New; kept for safety
-			errs = append(errs, err)
-			continue
-		}
-		var addrs []netip.Addr
-		if a, err := netip.ParseAddr(host); err == nil {
-			addrs = []netip.Addr{a}
-		} else {
-			ips, err := c.cfg.lookupNetIP(ctx, host)
-			var dnsErr *net.DNSError
-			switch {
-			case errors.As(err, &dnsErr) && dnsErr.IsNotFound:
-				c.log.Debug("gossip seed name not found", zap.String("seed", seed))
-			case err != nil:
-				errs = append(errs, fmt.Errorf("resolve %s: %w", host, err))
-			}
-			addrs = ips
-		}
-		for _, a := range addrs {
-			ap := netip.AddrPortFrom(a.Unmap(), uint16(port))
-			if ap == selfAP || seen[ap] {
-				continue
-			}
-			seen[ap] = true
-			out = append(out, ap.String())
-		}
-	}
-	return out, errors.Join(errs...)
-}
-
 func addrFromIP(ip net.IP) netip.Addr {
 	a, _ := netip.AddrFromSlice(ip)
 	return a.Unmap()
@@ -477,8 +385,12 @@ func (e eventDelegate) set(n *memberlist.Node) {
 	e.c.wake()
 }
 
-// memberlistLog adapts memberlist's "[LEVEL] memberlist: message" log lines to zap.
-type memberlistLog struct{ l *zap.Logger }
+// memberlistLog adapts memberlist's "[LEVEL] memberlist: message" log lines to zap, and
+// counts in refused (when not nil) the errors that are refusals for encryption.
+type memberlistLog struct {
+	l       *zap.Logger
+	refused prometheus.Counter
+}
 
 func (w memberlistLog) Write(p []byte) (int, error) {
 	msg := strings.TrimRight(string(p), "\n")
@@ -495,6 +407,9 @@ func (w memberlistLog) Write(p []byte) (int, error) {
 	case "WARN":
 		w.l.Warn(msg)
 	case "ERR", "ERROR":
+		if w.refused != nil && refusedMessage(msg) {
+			w.refused.Inc()
+		}
 		w.l.Error(msg)
 	default:
 		w.l.Info(msg)

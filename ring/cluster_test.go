@@ -13,12 +13,24 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/goleak"
 	"go.uber.org/zap"
 
 	"github.com/meridian-mesh/meridian/internal/testutil"
 )
 
-func TestMain(m *testing.M) { os.Exit(testutil.Main(m, nil)) }
+func TestMain(m *testing.M) {
+	os.Exit(testutil.Main(m, func(m *testing.M) int {
+		code := m.Run()
+		// memberlist's Shutdown does not wait for a probe in flight, which ends within its
+		// probe interval (scaled by its health score, up to 8 times): let the last ones end.
+		deadline := time.Now().Add(10 * time.Second)
+		for goleak.Find(testutil.LeakOptions()...) != nil && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		return code
+	}))
+}
 
 // converge is the generous deadline for gossip to settle on loopback, even under -race on
 // a loaded machine. It is a bound on waiting, not a performance assertion.
@@ -52,17 +64,20 @@ func testLogger() *zap.Logger {
 
 var grpcPort = 20000
 
-// startNode creates and runs a fast-gossip member on 127.0.0.1 port 0. It is stopped
-// at the end of the test if still running.
+// startNode creates and runs a fast-gossip member on 127.0.0.1 port 0, with gossip
+// encrypted by key, or in plaintext (InsecureGossip) when key is nil. It is stopped at the
+// end of the test if still running.
 func startNode(t *testing.T, name string, key []byte, seeds ...string) *node {
 	t.Helper()
 	return startNodeWith(t, name, func(cfg *Config) {
 		cfg.Join = seeds
 		cfg.GossipKey = key
+		cfg.InsecureGossip = key == nil
 	})
 }
 
-// startNodeWith is startNode with the config adjusted by mod.
+// startNodeWith is startNode with the config adjusted by mod (plaintext gossip unless mod
+// gives a key).
 func startNodeWith(t *testing.T, name string, mod func(*Config)) *node {
 	t.Helper()
 	grpcPort++
@@ -71,6 +86,7 @@ func startNodeWith(t *testing.T, name string, mod func(*Config)) *node {
 	cfg.GossipAddr = "127.0.0.1:0"
 	cfg.GRPCAddr = fmt.Sprintf("127.0.0.1:%d", grpcPort)
 	cfg.Fast = true
+	cfg.InsecureGossip = true
 	mod(&cfg)
 	if cfg.Logger == nil {
 		cfg.Logger = testLogger().Named(name)
@@ -468,7 +484,7 @@ func TestClusterLifecycle(t *testing.T) {
 
 	// A Cluster that is never Run is released by Close (idempotent).
 	cfg := DefaultConfig()
-	cfg.NodeName, cfg.GossipAddr, cfg.GRPCAddr = "x", "127.0.0.1:0", "127.0.0.1:1"
+	cfg.NodeName, cfg.GossipAddr, cfg.GRPCAddr, cfg.InsecureGossip = "x", "127.0.0.1:0", "127.0.0.1:1", true
 	c, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -486,7 +502,7 @@ func TestClusterLifecycle(t *testing.T) {
 func TestNewRejectsBadConfig(t *testing.T) {
 	base := func() Config {
 		c := DefaultConfig()
-		c.NodeName, c.GossipAddr, c.GRPCAddr = "n", "127.0.0.1:0", "127.0.0.1:8086"
+		c.NodeName, c.GossipAddr, c.GRPCAddr, c.GossipKey = "n", "127.0.0.1:0", "127.0.0.1:8086", testKey('a')
 		return c
 	}
 	for _, tc := range []struct {
@@ -499,6 +515,11 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"grpc without port", func(c *Config) { c.GRPCAddr = "10.0.0.1" }, "gRPC address"},
 		{"grpc too long", func(c *Config) { c.GRPCAddr = strings.Repeat("a", 600) + ":1" }, "exceeds"},
 		{"key length", func(c *Config) { c.GossipKey = []byte("short") }, "gossip key"},
+		{"accepted key length", func(c *Config) { c.AcceptedKeys = [][]byte{[]byte("short")} }, "accepted gossip key 1"},
+		{"no key", func(c *Config) { c.GossipKey = nil }, "no gossip key"},
+		{"accepted without primary", func(c *Config) { c.GossipKey, c.AcceptedKeys = nil, [][]byte{testKey('b')} }, "without a primary"},
+		{"key and insecure", func(c *Config) { c.InsecureGossip = true }, "choose one"},
+		{"default gossip addr on a host name", func(c *Config) { c.GossipAddr, c.GRPCAddr = "", "replica.example:8086" }, "not an IP address"},
 		{"bad seed", func(c *Config) { c.Join = []string{"host:99999"} }, "port"},
 		{"bad gossip addr", func(c *Config) { c.GossipAddr = "nohost" }, "gossip address"},
 		{"gossip host name", func(c *Config) { c.GossipAddr = "example.com:7946" }, "IP address"},
@@ -551,7 +572,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 
 func TestAdvertiseAddr(t *testing.T) {
 	cfg := DefaultConfig()
-	cfg.NodeName, cfg.GossipAddr, cfg.GRPCAddr = "n", "127.0.0.1:0", "127.0.0.1:8086"
+	cfg.NodeName, cfg.GossipAddr, cfg.GRPCAddr, cfg.InsecureGossip = "n", "127.0.0.1:0", "127.0.0.1:8086", true
 	cfg.AdvertiseAddr = "127.0.0.1"
 	c, err := New(cfg)
 	if err != nil {

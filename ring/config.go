@@ -25,8 +25,10 @@ type Config struct {
 	// NodeName is this replica's unique name in the cluster (the pod name in Kubernetes).
 	// Default: the hostname.
 	NodeName string
-	// GossipAddr is the host:port the gossip listener binds (TCP and UDP). Port 0 picks a
-	// free port; read it back with Cluster.GossipAddr. Default "0.0.0.0:7946".
+	// GossipAddr is the ip:port the gossip listener binds (TCP and UDP). Port 0 picks a
+	// free port; read it back with Cluster.GossipAddr. Empty (the default): the host of
+	// GRPCAddr, which must then be an IP address, on DefaultGossipPort (DefaultGossipAddr),
+	// so that gossip listens where the replica is reached and not on every interface.
 	GossipAddr string
 	// AdvertiseAddr is the ip[:port] other members reach this one's gossip at, when it
 	// differs from GossipAddr (for instance the pod IP when binding 0.0.0.0). Empty:
@@ -41,19 +43,43 @@ type Config struct {
 	// the gossip port), such as a headless Service. Names are resolved to all their A and
 	// AAAA records at each attempt. Empty: this replica forms a cluster on its own.
 	Join []string
-	// GossipKey, when set, encrypts and authenticates gossip (AES, 16, 24 or 32 bytes).
-	// Every member needs the same key; a member with another key cannot join.
+	// GossipKey is the primary gossip key: it encrypts and authenticates what this member
+	// sends (AES-GCM; 16, 24 or 32 bytes). A member whose messages no installed key opens
+	// (another key, or none) cannot join, and is counted in ring_gossip_refused_total.
+	// Required unless InsecureGossip; change it on a running member with
+	// Cluster.SetGossipKeys.
 	GossipKey []byte
+	// AcceptedKeys are further keys that open incoming messages but do not encrypt: the
+	// middle step of a rotation (see Cluster.SetGossipKeys). They need a GossipKey.
+	AcceptedKeys [][]byte
+	// InsecureGossip allows an empty GossipKey: gossip in plaintext, which any process that
+	// reaches the gossip port can join and so take a share of the services and serve its
+	// own endpoints for them. For tests and a local mesh only; New logs a warning, the
+	// ring_insecure_gossip gauge is 1 and Warnings says so. It cannot be combined with a key.
+	InsecureGossip bool
 	// Hash is the ring shape; every member must use the same.
 	Hash HashConfig
 	// JoinRetryMin and JoinRetryMax bound the exponential backoff between failed join
 	// attempts (with jitter).
 	JoinRetryMin, JoinRetryMax time.Duration
-	// RejoinInterval is how often a member that finds itself alone (or has found no peer
-	// to join yet) tries the seeds again.
+	// RejoinInterval is how often a joined member resolves its seeds again and joins every
+	// seed address that is not a live member: a member left alone after a partition, or
+	// the halves of a split that both kept members, merge again within about this interval
+	// of the network healing (plus a dial that was in flight). Before the first join,
+	// attempts back off from JoinRetryMin to JoinRetryMax instead.
 	RejoinInterval time.Duration
 	// LeaveTimeout bounds how long Run waits for the leave broadcast on shutdown.
 	LeaveTimeout time.Duration
+	// ProbeInterval is memberlist's failure-detection period: each member probes one other
+	// per interval; a reply is due within half of it, and the other half is for indirect
+	// probes through other members and a TCP ping. A member that stops answering is suspected
+	// after about one to three intervals (with four members) and declared dead, unless it
+	// refutes, SuspicionMult (4) intervals later (times log10 of the members beyond ten):
+	// about 2.5 to 3.5s after a crash with the default 500ms (5 to 7s with memberlist's LAN
+	// default of 1s). A replica that pauses longer than that (a long garbage collection on
+	// an overloaded node) is declared dead too, so a longer interval tolerates longer pauses
+	// and a crash takes longer to notice.
+	ProbeInterval time.Duration
 	// Fast shortens memberlist's gossip, probe and push-pull intervals and the retry
 	// intervals above, for tests on one machine. Not for production.
 	Fast bool
@@ -66,20 +92,35 @@ type Config struct {
 	lookupNetIP func(ctx context.Context, host string) ([]netip.Addr, error)
 }
 
-// DefaultConfig returns the defaults: node name from the hostname, gossip on
-// 0.0.0.0:7946, the default ring shape, join backoff 500ms..30s, rejoin every 10s while
-// alone, leave timeout 5s.
+// DefaultConfig returns the defaults: node name from the hostname, gossip on the gRPC
+// address's host at port 7946, no key (one must be set, or InsecureGossip), the default
+// ring shape, join backoff 500ms..30s, seeds retried every second while one is missing,
+// leave timeout 5s, a probe every 500ms.
 func DefaultConfig() Config {
 	host, _ := os.Hostname()
 	return Config{
 		NodeName:       host,
-		GossipAddr:     net.JoinHostPort("0.0.0.0", strconv.Itoa(DefaultGossipPort)),
 		Hash:           DefaultHashConfig(),
 		JoinRetryMin:   500 * time.Millisecond,
 		JoinRetryMax:   30 * time.Second,
-		RejoinInterval: 10 * time.Second,
+		RejoinInterval: time.Second,
 		LeaveTimeout:   5 * time.Second,
+		ProbeInterval:  500 * time.Millisecond,
 	}
+}
+
+// DefaultGossipAddr returns where gossip binds when Config.GossipAddr is empty: the host of
+// grpcAddr (host:port), which must be an IP address, on DefaultGossipPort.
+func DefaultGossipAddr(grpcAddr string) (string, error) {
+	host, _, err := net.SplitHostPort(grpcAddr)
+	if err != nil {
+		return "", fmt.Errorf("gRPC address %q: %w", grpcAddr, err)
+	}
+	a, err := netip.ParseAddr(host)
+	if err != nil {
+		return "", fmt.Errorf("gossip binds to the gRPC address's host by default, and %q is not an IP address: give the gossip address", host)
+	}
+	return netip.AddrPortFrom(a, DefaultGossipPort).String(), nil
 }
 
 // ParseJoin splits a --join flag value: comma-separated seeds, blanks and spaces ignored.
@@ -166,6 +207,23 @@ func LoadGossipKey(path string) ([]byte, error) {
 
 func validKeyLen(n int) bool { return n == 16 || n == 24 || n == 32 }
 
+// checkKeys checks a primary key and accepted keys: every key 16, 24 or 32 bytes, and
+// accepted keys only with a primary.
+func checkKeys(primary []byte, accepted [][]byte) error {
+	if primary != nil && !validKeyLen(len(primary)) {
+		return fmt.Errorf("gossip key is %d bytes, want 16, 24 or 32", len(primary))
+	}
+	for i, k := range accepted {
+		if !validKeyLen(len(k)) {
+			return fmt.Errorf("accepted gossip key %d is %d bytes, want 16, 24 or 32", i+1, len(k))
+		}
+	}
+	if len(primary) == 0 && len(accepted) > 0 {
+		return fmt.Errorf("accepted gossip keys without a primary key")
+	}
+	return nil
+}
+
 // validate checks c and fills defaults for zero durations.
 func (c *Config) validate() error {
 	if c.NodeName == "" {
@@ -177,8 +235,21 @@ func (c *Config) validate() error {
 	if _, err := encodeMeta(c.GRPCAddr); err != nil {
 		return fmt.Errorf("ring: %w", err)
 	}
-	if c.GossipKey != nil && !validKeyLen(len(c.GossipKey)) {
-		return fmt.Errorf("ring: gossip key is %d bytes, want 16, 24 or 32", len(c.GossipKey))
+	if err := checkKeys(c.GossipKey, c.AcceptedKeys); err != nil {
+		return fmt.Errorf("ring: %w", err)
+	}
+	switch {
+	case len(c.GossipKey) == 0 && !c.InsecureGossip:
+		return fmt.Errorf("ring: no gossip key: without one, any process that reaches the gossip port can join the ring and serve its own endpoints; give a key, or allow plaintext gossip explicitly (InsecureGossip, for tests and a local mesh)")
+	case len(c.GossipKey) > 0 && c.InsecureGossip:
+		return fmt.Errorf("ring: a gossip key and InsecureGossip: choose one")
+	}
+	if c.GossipAddr == "" {
+		a, err := DefaultGossipAddr(c.GRPCAddr)
+		if err != nil {
+			return fmt.Errorf("ring: %w", err)
+		}
+		c.GossipAddr = a
 	}
 	for _, s := range c.Join {
 		if err := CheckSeed(s); err != nil {
@@ -198,6 +269,7 @@ func (c *Config) validate() error {
 		{&c.JoinRetryMax, &d.JoinRetryMax, &prod.JoinRetryMax},
 		{&c.RejoinInterval, &d.RejoinInterval, &prod.RejoinInterval},
 		{&c.LeaveTimeout, &d.LeaveTimeout, &prod.LeaveTimeout},
+		{&c.ProbeInterval, &d.ProbeInterval, &prod.ProbeInterval},
 	} {
 		// Zero takes the default; with Fast, so does the production default.
 		if *p.v <= 0 || (c.Fast && *p.v == *p.prod) {

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 )
@@ -144,7 +146,7 @@ func TestMeta(t *testing.T) {
 
 func TestValidateDefaults(t *testing.T) {
 	cfg := DefaultConfig()
-	cfg.NodeName, cfg.GRPCAddr = "n", "127.0.0.1:8086"
+	cfg.NodeName, cfg.GRPCAddr, cfg.InsecureGossip = "n", "127.0.0.1:8086", true
 	cfg.Fast = true
 	cfg.JoinRetryMax = 0
 	if err := cfg.validate(); err != nil {
@@ -153,8 +155,11 @@ func TestValidateDefaults(t *testing.T) {
 	if cfg.JoinRetryMin != 50*time.Millisecond || cfg.JoinRetryMax != time.Second || cfg.RejoinInterval != 200*time.Millisecond {
 		t.Errorf("Fast did not shorten the retry intervals: %v %v %v", cfg.JoinRetryMin, cfg.JoinRetryMax, cfg.RejoinInterval)
 	}
+	if cfg.GossipAddr != "127.0.0.1:7946" {
+		t.Errorf("default gossip address %q, want the gRPC host on 7946", cfg.GossipAddr)
+	}
 	cfg = DefaultConfig()
-	cfg.NodeName, cfg.GRPCAddr = "n", "127.0.0.1:8086"
+	cfg.NodeName, cfg.GRPCAddr, cfg.GossipKey = "n", "127.0.0.1:8086", testKey('k')
 	cfg.JoinRetryMin, cfg.JoinRetryMax = 3*time.Second, time.Second
 	if err := cfg.validate(); err != nil {
 		t.Fatal(err)
@@ -166,18 +171,25 @@ func TestValidateDefaults(t *testing.T) {
 
 func TestMemberlistLog(t *testing.T) {
 	core, logs := observer.New(zap.DebugLevel)
-	w := memberlistLog{zap.New(core)}
+	refused := prometheus.NewCounter(prometheus.CounterOpts{Name: "refused"})
+	w := memberlistLog{l: zap.New(core), refused: refused}
 	for _, line := range []string{
 		"[DEBUG] memberlist: Stream connection from=127.0.0.1:1\n",
 		"[WARN] memberlist: Refuting a suspect message\n",
 		"[ERR] memberlist: Failed to send\n",
 		"[INFO] memberlist: Marking x as failed\n",
+		"[ERR] memberlist: Decrypt packet failed: no installed keys could decrypt the message from=127.0.0.1:2\n",
+		"[ERR] memberlist: failed to receive: encryption is configured but remote state is not encrypted from=127.0.0.1:3\n",
+		"[ERR] memberlist: failed to receive: no installed keys could decrypt the message from=127.0.0.1:4\n",
 		"no prefix at all",
 		"[unterminated",
 	} {
 		if n, err := w.Write([]byte(line)); n != len(line) || err != nil {
 			t.Errorf("Write(%q) = %d, %v", line, n, err)
 		}
+	}
+	if got := promtest.ToFloat64(refused); got != 3 {
+		t.Errorf("refused = %v after three refusal lines, want 3", got)
 	}
 	got := logs.All()
 	want := []struct {
@@ -188,6 +200,9 @@ func TestMemberlistLog(t *testing.T) {
 		{zap.NewAtomicLevelAt(zap.WarnLevel), "Refuting a suspect message"},
 		{zap.NewAtomicLevelAt(zap.ErrorLevel), "Failed to send"},
 		{zap.NewAtomicLevelAt(zap.InfoLevel), "Marking x as failed"},
+		{zap.NewAtomicLevelAt(zap.ErrorLevel), "Decrypt packet failed: no installed keys could decrypt the message from=127.0.0.1:2"},
+		{zap.NewAtomicLevelAt(zap.ErrorLevel), "failed to receive: encryption is configured but remote state is not encrypted from=127.0.0.1:3"},
+		{zap.NewAtomicLevelAt(zap.ErrorLevel), "failed to receive: no installed keys could decrypt the message from=127.0.0.1:4"},
 		{zap.NewAtomicLevelAt(zap.InfoLevel), "no prefix at all"},
 		{zap.NewAtomicLevelAt(zap.InfoLevel), "[unterminated"},
 	}

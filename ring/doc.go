@@ -10,9 +10,13 @@
 // 1/N of the keys. Every replica computes the same Ring from the same members.
 //
 // Around the core, Cluster is a thin hashicorp/memberlist layer: it joins the gossip
-// cluster (seeds by address or DNS name, optional encryption key), carries each replica's
-// gRPC address in its node metadata, rebuilds the Ring on every membership change and
-// publishes it with an atomic swap, and notifies subscribers.
+// cluster (seeds by address or DNS name, joined again whenever one is not a member, so
+// split rings merge), carries each replica's gRPC address in its node metadata, rebuilds
+// the Ring on every membership change and publishes it with an atomic swap, and notifies
+// subscribers. Gossip is encrypted and authenticated by a keyring (a primary key and
+// accepted keys; SetGossipKeys changes it while the member runs, for a rotation), and binds
+// the gRPC address's host, not every interface, by default; plaintext gossip must be asked
+// for (InsecureGossip). Loading keys from files and following them is ring/gossipkey's.
 //
 // The package owns the gossip listener and the memberlist goroutines (stopped when
 // Cluster.Run returns). It imports only memberlist, xxhash, the Prometheus client, zap and

@@ -2,6 +2,7 @@ package ring
 
 import (
 	"encoding/base64"
+	"net/netip"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -93,5 +94,22 @@ func FuzzOwner(f *testing.F) {
 			t.Fatalf("ServiceHash(%q, %q) differs from KeyHash(%q)", ns, name, key)
 		}
 		_ = utf8.ValidString(key)
+	})
+}
+
+func FuzzDefaultGossipAddr(f *testing.F) {
+	for _, s := range []string{"10.0.0.1:8086", "[fd00::1]:8086", "host:8086", "10.0.0.1", ":8086", "[::ffff:1.2.3.4]:1", "[fe80::1%eth0]:8086"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, grpc string) {
+		a, err := DefaultGossipAddr(grpc)
+		if err != nil {
+			return
+		}
+		// What it returns binds: an IP address on the gossip port.
+		ap, perr := netip.ParseAddrPort(a)
+		if perr != nil || ap.Port() != DefaultGossipPort {
+			t.Fatalf("DefaultGossipAddr(%q) = %q (%v)", grpc, a, perr)
+		}
 	})
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -84,6 +85,9 @@ func (c *cluster) truth(i int) []string {
 	return out
 }
 
+// testGossipKey encrypts the test rings' gossip, as a key must outside tests.
+var testGossipKey = []byte("meridian shard test gossip key!!")
+
 // shardNode is one replica: a memberlist node, a Replica on the directory, a gRPC server.
 type shardNode struct {
 	name    string
@@ -91,6 +95,8 @@ type shardNode struct {
 	replica *Replica
 	addr    string
 	stop    func() // stops the node and waits for it (crashes it: no graceful leave)
+	// dialOpts are added to the test's dials of addr (a dialer into a network namespace).
+	dialOpts []grpc.DialOption
 }
 
 func startShard(t *testing.T, c *cluster, name string, mode NonOwnerMode, seeds ...string) *shardNode {
@@ -99,6 +105,7 @@ func startShard(t *testing.T, c *cluster, name string, mode NonOwnerMode, seeds 
 	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).Named(name)
 	rc := ring.DefaultConfig()
 	rc.NodeName, rc.GossipAddr, rc.GRPCAddr, rc.Join, rc.Fast, rc.Logger = name, "127.0.0.1:0", lis.Addr().String(), seeds, true, log
+	rc.GossipKey = testGossipKey
 	rc.Registerer = prometheus.NewRegistry()
 	members, err := ring.New(rc)
 	if err != nil {

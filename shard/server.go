@@ -124,8 +124,15 @@ func (s *Server) follow(stream grpc.ServerStream, k ServiceKey, started func() b
 	local func(*ringView) error, relay func(ring.Member, *ringView) error) error {
 	ctx := stream.Context()
 	backoff := newBackoff()
+	var prev *ringView
 	for {
 		v := s.own.load()
+		if v != prev {
+			// A new ring: the first retries come quickly again (the new owner may not have
+			// the change yet and answer that it does not own k, for a moment).
+			backoff.reset()
+			prev = v
+		}
 		owner, isLocal := v.owner(k)
 		var err error
 		if isLocal {
@@ -178,7 +185,7 @@ func (s *Server) countSent(u *pb.Update) {
 }
 
 // backoff spaces retries of a stream segment: 50ms doubling to 2s, woken early by a ring
-// change. Bounded by the stream's life.
+// change, after which it starts again at 50ms. Bounded by the stream's life.
 type backoff struct{ d time.Duration }
 
 func newBackoff() *backoff { return &backoff{d: 50 * time.Millisecond} }

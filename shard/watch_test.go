@@ -101,7 +101,7 @@ func watchAll(t *testing.T, ctx context.Context, wg *sync.WaitGroup, nodes []*sh
 func forEachStream(t *testing.T, nodes []*shardNode, open func(c pb.DestinationClient, i int) error) {
 	t.Helper()
 	for _, n := range nodes {
-		client := pb.NewDestinationClient(testutil.DialGRPC(t, n.addr))
+		client := pb.NewDestinationClient(testutil.DialGRPC(t, n.addr, n.dialOpts...))
 		for i := range ringServices {
 			if err := open(client, i); err != nil {
 				t.Fatalf("open a stream for service %d on %s: %v", i, n.name, err)

@@ -61,6 +61,7 @@ func runBench(ctx context.Context, args []string) error {
 	fs.DurationVar(&cfg.StormAt, "storm-at", cfg.StormAt, "when the storm starts, into the churn phase (default: half way)")
 	fs.DurationVar(&cfg.JoinAt, "join-at", cfg.JoinAt, "start one more replica this far into the churn phase (0: never)")
 	fs.DurationVar(&cfg.KillAt, "kill-at", cfg.KillAt, "kill the last replica this far into the churn phase (0: never)")
+	fs.DurationVar(&cfg.MaxKillConverge, "max-kill-converge", cfg.MaxKillConverge, "fail when the streams take longer than this to hold the truth again after --kill-at (0: report only)")
 	fs.DurationVar(&cfg.ReadyTimeout, "ready-timeout", cfg.ReadyTimeout, "longest wait for a replica to be ready and for streams' first batches")
 	fs.BoolVar(&cfg.DeliverPods, "deliver-pods", cfg.DeliverPods, "hand every endpoint's pod to replicas (for replicas without the source's Pod lookup)")
 	fs.StringVar(&cfg.ProfileDir, "profile-dir", cfg.ProfileDir, "save profiles into this directory: each replica's and the harness's CPU over the churn phase, each replica's heap at the end of each run")

@@ -2,17 +2,20 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/meridian-mesh/meridian/internal/kube"
 	"github.com/meridian-mesh/meridian/ring"
+	"github.com/meridian-mesh/meridian/ring/gossipkey"
 	"github.com/meridian-mesh/meridian/shard"
 	"github.com/meridian-mesh/meridian/shard/source"
 	"github.com/meridian-mesh/meridian/translator"
@@ -30,10 +33,11 @@ type destinationFlags struct {
 	pprof                            bool
 
 	// ring
-	ring                                       bool
+	ring, insecureGossip                       bool
 	join                                       stringList
 	nodeName, gossipAddr, advertise, gossipKey string
-	nonOwner                                   string
+	gossipKeysDir, nonOwner                    string
+	probeInterval                              time.Duration
 }
 
 // stringList is a repeatable flag whose values may also be comma-separated.
@@ -65,9 +69,12 @@ func (f *destinationFlags) parse(name string, args []string) error {
 	fs.BoolVar(&f.ring, "ring", false, "join a ring of replicas even without --join (a ring of one to start with)")
 	fs.Var(&f.join, "join", "gossip seeds: addresses (host[:port]) or a DNS name such as a headless Service; repeatable or comma-separated. Makes this replica one shard of a ring")
 	fs.StringVar(&f.nodeName, "node-name", host, "this replica's name in the ring (unique)")
-	fs.StringVar(&f.gossipAddr, "gossip-addr", "0.0.0.0:7946", "gossip (memberlist) bind address")
+	fs.StringVar(&f.gossipAddr, "gossip-addr", "", "gossip (memberlist) bind address, ip:port (default: the host of --advertise-addr, port 7946)")
 	fs.StringVar(&f.advertise, "advertise-addr", "", "gRPC address other replicas use to reach this one (default: --addr, with the host's address when --addr has no host)")
-	fs.StringVar(&f.gossipKey, "gossip-key-file", "", "file holding the gossip encryption key (16, 24 or 32 bytes, raw or base64)")
+	fs.StringVar(&f.gossipKey, "gossip-key-file", "", "file holding the gossip encryption key (16, 24 or 32 bytes, raw or base64); reloaded when it changes")
+	fs.StringVar(&f.gossipKeysDir, "gossip-keys-dir", "", "directory of gossip keys for rotation: gossip.key (the primary, which encrypts) and any other *.key files (accepted); a Secret mounted whole. Reloaded when it changes")
+	fs.DurationVar(&f.probeInterval, "gossip-probe-interval", ring.DefaultConfig().ProbeInterval, "memberlist's probe interval: a crashed replica is declared dead about 5 to 7 intervals later, and so is a live one that answers nothing for as long (a long pause on an overloaded node); longer tolerates longer pauses")
+	fs.BoolVar(&f.insecureGossip, "insecure-gossip", false, "allow --ring/--join without a gossip key: plaintext gossip that any process reaching the gossip port can join (tests and a local mesh only)")
 	fs.StringVar(&f.nonOwner, "non-owner", "forward", "for a service another replica owns: forward (relay the stream) or redirect (refuse, naming the owner)")
 	f.log = serverLogFlags(fs, "log level: debug, info, warn, error")
 	if err := parseFlags(fs, args); err != nil {
@@ -91,6 +98,25 @@ func (f *destinationFlags) parse(name string, args []string) error {
 	}
 	if f.cfg.QueueCapacity < 1 {
 		return fmt.Errorf("--stream-queue-capacity must be at least 1, got %d", f.cfg.QueueCapacity)
+	}
+	if f.probeInterval < 100*time.Millisecond {
+		return fmt.Errorf("--gossip-probe-interval %s: want at least 100ms", f.probeInterval)
+	}
+	return f.checkGossipKeys()
+}
+
+// checkGossipKeys refuses a ring without a gossip key unless --insecure-gossip says so.
+func (f *destinationFlags) checkGossipKeys() error {
+	keyed := f.gossipKey != "" || f.gossipKeysDir != ""
+	switch {
+	case f.gossipKey != "" && f.gossipKeysDir != "":
+		return errors.New("--gossip-key-file and --gossip-keys-dir: give one (the directory holds the primary key as gossip.key)")
+	case keyed && f.insecureGossip:
+		return errors.New("--insecure-gossip with a gossip key: choose one")
+	case (f.ring || len(f.join) > 0) && !keyed && !f.insecureGossip:
+		return errors.New("--ring/--join need a gossip key: give --gossip-key-file FILE or --gossip-keys-dir DIR " +
+			"(without a key any process that reaches the gossip port can join the ring, take a share of the services and serve its own endpoints); " +
+			"--insecure-gossip allows plaintext gossip for tests and a local mesh")
 	}
 	return nil
 }
@@ -147,13 +173,17 @@ func runDestination(ctx context.Context, args []string) error {
 	defer srv.Close()
 	deps := shard.Deps{Source: src, Registerer: srv.Registry, Logger: log}
 	var members *ring.Cluster
+	var reloader *gossipkey.Reloader
 	if f.ring || len(f.join) > 0 {
-		members, err = f.newRing(srv.Addr(), srv.Registry, log)
+		members, reloader, err = f.newRing(srv.Addr(), srv.Registry, log)
 		if err != nil {
 			return err
 		}
 		deps.Membership = members
 		srv.Group.Add("ring", members)
+		if reloader != nil {
+			srv.Group.Add("gossip-keys", reloader)
+		}
 		log.Info("ring", zap.String("node", f.nodeName), zap.String("gossip", members.GossipAddr()), zap.Strings("join", f.join))
 	}
 	replica, err := shard.NewReplica(f.cfg, deps)
@@ -170,26 +200,48 @@ func runDestination(ctx context.Context, args []string) error {
 	return srv.Run(ctx)
 }
 
-// newRing builds this replica's memberlist node from the flags.
-func (f *destinationFlags) newRing(grpcAddr net.Addr, reg prometheus.Registerer, log *zap.Logger) (*ring.Cluster, error) {
+// newRing builds this replica's memberlist node from the flags, and the reloader of its
+// gossip keys (nil with --insecure-gossip).
+func (f *destinationFlags) newRing(grpcAddr net.Addr, reg prometheus.Registerer, log *zap.Logger) (*ring.Cluster, *gossipkey.Reloader, error) {
 	cfg := ring.DefaultConfig()
 	cfg.NodeName = f.nodeName
-	cfg.GossipAddr = f.gossipAddr
 	cfg.Join = f.join
+	cfg.ProbeInterval = f.probeInterval
 	cfg.Logger = log.Named("ring")
 	cfg.Registerer = reg
 	cfg.GRPCAddr = f.advertise
 	if cfg.GRPCAddr == "" {
 		cfg.GRPCAddr = advertiseFor(grpcAddr)
 	}
-	if f.gossipKey != "" {
-		key, err := ring.LoadGossipKey(f.gossipKey)
+	cfg.GossipAddr = f.gossipAddr
+	if cfg.GossipAddr == "" {
+		a, err := ring.DefaultGossipAddr(cfg.GRPCAddr)
 		if err != nil {
-			return nil, err
+			return nil, nil, fmt.Errorf("--gossip-addr: %w (--gossip-addr IP:PORT)", err)
 		}
-		cfg.GossipKey = key
+		cfg.GossipAddr = a
 	}
-	return ring.New(cfg)
+	files := gossipkey.Files{File: f.gossipKey, Dir: f.gossipKeysDir}
+	var keys gossipkey.Keys
+	if f.insecureGossip {
+		cfg.InsecureGossip = true
+	} else {
+		var err error
+		if keys, err = gossipkey.Load(files); err != nil {
+			return nil, nil, err
+		}
+		cfg.GossipKey, cfg.AcceptedKeys = keys.Primary, keys.Accepted
+	}
+	members, err := ring.New(cfg)
+	if err != nil || f.insecureGossip {
+		return members, nil, err
+	}
+	reloader, err := gossipkey.NewReloader(gossipkey.Config{Files: files}, keys, gossipkey.Deps{Target: members, Logger: cfg.Logger, Registerer: reg})
+	if err != nil {
+		_ = members.Close()
+		return nil, nil, err
+	}
+	return members, reloader, nil
 }
 
 // advertiseFor turns a listening address into one other replicas can dial: an unspecified

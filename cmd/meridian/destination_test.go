@@ -1,8 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
+	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -69,4 +73,152 @@ func TestDestinationReportsManifestErrors(t *testing.T) {
 	if want := `manifest_errors{file="` + filepath.Join(dir, "bad.yaml") + `"} 1`; !strings.Contains(metrics, want) {
 		t.Errorf("/metrics lacks %s", want)
 	}
+}
+
+// TestDestinationRingNeedsGossipKey: `meridian destination --join X` (or --ring) without a
+// gossip key exits with an error that says what to give; conflicting key flags too.
+func TestDestinationRingNeedsGossipKey(t *testing.T) {
+	dir := t.TempDir()
+	key := writeGossipKey(t, dir, "gossip.key", 'a')
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--join", "127.0.0.1:7946"}, "--ring/--join need a gossip key: give --gossip-key-file FILE or --gossip-keys-dir DIR"},
+		{[]string{"--ring"}, "--insecure-gossip allows plaintext gossip"},
+		{[]string{"--ring", "--insecure-gossip", "--gossip-key-file", key}, "choose one"},
+		{[]string{"--ring", "--gossip-key-file", key, "--gossip-keys-dir", dir}, "give one"},
+		{[]string{"--ring", "--gossip-keys-dir", t.TempDir()}, "has no gossip.key (the primary key)"},
+	} {
+		args := append([]string{"destination", "--source", "dir:" + dir, "--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--gossip-addr", "127.0.0.1:0"}, tc.args...)
+		code, _, errOut := capture(t, args...)
+		if code != 1 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 1 and %q", tc.args, code, errOut, tc.want)
+		}
+	}
+}
+
+// writeGossipKey writes a base64 key of 32 bytes b to dir/name and returns its path.
+func writeGossipKey(t *testing.T, dir, name string, b byte) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{b}, 32))+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// metricLine returns the line of /metrics at admin that starts with name (and a space).
+func metricLine(t *testing.T, admin, name string) string {
+	t.Helper()
+	_, body := get(t, "http://"+admin+"/metrics")
+	for _, l := range strings.Split(body, "\n") {
+		if strings.HasPrefix(l, name+" ") {
+			return l
+		}
+	}
+	return ""
+}
+
+// startDestination runs `meridian destination` with args until the test ends and waits for
+// its /ready; it returns the admin address.
+func startDestination(t *testing.T, src string, args ...string) string {
+	t.Helper()
+	admin := freeAddr(t)
+	testutil.Go(t, "meridian destination", func(ctx context.Context) error {
+		return runDestination(ctx, append([]string{"--source", "dir:" + src, "--admin-addr", admin, "--log-level", "error"}, args...))
+	})
+	testutil.Eventually(t, 30*time.Second, "/ready to answer 200", func() bool {
+		code, _ := get(t, "http://"+admin+"/ready")
+		return code == http.StatusOK
+	})
+	return admin
+}
+
+// TestDestinationInsecureGossip: --insecure-gossip runs a ring in plaintext, and says so: a
+// warning in the log at start, in /ready and in ring_insecure_gossip.
+func TestDestinationInsecureGossip(t *testing.T) {
+	logFile, err := os.CreateTemp(t.TempDir(), "stderr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The logger writes to os.Stderr as it is when the command builds it.
+	oldStderr := os.Stderr
+	os.Stderr = logFile
+	admin := freeAddr(t)
+	testutil.Go(t, "meridian destination", func(ctx context.Context) error {
+		return runDestination(ctx, []string{"--source", "dir:" + t.TempDir(), "--addr", "127.0.0.1:0", "--admin-addr", admin,
+			"--ring", "--insecure-gossip", "--gossip-addr", "127.0.0.1:0", "--log-level", "warn"})
+	})
+	var body string
+	testutil.Eventually(t, 30*time.Second, "/ready to answer 200", func() bool {
+		var code int
+		code, body = get(t, "http://"+admin+"/ready")
+		return code == http.StatusOK
+	})
+	os.Stderr = oldStderr
+	if !strings.Contains(body, "warnings:") || !strings.Contains(body, "gossip is not encrypted (--insecure-gossip)") {
+		t.Errorf("/ready = %q, want a warning of plaintext gossip", body)
+	}
+	if got := metricLine(t, admin, "ring_insecure_gossip"); got != "ring_insecure_gossip 1" {
+		t.Errorf("metric line %q, want ring_insecure_gossip 1", got)
+	}
+	logged, _ := os.ReadFile(logFile.Name())
+	if !strings.Contains(string(logged), `"level":"warn"`) || !strings.Contains(string(logged), "gossip is not encrypted") {
+		t.Errorf("the log at start = %q, want a warning of plaintext gossip", logged)
+	}
+}
+
+// TestDestinationRefusesPlaintextJoiner: a replica without a key (--insecure-gossip) that
+// joins a keyed replica is refused: the keyed one's ring stays itself alone and it counts
+// the refusals in ring_gossip_refused_total.
+func TestDestinationRefusesPlaintextJoiner(t *testing.T) {
+	src := t.TempDir()
+	gossip := freeAddr(t)
+	keyed := startDestination(t, src, "--addr", "127.0.0.1:0", "--ring", "--gossip-addr", gossip, "--node-name", "keyed",
+		"--gossip-key-file", writeGossipKey(t, t.TempDir(), "gossip.key", 'k'))
+	testutil.Go(t, "the plaintext joiner", func(ctx context.Context) error {
+		return runDestination(ctx, []string{"--source", "dir:" + src, "--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0",
+			"--join", gossip, "--insecure-gossip", "--gossip-addr", "127.0.0.1:0", "--node-name", "rogue", "--log-level", "error"})
+	})
+	testutil.Eventually(t, 30*time.Second, "the keyed replica to count refused gossip", func() bool {
+		l := metricLine(t, keyed, "ring_gossip_refused_total")
+		return l != "" && l != "ring_gossip_refused_total 0"
+	})
+	if _, body := get(t, "http://"+keyed+"/ring"); strings.Contains(body, "rogue") {
+		t.Errorf("the keyed replica's ring has the plaintext joiner: %s", body)
+	}
+}
+
+// TestDestinationGossipOnAdvertiseHost: without --gossip-addr, gossip listens on the
+// advertised gRPC address's host at port 7946 only, not on every address; and keys from
+// --gossip-keys-dir are reloaded when the directory changes.
+func TestDestinationGossipOnAdvertiseHost(t *testing.T) {
+	host := fmt.Sprintf("127.%d.%d.%d", 1+rand.N(250), 1+rand.N(250), 2+rand.N(250))
+	const other = "127.0.0.1:7946"
+	if l, err := net.Listen("tcp", other); err != nil {
+		t.Skipf("%s is taken here by another process: %v", other, err)
+	} else {
+		l.Close()
+	}
+	keys := t.TempDir()
+	writeGossipKey(t, keys, "gossip.key", 'a')
+	admin := startDestination(t, t.TempDir(), "--addr", host+":0", "--ring", "--gossip-keys-dir", keys)
+	c, err := net.DialTimeout("tcp", host+":7946", 5*time.Second)
+	if err != nil {
+		t.Fatalf("gossip does not listen on %s:7946: %v", host, err)
+	}
+	c.Close()
+	l, err := net.Listen("tcp", other)
+	if err != nil {
+		t.Fatalf("gossip holds %s too (listening on every address?): %v", other, err)
+	}
+	l.Close()
+	if got := metricLine(t, admin, "ring_gossip_keys"); got != "ring_gossip_keys 1" {
+		t.Errorf("metric line %q, want ring_gossip_keys 1", got)
+	}
+	writeGossipKey(t, keys, "accepted-next.key", 'b')
+	testutil.Eventually(t, 30*time.Second, "the accepted key to be installed", func() bool {
+		return metricLine(t, admin, "ring_gossip_keys") == "ring_gossip_keys 2"
+	})
 }

@@ -1,0 +1,38 @@
+package ring
+
+import (
+	"fmt"
+	"net"
+	"testing"
+)
+
+// TestClusterSplitMerges: two rings that formed apart, each of two members (so neither
+// member is alone), merge once their seeds name the other ring's members, as after a
+// partition of a ring behind a headless Service heals.
+func TestClusterSplitMerges(t *testing.T) {
+	ips := []string{"127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4"}
+	l, err := net.Listen("tcp", "127.0.0.4:0")
+	if err != nil {
+		t.Skipf("127.0.0.4 not usable here: %v", err)
+	}
+	l.Close()
+	port := freePort(t, ips...)
+	dns := &fakeDNS{}
+	dns.set("left.test", ips[0], ips[1])
+	dns.set("right.test", ips[2], ips[3])
+	start := func(name, ip, seed string) *node {
+		return startNodeWith(t, name, func(cfg *Config) {
+			cfg.GossipAddr = fmt.Sprintf("%s:%d", ip, port)
+			cfg.GRPCAddr = ip + ":8086"
+			cfg.Join = []string{seed}
+			cfg.lookupNetIP = dns.lookup
+		})
+	}
+	a, b := start("a", ips[0], "left.test"), start("b", ips[1], "left.test")
+	c, d := start("c", ips[2], "right.test"), start("d", ips[3], "right.test")
+	waitConverged(t, []*node{a, b}, "a,b")
+	waitConverged(t, []*node{c, d}, "c,d")
+
+	dns.set("left.test", ips...)
+	waitConverged(t, []*node{a, b, c, d}, "a,b,c,d")
+}
