@@ -40,7 +40,9 @@ func runRing(ctx context.Context, args []string) error {
 		if first.http2() {
 			return fmt.Errorf("%s answers in HTTP/2 only: this is the gRPC port; use the admin address (--addr host:9996)", *addr)
 		}
-		if strings.Contains(err.Error(), "malformed HTTP") { // net/http quotes the bytes: noise
+		// net/http quotes the bytes ("malformed HTTP"), or, when they arrived before the
+		// request was written, reports an unsolicited response: noise either way.
+		if first.notHTTP() || strings.Contains(err.Error(), "malformed HTTP") {
 			return fmt.Errorf("%s does not answer in HTTP/1 (is it a destination replica's admin address?)", *addr)
 		}
 		return err
@@ -104,6 +106,14 @@ func (f *firstBytes) http2() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return len(f.buf) >= 9 && !strings.HasPrefix(string(f.buf), "HTTP/") && (f.buf[3] == 0x4 || f.buf[3] == 0x7)
+}
+
+// notHTTP reports whether the server sent something that does not begin an HTTP/1 response.
+func (f *firstBytes) notHTTP() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := min(len(f.buf), len("HTTP/"))
+	return n > 0 && string(f.buf[:n]) != "HTTP/"[:n]
 }
 
 type recordingConn struct {

@@ -104,6 +104,9 @@ type node struct {
 	stop    func() // crashes the node (no graceful leave) and waits for it
 }
 
+// testGossipKey encrypts the test rings' gossip, as a key must outside tests.
+var testGossipKey = []byte("meridian proxy test gossip key!!")
+
 // startNode starts a replica serving on lis (a fresh listener when nil); with ring, it joins
 // the memberlist cluster of seeds (or starts one).
 func startNode(t *testing.T, c *cluster, name string, lis net.Listener, ringed bool, mode shard.NonOwnerMode, seeds ...string) *node {
@@ -118,6 +121,7 @@ func startNode(t *testing.T, c *cluster, name string, lis net.Listener, ringed b
 		rc := ring.DefaultConfig()
 		rc.NodeName, rc.GossipAddr, rc.GRPCAddr, rc.Join, rc.Fast, rc.Logger = name, "127.0.0.1:0", n.addr, seeds, true, log
 		rc.Registerer = prometheus.NewRegistry()
+		rc.GossipKey = testGossipKey
 		members, err := ring.New(rc)
 		if err != nil {
 			t.Fatal(err)
