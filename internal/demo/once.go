@@ -1,0 +1,261 @@
+package demo
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Check is one result of `meridian demo --once`.
+type Check struct {
+	Name, Detail string
+	OK           bool
+}
+
+// DeniedTarget is the route the deny policy refuses.
+const DeniedTarget = "web.shop.svc.cluster.local:80"
+
+// Bounds of the script's phases.
+const (
+	onceFlowing = 30 * time.Second // every route answers
+	oncePolicy  = 20 * time.Second // the deny policy takes effect, and is lifted
+	onceRing    = 40 * time.Second // the ring drops a killed replica and its services move
+	oncePoll    = 250 * time.Millisecond
+	onceMinimum = 3 // answers each route must give in each phase
+)
+
+// once is `--once`: traffic on every route; the deny policy applied (403s) and lifted; a
+// replica killed (its services move, traffic flows on); then the summary and the checks,
+// and an error if any failed.
+func (m *mesh) once(ctx context.Context) error {
+	var checks []Check
+	fail := func(err error) error {
+		m.summary(m.refresh(ctx))
+		return err
+	}
+	model, err := m.waitFor(ctx, onceFlowing, "every route to answer", func(md Model) bool {
+		return len(md.Routes) > 0 && allRoutes(md, func(r RouteRow) bool { return r.OK >= onceMinimum })
+	})
+	if err != nil {
+		return fail(err)
+	}
+	m.say("  ok  traffic flows on every route")
+	deny, err := m.oncePolicy(ctx, model)
+	if err != nil {
+		return fail(err)
+	}
+	checks = append(checks, deny)
+	kill, err := m.onceKill(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	checks = append(checks, kill)
+	final := m.refresh(ctx)
+	checks = append(m.routeChecks(final), checks...)
+	m.summary(final)
+	failed := 0
+	for _, c := range checks {
+		mark := "PASS"
+		if !c.OK {
+			mark, failed = "FAIL", failed+1
+		}
+		m.say("%s  %s: %s", mark, c.Name, c.Detail)
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d checks failed (logs in %s)", failed, len(checks), m.sup.logDir)
+	}
+	m.say("all %d checks passed", len(checks))
+	return nil
+}
+
+// waitFor refreshes the model until cond holds, within the bound.
+func (m *mesh) waitFor(ctx context.Context, within time.Duration, what string, cond func(Model) bool) (Model, error) {
+	deadline := time.Now().Add(within)
+	for {
+		model := m.refresh(ctx)
+		if cond(model) {
+			return model, nil
+		}
+		if time.Now().After(deadline) {
+			return model, fmt.Errorf("waited %s for %s", within, what)
+		}
+		select {
+		case <-ctx.Done():
+			return model, ctx.Err()
+		case e := <-m.sup.Exits():
+			if !e.Expected {
+				return model, fmt.Errorf("%s (pid %d) exited: %v; its log ends:\n%s", e.Name, e.Pid, e.Err, m.sup.Proc(e.Name).LogTail(12))
+			}
+		case <-time.After(oncePoll):
+		}
+	}
+}
+
+func allRoutes(md Model, ok func(RouteRow) bool) bool {
+	for _, r := range md.Routes {
+		if !ok(r) {
+			return false
+		}
+	}
+	return true
+}
+
+func routeOf(md Model, authority string) (RouteRow, bool) {
+	for _, r := range md.Routes {
+		if r.Authority == authority {
+			return r, true
+		}
+	}
+	return RouteRow{}, false
+}
+
+// oncePolicy applies the deny policy until loadgen's requests to web are refused, then
+// lifts it until they are answered again.
+func (m *mesh) oncePolicy(ctx context.Context, model Model) (Check, error) {
+	c := Check{Name: "deny policy " + DenyPolicy}
+	web, ok := routeOf(model, DeniedTarget)
+	if !ok {
+		return c, fmt.Errorf("no traffic to %s, the route the deny policy refuses", DeniedTarget)
+	}
+	t0 := time.Now()
+	if err := m.setDeny(true); err != nil {
+		return c, err
+	}
+	denyBase := policyDenied(model)
+	model, err := m.waitFor(ctx, oncePolicy, "loadgen's requests to web to get 403", func(md Model) bool {
+		r, _ := routeOf(md, DeniedTarget)
+		return r.Denied >= web.Denied+onceMinimum && policyDenied(md) > denyBase
+	})
+	if err != nil {
+		return c, err
+	}
+	took := time.Since(t0)
+	r, _ := routeOf(model, DeniedTarget)
+	if err := m.setDeny(false); err != nil {
+		return c, err
+	}
+	m.say("  ok  the deny policy refused %d requests with 403 (in effect after %s)", int(r.Denied-web.Denied), took.Round(10*time.Millisecond))
+	if _, err := m.waitFor(ctx, oncePolicy, "web to answer loadgen again once the policy is lifted", func(md Model) bool {
+		r2, _ := routeOf(md, DeniedTarget)
+		return r2.OK >= r.OK+onceMinimum
+	}); err != nil {
+		return c, err
+	}
+	m.say("  ok  lifted: web answers again")
+	c.OK = r.Denied > web.Denied && r.Failed == web.Failed
+	c.Detail = fmt.Sprintf("%d requests to web refused with 403 while it was in place (inbound_http_authz_deny_total %d), answered again once lifted",
+		int(r.Denied-web.Denied), int(policyDenied(model)-denyBase))
+	return c, nil
+}
+
+// policyDenied adds up the inbound denials of every proxy.
+func policyDenied(md Model) float64 {
+	var n float64
+	for _, p := range md.Policy {
+		n += p.Denied
+	}
+	return n
+}
+
+// onceKill kills the replica that owns the most of the traffic's services, waits for the
+// ring to drop it and its services to move, and for every route to answer again.
+func (m *mesh) onceKill(ctx context.Context) (Check, error) {
+	before := m.refresh(ctx)
+	victim := m.replicaToKill(before)
+	c := Check{Name: "kill a destination replica"}
+	if victim == "" {
+		c.OK, c.Detail = true, "one replica only: nothing to kill"
+		return c, nil
+	}
+	owned := map[string]bool{}
+	for _, s := range before.Services {
+		if s.Owner == victim {
+			owned[s.Service] = true
+		}
+	}
+	t0 := time.Now()
+	m.kill(victim, before)
+	after, err := m.waitFor(ctx, onceRing, "the ring to drop "+victim+" and its services to move", func(md Model) bool {
+		if !md.Ring.Agreed || md.Ring.SeenBy == "" || md.Ring.Members != m.cfg.Replicas-1 {
+			return false
+		}
+		return !slices.ContainsFunc(md.Services, func(s ServiceRow) bool { return s.Owner == victim || s.Owner == "?" })
+	})
+	if err != nil {
+		return c, err
+	}
+	took := time.Since(t0)
+	var moved []string
+	for _, s := range after.Services {
+		if owned[s.Service] && !slices.Contains(moved, s.Service+" -> "+s.Owner) {
+			moved = append(moved, s.Service+" -> "+s.Owner)
+		}
+	}
+	m.say("  ok  killed %s: the ring dropped it after %s; moved %s", victim, took.Round(10*time.Millisecond), orNone(moved))
+	base := after
+	final, err := m.waitFor(ctx, onceFlowing, "every route to answer after the kill", func(md Model) bool {
+		return allRoutes(md, func(r RouteRow) bool {
+			b, _ := routeOf(base, r.Authority)
+			return r.OK >= b.OK+onceMinimum
+		})
+	})
+	if err != nil {
+		return c, err
+	}
+	m.say("  ok  traffic flows on every route after the kill")
+	c.OK = final.Traffic.Failed == before.Traffic.Failed && len(owned) > 0 && len(moved) == len(owned)
+	c.Detail = fmt.Sprintf("killed %s (SIGKILL); its services moved (%s); %d requests failed meanwhile",
+		victim, orNone(moved), int(final.Traffic.Failed-before.Traffic.Failed))
+	return c, nil
+}
+
+// routeChecks are, for every route: answers and no failure; mTLS with both identities
+// verified when its pods are meshed (plaintext when not); the server application given the
+// client's identity (HTTP and gRPC).
+func (m *mesh) routeChecks(md Model) []Check {
+	meshed := map[string]bool{}
+	var client string
+	for _, p := range m.pods {
+		meshed[p.Name] = p.Meshed
+		if p.Traffic != nil {
+			client = p.Identity
+		}
+	}
+	protoName := map[AppKind]string{AppHTTP: "HTTP", AppGRPC: "gRPC", AppTCP: "TCP"}
+	var out []Check
+	for _, r := range md.Routes {
+		name := protoName[r.Proto] + " " + r.Authority
+		out = append(out, Check{Name: name, OK: r.OK > 0 && r.Failed == 0,
+			Detail: fmt.Sprintf("%d ok, %d denied, %d failed; answered by %s", int(r.OK), int(r.Denied), int(r.Failed), orNone(r.Pods))})
+		allMeshed := len(r.Pods) > 0 && !slices.ContainsFunc(r.Pods, func(p string) bool { return !meshed[p] })
+		if !allMeshed {
+			out = append(out, Check{Name: name + " plaintext", OK: !r.TLS && len(r.Pods) > 0,
+				Detail: "its pods are not meshed: the client's proxy sends in plaintext, with no identity"})
+			continue
+		}
+		out = append(out, Check{Name: name + " mTLS", OK: r.TLS && slices.Contains(r.Clients, client) && len(r.Servers) > 0,
+			Detail: fmt.Sprintf("client %s verified by the server's proxy, server %s verified by the client's", joinShort(r.Clients), joinShort(r.Servers))})
+		if r.Proto != AppTCP {
+			out = append(out, Check{Name: name + " client identity", OK: slices.Contains(r.AppSaw, client),
+				Detail: fmt.Sprintf("the server application was given l5d-client-id %s", joinShort(r.AppSaw))})
+		}
+	}
+	if len(out) == 0 {
+		out = append(out, Check{Name: "routes", Detail: "no traffic generator in the example cluster"})
+	}
+	return out
+}
+
+// errChecks marks a failed --once; its message says how many.
+var errChecks = errors.New("checks failed")
+
+// summaryText renders the model without colour (for tests and logs).
+func summaryText(md Model) string {
+	var b bytes.Buffer
+	Render(&b, md, ViewOptions{Title: "Meridian local mesh"})
+	return strings.TrimRight(b.String(), "\n")
+}
