@@ -66,6 +66,13 @@ func runDemo(ctx context.Context, args []string) error {
 	cfg.Log, cfg.Out = log, stdout
 	if f, ok := stdout.(*os.File); ok && term.IsTerminal(int(f.Fd())) && !cfg.Once {
 		cfg.Terminal = true
+		cfg.Size = func() (int, int) {
+			w, h, err := term.GetSize(int(f.Fd()))
+			if err != nil {
+				return 0, 0
+			}
+			return w, h
+		}
 		if term.IsTerminal(int(os.Stdin.Fd())) {
 			cfg.Keys = demo.Keys(os.Stdin)
 		}

@@ -36,11 +36,7 @@ func (m *mesh) setDeny(on bool) error {
 	if err != nil {
 		return fmt.Errorf("the deny policy: %w", err)
 	}
-	tmp := filepath.Join(m.dir, "."+DenyPolicy+".tmp")
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, m.denyPath()); err != nil {
+	if err := writeAtomic(m.denyPath(), b); err != nil {
 		return err
 	}
 	m.mu.Lock()

@@ -26,9 +26,9 @@ const ClientIDHeader = "l5d-client-id"
 
 // AppConfig is one pod's demo application: `meridian demo app`.
 type AppConfig struct {
-	Pod            string   // namespace/name, in every answer
+	Pod             string   // namespace/name, in every answer
 	HTTP, GRPC, TCP []string // addresses to serve an HTTP echo, the gRPC service, the line echo on
-	Grace          time.Duration
+	Grace           time.Duration
 }
 
 // Echo is what the HTTP echo answers (as JSON) and the gRPC service puts in its response

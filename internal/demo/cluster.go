@@ -64,7 +64,9 @@ func clusterOf(u manifest.Update) *Cluster {
 			c.Services = append(c.Services, v)
 		}
 	}
-	sort.Slice(c.Pods, func(i, j int) bool { return nsName(c.Pods[i].Namespace, c.Pods[i].Name) < nsName(c.Pods[j].Namespace, c.Pods[j].Name) })
+	sort.Slice(c.Pods, func(i, j int) bool {
+		return nsName(c.Pods[i].Namespace, c.Pods[i].Name) < nsName(c.Pods[j].Namespace, c.Pods[j].Name)
+	})
 	sort.Slice(c.Services, func(i, j int) bool {
 		return nsName(c.Services[i].Namespace, c.Services[i].Name) < nsName(c.Services[j].Namespace, c.Services[j].Name)
 	})

@@ -35,6 +35,9 @@ func NewForwarder(addr string, backends func() []string, log *zap.Logger) (*Forw
 	if err != nil {
 		return nil, err
 	}
+	if log == nil {
+		log = zap.NewNop()
+	}
 	return &Forwarder{lis: l, backends: backends, log: log, conns: map[net.Conn]bool{}}, nil
 }
 

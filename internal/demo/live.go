@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Terminal control sequences of the live view.
@@ -104,12 +105,58 @@ func (m *mesh) key(k byte, last Model) (quit bool) {
 	return false
 }
 
-// draw redraws the terminal in place.
+// draw redraws the terminal in place, cut to its size so that nothing scrolls.
 func (m *mesh) draw(model Model) {
 	var b bytes.Buffer
 	Render(&b, model, m.viewOptions(model, true))
-	out := strings.ReplaceAll(b.String(), "\n", clearEOL+"\n")
-	fmt.Fprint(m.cfg.Out, home+out+clearEOS)
+	width, height := 0, 0
+	if m.cfg.Size != nil {
+		width, height = m.cfg.Size()
+	}
+	lines := strings.Split(strings.TrimRight(b.String(), "\n"), "\n")
+	if height > 1 && len(lines) > height-1 {
+		lines = lines[:height-1]
+	}
+	var out strings.Builder
+	out.WriteString(home)
+	for _, l := range lines {
+		out.WriteString(fitWidth(l, width))
+		out.WriteString(clearEOL + "\n")
+	}
+	out.WriteString(clearEOS)
+	fmt.Fprint(m.cfg.Out, out.String())
+}
+
+// fitWidth cuts a line with ANSI sequences to width visible runes (0: no limit).
+func fitWidth(s string, width int) string {
+	if width <= 0 {
+		return s
+	}
+	var b strings.Builder
+	n := 0
+	for i := 0; i < len(s); {
+		if s[i] == 0x1b { // an escape sequence: ESC [ ... final byte
+			j := i + 1
+			for j < len(s) && (j == i+1 || s[j] < 0x40 || s[j] > 0x7e) {
+				j++
+			}
+			if j < len(s) {
+				j++
+			}
+			b.WriteString(s[i:j])
+			i = j
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if n >= width {
+			b.WriteString(ansiReset)
+			break
+		}
+		b.WriteRune(r)
+		n++
+		i += size
+	}
+	return b.String()
 }
 
 // summary prints the view once, without colour.
@@ -147,10 +194,10 @@ func (m *mesh) hints(model Model) []string {
 	}
 	_, admin, _ := m.addrs.Replica(0)
 	return []string{
-		fmt.Sprintf("edit %s/*.yaml (an endpoint's ready: false, another address): SERVICES follows", m.dir),
-		fmt.Sprintf("cp %s/%s %s/%s: only billing may call web, loadgen gets 403 (ROUTES, POLICY); rm it to lift it (or press d)",
-			m.dir, DenyPolicyOff, m.dir, DenyPolicy),
-		fmt.Sprintf("kill -9 a replica (%s) or press k: ownership moves, traffic flows on, failed stays 0; r restarts it", strings.Join(pids, ", ")),
-		fmt.Sprintf("bin/meridian ring --addr %s;  bin/meridian endpoints --addr %s --watch web.shop.svc.cluster.local:80", admin, ownerAddr),
+		fmt.Sprintf("edit %s/*.yaml (say ready: false on an endpoint): SERVICES follows", m.dir),
+		fmt.Sprintf("d, or cp %s/%s %s/%s: loadgen's requests to web get 403 (rm it to lift it)", m.dir, DenyPolicyOff, m.dir, DenyPolicy),
+		fmt.Sprintf("k, or kill -9 a replica (%s): its services move, traffic flows on, failed stays 0; r restarts it", strings.Join(pids, ", ")),
+		fmt.Sprintf("bin/meridian ring --addr %s", admin),
+		fmt.Sprintf("bin/meridian endpoints --addr %s --watch web.shop.svc.cluster.local:80   (web's owner)", ownerAddr),
 	}
 }

@@ -36,6 +36,8 @@ type Config struct {
 	Terminal bool
 	// Keys, when set (a terminal's input), delivers keypresses until its context ends.
 	Keys func(ctx context.Context) <-chan byte
+	// Size, when set, gives the terminal's width and height: the view is cut to fit.
+	Size func() (width, height int)
 	// Interval is how often the view is refreshed; Summary how often a summary is printed
 	// when Out is not a terminal.
 	Interval, Summary time.Duration
@@ -149,7 +151,7 @@ func newMesh(cfg Config) (*mesh, error) {
 	}
 	logDir := filepath.Join(cfg.CacheDir, "logs")
 	_ = os.RemoveAll(logDir) // this run's logs only
-	if m.sup, err = NewSupervisor(cfg.Binary, logDir); err != nil {
+	if m.sup, err = NewSupervisor(cfg.Binary, logDir, log.Named("processes")); err != nil {
 		return nil, err
 	}
 	m.cluster = NewClusterDir(m.dir, log.Named("examples"))

@@ -136,9 +136,9 @@ type RouteRow struct {
 	Target    string // the target URL
 	Authority string
 	// Over the window, from the client's proxy (HTTP: response_total; TCP: tcp_open_total).
-	RPS, Success, DeniedRPS float64 // Success NaN without requests
-	P50, P99                float64 // milliseconds; NaN without requests
-	TLS                     bool    // the client's proxy reached the endpoints over mTLS
+	RPS, Success, DeniedRPS float64  // Success NaN without requests
+	P50, P99                float64  // milliseconds; NaN without requests
+	TLS                     bool     // the client's proxy reached the endpoints over mTLS
 	Servers                 []string // the servers' identities the client's proxy verified
 	Clients                 []string // the client identities the servers' proxies verified
 	AppSaw                  []string // the client identities the server applications were given

@@ -1,12 +1,11 @@
 package demo
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 )
 
@@ -44,6 +43,11 @@ func (m *mesh) once(ctx context.Context) error {
 		return fail(err)
 	}
 	m.say("  ok  traffic flows on every route")
+	edit, err := m.onceEdit(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	checks = append(checks, edit)
 	deny, err := m.oncePolicy(ctx, model)
 	if err != nil {
 		return fail(err)
@@ -111,6 +115,63 @@ func routeOf(md Model, authority string) (RouteRow, bool) {
 		}
 	}
 	return RouteRow{}, false
+}
+
+// EditedService is the service the script gives an endpoint by adding an EndpointSlice to
+// the example directory (it has no ready endpoint, and no traffic goes to it).
+const EditedService = "shop/search"
+
+// onceEdit adds an EndpointSlice for EditedService to the directory the replicas follow,
+// waits for discovery to serve its endpoint, removes it, and waits for it to go.
+func (m *mesh) onceEdit(ctx context.Context) (Check, error) {
+	c := Check{Name: "edit the example cluster"}
+	addr := fmt.Sprintf("127.%d.10.9", m.cfg.Net)
+	path := filepath.Join(m.dir, "search-endpoint.yaml")
+	slice := `apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: search-demo
+  namespace: shop
+  labels: {kubernetes.io/service-name: search}
+addressType: IPv4
+ports: [{name: http, port: 8080, protocol: TCP}]
+endpoints:
+- addresses: ["` + addr + `"]
+  conditions: {ready: true, serving: true, terminating: false}
+`
+	has := func(md Model) bool {
+		return slices.ContainsFunc(md.Services, func(s ServiceRow) bool {
+			return s.Service == EditedService && slices.ContainsFunc(s.Endpoints, func(e EndpointState) bool { return e.Addr == addr+":8080" })
+		})
+	}
+	t0 := time.Now()
+	if err := writeAtomic(path, []byte(slice)); err != nil {
+		return c, err
+	}
+	if _, err := m.waitFor(ctx, oncePolicy, "discovery to serve the endpoint added to "+EditedService, has); err != nil {
+		return c, err
+	}
+	added := time.Since(t0)
+	if err := os.Remove(path); err != nil {
+		return c, err
+	}
+	t0 = time.Now()
+	if _, err := m.waitFor(ctx, oncePolicy, "discovery to drop the endpoint removed from "+EditedService, func(md Model) bool { return !has(md) }); err != nil {
+		return c, err
+	}
+	m.say("  ok  an EndpointSlice added to %s: discovery served %s:8080 after %s, and dropped it %s after its removal",
+		EditedService, addr, added.Round(10*time.Millisecond), time.Since(t0).Round(10*time.Millisecond))
+	c.OK, c.Detail = true, fmt.Sprintf("an endpoint added to %s in a file of the directory was served, and removed again, through the Destination API", EditedService)
+	return c, nil
+}
+
+// writeAtomic writes a file through a rename, so that a watcher never reads half of it.
+func writeAtomic(path string, b []byte) error {
+	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }
 
 // oncePolicy applies the deny policy until loadgen's requests to web are refused, then
@@ -248,14 +309,4 @@ func (m *mesh) routeChecks(md Model) []Check {
 		out = append(out, Check{Name: "routes", Detail: "no traffic generator in the example cluster"})
 	}
 	return out
-}
-
-// errChecks marks a failed --once; its message says how many.
-var errChecks = errors.New("checks failed")
-
-// summaryText renders the model without colour (for tests and logs).
-func summaryText(md Model) string {
-	var b bytes.Buffer
-	Render(&b, md, ViewOptions{Title: "Meridian local mesh"})
-	return strings.TrimRight(b.String(), "\n")
 }

@@ -31,8 +31,12 @@ func (a Addrs) Replica(i int) (grpc, admin, gossip string) {
 }
 
 // Identity and Policy are where those services listen: gRPC, admin.
-func (a Addrs) Identity() (grpc, admin string) { return hostPort(a.ip(20), 8080), hostPort(a.ip(20), 9990) }
-func (a Addrs) Policy() (grpc, admin string)   { return hostPort(a.ip(30), 8090), hostPort(a.ip(30), 9997) }
+func (a Addrs) Identity() (grpc, admin string) {
+	return hostPort(a.ip(20), 8080), hostPort(a.ip(20), 9990)
+}
+func (a Addrs) Policy() (grpc, admin string) {
+	return hostPort(a.ip(30), 8090), hostPort(a.ip(30), 9997)
+}
 
 // Ports of a pod's proxy on its pod IP, and of its application's metrics.
 const (

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"go.uber.org/zap"
 )
 
 // Role says what a process is; processes stop in the order of their roles (the traffic
@@ -63,6 +65,7 @@ type Exit struct {
 type Supervisor struct {
 	binary, logDir string
 	env            []string
+	log            *zap.Logger
 
 	spawn   chan spawnReq
 	spawned chan struct{} // closed when the spawner goroutine has returned
@@ -83,12 +86,16 @@ type spawnReq struct {
 // process's state still says it ended).
 const exitBuffer = 64
 
-// NewSupervisor returns a supervisor that runs binary, with logs in logDir (created).
-func NewSupervisor(binary, logDir string) (*Supervisor, error) {
+// NewSupervisor returns a supervisor that runs binary, with the children's logs in logDir
+// (created) and its own in log (may be nil).
+func NewSupervisor(binary, logDir string, log *zap.Logger) (*Supervisor, error) {
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return nil, err
 	}
-	s := &Supervisor{binary: binary, logDir: logDir, env: childEnv(os.Environ()),
+	if log == nil {
+		log = zap.NewNop()
+	}
+	s := &Supervisor{binary: binary, logDir: logDir, env: childEnv(os.Environ()), log: log,
 		spawn: make(chan spawnReq), spawned: make(chan struct{}), exits: make(chan Exit, exitBuffer)}
 	go s.spawner()
 	return s, nil
@@ -170,29 +177,51 @@ func (s *Supervisor) launch(cmd *exec.Cmd) error {
 	return nil
 }
 
-// StopAll stops every process within about total: role by role, SIGTERM and then, for what
-// is left when the role's share of total has passed, SIGKILL. It returns once every process
-// has exited.
+// StopAll stops every process within about total, role by role: the traffic, then the
+// proxies and applications (at once), then the control plane one process at a time in the
+// reverse order of their start (replicas leaving a ring one by one each leave at once;
+// leaving together, each waits for the others' acknowledgements). A process still running
+// when its role's share of total has passed gets SIGKILL. It returns once every process has
+// exited.
 func (s *Supervisor) StopAll(total time.Duration) {
-	shares := map[Role]float64{RoleTraffic: 0.15, RoleProxy: 0.35, RoleApp: 0.35, RoleControl: 0.5}
 	procs := s.Procs()
-	for _, roles := range [][]Role{{RoleTraffic}, {RoleProxy, RoleApp}, {RoleControl}} {
-		var group []*Proc
+	of := func(roles ...Role) []*Proc {
+		var out []*Proc
 		for _, p := range procs {
-			if slices.Contains(roles, p.spec.Role) {
-				group = append(group, p)
+			if slices.Contains(roles, p.spec.Role) && p.Alive() {
+				out = append(out, p)
 			}
 		}
-		grace := time.Duration(shares[roles[0]] * float64(total))
-		var wg sync.WaitGroup
-		for _, p := range group {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				p.Stop(grace)
-			}()
-		}
-		wg.Wait()
+		return out
+	}
+	s.stopTogether(of(RoleTraffic), total*15/100)
+	s.stopTogether(of(RoleProxy, RoleApp), total*35/100)
+	control := of(RoleControl)
+	slices.Reverse(control)
+	deadline := time.Now().Add(total / 2)
+	for _, p := range control {
+		s.stopOne(p, max(time.Until(deadline), 100*time.Millisecond))
+	}
+}
+
+func (s *Supervisor) stopTogether(procs []*Proc, grace time.Duration) {
+	var wg sync.WaitGroup
+	for _, p := range procs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.stopOne(p, grace)
+		}()
+	}
+	wg.Wait()
+}
+
+func (s *Supervisor) stopOne(p *Proc, grace time.Duration) {
+	t0 := time.Now()
+	if killed := p.Stop(grace); killed {
+		s.log.Warn("killed after the grace", zap.String("process", p.Name()), zap.Duration("grace", grace))
+	} else {
+		s.log.Debug("stopped", zap.String("process", p.Name()), zap.Duration("took", time.Since(t0)))
 	}
 }
 
@@ -345,15 +374,18 @@ func (p *Proc) Kill() {
 	<-p.signal(syscall.SIGKILL)
 }
 
-// Stop ends the process: SIGTERM, then SIGKILL after grace. It returns once it has exited.
-func (p *Proc) Stop(grace time.Duration) {
+// Stop ends the process: SIGTERM, then SIGKILL after grace. It returns once it has exited,
+// and whether it had to be killed.
+func (p *Proc) Stop(grace time.Duration) (killed bool) {
 	done := p.signal(syscall.SIGTERM)
 	t := time.NewTimer(grace)
 	defer t.Stop()
 	select {
 	case <-done:
+		return false
 	case <-t.C:
 		p.Kill()
+		return true
 	}
 }
 
@@ -369,11 +401,20 @@ func (p *Proc) WaitReady(ctx context.Context, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	done := p.doneChan()
+	probeCtx, stopProbe := context.WithCancel(ctx) // a probe in flight ends with the process
+	defer stopProbe()
+	go func() {
+		select {
+		case <-done:
+			stopProbe()
+		case <-probeCtx.Done():
+		}
+	}()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	var last string
 	for {
-		if last = probe(ctx, p.spec.Ready); last == "" {
+		if last = probe(probeCtx, p.spec.Ready); last == "" {
 			return nil
 		}
 		select {

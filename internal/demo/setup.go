@@ -107,7 +107,9 @@ func ensureGossipKey(path string) error {
 }
 
 // TokenKeyFile is the local token signing key the identity service checks tokens with.
-func (s *Secrets) TokenKeyFile() string { return filepath.Join(s.IdentityDir, identity.FileLocalTokenKey) }
+func (s *Secrets) TokenKeyFile() string {
+	return filepath.Join(s.IdentityDir, identity.FileLocalTokenKey)
+}
 
 // Token mints a token for the ServiceAccount namespace/sa into a file and returns its path.
 func (s *Secrets) Token(namespace, sa string, now time.Time) (string, error) {

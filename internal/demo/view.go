@@ -148,6 +148,8 @@ func (v *view) ring(r RingModel) {
 	for _, row := range r.Rows {
 		state, color := "up", ansiGreen
 		switch {
+		case !row.Alive && row.InRing:
+			state, color = "down (the ring has not noticed yet)", ansiRed
 		case !row.Alive:
 			state, color = "down", ansiRed
 		case !row.InRing:
