@@ -193,6 +193,12 @@ func (m *mesh) hints(model Model) []string {
 		}
 	}
 	_, admin, _ := m.addrs.Replica(0)
+	for i, r := range model.Ring.Rows {
+		if r.Alive {
+			_, admin, _ = m.addrs.Replica(i)
+			break
+		}
+	}
 	return []string{
 		fmt.Sprintf("edit %s/*.yaml (say ready: false on an endpoint): SERVICES follows", m.dir),
 		fmt.Sprintf("d, or cp %s/%s %s/%s: loadgen's requests to web get 403 (rm it to lift it)", m.dir, DenyPolicyOff, m.dir, DenyPolicy),

@@ -334,7 +334,12 @@ func routeRows(in Inputs, cur, prev *Scrape) []RouteRow {
 			rows = append(rows, row)
 		}
 	}
-	sort.SliceStable(rows, func(i, j int) bool { return protoOrder(rows[i].Proto) < protoOrder(rows[j].Proto) })
+	sort.SliceStable(rows, func(i, j int) bool { // meshed routes first, then by protocol
+		if rows[i].TLS != rows[j].TLS {
+			return rows[i].TLS
+		}
+		return protoOrder(rows[i].Proto) < protoOrder(rows[j].Proto)
+	})
 	return rows
 }
 
