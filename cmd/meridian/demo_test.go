@@ -160,13 +160,15 @@ func TestDemoOnce(t *testing.T) {
 		t.Fatalf("demo --once: %v", err)
 	}
 	for _, want := range []string{
-		"PASS  HTTP web.shop.svc.cluster.local:80: ", "PASS  gRPC cart.shop.svc.cluster.local:9090: ", "PASS  TCP postgres.billing.svc.cluster.local:5432: ",
-		"PASS  HTTP web.shop.svc.cluster.local:80 mTLS: client loadgen.shop verified by the server's proxy, server web.shop verified",
-		"PASS  gRPC cart.shop.svc.cluster.local:9090 mTLS: client loadgen.shop", "PASS  TCP postgres.billing.svc.cluster.local:5432 mTLS: client loadgen.shop",
-		"PASS  HTTP web.shop.svc.cluster.local:80 client identity: the server application was given l5d-client-id loadgen.shop",
-		"PASS  gRPC cart.shop.svc.cluster.local:9090 client identity: the server application was given l5d-client-id loadgen.shop",
-		"PASS  HTTP inventory.legacy.svc.cluster.local:80 plaintext",
-		"PASS  edit the example cluster", "PASS  deny policy web-deny.yaml: ", "refused with 403",
+		"PASS  HTTP loadgen -> web.shop.svc.cluster.local:80: ", "PASS  gRPC loadgen -> cart.shop.svc.cluster.local:9090: ",
+		"PASS  TCP loadgen -> postgres.billing.svc.cluster.local:5432: ", "PASS  HTTP reports -> web.shop.svc.cluster.local:80: ",
+		"PASS  HTTP loadgen -> web.shop.svc.cluster.local:80 mTLS: client loadgen.shop verified by the server's proxy, server web.shop verified",
+		"PASS  gRPC loadgen -> cart.shop.svc.cluster.local:9090 mTLS: client loadgen.shop", "PASS  TCP loadgen -> postgres.billing.svc.cluster.local:5432 mTLS: client loadgen.shop",
+		"PASS  HTTP loadgen -> web.shop.svc.cluster.local:80 client identity: the server application was given l5d-client-id loadgen.shop",
+		"PASS  gRPC loadgen -> cart.shop.svc.cluster.local:9090 client identity: the server application was given l5d-client-id loadgen.shop",
+		"PASS  HTTP reports -> web.shop.svc.cluster.local:80 client identity: the server application was given l5d-client-id reports.billing",
+		"PASS  HTTP loadgen -> inventory.legacy.svc.cluster.local:80 plaintext",
+		"PASS  edit the example cluster", "PASS  deny policy web-deny.yaml: ", "refused with 403", "reports, which it admits, got",
 		"PASS  kill a destination replica: killed dst-", "0 requests failed meanwhile", "checks passed",
 		"shop/search", "no ready endpoints",
 	} {

@@ -144,7 +144,8 @@ type RouteRow struct {
 	AppSaw                  []string // the client identities the server applications were given
 	Pods                    []string // the pods that answered
 	OK, Denied, Failed      float64  // since the start, as the generator counted them
-	Client                  string   // the generator's pod
+	Client                  string   // the generator's pod's app
+	ClientID                string   // and its identity
 }
 
 // PolicyRow is the inbound policy decisions of one pod's proxy for one Server and
@@ -316,7 +317,7 @@ func routeRows(in Inputs, cur, prev *Scrape) []RouteRow {
 			if err != nil {
 				continue
 			}
-			row := RouteRow{Proto: t.Protocol, Target: target, Authority: t.Authority, Client: lg.Name}
+			row := RouteRow{Proto: t.Protocol, Target: target, Authority: t.Authority, Client: lg.App, ClientID: lg.Identity}
 			for _, res := range []struct {
 				name string
 				dst  *float64
@@ -334,11 +335,15 @@ func routeRows(in Inputs, cur, prev *Scrape) []RouteRow {
 			rows = append(rows, row)
 		}
 	}
-	sort.SliceStable(rows, func(i, j int) bool { // meshed routes first, then by protocol
-		if rows[i].TLS != rows[j].TLS {
-			return rows[i].TLS
+	sort.SliceStable(rows, func(i, j int) bool { // meshed routes first, then by protocol, client
+		a, b := rows[i], rows[j]
+		if a.TLS != b.TLS {
+			return a.TLS
 		}
-		return protoOrder(rows[i].Proto) < protoOrder(rows[j].Proto)
+		if protoOrder(a.Proto) != protoOrder(b.Proto) {
+			return protoOrder(a.Proto) < protoOrder(b.Proto)
+		}
+		return a.Client < b.Client
 	})
 	return rows
 }
@@ -381,32 +386,27 @@ func fillRoute(row *RouteRow, cur, prev Metrics, dt float64) {
 	row.Pods = nonEmpty(cur.Values(family, "dst_pod", out))
 }
 
-// serverSide reads, from the proxies and applications of the pods that answered, the client
-// identities they saw.
+// serverSide reads, from the proxies and applications of the pods that answered, whether
+// they saw the route's client identity (other clients may call the same pods).
 func serverSide(row *RouteRow, cur *Scrape) {
+	if row.ClientID == "" {
+		return
+	}
 	family, proto := "request_total", string(row.Proto)
 	if row.Proto == AppTCP {
 		family = "tcp_open_total"
 	}
-	clients, saw := map[string]bool{}, map[string]bool{}
+	var proxySaw, appSaw bool
 	for _, pod := range row.Pods {
-		for _, id := range cur.Metrics["proxy/"+pod].Values(family, "client_id", Labels("direction", "inbound")) {
-			clients[id] = true
-		}
-		for _, id := range cur.Metrics["app/"+pod].Values("demo_app_requests_total", "client_id", Labels("protocol", proto)) {
-			saw[id] = true
-		}
+		proxySaw = proxySaw || cur.Metrics["proxy/"+pod].Sum(family, Labels("direction", "inbound", "client_id", row.ClientID, "tls", "true")) > 0
+		appSaw = appSaw || cur.Metrics["app/"+pod].Sum("demo_app_requests_total", Labels("protocol", proto, "client_id", row.ClientID)) > 0
 	}
-	row.Clients, row.AppSaw = nonEmpty(keys(clients)), nonEmpty(keys(saw))
-}
-
-func keys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
+	if proxySaw {
+		row.Clients = []string{row.ClientID}
 	}
-	sort.Strings(out)
-	return out
+	if appSaw {
+		row.AppSaw = []string{row.ClientID}
+	}
 }
 
 func nonEmpty(ss []string) []string {

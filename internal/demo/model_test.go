@@ -98,7 +98,7 @@ func testInputs(t *testing.T) Inputs {
 	return Inputs{
 		Now: cur.At, Started: t0.Add(-time.Minute), Replicas: []string{"dst-0", "dst-1"}, ReplicaAddrs: []string{"a:1", "b:1"},
 		Procs: []ProcState{{Name: "dst-0", Alive: true, Pid: 10}, {Name: "dst-1", Alive: true, Pid: 11}, {Name: "proxy/loadgen", Alive: true}},
-		Pods: []PodPlan{{Name: "loadgen", Meshed: true, Traffic: []string{"demo", "traffic"}, IP: netip.MustParseAddr("127.0.0.9")},
+		Pods: []PodPlan{{Name: "loadgen", App: "loadgen", Identity: lgID, Meshed: true, Traffic: []string{"demo", "traffic"}, IP: netip.MustParseAddr("127.0.0.9")},
 			{Name: "web-1", Meshed: true}},
 		Services: []ServiceState{
 			{Namespace: "shop", Name: "web", Ports: []PortState{{Port: 80, Resolved: true, Exists: true, Endpoints: []EndpointState{{Addr: "127.0.10.1:8080", Identity: webID}}}}},

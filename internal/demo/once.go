@@ -15,8 +15,13 @@ type Check struct {
 	OK           bool
 }
 
-// DeniedTarget is the route the deny policy refuses.
-const DeniedTarget = "web.shop.svc.cluster.local:80"
+// The routes of the deny policy: it refuses DeniedClient's requests to DeniedTarget and
+// admits AdmittedClient's (when the example cluster has that client).
+const (
+	DeniedTarget   = "web.shop.svc.cluster.local:80"
+	DeniedClient   = "loadgen"
+	AdmittedClient = "reports"
+)
 
 // Bounds of the script's phases.
 const (
@@ -108,9 +113,10 @@ func allRoutes(md Model, ok func(RouteRow) bool) bool {
 	return true
 }
 
-func routeOf(md Model, authority string) (RouteRow, bool) {
+// routeOf finds the route from client to authority.
+func routeOf(md Model, client, authority string) (RouteRow, bool) {
 	for _, r := range md.Routes {
-		if r.Authority == authority {
+		if r.Client == client && r.Authority == authority {
 			return r, true
 		}
 	}
@@ -174,42 +180,48 @@ func writeAtomic(path string, b []byte) error {
 	return os.Rename(tmp, path)
 }
 
-// oncePolicy applies the deny policy until loadgen's requests to web are refused, then
-// lifts it until they are answered again.
+// oncePolicy applies the deny policy until DeniedClient's requests to web are refused while
+// AdmittedClient's are still answered, then lifts it until DeniedClient is answered again.
 func (m *mesh) oncePolicy(ctx context.Context, model Model) (Check, error) {
 	c := Check{Name: "deny policy " + DenyPolicy}
-	web, ok := routeOf(model, DeniedTarget)
+	web, ok := routeOf(model, DeniedClient, DeniedTarget)
 	if !ok {
-		return c, fmt.Errorf("no traffic to %s, the route the deny policy refuses", DeniedTarget)
+		return c, fmt.Errorf("no traffic from %s to %s, the route the deny policy refuses", DeniedClient, DeniedTarget)
 	}
+	admitted, hasAdmitted := routeOf(model, AdmittedClient, DeniedTarget)
 	t0 := time.Now()
 	if err := m.setDeny(true); err != nil {
 		return c, err
 	}
 	denyBase := policyDenied(model)
-	model, err := m.waitFor(ctx, oncePolicy, "loadgen's requests to web to get 403", func(md Model) bool {
-		r, _ := routeOf(md, DeniedTarget)
-		return r.Denied >= web.Denied+onceMinimum && policyDenied(md) > denyBase
+	model, err := m.waitFor(ctx, oncePolicy, DeniedClient+"'s requests to web to get 403 ("+AdmittedClient+"'s answered)", func(md Model) bool {
+		r, _ := routeOf(md, DeniedClient, DeniedTarget)
+		a, _ := routeOf(md, AdmittedClient, DeniedTarget)
+		return r.Denied >= web.Denied+onceMinimum && policyDenied(md) > denyBase && (!hasAdmitted || a.OK >= admitted.OK+onceMinimum)
 	})
 	if err != nil {
 		return c, err
 	}
 	took := time.Since(t0)
-	r, _ := routeOf(model, DeniedTarget)
+	r, _ := routeOf(model, DeniedClient, DeniedTarget)
+	a, _ := routeOf(model, AdmittedClient, DeniedTarget)
 	if err := m.setDeny(false); err != nil {
 		return c, err
 	}
-	m.say("  ok  the deny policy refused %d requests with 403 (in effect after %s)", int(r.Denied-web.Denied), took.Round(10*time.Millisecond))
-	if _, err := m.waitFor(ctx, oncePolicy, "web to answer loadgen again once the policy is lifted", func(md Model) bool {
-		r2, _ := routeOf(md, DeniedTarget)
+	m.say("  ok  the deny policy refused %d of %s's requests with 403 (in effect after %s)", int(r.Denied-web.Denied), DeniedClient, took.Round(10*time.Millisecond))
+	if _, err := m.waitFor(ctx, oncePolicy, "web to answer "+DeniedClient+" again once the policy is lifted", func(md Model) bool {
+		r2, _ := routeOf(md, DeniedClient, DeniedTarget)
 		return r2.OK >= r.OK+onceMinimum
 	}); err != nil {
 		return c, err
 	}
-	m.say("  ok  lifted: web answers again")
-	c.OK = r.Denied > web.Denied && r.Failed == web.Failed
-	c.Detail = fmt.Sprintf("%d requests to web refused with 403 while it was in place (inbound_http_authz_deny_total %d), answered again once lifted",
-		int(r.Denied-web.Denied), int(policyDenied(model)-denyBase))
+	m.say("  ok  lifted: web answers %s again", DeniedClient)
+	c.OK = r.Denied > web.Denied && r.Failed == web.Failed && (!hasAdmitted || a.Denied == admitted.Denied && a.Failed == admitted.Failed)
+	c.Detail = fmt.Sprintf("%d of %s's requests to web refused with 403 while it was in place (inbound_http_authz_deny_total +%d), answered again once lifted",
+		int(r.Denied-web.Denied), DeniedClient, int(policyDenied(model)-denyBase))
+	if hasAdmitted {
+		c.Detail += fmt.Sprintf("; %s, which it admits, got %d answers and %d refusals meanwhile", AdmittedClient, int(a.OK-admitted.OK), int(a.Denied-admitted.Denied))
+	}
 	return c, nil
 }
 
@@ -260,7 +272,7 @@ func (m *mesh) onceKill(ctx context.Context) (Check, error) {
 	base := after
 	final, err := m.waitFor(ctx, onceFlowing, "every route to answer after the kill", func(md Model) bool {
 		return allRoutes(md, func(r RouteRow) bool {
-			b, _ := routeOf(base, r.Authority)
+			b, _ := routeOf(base, r.Client, r.Authority)
 			return r.OK >= b.OK+onceMinimum
 		})
 	})
@@ -279,17 +291,14 @@ func (m *mesh) onceKill(ctx context.Context) (Check, error) {
 // client's identity (HTTP and gRPC).
 func (m *mesh) routeChecks(md Model) []Check {
 	meshed := map[string]bool{}
-	var client string
 	for _, p := range m.pods {
 		meshed[p.Name] = p.Meshed
-		if p.Traffic != nil {
-			client = p.Identity
-		}
 	}
 	protoName := map[AppKind]string{AppHTTP: "HTTP", AppGRPC: "gRPC", AppTCP: "TCP"}
 	var out []Check
 	for _, r := range md.Routes {
-		name := protoName[r.Proto] + " " + r.Authority
+		name := protoName[r.Proto] + " " + r.Client + " -> " + r.Authority
+		client := r.ClientID
 		out = append(out, Check{Name: name, OK: r.OK > 0 && r.Failed == 0,
 			Detail: fmt.Sprintf("%d ok, %d denied, %d failed; answered by %s", int(r.OK), int(r.Denied), int(r.Failed), orNone(r.Pods))})
 		allMeshed := len(r.Pods) > 0 && !slices.ContainsFunc(r.Pods, func(p string) bool { return !meshed[p] })

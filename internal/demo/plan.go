@@ -89,6 +89,7 @@ const (
 // PodPlan is what the demo runs for one pod of the example cluster.
 type PodPlan struct {
 	Namespace, Name, ServiceAccount string
+	App                             string // the pod's app label (its name without one)
 	IP                              netip.Addr
 	Meshed                          bool
 	Identity                        string // the pod's mesh identity (meshed pods)
@@ -127,7 +128,11 @@ func PlanPods(c *Cluster) (plans []PodPlan, notes []string) {
 			continue
 		}
 		seen[ip] = key
-		p := PodPlan{Namespace: pod.Namespace, Name: pod.Name, ServiceAccount: pod.Spec.ServiceAccountName, IP: ip, Meshed: meshed(pod), Ports: map[uint16]AppKind{}}
+		p := PodPlan{Namespace: pod.Namespace, Name: pod.Name, ServiceAccount: pod.Spec.ServiceAccountName, App: pod.Labels["app"],
+			IP: ip, Meshed: meshed(pod), Ports: map[uint16]AppKind{}}
+		if p.App == "" {
+			p.App = pod.Name
+		}
 		if p.ServiceAccount == "" {
 			p.ServiceAccount = "default"
 		}

@@ -194,11 +194,7 @@ func (v *view) services(rows []ServiceRow) {
 }
 
 func (v *view) routes(m Model) {
-	client := ""
-	if len(m.Routes) > 0 {
-		client = " from " + m.Routes[0].Client
-	}
-	v.section("ROUTES", fmt.Sprintf("traffic%s through its proxy; rates and latency over the last %s", client, m.Window.Round(time.Second)))
+	v.section("ROUTES", fmt.Sprintf("each client's requests through its pod's proxy; rates and latency over the last %s", m.Window.Round(time.Second)))
 	var rows [][]cell
 	for _, r := range m.Routes {
 		proto := map[AppKind]string{AppHTTP: "HTTP", AppGRPC: "gRPC", AppTCP: "TCP"}[r.Proto]
@@ -224,10 +220,10 @@ func (v *view) routes(m Model) {
 				ids += " (app saw " + joinShort(r.AppSaw) + ")"
 			}
 		}
-		rows = append(rows, []cell{plain(proto), plain(r.Authority), plain(fmt.Sprintf("%.1f", r.RPS)), succ, denied,
+		rows = append(rows, []cell{plain(r.Client), plain(proto), plain(r.Authority), plain(fmt.Sprintf("%.1f", r.RPS)), succ, denied,
 			plain(fmtMs(r.P50)), plain(fmtMs(r.P99)), tls, plain(ids)})
 	}
-	v.table([]string{"PROTO", "TARGET", "RPS", "SUCCESS", "403", "P50", "P99", "mTLS", "CLIENT -> SERVER (verified identities)"}, rows)
+	v.table([]string{"FROM", "PROTO", "TARGET", "RPS", "SUCCESS", "403", "P50", "P99", "mTLS", "CLIENT -> SERVER (verified identities)"}, rows)
 	t := m.Traffic
 	failed := cell{text: fmt.Sprintf("%.0f failed", t.Failed), color: ansiGreen}
 	if t.Failed > 0 {
