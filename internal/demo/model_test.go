@@ -237,3 +237,22 @@ func TestFitWidth(t *testing.T) {
 		t.Errorf("cut sequence: %q", got)
 	}
 }
+
+// TestRouteIdentitiesArePerClient: the server side of a route counts only the route's own
+// client; another client calling the same pods is not taken for it.
+func TestRouteIdentitiesArePerClient(t *testing.T) {
+	in := testInputs(t)
+	cur := in.History[len(in.History)-1]
+	other := strings.ReplaceAll(webProxy, lgID, "reports.billing.serviceaccount.identity.linkerd.cluster.local")
+	cur.Metrics["proxy/web-1"] = metricsOf(t, other)
+	cur.Metrics["app/web-1"] = metricsOf(t, strings.ReplaceAll(webApp, lgID, "reports.billing.serviceaccount.identity.linkerd.cluster.local"))
+	m := BuildModel(in)
+	if web := m.Routes[0]; len(web.Clients) != 0 || len(web.AppSaw) != 0 {
+		t.Errorf("loadgen's route credited with another client's identity: %+v", web)
+	}
+	var b strings.Builder
+	Render(&b, m, ViewOptions{})
+	if !strings.Contains(b.String(), "? -> web.shop") {
+		t.Errorf("an unverified client is not shown as such:\n%s", b.String())
+	}
+}
