@@ -23,14 +23,16 @@
 // (view.go) shows the ring, the services with their owners and endpoints, the routes with
 // their rates, success, latency and mTLS identities, and the policy decisions.
 //
-// Files by concept: proc.go (supervision of the child processes: their own process group,
-// killed with the demo by the kernel, Pdeathsig on Linux), setup.go (the cache: identity,
-// gossip key, tokens), cluster.go (reading the example cluster), plan.go (what runs, with
-// which arguments and environment: pure), forward.go (the linkerd-dst forwarder), app.go
-// and traffic.go (the processes `meridian demo app` and `meridian demo traffic`),
-// metrics.go (Prometheus text into series), model.go (scrapes into what the view shows:
-// pure), view.go (rendering: pure), watch.go (scraping), mesh.go (starting and stopping
-// it all), once.go (`--once`: a scripted run with checks), keys_linux.go (keypresses).
+// Files by concept: proc.go and sysproc_*.go (supervision of the child processes: their own
+// process group, killed with the demo by the kernel through Pdeathsig on Linux), setup.go
+// (the cache: identity, gossip key, tokens), cluster.go (reading the example cluster),
+// plan.go (what runs, with which arguments and environment: pure), forward.go (the
+// linkerd-dst forwarder), app.go and traffic.go (the processes `meridian demo app` and
+// `meridian demo traffic`), metrics.go (Prometheus text into series), model.go (scrapes into
+// what the view shows: pure), view.go (rendering: pure), watch.go (scraping, and the
+// services through the Destination API), mesh.go (starting it all, each round), live.go (the
+// live view and its keys), actions.go (what keys and the script do: kill, restart, the deny
+// policy), once.go (`--once`: a scripted run with checks), keys_*.go (the terminal's keys).
 //
 // It owns every child process it starts (stopped within a bound when its context ends,
 // killed by the kernel when it dies), the forwarder and every goroutine it starts; all of

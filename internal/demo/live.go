@@ -200,10 +200,10 @@ func (m *mesh) hints(model Model) []string {
 		}
 	}
 	return []string{
+		fmt.Sprintf("k, or kill -9 a replica (%s): its services move, failed stays 0; r restarts it", strings.Join(pids, ", ")),
+		fmt.Sprintf("d, or cp %s/%s %s/%s: loadgen gets 403 from web, reports does not", m.dir, DenyPolicyOff, m.dir, DenyPolicy),
 		fmt.Sprintf("edit %s/*.yaml (say ready: false on an endpoint): SERVICES follows", m.dir),
-		fmt.Sprintf("d, or cp %s/%s %s/%s: loadgen's requests to web get 403 (rm it to lift it)", m.dir, DenyPolicyOff, m.dir, DenyPolicy),
-		fmt.Sprintf("k, or kill -9 a replica (%s): its services move, traffic flows on, failed stays 0; r restarts it", strings.Join(pids, ", ")),
 		fmt.Sprintf("bin/meridian ring --addr %s", admin),
-		fmt.Sprintf("bin/meridian endpoints --addr %s --watch web.shop.svc.cluster.local:80   (web's owner)", ownerAddr),
+		fmt.Sprintf("bin/meridian endpoints --addr %s --watch web.shop.svc.cluster.local:80", ownerAddr),
 	}
 }

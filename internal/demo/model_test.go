@@ -193,7 +193,7 @@ func TestRender(t *testing.T) {
 	Render(&colorOut, m, ViewOptions{Title: "T", Color: true})
 	s := plainOut.String()
 	for _, want := range []string{"T   up 1:10   3/3 processes running", "RING  2 members", "REPLICA  ADDRESS", "dst-0", "shop/web", "127.0.10.1:8080 meshed",
-		"no ready endpoints", "web.shop.svc.cluster.local:80", "loadgen.shop -> web.shop (app saw loadgen.shop)", "80.0%", "0.2/s",
+		"no ready endpoints", "web.shop:80", "loadgen.shop -> web.shop (app saw it)", "80.0%", "0.2/s",
 		"since the start: 120 ok, 2 denied, 0 failed", "web-http", "0:05  killed dst-1", "KEYS  k kill", "TRY", "try this"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("view lacks %q:\n%s", want, s)

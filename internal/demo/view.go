@@ -165,7 +165,7 @@ func (v *view) ring(r RingModel) {
 }
 
 func (v *view) services(rows []ServiceRow) {
-	v.section("SERVICES", "endpoints as the Destination API serves them; the owner is the replica that serves the service")
+	v.section("SERVICES", "as the Destination API serves them; OWNER: the replica that serves the service")
 	var out [][]cell
 	for _, s := range rows {
 		port := "-"
@@ -194,7 +194,7 @@ func (v *view) services(rows []ServiceRow) {
 }
 
 func (v *view) routes(m Model) {
-	v.section("ROUTES", fmt.Sprintf("each client's requests through its pod's proxy; rates and latency over the last %s", m.Window.Round(time.Second)))
+	v.section("ROUTES", fmt.Sprintf("each client's requests through its pod's proxy, over the last %s; identities <sa>.<ns>", m.Window.Round(time.Second)))
 	var rows [][]cell
 	for _, r := range m.Routes {
 		proto := map[AppKind]string{AppHTTP: "HTTP", AppGRPC: "gRPC", AppTCP: "TCP"}[r.Proto]
@@ -209,29 +209,28 @@ func (v *view) routes(m Model) {
 		if r.DeniedRPS > 0 {
 			denied = cell{text: fmt.Sprintf("%.1f/s", r.DeniedRPS), color: ansiYellow}
 		}
-		tls := cell{text: "no (not meshed)", color: ansiDim}
+		tls, ids := cell{text: "no", color: ansiDim}, cell{text: "plaintext: not meshed", color: ansiDim}
 		if r.TLS {
 			tls = cell{text: "yes", color: ansiGreen}
-		}
-		ids := ""
-		if r.TLS {
-			ids = fmt.Sprintf("%s -> %s", joinShort(r.Clients), joinShort(r.Servers))
+			ids = plain(fmt.Sprintf("%s -> %s", joinShort(r.Clients), joinShort(r.Servers)))
 			if len(r.AppSaw) > 0 {
-				ids += " (app saw " + joinShort(r.AppSaw) + ")"
+				ids.text += " (app saw it)"
 			}
 		}
-		rows = append(rows, []cell{plain(r.Client), plain(proto), plain(r.Authority), plain(fmt.Sprintf("%.1f", r.RPS)), succ, denied,
-			plain(fmtMs(r.P50)), plain(fmtMs(r.P99)), tls, plain(ids)})
+		rows = append(rows, []cell{plain(r.Client), plain(proto), plain(strings.Replace(r.Authority, clusterSuffix, "", 1)), plain(fmt.Sprintf("%.1f", r.RPS)),
+			succ, denied, plain(fmtMs(r.P50)), plain(fmtMs(r.P99)), tls, ids})
 	}
-	v.table([]string{"FROM", "PROTO", "TARGET", "RPS", "SUCCESS", "403", "P50", "P99", "mTLS", "CLIENT -> SERVER (verified identities)"}, rows)
+	v.table([]string{"FROM", "PROTO", "TARGET", "RPS", "SUCCESS", "403", "P50", "P99", "mTLS", "IDENTITIES (verified)"}, rows)
 	t := m.Traffic
 	failed := cell{text: fmt.Sprintf("%.0f failed", t.Failed), color: ansiGreen}
 	if t.Failed > 0 {
 		failed.color = ansiRed
 	}
-	v.line(fmt.Sprintf("  since the start: %.0f ok, %.0f denied, %s", t.OK, t.Denied, v.c(failed.color, failed.text)) +
-		v.c(ansiDim, "   (identities are <serviceaccount>.<namespace>"+identitySuffix+")"))
+	v.line(fmt.Sprintf("  since the start: %.0f ok, %.0f denied, %s", t.OK, t.Denied, v.c(failed.color, failed.text)))
 }
+
+// clusterSuffix is what every target's host ends with; the view leaves it out.
+const clusterSuffix = ".svc." + TrustDomain
 
 func joinShort(ids []string) string {
 	if len(ids) == 0 {

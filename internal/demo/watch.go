@@ -117,7 +117,7 @@ func (w *serviceWatch) states(ctx context.Context, c *Cluster, now time.Time) []
 	for _, svc := range c.Services {
 		st := ServiceState{Namespace: svc.Namespace, Name: svc.Name}
 		if svc.Spec.Type == corev1.ServiceTypeExternalName {
-			st.Note = "ExternalName " + svc.Spec.ExternalName + ": not in the mesh (proxies send its traffic direct)"
+			st.Note = "ExternalName " + svc.Spec.ExternalName + ": outside the mesh"
 			out = append(out, st)
 			continue
 		}
