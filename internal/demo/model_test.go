@@ -256,3 +256,23 @@ func TestRouteIdentitiesArePerClient(t *testing.T) {
 		t.Errorf("an unverified client is not shown as such:\n%s", b.String())
 	}
 }
+
+func TestReplicaToKill(t *testing.T) {
+	m := &mesh{}
+	md := Model{
+		Ring: RingModel{Rows: []RingRow{{Name: "dst-0", Alive: true}, {Name: "dst-1", Alive: true}, {Name: "dst-2", Alive: false}}},
+		Services: []ServiceRow{
+			{Service: "shop/web", Owner: "dst-1"}, {Service: "shop/cart", Owner: "dst-1"}, {Service: "shop/cart", Owner: "dst-1"},
+			{Service: "billing/postgres", Owner: "dst-0"}, {Service: "legacy/idle", Owner: "dst-0"}, {Service: "legacy/idle2", Owner: "dst-0"},
+		},
+		Routes: []RouteRow{{Authority: "web.shop.svc.cluster.local:80"}, {Authority: "cart.shop.svc.cluster.local:9090"}, {Authority: "postgres.billing.svc.cluster.local:5432"}},
+	}
+	// dst-1 owns two of the services the traffic goes to (dst-0 owns more services, but one of them only is called).
+	if got := m.replicaToKill(md); got != "dst-1" {
+		t.Errorf("replicaToKill = %q, want dst-1", got)
+	}
+	md.Ring.Rows[1].Alive = false
+	if got := m.replicaToKill(md); got != "" {
+		t.Errorf("replicaToKill with one live replica = %q, want none", got)
+	}
+}
