@@ -2,114 +2,173 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
-	pb "github.com/linkerd/linkerd2-proxy-api/go/destination"
 	"go.uber.org/zap"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	"golang.org/x/term"
 
-	"github.com/meridian-mesh/meridian/shard"
-	"github.com/meridian-mesh/meridian/shard/source"
+	"github.com/meridian-mesh/meridian/internal/demo"
+	"github.com/meridian-mesh/meridian/internal/serve"
 )
 
 func init() {
-	register(&command{name: "demo", summary: "run the local mesh on a directory of Kubernetes YAML (no cluster needed)", run: runDemo})
+	register(&command{name: "demo", summary: "the whole mesh on one machine with traffic and a live view (what make run starts; no cluster needed); subcommands app, traffic", run: runDemo})
 }
 
 func runDemo(ctx context.Context, args []string) error {
+	if len(args) > 0 {
+		switch args[0] {
+		case "app":
+			return runDemoApp(ctx, args[1:])
+		case "traffic":
+			return runDemoTraffic(ctx, args[1:])
+		}
+	}
+	cfg := demo.DefaultConfig("deploy/examples")
 	fs := newFlagSet("demo")
-	dir := fs.String("dir", "deploy/examples", "directory of Kubernetes YAML (Services, EndpointSlices, Pods)")
-	addr := fs.String("addr", "127.0.0.1:8086", "Destination API address")
-	adminAddr := fs.String("admin-addr", "127.0.0.1:9996", "destination "+adminUsage)
-	var pprof bool
-	pprofFlag(fs, &pprof)
-	once := fs.Bool("once", false, "print the endpoints and exit instead of serving until interrupted")
+	fs.StringVar(&cfg.Dir, "dir", cfg.Dir, "the example cluster: a directory of Kubernetes YAML (Services, EndpointSlices, Pods, policy), followed for changes")
+	fs.StringVar(&cfg.CacheDir, "cache-dir", cfg.CacheDir, "where the identity (made on first run), the gossip key, tokens and the processes' logs are kept")
+	fs.IntVar(&cfg.Replicas, "replicas", cfg.Replicas, "destination replicas in the ring")
+	fs.Float64Var(&cfg.Rate, "rate", cfg.Rate, "requests per second the traffic generator sends to each service")
+	fs.BoolVar(&cfg.Once, "once", false, "bring everything up, send traffic, apply the deny policy, kill a replica, print the summary and the checks, stop; exit 1 if a check failed")
+	net := fs.Uint("net", 0, "run on 127.N.0.0/16 instead of 127.0.0.0/16 (on a copy of --dir), so that two demos can share a machine")
+	fs.StringVar(&cfg.Binary, "binary", "", "the meridian binary the processes run (default: this one)")
+	fs.DurationVar(&cfg.StartTimeout, "start-timeout", cfg.StartTimeout, "bound of each phase of the start")
+	logLevel := fs.String("log-level", "info", "level of the demo's own log (CACHE-DIR/demo.log)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected arguments %q (subcommands: app, traffic)", errUsage, fs.Args())
+	}
+	if *net > 254 {
+		return fmt.Errorf("%w: --net %d: want 0 to 254", errUsage, *net)
+	}
+	cfg.Net = byte(*net)
+	if cfg.Binary == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("find this executable: %w (pass --binary)", err)
+		}
+		cfg.Binary = exe
+	}
+	if err := os.MkdirAll(cfg.CacheDir, 0o755); err != nil {
+		return err
+	}
+	log, err := fileLogger(filepath.Join(cfg.CacheDir, "demo.log"), *logLevel)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = log.Sync() }()
+	cfg.Log, cfg.Out = log, stdout
+	if f, ok := stdout.(*os.File); ok && term.IsTerminal(int(f.Fd())) && !cfg.Once {
+		cfg.Terminal = true
+		cfg.Size = func() (int, int) {
+			w, h, err := term.GetSize(int(f.Fd()))
+			if err != nil {
+				return 0, 0
+			}
+			return w, h
+		}
+		if term.IsTerminal(int(os.Stdin.Fd())) {
+			cfg.Keys = demo.Keys(os.Stdin)
+		}
+	}
+	return demo.Run(ctx, cfg)
+}
+
+// fileLogger logs to path (appending), in the console format.
+func fileLogger(path, level string) (*zap.Logger, error) {
+	zc := zap.NewDevelopmentConfig()
+	if err := zc.Level.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("%w: --log-level %q", errUsage, level)
+	}
+	zc.OutputPaths, zc.ErrorOutputPaths = []string{path}, []string{path}
+	zc.DisableStacktrace = true
+	return zc.Build()
+}
+
+// addrList is a repeatable flag of addresses.
+type addrList []string
+
+func (l *addrList) String() string { return fmt.Sprint(*l) }
+func (l *addrList) Set(v string) error {
+	*l = append(*l, v)
+	return nil
+}
+
+// runDemoApp is `meridian demo app`: one pod's application (what the demo runs for each pod).
+func runDemoApp(ctx context.Context, args []string) error {
+	var cfg demo.AppConfig
+	fs := newFlagSet("demo app")
+	fs.StringVar(&cfg.Pod, "pod", "", "the pod, namespace/name, named in every answer")
+	fs.Var((*addrList)(&cfg.HTTP), "http", "serve the HTTP echo on this address (repeatable)")
+	fs.Var((*addrList)(&cfg.GRPC), "grpc", "serve the gRPC service (grpc.health.v1.Health) on this address (repeatable)")
+	fs.Var((*addrList)(&cfg.TCP), "tcp", "serve the line-echo TCP \"database\" on this address (repeatable)")
+	metricsAddr := fs.String("metrics-addr", "127.0.0.1:9100", "address of /metrics, /live and /ready")
 	logOpts := consoleLogFlags(fs, "log level")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if _, err := os.Stat(*dir); err != nil {
-		return fmt.Errorf("example cluster: %w", err)
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
 	}
-	srv, syncLog, err := newProcess(logOpts, *adminAddr)
+	p, syncLog, err := newProcess(logOpts, *metricsAddr)
 	if err != nil {
 		return err
 	}
 	defer syncLog()
-	log := srv.Log
-	srv.Pprof = pprof
-	srv.Grace = 2 * time.Second
-	dcfg := source.DefaultDirConfig(*dir)
-	dcfg.Registerer = srv.Registry
-	replica, err := shard.NewReplica(shard.DefaultConfig(), shard.Deps{Source: source.NewDirWithConfig(dcfg, log), Registerer: srv.Registry, Logger: log})
+	app, err := demo.NewApp(cfg, p.Registry, p.Log)
 	if err != nil {
 		return err
 	}
-	replica.Register(srv.WithGRPC(*addr))
-	if err := srv.Listen(); err != nil {
-		return err
-	}
-	defer srv.Close()
-	grpcAddr, adminHTTP := srv.Addr(), srv.AdminAddr()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	show := func(ctx context.Context) error {
-		if err := waitReady(ctx, replica.Ready, 30*time.Second); err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "Meridian local mesh on %s\n  destination  %s (admin http://%s)\n\n", *dir, grpcAddr, adminHTTP)
-		conn, err := grpc.NewClient(grpcAddr.String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			return err
-		}
-		defer conn.Close()
-		client := pb.NewDestinationClient(conn)
-		for _, k := range replica.Index().Services() {
-			svc := replica.Index().Service(k)
-			if svc == nil || len(svc.Spec.Ports) == 0 || svc.Spec.ExternalName != "" {
-				continue
-			}
-			authority := fmt.Sprintf("%s.%s.svc.cluster.local:%d", k.Name, k.Namespace, svc.Spec.Ports[0].Port)
-			if err := showEndpoints(ctx, client, authority, "", false, 10*time.Second, stdout); err != nil {
-				return fmt.Errorf("%s: %w", authority, err)
-			}
-		}
-		if *once {
-			cancel()
-			return nil
-		}
-		fmt.Fprintf(stdout, "Serving; try: bin/meridian endpoints --addr %s --watch web.shop.svc.cluster.local:80\nCtrl-C stops.\n", grpcAddr)
-		return nil
-	}
-	srv.Group.Add("replica", replica)
-	srv.Group.Go("show", show)
-	err = srv.Run(ctx)
-	if errors.Is(err, context.Canceled) {
-		return nil
-	}
-	log.Debug("demo stopped", zap.Error(err))
-	return err
+	p.Group.Add("app", app)
+	return listenAndRun(ctx, p)
 }
 
-// waitReady polls ready until it reports nil, ctx ends or timeout passes.
-func waitReady(ctx context.Context, ready func() error, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		err := ready()
+// runDemoTraffic is `meridian demo traffic`: the traffic generator of the loadgen pod.
+func runDemoTraffic(ctx context.Context, args []string) error {
+	var cfg demo.TrafficConfig
+	fs := newFlagSet("demo traffic")
+	fs.Func("target", "a service to call: http://host[:port][/path], grpc://host:port or tcp://host:port (repeatable)", func(s string) error {
+		t, err := demo.ParseTarget(s)
 		if err == nil {
-			return nil
+			cfg.Targets = append(cfg.Targets, t)
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("not ready after %s: %w", timeout, err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
+		return err
+	})
+	fs.StringVar(&cfg.Proxy, "proxy", "127.0.0.1:4140", "the outbound listener of the pod's proxy")
+	fs.StringVar(&cfg.ClientID, "client-id", "", "the pod's identity: a server that reports another client identity counts as a failure")
+	fs.Float64Var(&cfg.Rate, "rate", 5, "requests (TCP: connections) per second per target")
+	fs.DurationVar(&cfg.Timeout, "timeout", 5*time.Second, "timeout of each request")
+	metricsAddr := fs.String("metrics-addr", "127.0.0.1:9100", "address of /metrics, /live and /ready")
+	logOpts := consoleLogFlags(fs, "log level")
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+	}
+	p, syncLog, err := newProcess(logOpts, *metricsAddr)
+	if err != nil {
+		return err
+	}
+	defer syncLog()
+	t, err := demo.NewTraffic(cfg, p.Registry, p.Log)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	p.Group.Add("traffic", t)
+	return listenAndRun(ctx, p)
+}
+
+func listenAndRun(ctx context.Context, p *serve.Process) error {
+	if err := p.Listen(); err != nil {
+		return err
+	}
+	defer p.Close()
+	return p.Run(ctx)
 }

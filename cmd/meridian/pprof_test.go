@@ -53,9 +53,6 @@ func TestPprofOnlyWithEnablePprof(t *testing.T) {
 			return []string{"injector", "--tls-cert", cert, "--tls-key", key, "--kubeconfig", kubeconfig, "--trust-anchors-configmap", "",
 				"--addr", "127.0.0.1:0", "--admin-addr", admin, "--log-level", "error"}
 		},
-		"demo": func(admin string) []string {
-			return []string{"demo", "--dir", "../../deploy/examples", "--addr", "127.0.0.1:0", "--admin-addr", admin}
-		},
 	}
 	for name, args := range servers {
 		for _, enabled := range []bool{false, true} {

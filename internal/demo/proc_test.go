@@ -1,0 +1,173 @@
+package demo
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/meridian-mesh/meridian/internal/testutil"
+)
+
+// newTestSupervisor runs this test binary as its children (see TestMain).
+func newTestSupervisor(t *testing.T) *Supervisor {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewSupervisor(self, t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+func child(name, mode string, role Role) Spec {
+	return Spec{Name: name, Role: role, Env: []string{childEnvKey + "=" + mode}, Args: []string{"-test.run=^$"}}
+}
+
+func running(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	b, err := os.ReadFile("/proc/" + itoa(pid) + "/stat")
+	if err != nil {
+		return true // not Linux: the signal says it exists
+	}
+	f := strings.Fields(string(b))
+	return len(f) < 3 || f[2] != "Z"
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+func TestSupervisorStopsInOrderAndReportsExits(t *testing.T) {
+	s := newTestSupervisor(t)
+	ctl, err := s.Start(child("dst-0", "sleep", RoleControl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	app, err := s.Start(child("app/web", "sleep", RoleApp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Start(child("app/web", "sleep", RoleApp)); err == nil {
+		t.Error("a second process of one name started")
+	}
+	if !ctl.Alive() || !app.Alive() || ctl.Pid() == app.Pid() {
+		t.Fatalf("not running: %v %v", ctl.Alive(), app.Alive())
+	}
+	s.StopAll(4 * time.Second)
+	if ctl.Alive() || app.Alive() || running(ctl.Pid()) || running(app.Pid()) {
+		t.Fatal("StopAll left a process running")
+	}
+	got := map[string]Exit{}
+	for range 2 {
+		e := testutil.Recv(t, s.Exits(), 10*time.Second, "an exit")
+		got[e.Name] = e
+	}
+	for _, name := range []string{"dst-0", "app/web"} {
+		// exit 0 when its handler ran, "terminated" when SIGTERM came before the handler.
+		if e := got[name]; !e.Expected || (e.Err != nil && killedBy(e.Err) != syscall.SIGTERM) {
+			t.Errorf("%s: %+v, want an expected end by SIGTERM", name, e)
+		}
+	}
+}
+
+// killedBy is the signal that ended a process, 0 when it exited.
+func killedBy(err error) syscall.Signal {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return ws.Signal()
+		}
+	}
+	return 0
+}
+
+func TestSupervisorKillsWhatIgnoresSIGTERM(t *testing.T) {
+	s := newTestSupervisor(t)
+	p, err := s.Start(child("stubborn", "stubborn", RoleProxy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Give it time to ignore SIGTERM before it is sent (a bound, not a check).
+	testutil.Eventually(t, 10*time.Second, "the child to start", func() bool {
+		b, _ := os.ReadFile("/proc/" + itoa(p.Pid()) + "/status")
+		return strings.Contains(string(b), "SigIgn:") && !strings.Contains(string(b), "SigIgn:\t0000000000000000")
+	})
+	p.Stop(200 * time.Millisecond)
+	if err := p.Err(); killedBy(err) != syscall.SIGKILL {
+		t.Errorf("exit %v, want killed by SIGKILL after the grace", err)
+	}
+}
+
+func TestSupervisorReportsAnUnexpectedExitAndRestarts(t *testing.T) {
+	s := newTestSupervisor(t)
+	p, err := s.Start(child("flaky", "exit3", RoleApp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := testutil.Recv(t, s.Exits(), 10*time.Second, "the exit")
+	if e.Name != "flaky" || e.Expected || e.Err == nil || !strings.Contains(e.Err.Error(), "exit status 3") {
+		t.Errorf("exit %+v, want an unexpected exit status 3", e)
+	}
+	if err := p.WaitReady(context.Background(), time.Second); err != nil {
+		t.Errorf("WaitReady without a Ready URL = %v", err)
+	}
+	first := p.Pid()
+	if err := p.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Recv(t, s.Exits(), 10*time.Second, "the second exit")
+	if p.Starts() != 2 || p.Pid() == first {
+		t.Errorf("starts %d, pids %d %d", p.Starts(), first, p.Pid())
+	}
+	if !strings.Contains(p.LogTail(5), "=== ") {
+		t.Errorf("log %q lacks the start lines", p.LogTail(5))
+	}
+}
+
+func TestSupervisorWaitReadySaysWhyNot(t *testing.T) {
+	s := newTestSupervisor(t)
+	spec := child("never-ready", "exit3", RoleApp)
+	spec.Ready = "http://" + testutil.Listen(t).Addr().String() + "/ready"
+	p, err := s.Start(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = p.WaitReady(context.Background(), 10*time.Second)
+	if err == nil || !strings.Contains(err.Error(), "exited before it was ready") {
+		t.Errorf("WaitReady = %v, want the exit named", err)
+	}
+}
+
+func TestSupervisorKillAndClose(t *testing.T) {
+	s := newTestSupervisor(t)
+	p, err := s.Start(child("dst-1", "sleep", RoleControl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Kill()
+	if e := testutil.Recv(t, s.Exits(), 10*time.Second, "the exit"); !e.Expected {
+		t.Errorf("a kill reported as unexpected: %+v", e)
+	}
+	q, err := s.Start(child("dst-2", "stubborn", RoleControl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if q.Alive() || running(q.Pid()) {
+		t.Error("Close left a process running")
+	}
+	if _, err := s.Start(child("late", "sleep", RoleApp)); err == nil {
+		t.Error("Start after Close succeeded")
+	}
+	s.Close() // idempotent
+}
