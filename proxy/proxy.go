@@ -17,12 +17,12 @@ import (
 
 	idclient "github.com/meridian-mesh/meridian/identity/client"
 	"github.com/meridian-mesh/meridian/internal/run"
+	"github.com/meridian-mesh/meridian/internal/tlsid"
 	"github.com/meridian-mesh/meridian/proxy/config"
 	"github.com/meridian-mesh/meridian/proxy/discovery"
 	"github.com/meridian-mesh/meridian/proxy/inbound"
 	"github.com/meridian-mesh/meridian/proxy/metrics"
 	"github.com/meridian-mesh/meridian/proxy/outbound"
-	"github.com/meridian-mesh/meridian/proxy/tlsid"
 )
 
 // Deps are what New needs besides the configuration.

@@ -6,9 +6,9 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/meridian-mesh/meridian/internal/tlsid"
 	"github.com/meridian-mesh/meridian/proxy/inbound/policy"
 	"github.com/meridian-mesh/meridian/proxy/metrics"
-	"github.com/meridian-mesh/meridian/proxy/tlsid"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 )

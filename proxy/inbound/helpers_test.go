@@ -21,8 +21,8 @@ import (
 
 	"github.com/meridian-mesh/meridian/identity"
 	"github.com/meridian-mesh/meridian/internal/testutil"
+	"github.com/meridian-mesh/meridian/internal/tlsid"
 	"github.com/meridian-mesh/meridian/proxy/metrics"
-	"github.com/meridian-mesh/meridian/proxy/tlsid"
 	"github.com/meridian-mesh/meridian/proxy/transportheader"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"

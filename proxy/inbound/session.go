@@ -13,11 +13,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meridian-mesh/meridian/internal/tlsid"
 	"github.com/meridian-mesh/meridian/proxy/detect"
 	"github.com/meridian-mesh/meridian/proxy/inbound/policy"
 	"github.com/meridian-mesh/meridian/proxy/metrics"
 	"github.com/meridian-mesh/meridian/proxy/origdst"
-	"github.com/meridian-mesh/meridian/proxy/tlsid"
 	"github.com/meridian-mesh/meridian/proxy/transportheader"
 	"go.uber.org/zap"
 )

@@ -10,10 +10,10 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/meridian-mesh/meridian/internal/tlsid"
 	"github.com/meridian-mesh/meridian/proxy/balance"
 	"github.com/meridian-mesh/meridian/proxy/discovery"
 	"github.com/meridian-mesh/meridian/proxy/metrics"
-	"github.com/meridian-mesh/meridian/proxy/tlsid"
 )
 
 // Resolver is the discovery seam: *discovery.Resolver in production. Resolve returns once the

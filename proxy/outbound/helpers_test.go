@@ -21,8 +21,8 @@ import (
 	"time"
 
 	"github.com/meridian-mesh/meridian/internal/testutil"
+	"github.com/meridian-mesh/meridian/internal/tlsid"
 	"github.com/meridian-mesh/meridian/proxy/discovery"
-	"github.com/meridian-mesh/meridian/proxy/tlsid"
 )
 
 func TestMain(m *testing.M) { os.Exit(testutil.Main(m, nil)) }

@@ -14,9 +14,9 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/meridian-mesh/meridian/internal/tlsid"
 	"github.com/meridian-mesh/meridian/proxy/metrics"
 	"github.com/meridian-mesh/meridian/proxy/origdst"
-	"github.com/meridian-mesh/meridian/proxy/tlsid"
 )
 
 // Outbound is the outbound side of the proxy. Build it with New and run it with Run or Serve

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/meridian-mesh/meridian/internal/testutil"
+	"github.com/meridian-mesh/meridian/internal/tlsid"
 	"github.com/meridian-mesh/meridian/proxy/discovery"
-	"github.com/meridian-mesh/meridian/proxy/tlsid"
 	"github.com/meridian-mesh/meridian/proxy/transportheader"
 )
 
