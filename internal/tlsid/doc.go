@@ -1,5 +1,5 @@
-// Package tlsid is the mesh's mTLS, shared by the proxy and the control plane: the tls.Configs with which it originates TLS to a meshed
-// peer (TLS 1.3 only, presenting its own certificate, accepting only a peer whose certificate
+// Package tlsid is the mesh's mTLS, shared by the proxy and the control plane: the
+// tls.Configs with which one originates TLS to a meshed peer (TLS 1.3 only, presenting its own certificate, accepting only a peer whose certificate
 // chains to the trust anchors and names the identity discovery gave for it) and terminates
 // TLS from one (asking for a client certificate and verifying it when given), and the
 // identity a verified peer proved.

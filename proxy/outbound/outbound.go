@@ -139,12 +139,13 @@ func (o *Outbound) Serve(ctx context.Context, lis net.Listener) error {
 	var err error
 	select {
 	case <-ctx.Done():
+		o.serving.Store(false) // not ready from the moment the listener stops accepting
 		_ = lis.Close()
 		err = <-acceptDone
 	case err = <-acceptDone:
+		o.serving.Store(false)
 		_ = lis.Close()
 	}
-	o.serving.Store(false)
 	o.drain(srv)
 	conns.Wait()
 	<-srvDone
