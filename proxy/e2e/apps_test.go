@@ -20,6 +20,7 @@ type echoReply struct {
 	Pod      string `json:"pod"`
 	ClientID string `json:"client_id"` // the l5d-client-id header it received
 	Remote   string `json:"remote"`
+	Proto    string `json:"proto"` // the request's protocol as it reached the app
 }
 
 // httpEcho is an application: an HTTP server answering every request with an echoReply,
@@ -38,7 +39,10 @@ func startHTTPEcho(t *testing.T, p pod, lis net.Listener) *httpEcho {
 		lis = listenOn(t, p.appAddr())
 	}
 	e := &httpEcho{pod: p}
-	srv := &http.Server{Handler: e, ReadHeaderTimeout: 10 * time.Second}
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	srv := &http.Server{Handler: e, ReadHeaderTimeout: 10 * time.Second, Protocols: &protocols}
 	testutil.Go(t, "http echo "+p.name, func(ctx context.Context) error {
 		done := make(chan error, 1)
 		go func() { done <- srv.Serve(lis) }()
@@ -65,7 +69,7 @@ func (e *httpEcho) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(echoReply{Pod: e.pod.name, ClientID: r.Header.Get("l5d-client-id"), Remote: r.RemoteAddr})
+	_ = json.NewEncoder(w).Encode(echoReply{Pod: e.pod.name, ClientID: r.Header.Get("l5d-client-id"), Remote: r.RemoteAddr, Proto: r.Proto})
 }
 
 // tcpEcho is an application speaking a line protocol: every line it reads it writes back

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -113,6 +114,7 @@ func TestLoopbackMesh(t *testing.T) {
 	m := startLoopbackMesh(t)
 	t.Logf("pods on %s, the proxies ask %s, web is owned by %s", m.client.ip, m.dest.name, owner(m.cp.replicas, "web").name)
 	t.Run("mTLS and the client identity", m.testMTLS)
+	t.Run("HTTP2 through the transport header", m.testHTTP2)
 	t.Run("opaque TCP through the transport header", m.testOpaque)
 	t.Run("deny policy", m.testDeny)
 	t.Run("NoEndpoints fails fast", m.testNoEndpoints)
@@ -133,8 +135,8 @@ func (m *loopbackMesh) testMTLS(t *testing.T) {
 		if code != http.StatusOK {
 			return fmt.Errorf("status %d", code)
 		}
-		if r.ClientID != m.client.identity() {
-			t.Fatalf("%s saw l5d-client-id %q, want %q", r.Pod, r.ClientID, m.client.identity())
+		if r.ClientID != m.client.identity() || r.Proto != "HTTP/1.1" {
+			t.Fatalf("%s saw l5d-client-id %q over %s, want %q over HTTP/1.1", r.Pod, r.ClientID, r.Proto, m.client.identity())
 		}
 		seen[r.Pod] = true
 		if len(seen) < len(m.web.pods) {
@@ -162,6 +164,24 @@ func (m *loopbackMesh) testMTLS(t *testing.T) {
 	}
 	if redirects == 0 {
 		t.Errorf("no replica redirected a stream; the proxies ask %s, which does not own web", m.dest.name)
+	}
+}
+
+// HTTP/2 with prior knowledge (as gRPC clients speak it) to the outbound listener, routed by
+// its :authority: the transport header says HTTP/2, and the app gets HTTP/2 with the client's
+// identity.
+func (m *loopbackMesh) testHTTP2(t *testing.T) {
+	var protocols http.Protocols
+	protocols.SetUnencryptedHTTP2(true)
+	tr := &http.Transport{Protocols: &protocols, DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", m.client.outboundAddr())
+	}}
+	defer tr.CloseIdleConnections()
+	h2 := &client{t: t, proxy: m.client.outboundAddr(), http: &http.Client{Transport: tr, Timeout: 10 * time.Second}}
+	code, r := h2.mustGet(m.url(m.web))
+	if code != http.StatusOK || r.Proto != "HTTP/2.0" || r.ClientID != m.client.identity() {
+		t.Fatalf("HTTP/2 GET web = %d %+v; want 200, HTTP/2.0 at the app and l5d-client-id %s", code, r, m.client.identity())
 	}
 }
 

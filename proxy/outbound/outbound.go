@@ -29,7 +29,7 @@ type Outbound struct {
 	log      *zap.Logger
 	origDst  func(net.Conn) (netip.AddrPort, error)
 	opaque   map[uint16]bool
-	suffixes []string // lowercased, without the trailing dot; "" matches every name
+	suffixes []string   // lowercased, without the trailing dot; "" matches every name
 	dialer   net.Dialer // the kernel picks the source address
 	local    net.Dialer // from Config.SourceAddr (see dialerFor)
 	targets  *targets
