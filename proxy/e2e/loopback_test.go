@@ -1,14 +1,11 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
-	"os"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -17,31 +14,6 @@ import (
 	"github.com/meridian-mesh/meridian/internal/testutil"
 	"github.com/meridian-mesh/meridian/translator"
 )
-
-func TestMain(m *testing.M) {
-	code := testutil.Main(m, func(m *testing.M) int {
-		code := m.Run()
-		settleMemberlist(10 * time.Second)
-		return code
-	})
-	removeBinary()
-	os.Exit(code)
-}
-
-// settleMemberlist waits (at most d) until no goroutine of memberlist runs: after Shutdown a
-// probe in flight still waits for its ack timeout (a few hundred ms, longer on a loaded
-// machine) before it returns, which the leak check would otherwise report.
-func settleMemberlist(d time.Duration) {
-	deadline := time.Now().Add(d)
-	buf := make([]byte, 1<<20)
-	for time.Now().Before(deadline) {
-		n := runtime.Stack(buf, true)
-		if !bytes.Contains(buf[:n], []byte("hashicorp/memberlist.")) {
-			return
-		}
-		time.Sleep(20 * time.Millisecond) // polling for goroutines to end: there is no event
-	}
-}
 
 // loopbackMesh is the mesh on one machine: every pod a loopback address, its application
 // on <pod ip>:<port>, its proxy's inbound on <pod ip>:4143, the destination in
@@ -67,15 +39,15 @@ type loopbackMesh struct {
 
 func startLoopbackMesh(t *testing.T) *loopbackMesh {
 	t.Helper()
-	net := newPodNet()
+	pods := newPodNet()
 	m := &loopbackMesh{cluster: &cluster{t: t, dir: t.TempDir()}}
-	m.client = net.pod("client", "", 0, 0)
+	m.client = pods.pod("client", "", 0, 0)
 	m.web = service{name: "web", port: 80}
 	for i := range 3 {
-		m.web.pods = append(m.web.pods, net.pod("web", "", i, 8080))
+		m.web.pods = append(m.web.pods, pods.pod("web", "", i, 8080))
 	}
-	m.db = service{name: "db", port: 5432, pods: []pod{net.pod("db", "", 0, 5432)}}
-	m.vault = service{name: "vault", port: 80, pods: []pod{net.pod("vault", "", 0, 8080)}}
+	m.db = service{name: "db", port: 5432, pods: []pod{pods.pod("db", "", 0, 5432)}}
+	m.vault = service{name: "vault", port: 80, pods: []pod{pods.pod("vault", "", 0, 8080)}}
 	m.empty = service{name: "empty", port: 80, targetPort: 8080, endpoints: []pod{}}
 	for _, s := range []service{m.web, m.db, m.vault, m.empty} {
 		m.cluster.service(s)
