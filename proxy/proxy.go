@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -199,23 +200,54 @@ func outboundConfig(cfg config.Config) outbound.Config {
 }
 
 // Add adds the proxy's components to g, in a fixed order, and closes the control-plane
-// connections when the last of them stops.
+// connections once the components that use them (identity, discovery, inbound policy) have
+// stopped, so that none of them loses its connection while it drains.
 func (p *Proxy) Add(g *run.Group) {
-	if p.identity != nil {
-		g.Add("identity", identityComponent{p.identity})
+	var users sync.WaitGroup
+	use := func(name string, c run.Component) {
+		users.Add(1)
+		g.Add(name, &connUser{Component: c, done: users.Done})
 	}
-	g.Add("discovery", p.resolver)
-	g.Add("inbound", p.in)
+	if p.identity != nil {
+		use("identity", identityComponent{p.identity})
+	}
+	use("discovery", p.resolver)
+	use("inbound", p.in)
 	g.Add("outbound", p.out)
 	g.Go("control-plane connections", func(ctx context.Context) error {
 		<-ctx.Done()
+		users.Wait()
 		p.close()
 		return nil
 	})
 }
 
-// InboundAddr and OutboundAddr are the listeners' addresses once they are bound.
+// InboundAddr and OutboundAddr are the listeners' addresses once they are bound (nil
+// before).
 func (p *Proxy) InboundAddr() net.Addr { return p.in.Addr() }
+
+func (p *Proxy) OutboundAddr() net.Addr { return p.out.Addr() }
+
+// connUser is a component that uses the control-plane connections: done is called when its
+// Run returns. It passes its component's readiness and warnings on.
+type connUser struct {
+	run.Component
+	done func()
+}
+
+func (c *connUser) Run(ctx context.Context) error {
+	defer c.done()
+	return c.Component.Run(ctx)
+}
+
+func (c *connUser) Ready() error {
+	if r, ok := c.Component.(run.Readier); ok {
+		return r.Ready()
+	}
+	return nil
+}
+
+func (c *connUser) Warnings() []string { return run.WarningsOf(c.Component) }
 
 // identityComponent adapts the identity client to run: ready once it holds a certificate.
 type identityComponent struct{ c *idclient.Client }

@@ -10,6 +10,8 @@ import (
 	"github.com/meridian-mesh/meridian/internal/serve"
 	"github.com/meridian-mesh/meridian/proxy"
 	"github.com/meridian-mesh/meridian/proxy/config"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 func init() {
@@ -41,6 +43,9 @@ func runProxy(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("LINKERD2_PROXY_LOG=%q: %w", cfg.Log, err)
 	}
+	// The proxy's warnings (a control-plane service unreachable, retrying) are operational,
+	// not bugs: no stack traces under them, whatever the format.
+	log = log.WithOptions(zap.AddStacktrace(zapcore.DPanicLevel))
 	defer func() { _ = log.Sync() }()
 	p := serve.New(log, cfg.AdminAddr)
 	p.Pprof = cfg.EnablePprof

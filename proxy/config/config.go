@@ -311,10 +311,15 @@ func parseDuration(s string) (time.Duration, error) {
 	return d, nil
 }
 
+// splitHostPort splits a listener address; port 0 is a port the kernel picks, as
+// linkerd2-proxy binds it (tests and one-machine runs).
 func splitHostPort(addr string) (string, uint16, error) {
 	i := strings.LastIndexByte(addr, ':')
 	if i < 0 {
 		return "", 0, errors.New("want host:port")
+	}
+	if strings.TrimSpace(addr[i+1:]) == "0" {
+		return addr[:i], 0, nil
 	}
 	p, err := port(addr[i+1:])
 	return addr[:i], p, err

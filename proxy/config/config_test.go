@@ -97,6 +97,14 @@ func TestValidateSaysWhatIsMissing(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Errorf("identity disabled: %v", err)
 	}
+	c.InboundAddr, c.OutboundAddr, c.AdminAddr = "127.0.0.1:0", "[::1]:0", ":0" // ports the kernel picks
+	if err := c.Validate(); err != nil {
+		t.Errorf("listeners on port 0: %v", err)
+	}
+	c.AdminAddr = "127.0.0.1:65536"
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "ADMIN_LISTEN_ADDR") {
+		t.Errorf("admin on port 65536: %v", err)
+	}
 }
 
 func FuzzParsePorts(f *testing.F) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -17,6 +18,7 @@ import (
 	"github.com/meridian-mesh/meridian/proxy/inbound/policy"
 	"github.com/meridian-mesh/meridian/proxy/metrics"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 // Header names.
@@ -59,7 +61,7 @@ func (i *Inbound) newHTTPServer() *http.Server {
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			return context.WithValue(ctx, connKey{}, c)
 		},
-		ErrorLog: zap.NewStdLog(i.log.Named("http").WithOptions(zap.IncreaseLevel(zap.DebugLevel))),
+		ErrorLog: debugLog(i.log.Named("http")),
 	}
 }
 
@@ -328,4 +330,12 @@ func (i *Inbound) upgrade(w http.ResponseWriter, r *http.Request, hc *httpConn) 
 	}
 	rp.ServeHTTP(w, r)
 	return status, "", status == 0 || status >= 500
+}
+
+// debugLog is net/http's error log (per-connection complaints: handshake errors, bad
+// requests) written at debug. (zap.IncreaseLevel cannot lower a logger's level: it only
+// printed an error at startup.)
+func debugLog(l *zap.Logger) *log.Logger {
+	std, _ := zap.NewStdLogAt(l, zapcore.DebugLevel) // fails only for a level zap does not know
+	return std
 }

@@ -94,8 +94,9 @@ type Config struct {
 	Balance balance.Config
 	// SourceAddr, when valid, is the local address connections to endpoints are made from
 	// (the local mesh: a pod is a loopback address, and its peers' inbound proxies must see
-	// it, not 127.0.0.1, which Linkerd's inbound policy always allows). Invalid: the
-	// kernel's choice.
+	// it, not 127.0.0.1, which Linkerd's inbound policy always allows). A loopback
+	// SourceAddr applies to loopback destinations only; connections elsewhere (a direct
+	// target on another host) get the kernel's choice, as they do when it is invalid.
 	SourceAddr netip.Addr
 }
 

@@ -43,7 +43,7 @@ var errNoTLS = errors.New("endpoint is meshed and the proxy has no TLS identity"
 func (e *endpoint) dial(ctx context.Context, proto transportheader.SessionProtocol) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, e.o.cfg.ConnectTimeout)
 	defer cancel()
-	raw, err := e.o.dialer.DialContext(ctx, "tcp", e.dialAddr)
+	raw, err := e.o.dialerFor(e.dialAddr).DialContext(ctx, "tcp", e.dialAddr)
 	if err != nil {
 		return nil, &connectError{e.dialAddr, err}
 	}

@@ -46,7 +46,7 @@
 //
 // Each endpoint has its own connection pools: keep-alive HTTP/1.1 and multiplexed HTTP/2
 // (net/http's Transport, dialling only that endpoint), and dials for TCP. A meshed endpoint
-// (an identity) is reached over TLS 1.3 (proxy/tlsid) that verifies the peer proves that
+// (an identity) is reached over TLS 1.3 (internal/tlsid) that verifies the peer proves that
 // identity; with an opaque-transport port, over TLS with ALPN transport.l5d.io/v1 to that
 // port, starting with the transport header (proxy/transportheader) that names the
 // endpoint's port and the session protocol. Unmeshed endpoints get plaintext. Metric handles
@@ -62,7 +62,7 @@
 // that drops idle targets.
 //
 // It imports proxy/balance, proxy/detect, proxy/discovery (types only), proxy/httpproxy,
-// proxy/metrics, proxy/tlsid, proxy/transportheader, zap and golang.org/x/sys/unix. It must
+// proxy/metrics, internal/tlsid, proxy/transportheader, zap and golang.org/x/sys/unix. It must
 // not import `shard/...`, `policy/...`, `identity`, `injector/...`, `bench/...`, `cmd/...` or
 // `proxy/inbound/...`.
 package outbound

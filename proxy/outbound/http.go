@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/meridian-mesh/meridian/proxy/balance"
 	"github.com/meridian-mesh/meridian/proxy/httpproxy"
@@ -32,7 +34,7 @@ func (o *Outbound) httpServer() *http.Server {
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			return context.WithValue(ctx, connKey{}, c)
 		},
-		ErrorLog: zap.NewStdLog(o.log.WithOptions(zap.IncreaseLevel(zap.DebugLevel)).Named("http")),
+		ErrorLog: debugLog(o.log.Named("http")),
 	}
 }
 
@@ -373,4 +375,12 @@ func short(s string) string {
 		return s[:200] + "..."
 	}
 	return s
+}
+
+// debugLog is net/http's error log (per-connection complaints: handshake errors, bad
+// requests) written at debug. (zap.IncreaseLevel cannot lower a logger's level: it only
+// printed an error at startup.)
+func debugLog(l *zap.Logger) *log.Logger {
+	std, _ := zap.NewStdLogAt(l, zapcore.DebugLevel) // fails only for a level zap does not know
+	return std
 }

@@ -29,8 +29,9 @@ type Outbound struct {
 	log      *zap.Logger
 	origDst  func(net.Conn) (netip.AddrPort, error)
 	opaque   map[uint16]bool
-	suffixes []string // lowercased, without the trailing dot; "" matches every name
-	dialer   net.Dialer
+	suffixes []string   // lowercased, without the trailing dot; "" matches every name
+	dialer   net.Dialer // the kernel picks the source address
+	local    net.Dialer // from Config.SourceAddr (see dialerFor)
 	targets  *targets
 
 	// ctx ends at the hard stop (the grace period is over): it is every request's and
@@ -72,12 +73,30 @@ func New(cfg Config, deps Deps) (*Outbound, error) {
 		o.suffixes = append(o.suffixes, strings.TrimSuffix(strings.ToLower(s), "."))
 	}
 	o.dialer = net.Dialer{Timeout: cfg.ConnectTimeout, KeepAlive: 10 * time.Second}
+	o.local = o.dialer
 	if cfg.SourceAddr.IsValid() {
-		o.dialer.LocalAddr = &net.TCPAddr{IP: cfg.SourceAddr.AsSlice()}
+		o.local.LocalAddr = &net.TCPAddr{IP: cfg.SourceAddr.AsSlice()}
 	}
 	o.ctx, o.cancel = context.WithCancel(context.Background())
 	o.targets = newTargets(o)
 	return o, nil
+}
+
+// dialerFor returns the dialer for a connection to addr: from Config.SourceAddr when it is
+// set, except that a loopback source is used only for loopback destinations (the kernel
+// refuses to connect from 127.x.y.z to another host, and a name, resolved while dialling,
+// may be anywhere).
+func (o *Outbound) dialerFor(addr string) *net.Dialer {
+	src := o.cfg.SourceAddr
+	if !src.IsValid() {
+		return &o.dialer
+	}
+	if src.IsLoopback() {
+		if ap, err := netip.ParseAddrPort(addr); err != nil || !ap.Addr().IsLoopback() {
+			return &o.dialer
+		}
+	}
+	return &o.local
 }
 
 // Addr returns the listener's address once Run or Serve has it (nil before).
