@@ -8,13 +8,22 @@ import (
 	"github.com/puzpuzpuz/xsync/v3"
 )
 
-// Key names one service port.
+// Key names one service port, as one kind of client sees it.
 type Key struct {
 	Namespace, Name string
 	Port            uint32
+	// View names the client view of the port ("" for the view of a client that says nothing
+	// about its locality): streams whose clients see the same endpoints share one key, and so
+	// one snapshot and one delta per publication. Its meaning is the writer's.
+	View string
 }
 
-func (k Key) String() string { return fmt.Sprintf("%s/%s:%d", k.Namespace, k.Name, k.Port) }
+func (k Key) String() string {
+	if k.View != "" {
+		return fmt.Sprintf("%s/%s:%d (view %q)", k.Namespace, k.Name, k.Port, k.View)
+	}
+	return fmt.Sprintf("%s/%s:%d", k.Namespace, k.Name, k.Port)
+}
 
 // Snapshot is one published version of a service port's address set. It is immutable: the
 // store never changes a Snapshot after Publish returns it, and neither may anyone else.

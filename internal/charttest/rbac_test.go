@@ -34,6 +34,8 @@ var uses = map[string][]access{
 		{false, "", "services", "list,watch", "", "shard/source/kubernetes.go: the Services informer"},
 		{false, "discovery.k8s.io", "endpointslices", "list,watch", "", "shard/source/kubernetes.go: the EndpointSlices informer"},
 		{false, "", "pods", "list,watch", "", "shard/source/kubernetes.go: the Pods informer"},
+		{false, "", "nodes", "list,watch", "", "shard/source/kubernetes.go: the Nodes informer (metadata only)"},
+		{false, "policy.linkerd.io", "servers", "list,watch", "", "shard/source/kubernetes.go: the Servers informer (dynamic)"},
 	},
 	"linkerd-identity": {
 		{false, "authentication.k8s.io", "tokenreviews", "create", "", "identity/reviewer_kube.go: KubeReviewer.Review"},

@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/meridian-mesh/meridian/internal/manifest/manifesttest"
+	"github.com/meridian-mesh/meridian/translator"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -42,3 +43,8 @@ func (r *recorder) get(key string) metav1.Object {
 	defer r.mu.Unlock()
 	return r.last[key]
 }
+
+func (r *recorder) OnNode(n *metav1.PartialObjectMetadata, deleted bool) {
+	r.record(KindNode, n, deleted)
+}
+func (r *recorder) OnServer(s *translator.Server, deleted bool) { r.record(KindServer, s, deleted) }

@@ -1,0 +1,153 @@
+package shard
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	pb "github.com/linkerd/linkerd2-proxy-api/go/destination"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap/zaptest"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/metadata"
+
+	"github.com/meridian-mesh/meridian/internal/kubetest"
+	"github.com/meridian-mesh/meridian/internal/testutil"
+	"github.com/meridian-mesh/meridian/shard/source"
+)
+
+var serversResource = schema.GroupVersionResource{Group: "policy.linkerd.io", Version: "v1beta3", Resource: "servers"}
+
+// serverObject is a policy.linkerd.io/v1beta3 Server selecting app=<app> on port with
+// proxyProtocol opaque.
+func serverObject(ns, name, app string, port int64) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "policy.linkerd.io/v1beta3", "kind": "Server",
+		"metadata": map[string]any{"namespace": ns, "name": name},
+		"spec": map[string]any{
+			"podSelector":   map[string]any{"matchLabels": map[string]any{"app": app}},
+			"port":          port,
+			"proxyProtocol": "opaque",
+		},
+	}}
+}
+
+// TestKubernetesZonesIPsServers runs a replica on the Kubernetes source of a real API server,
+// with the Node (metadata only) and Server informers, and checks over gRPC what they drive:
+// zone_locality against the client's node, GetProfile by cluster IP and by pod IP, and a
+// Server that makes a port opaque, then no longer selects the pod.
+func TestKubernetesZonesIPsServers(t *testing.T) {
+	env := kubetest.Start(t)
+	ns := env.Namespace(t, nil)
+	cs := env.Client
+	md, err := metadata.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodeName := "zone-node-" + ns
+	if _, err := cs.CoreV1().Nodes().Create(api(t), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName,
+		Labels: map[string]string{corev1.LabelTopologyZone: "west-1a", "other": "dropped"}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.CoreV1().Nodes().Delete(context.Background(), nodeName, metav1.DeleteOptions{}) })
+	reg := prometheus.NewRegistry()
+	log := zaptest.NewLogger(t)
+	src := source.NewKubernetesFrom(source.KubernetesClients{Typed: cs, Dynamic: env.Dynamic, Metadata: md}, source.KubernetesConfig{Namespace: ns}, reg, log)
+	r, err := NewReplica(DefaultConfig(), Deps{Source: src, Registerer: reg, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis := testutil.Listen(t)
+	serveReplica(t, r, reg, lis)
+	testutil.EventuallyNoError(t, 60*time.Second, "the replica to be ready", r.Ready)
+	if w := src.Warnings(); len(w) > 0 {
+		t.Fatalf("source warnings: %v", w)
+	}
+
+	slice := createWeb(t, cs, ns)
+	slice.Endpoints[0].Zone, slice.Endpoints[1].Zone = ptr("west-1a"), ptr("west-1b")
+	if _, err := cs.DiscoveryV1().EndpointSlices(ns).Update(api(t), slice, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for i, name := range []string{"web-1", "web-2"} {
+		p, err := cs.CoreV1().Pods(ns).Get(api(t), name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: fmt.Sprintf("10.7.0.%d", i+1), PodIPs: []corev1.PodIP{{IP: fmt.Sprintf("10.7.0.%d", i+1)}}}
+		if _, err := cs.CoreV1().Pods(ns).UpdateStatus(api(t), p, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	svc, err := cs.CoreV1().Services(ns).Get(api(t), "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 30*time.Second, "the Node's zone", func() bool { return r.Index().cluster.zone(nodeName) == "west-1a" })
+	client := pb.NewDestinationClient(testutil.DialGRPC(t, lis.Addr().String()))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	// Zones against the client's node.
+	gs, err := client.Get(ctx, &pb.GetDestination{Path: "web." + ns + ".svc.cluster.local:80", ContextToken: fmt.Sprintf(`{"ns":%q,"nodeName":%q}`, ns, nodeName)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newStream(gs)
+	var v held
+	s.converge(t, &v, "zones", "10.7.0.1:8080", "10.7.0.2:8080")
+	testutil.Eventually(t, 30*time.Second, "zone_locality local and remote", func() bool {
+		for len(s.c) > 0 {
+			v.apply(t, <-s.c)
+		}
+		return v.addrs[netipMust("10.7.0.1:8080")].GetMetricLabels()["zone_locality"] == "local" &&
+			v.addrs[netipMust("10.7.0.2:8080")].GetMetricLabels()["zone_locality"] == "remote"
+	})
+
+	// GetProfile by cluster IP, and by pod IP.
+	if p := recvProfile(t, ctx, client, svc.Spec.ClusterIP+":80"); p.GetFullyQualifiedName() != "web."+ns+".svc.cluster.local" {
+		t.Fatalf("profile of the cluster IP %s: %v", svc.Spec.ClusterIP, p)
+	}
+	ps := newRecvStream(mustProfile(t, ctx, client, "10.7.0.1:8080"))
+	if p := ps.next(t); p.GetEndpoint().GetMetricLabels()["pod"] != "web-1" || p.GetOpaqueProtocol() {
+		t.Fatalf("profile of web-1's IP: %v", p)
+	}
+
+	// A Server makes 8080 of the app=web pods opaque; then it selects nothing.
+	srv, err := env.Dynamic.Resource(serversResource).Namespace(ns).Create(api(t), serverObject(ns, "web-http", "web", 8080), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p := ps.next(t); !p.GetOpaqueProtocol(); p = ps.next(t) {
+	}
+	if err := unstructured.SetNestedField(srv.Object, "nothing", "spec", "podSelector", "matchLabels", "app"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Dynamic.Resource(serversResource).Namespace(ns).Update(api(t), srv, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for p := ps.next(t); p.GetOpaqueProtocol(); p = ps.next(t) {
+	}
+	if n := histogramCountOf(t, reg, "servers_informer_lag_seconds"); n == 0 {
+		t.Error("no Server informer lag observed")
+	}
+}
+
+// histogramCountOf returns the sample count of the histogram name on reg (0 when absent).
+func histogramCountOf(t *testing.T, reg *prometheus.Registry, name string) uint64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()[0].GetHistogram().GetSampleCount()
+		}
+	}
+	return 0
+}

@@ -1,0 +1,112 @@
+package shard
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	pb "github.com/linkerd/linkerd2-proxy-api/go/destination"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/meridian-mesh/meridian/internal/testutil"
+)
+
+const ringIPServices = 12
+
+// writeIPObjects writes, into the ring's directory, Services ipsvc<i> with cluster IP
+// 10.96.0.<i+1> and meshed pods ippod<i> with pod IP 10.200.0.<i+1>.
+func writeIPObjects(t *testing.T, c *cluster) {
+	t.Helper()
+	var b strings.Builder
+	for i := range ringIPServices {
+		ns, _ := svcName(i)
+		fmt.Fprintf(&b, "---\napiVersion: v1\nkind: Service\nmetadata: {namespace: %s, name: ipsvc%d}\nspec:\n  clusterIP: 10.96.0.%d\n  ports: [{name: http, port: 80}]\n", ns, i, i+1)
+		fmt.Fprintf(&b, "---\napiVersion: v1\nkind: Pod\nmetadata: {namespace: %s, name: ippod%d, labels: {linkerd.io/control-plane-ns: linkerd}}\nstatus: {phase: Running, podIP: 10.200.0.%d}\n", ns, i, i+1)
+	}
+	if err := os.WriteFile(filepath.Join(c.dir, "ips.yaml"), []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRingIPLookups checks GetProfile by IP in a ring: every replica answers for every cluster
+// IP as its Service, through the owner when another replica owns it (the lookup is resolved
+// by the replica's IP index, then relayed by name), and for every pod IP with the pod's
+// endpoint, itself; an address no pod holds yet is served bare until a pod takes it.
+func TestRingIPLookups(t *testing.T) {
+	c := newCluster(t, ringServices, 2)
+	writeIPObjects(t, c)
+	nodes := startRing(t, c, 3, Forward)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	testutil.EventuallyNoError(t, 20*time.Second, "every replica to resolve every address", func() error {
+		for _, n := range nodes {
+			for i := range ringIPServices {
+				if len(n.replica.Index().ips.lookup(mustAddr(fmt.Sprintf("10.200.0.%d", i+1))).pods) != 1 ||
+					len(n.replica.Index().ips.lookup(mustAddr(fmt.Sprintf("10.96.0.%d", i+1))).services) != 1 {
+					return fmt.Errorf("%s does not resolve the addresses of %d", n.name, i)
+				}
+			}
+		}
+		return nil
+	})
+	for _, n := range nodes {
+		client := pb.NewDestinationClient(testutil.DialGRPC(t, n.addr))
+		for i := range ringIPServices {
+			ns, _ := svcName(i)
+			p := recvProfile(t, ctx, client, fmt.Sprintf("10.96.0.%d:80", i+1))
+			if want := fmt.Sprintf("ipsvc%d.%s.svc.cluster.local", i, ns); p.GetFullyQualifiedName() != want {
+				t.Fatalf("%s: cluster IP of %d: profile %v, want %s", n.name, i, p, want)
+			}
+			p = recvProfile(t, ctx, client, fmt.Sprintf("10.200.0.%d:8080", i+1))
+			if pod := p.GetEndpoint().GetMetricLabels()["pod"]; pod != fmt.Sprintf("ippod%d", i) || p.GetEndpoint().GetTlsIdentity() == nil {
+				t.Fatalf("%s: pod IP of %d: profile %v", n.name, i, p)
+			}
+		}
+	}
+	relayed := 0.0
+	for _, n := range nodes {
+		relayed += promtest.ToFloat64(n.replica.m.forwardedTotal)
+	}
+	if relayed == 0 {
+		t.Fatal("no cluster IP lookup was relayed to its owner")
+	}
+	// An address nobody has yet, then a pod's.
+	s := newRecvStream(mustProfile(t, ctx, pb.NewDestinationClient(testutil.DialGRPC(t, nodes[1].addr)), "10.200.9.9:8080"))
+	if p := s.next(t); p.GetEndpoint().GetMetricLabels()["pod"] != "" {
+		t.Fatalf("unknown address: %v", p)
+	}
+	if err := os.WriteFile(filepath.Join(c.dir, "late.yaml"), []byte("apiVersion: v1\nkind: Pod\nmetadata: {namespace: ns1, name: late}\nstatus: {phase: Running, podIP: 10.200.9.9}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if p := s.next(t); p.GetEndpoint().GetMetricLabels()["pod"] != "late" || p.GetEndpoint().GetMetricLabels()["namespace"] != "ns1" {
+		t.Fatalf("address of a new pod: %v", p)
+	}
+}
+
+func mustProfile(t *testing.T, ctx context.Context, c pb.DestinationClient, path string) pb.Destination_GetProfileClient {
+	t.Helper()
+	s, err := c.GetProfile(ctx, &pb.GetDestination{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// recvProfile returns the first profile of a GetProfile stream for path, and ends the stream.
+func recvProfile(t *testing.T, ctx context.Context, c pb.DestinationClient, path string) *pb.DestinationProfile {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	p, err := mustProfile(t, ctx, c, path).Recv()
+	if err != nil {
+		t.Fatalf("profile of %s: %v", path, err)
+	}
+	return p
+}
+
+func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }
