@@ -61,10 +61,12 @@ type svcRef struct {
 }
 
 var (
-	_ source.Handler       = (*Index)(nil)
-	_ source.ServiceFilter = (*Index)(nil)
-	_ source.NodeHandler   = (*Index)(nil)
-	_ source.ServerHandler = (*Index)(nil)
+	_ source.Handler        = (*Index)(nil)
+	_ source.ServiceFilter  = (*Index)(nil)
+	_ source.NodeHandler    = (*Index)(nil)
+	_ source.ServerHandler  = (*Index)(nil)
+	_ source.ProfileHandler = (*Index)(nil)
+	_ source.ProfileFilter  = (*Index)(nil)
 )
 
 // NewIndex returns an index publishing to store, looking pods up with pods (the source keeps
@@ -158,6 +160,69 @@ func (x *Index) OnService(svc *corev1.Service, deleted bool) {
 	s.mu.Unlock()
 	x.queue.Add(k)
 	x.changed.notify(k)
+}
+
+// profiled returns the service a ServiceProfile's name profiles, if it names one.
+func (x *Index) profiled(name string) (ServiceKey, bool) {
+	svc, ns, ok := translator.ProfiledService(name, x.cfg.Translator.ClusterDomain)
+	if !ok {
+		return ServiceKey{}, false
+	}
+	return NewServiceKey(ns, svc), true
+}
+
+// WantsProfile implements source.ProfileFilter: the index keeps the ServiceProfiles of the
+// services the replica owns, in every namespace (the Service's and its clients').
+func (x *Index) WantsProfile(_, name string) bool {
+	k, ok := x.profiled(name)
+	return ok && x.Owns(k)
+}
+
+// OnServiceProfile implements source.ProfileHandler: a ServiceProfile of a service the
+// replica owns is recorded, and the service's profile streams are woken; the others are
+// dropped. An invalid profile (Problem set) replaces no valid version of itself: the last
+// good one stays in effect.
+func (x *Index) OnServiceProfile(sp *translator.ServiceProfile, deleted bool) {
+	k, ok := x.profiled(sp.Name)
+	if !ok || !x.Owns(k) {
+		return
+	}
+	s := x.getOrCreate(k)
+	s.mu.Lock()
+	old := s.profiles[sp.Namespace]
+	switch {
+	case deleted:
+		delete(s.profiles, sp.Namespace)
+	case sp.Problem != "" && old != nil && old.Problem == "":
+		x.log.Warn("invalid ServiceProfile update ignored; its last good version stays in effect",
+			zap.String("profile", sp.Namespace+"/"+sp.Name), zap.String("problem", sp.Problem))
+	default:
+		if s.profiles == nil {
+			s.profiles = map[string]*translator.ServiceProfile{}
+		}
+		s.profiles[sp.Namespace] = sp
+	}
+	s.mu.Unlock()
+	x.queue.Add(k) // lets recompute forget a service whose last input this was
+	x.changed.notify(k)
+}
+
+// Profile returns the ServiceProfile that applies to k for a client in namespace clientNS
+// ("" when unknown), or nil: the client namespace's, else the Service namespace's, as
+// Linkerd chooses (an invalid one counts as none). It must not be modified.
+func (x *Index) Profile(k ServiceKey, clientNS string) *translator.ServiceProfile {
+	s, ok := x.services.Load(k)
+	if !ok {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ns := range [2]string{clientNS, k.Namespace} {
+		if sp := s.profiles[ns]; ns != "" && sp != nil && sp.Problem == "" {
+			return sp
+		}
+	}
+	return nil
 }
 
 // OnNode implements source.NodeHandler: a Node's zone is recorded, and when it changes, the
@@ -308,7 +373,7 @@ func (x *Index) DropUnowned() int {
 		for _, es := range s.slices {
 			x.updateRefs(k, es, nil)
 		}
-		s.svc, s.slices = nil, map[string]*discoveryv1.EndpointSlice{}
+		s.svc, s.slices, s.profiles = nil, map[string]*discoveryv1.EndpointSlice{}, nil
 		s.stale, s.full = nil, true
 		s.mu.Unlock()
 		x.queue.Add(k)

@@ -151,3 +151,81 @@ func histogramCountOf(t *testing.T, reg *prometheus.Registry, name string) uint6
 	}
 	return 0
 }
+
+var profilesResource = schema.GroupVersionResource{Group: "linkerd.io", Version: "v1alpha2", Resource: "serviceprofiles"}
+
+// spObject is a ServiceProfile of web.<svcNS> in ns with one route (an empty condition when
+// route is "").
+func spObject(ns, svcNS, route string) *unstructured.Unstructured {
+	cond := map[string]any{}
+	if route != "" {
+		cond["pathRegex"] = "/" + route
+	}
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "linkerd.io/v1alpha2", "kind": "ServiceProfile",
+		"metadata": map[string]any{"name": "web." + svcNS + ".svc.cluster.local", "namespace": ns},
+		"spec":     map[string]any{"routes": []any{map[string]any{"name": "r", "condition": cond}}},
+	}}
+}
+
+// TestKubernetesServiceProfiles runs a replica on the Kubernetes source of a real API server
+// and follows a GetProfile stream of a client in another namespace (the cases of linkerd2's
+// TestGetProfiles "Returns client profile" and TestFallbackProfileListener): the client
+// namespace's profile applies, the Service namespace's once it is deleted, and an update the
+// sp-validator would refuse leaves the last good profile in effect.
+func TestKubernetesServiceProfiles(t *testing.T) {
+	env := kubetest.Start(t)
+	ns, clientNS := env.Namespace(t, nil), env.Namespace(t, nil)
+	md, err := metadata.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	log := zaptest.NewLogger(t)
+	src := source.NewKubernetesFrom(source.KubernetesClients{Typed: env.Client, Dynamic: env.Dynamic, Metadata: md}, source.DefaultKubernetesConfig(), reg, log)
+	r, err := NewReplica(DefaultConfig(), Deps{Source: src, Registerer: reg, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis := testutil.Listen(t)
+	serveReplica(t, r, reg, lis)
+	testutil.EventuallyNoError(t, 60*time.Second, "the replica to be ready", r.Ready)
+	createWeb(t, env.Client, ns)
+	waitService(t, r, ns, "web")
+	for _, o := range []*unstructured.Unstructured{spObject(ns, ns, "backup"), spObject(clientNS, ns, "primary")} {
+		if _, err := env.Dynamic.Resource(profilesResource).Namespace(o.GetNamespace()).Create(api(t), o, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	client := pb.NewDestinationClient(testutil.DialGRPC(t, lis.Addr().String()))
+	s, err := client.GetProfile(ctx, &pb.GetDestination{Path: "web." + ns + ".svc.cluster.local:80", ContextToken: fmt.Sprintf(`{"ns":%q}`, clientNS)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := newRecvStream(s)
+	route := func(p *pb.DestinationProfile) string {
+		if len(p.GetRoutes()) != 1 {
+			return ""
+		}
+		return p.GetRoutes()[0].GetCondition().GetPath().GetRegex()
+	}
+	for p := ps.next(t); route(p) != "/primary"; p = ps.next(t) {
+	}
+	if err := env.Dynamic.Resource(profilesResource).Namespace(clientNS).Delete(api(t), "web."+ns+".svc.cluster.local", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if p := ps.next(t); route(p) != "/backup" {
+		t.Fatalf("after the client's profile went: %v", p)
+	}
+	cur, err := env.Dynamic.Resource(profilesResource).Namespace(ns).Get(api(t), "web."+ns+".svc.cluster.local", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur.Object["spec"] = spObject(ns, ns, "").Object["spec"]
+	if _, err := env.Dynamic.Resource(profilesResource).Namespace(ns).Update(api(t), cur, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ps.quiet(t, time.Second)
+}

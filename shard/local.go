@@ -68,9 +68,10 @@ func (l *local) get(ctx context.Context, t translator.Target, k ServiceKey, node
 	return nil, err
 }
 
-// profile serves a GetProfile until the stream ends or k changes owner (errMoved): a profile
-// each time the port's address set or the Service changes (send drops repeats).
-func (l *local) profile(ctx context.Context, t translator.Target, k ServiceKey, v *ringView,
+// profile serves a GetProfile of a client in namespace clientNS ("" when unknown) until the
+// stream ends or k changes owner (errMoved): a profile each time the port's address set, the
+// Service or its ServiceProfiles change (send drops repeats).
+func (l *local) profile(ctx context.Context, t translator.Target, k ServiceKey, clientNS string, v *ringView,
 	send func(*pb.DestinationProfile) error) error {
 	changed, stop := l.idx.changed.watch(k)
 	defer func() { stop() }()
@@ -104,7 +105,13 @@ func (l *local) profile(ctx context.Context, t translator.Target, k ServiceKey, 
 				}
 			}
 		}
-		return send(buildProfile(l.cfg, t, svc, endpoint))
+		p := buildProfile(l.cfg, t, svc, endpoint)
+		if t.Hostname == "" && p.ParentRef != nil {
+			if sp := l.idx.Profile(k, clientNS); sp != nil {
+				p = withServiceProfile(p, sp, t.Port)
+			}
+		}
+		return send(p)
 	})
 }
 

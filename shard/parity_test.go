@@ -90,20 +90,31 @@ func TestParityGetProfile(t *testing.T) {
 		err := e.profile("externalname.ns.svc.mycluster.local", "").end(t)
 		testutil.WantStatus(t, err, codes.InvalidArgument, "ExternalName")
 	})
+	t.Run("Returns server profile", func(t *testing.T) {
+		p := e.profile(fmt.Sprintf("%s:%d", l5dFQN, l5dPort), "ns:other").next(t)
+		checkRoutes(t, p, l5dFQN, "route1", false)
+	})
+	t.Run("Return service profile when using json token", func(t *testing.T) {
+		p := e.profile(fmt.Sprintf("%s:%d", l5dFQN, l5dPort), `{"ns":"other"}`).next(t)
+		checkRoutes(t, p, l5dFQN, "route1", false)
+	})
+	t.Run("Returns client profile", func(t *testing.T) {
+		p := e.profile(fmt.Sprintf("%s:%d", l5dFQN, l5dPort), `{"ns":"client-ns"}`).next(t)
+		checkRoutes(t, p, l5dFQN, "route2", true)
+		if r := p.GetProfileRef().GetResource(); r.GetNamespace() != "client-ns" || r.GetName() != l5dFQN || r.GetKind() != "ServiceProfile" {
+			t.Fatalf("profile reference %v", p.GetProfileRef())
+		}
+	})
 	t.Run("Return profile when using cluster IP", func(t *testing.T) {
 		p := e.profile(hostPort(l5dClusterIP, l5dPort), "").next(t)
-		if p.GetFullyQualifiedName() != l5dFQN || p.GetOpaqueProtocol() {
-			t.Fatalf("profile %v, want %s, not opaque", p, l5dFQN)
-		}
+		checkRoutes(t, p, l5dFQN, "route1", false)
 		if r := p.GetParentRef().GetResource(); r.GetName() != "name1" || r.GetNamespace() != "ns" || r.GetPort() != l5dPort {
 			t.Fatalf("parent %v", p.GetParentRef())
 		}
 	})
 	t.Run("Return profile when using secondary cluster IP", func(t *testing.T) {
 		p := e.profile(hostPort(l5dClusterIPv6, l5dPort), "").next(t)
-		if p.GetFullyQualifiedName() != l5dFQNDual || p.GetOpaqueProtocol() {
-			t.Fatalf("profile %v, want %s, not opaque", p, l5dFQNDual)
-		}
+		checkRoutes(t, p, l5dFQNDual, "route1", false)
 	})
 	t.Run("Return profile with endpoint when using pod DNS", func(t *testing.T) {
 		p := e.profile(fmt.Sprintf("%s:%d", l5dPodDNS, l5dPort), "ns:ns").next(t)
@@ -184,6 +195,17 @@ func TestParityGetProfile(t *testing.T) {
 			t.Fatalf("external IP on port 80: %v", p)
 		}
 	})
+}
+
+// checkRoutes checks a service's profile: its name, not opaque, and one route, named route.
+func checkRoutes(t *testing.T, p *pb.DestinationProfile, fqn, route string, retryable bool) {
+	t.Helper()
+	if p.GetFullyQualifiedName() != fqn || p.GetOpaqueProtocol() {
+		t.Fatalf("profile %v, want %s, not opaque", p, fqn)
+	}
+	if r := p.GetRoutes(); len(r) != 1 || r[0].GetMetricsLabels()["route"] != route || r[0].GetIsRetryable() != retryable {
+		t.Fatalf("routes %v, want one, %s (retryable: %v)", r, route, retryable)
+	}
 }
 
 // checkPodEndpoint checks a profile of a meshed pod's address on a port that is not opaque:

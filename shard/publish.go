@@ -29,6 +29,9 @@ type service struct {
 	// endpoint again.
 	stale map[podKey]struct{}
 	full  bool
+	// profiles are the ServiceProfiles named by the Service's fully qualified name, by their
+	// namespace: the Service's own, and clients' (a client's overrides the Service's).
+	profiles map[string]*translator.ServiceProfile
 }
 
 // portState is one port of a service: its address set before any client's view, and the
@@ -130,7 +133,7 @@ func (x *Index) recompute(k ServiceKey) {
 		x.publishLocked(k, s, p)
 	}
 	s.stale, s.full = nil, false
-	if s.svc == nil && len(s.slices) == 0 && s.watched() == 0 {
+	if s.svc == nil && len(s.slices) == 0 && len(s.profiles) == 0 && s.watched() == 0 {
 		x.forgetLocked(k, s)
 	}
 }

@@ -110,3 +110,51 @@ func recvProfile(t *testing.T, ctx context.Context, c pb.DestinationClient, path
 }
 
 func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }
+
+// TestRingServiceProfiles checks ServiceProfiles in a ring: each replica keeps the profiles
+// of the services it owns only, those of clients' namespaces included (it finds them by
+// name), and any replica answers with the client namespace's profile of any service.
+func TestRingServiceProfiles(t *testing.T) {
+	c := newCluster(t, ringServices, 2)
+	var b strings.Builder
+	for i := range ringServices {
+		ns, name := svcName(i)
+		for _, spNS := range []string{ns, "clients"} {
+			fmt.Fprintf(&b, "---\napiVersion: linkerd.io/v1alpha2\nkind: ServiceProfile\nmetadata: {namespace: %s, name: %s.%s.svc.cluster.local}\n"+
+				"spec:\n  routes: [{name: %s-%s, condition: {pathRegex: /%d}}]\n", spNS, name, ns, spNS, name, i)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(c.dir, "profiles.yaml"), []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	nodes := startRing(t, c, 3, Forward)
+	testutil.EventuallyNoError(t, 20*time.Second, "each replica to hold the profiles of what it owns", func() error {
+		for _, n := range nodes {
+			for i := range ringServices {
+				ns, name := svcName(i)
+				k := NewServiceKey(ns, name)
+				owns := n.cluster.Ring().Owner(k.String()).Name == n.name
+				if held := n.replica.Index().Profile(k, "clients") != nil; held != owns {
+					return fmt.Errorf("%s: holds the profiles of %s: %v, owns it: %v", n.name, k, held, owns)
+				}
+			}
+		}
+		return nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, n := range nodes {
+		client := pb.NewDestinationClient(testutil.DialGRPC(t, n.addr))
+		for i := range ringServices {
+			ns, name := svcName(i)
+			s, err := client.GetProfile(ctx, &pb.GetDestination{Path: servicePath(i), ContextToken: `{"ns":"clients"}`})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := s.Recv()
+			if err != nil || len(p.GetRoutes()) != 1 || p.GetRoutes()[0].GetMetricsLabels()["route"] != "clients-"+name {
+				t.Fatalf("%s: profile of %s/%s for a client in clients: %v, %v", n.name, ns, name, p, err)
+			}
+		}
+	}
+}

@@ -103,6 +103,7 @@ func (s *Server) GetProfile(req *pb.GetDestination, stream pb.Destination_GetPro
 // locally or relayed to the owner of k, which is sent req.
 func (s *Server) serviceProfile(req *pb.GetDestination, t translator.Target, k ServiceKey, stream pb.Destination_GetProfileServer) error {
 	ctx := stream.Context()
+	clientNS := translator.ParseContextToken(req.GetContextToken()).Namespace
 	s.m.streams.WithLabelValues("get_profile").Inc()
 	defer s.m.streams.WithLabelValues("get_profile").Dec()
 	var last *pb.DestinationProfile
@@ -114,7 +115,7 @@ func (s *Server) serviceProfile(req *pb.GetDestination, t translator.Target, k S
 		return stream.Send(p)
 	}
 	return s.follow(stream, k, func() bool { return last != nil },
-		func(v *ringView) error { return s.local.profile(ctx, t, k, v, send) },
+		func(v *ringView) error { return s.local.profile(ctx, t, k, clientNS, v, send) },
 		func(owner ring.Member, v *ringView) error { return s.relay.profile(ctx, req, k, owner, v, send) })
 }
 

@@ -16,11 +16,12 @@ import (
 
 // The kinds a source delivers, as written in manifests.
 const (
-	KindService       = "Service"
-	KindEndpointSlice = "EndpointSlice"
-	KindPod           = "Pod"
-	KindNode          = "Node"
-	KindServer        = "Server"
+	KindService        = "Service"
+	KindEndpointSlice  = "EndpointSlice"
+	KindPod            = "Pod"
+	KindNode           = "Node"
+	KindServer         = "Server"
+	KindServiceProfile = "ServiceProfile"
 )
 
 // FileError is a problem with one file of a Dir source, printing as "file:line: reason".
@@ -29,22 +30,43 @@ type FileError = manifest.FileError
 // kindOrder is the order Dir delivers upserts in (deletes go in reverse): Nodes and Servers
 // first, so that zones and opaque ports are known when the endpoints arrive, and a slice's
 // pods are known when it arrives.
-var kindOrder = []string{KindNode, KindServer, KindPod, KindService, KindEndpointSlice}
+var kindOrder = []string{KindNode, KindServer, KindPod, KindService, KindServiceProfile, KindEndpointSlice}
 
 // dirDecoder decodes the kinds a Dir delivers, in the versions client-go's informers watch:
 // Service, Pod and Node of v1, EndpointSlice of discovery.k8s.io/v1, Server of
-// policy.linkerd.io v1beta1 to v1beta3 (and their Lists). Each is decoded strictly (unknown
+// policy.linkerd.io v1beta1 to v1beta3, ServiceProfile of linkerd.io v1alpha1 and v1alpha2
+// (and their Lists). Each is decoded strictly (unknown
 // and duplicate fields are errors), its namespace defaulted to "default" (a Node has none),
 // its TypeMeta cleared (as in informer objects), then defaulted and validated (validate.go).
-// Nodes and Servers are delivered as their projections (translator.ProjectNode,
-// translator.ProjectServer). Other kinds are ignored.
+// Nodes, Servers and ServiceProfiles are delivered as their projections
+// (translator.ProjectNode, translator.ProjectServer, translator.ProjectServiceProfile). Other kinds are ignored.
 var dirDecoder = manifest.NewDecoder(
 	manifest.Kind{Kind: KindService, Versions: []string{"v1"}, Decode: decodeService},
 	manifest.Kind{Group: "discovery.k8s.io", Kind: KindEndpointSlice, Versions: []string{"v1"}, Decode: decodeEndpointSlice},
 	manifest.Kind{Kind: KindPod, Versions: []string{"v1"}, Decode: decodePod},
 	manifest.Kind{Kind: KindNode, Versions: []string{"v1"}, Decode: decodeNode},
 	manifest.Kind{Group: translator.ServerGroup, Kind: KindServer, Versions: translator.ServerVersions, Decode: decodeServer},
+	manifest.Kind{Group: translator.ServiceProfileGroup, Kind: KindServiceProfile, Versions: translator.ServiceProfileVersions, Decode: decodeServiceProfile},
 )
+
+// decodeServiceProfile decodes a ServiceProfile, checked as Linkerd's sp-validator checks
+// it (translator.CheckServiceProfile), into its projection.
+func decodeServiceProfile(_ manifest.TypeMeta, data []byte) (manifest.Decoded, error) {
+	o := &translator.ServiceProfileObject{}
+	if err := manifest.DecodeStrict(data, o); err != nil {
+		return manifest.Decoded{}, err
+	}
+	if o.Namespace == "" {
+		o.Namespace = metav1.NamespaceDefault
+	}
+	var p problems
+	validateMeta(&p, &o.ObjectMeta, validation.IsDNS1123Subdomain, true)
+	sp, err := translator.ProjectServiceProfile(o)
+	if err != nil && len(p) == 0 {
+		p.add("spec", "%v", err)
+	}
+	return manifest.Decoded{Namespace: o.Namespace, Name: o.Name, Value: sp}, p.err()
+}
 
 func decodeNode(_ manifest.TypeMeta, data []byte) (manifest.Decoded, error) {
 	n := &corev1.Node{}

@@ -2,6 +2,7 @@ package source
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/meridian-mesh/meridian/internal/manifest/manifesttest"
 	"github.com/meridian-mesh/meridian/translator"
@@ -48,3 +49,15 @@ func (r *recorder) OnNode(n *metav1.PartialObjectMetadata, deleted bool) {
 	r.record(KindNode, n, deleted)
 }
 func (r *recorder) OnServer(s *translator.Server, deleted bool) { r.record(KindServer, s, deleted) }
+
+func (r *recorder) OnServiceProfile(p *translator.ServiceProfile, deleted bool) {
+	r.record(KindServiceProfile, p, deleted)
+}
+
+// profileRecorder is a recorder that wants the ServiceProfiles whose names want accepts.
+type profileRecorder struct {
+	*recorder
+	want atomic.Pointer[func(name string) bool]
+}
+
+func (r *profileRecorder) WantsProfile(_, name string) bool { return (*r.want.Load())(name) }

@@ -90,3 +90,87 @@ func TestKubernetesNodesAndServers(t *testing.T) {
 	}
 	testutil.Eventually(t, apiTimeout, "the Server's deletion", func() bool { return rec.get(KindServer+" "+ns+"/web") == nil })
 }
+
+var profileResource = schema.GroupVersionResource{Group: "linkerd.io", Version: "v1alpha2", Resource: "serviceprofiles"}
+
+// profileObject is a ServiceProfile named name in ns with one route whose condition is cond.
+func profileObject(ns, name, route string, cond map[string]any) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "linkerd.io/v1alpha2", "kind": "ServiceProfile",
+		"metadata": map[string]any{"name": name, "namespace": ns},
+		"spec":     map[string]any{"routes": []any{map[string]any{"name": route, "condition": cond}}},
+	}}
+}
+
+// TestKubernetesServiceProfiles runs the Kubernetes source on the real API server with a
+// handler that wants some ServiceProfiles only: those are read whole and delivered (updates,
+// an update the sp-validator would refuse, with its Problem, and deletions); the others are
+// never read; when the handler starts wanting another, Replay reads and delivers it.
+func TestKubernetesServiceProfiles(t *testing.T) {
+	env := kubetest.Start(t)
+	ns := env.Namespace(t, nil)
+	ctx := apiCtx(t)
+	md, err := metadata.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sps := env.Dynamic.Resource(profileResource).Namespace(ns)
+	wanted, other := "web."+ns+".svc.cluster.local", "db."+ns+".svc.cluster.local"
+	for _, name := range []string{wanted, other} {
+		if _, err := sps.Create(ctx, profileObject(ns, name, "r1", map[string]any{"pathRegex": "/a"}), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec := &profileRecorder{recorder: newRecorder()}
+	wantWeb := func(name string) bool { return name == wanted }
+	rec.want.Store(&wantWeb)
+	src := NewKubernetesFrom(KubernetesClients{Typed: env.Client, Dynamic: env.Dynamic, Metadata: md}, KubernetesConfig{Namespace: ns}, prometheus.NewRegistry(), zaptest.NewLogger(t))
+	testutil.Go(t, "Run", func(ctx context.Context) error { return src.Run(ctx, rec) })
+	testutil.Eventually(t, apiTimeout, "informers to sync", src.Synced)
+	// Synced waits for the profiles listed to be read.
+	routeOf := func(name string) string {
+		p, _ := rec.get(KindServiceProfile + " " + ns + "/" + name).(*translator.ServiceProfile)
+		if p == nil || len(p.Spec.Routes) != 1 || p.Problem != "" {
+			return ""
+		}
+		return p.Spec.Routes[0].Name
+	}
+	if got := routeOf(wanted); got != "r1" {
+		t.Fatalf("the wanted profile after sync: route %q", got)
+	}
+	if rec.get(KindServiceProfile+" "+ns+"/"+other) != nil {
+		t.Fatal("a profile the handler does not want was delivered")
+	}
+	update := func(name, route string, cond map[string]any) {
+		t.Helper()
+		cur, err := sps.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cur.Object["spec"] = profileObject(ns, name, route, cond).Object["spec"]
+		if _, err := sps.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	update(wanted, "r2", map[string]any{"method": "GET"})
+	testutil.Eventually(t, apiTimeout, "the update", func() bool { return routeOf(wanted) == "r2" })
+	// The schema admits an empty condition; the sp-validator's checks do not.
+	update(wanted, "r3", map[string]any{})
+	testutil.Eventually(t, apiTimeout, "the invalid update, with its problem", func() bool {
+		p, _ := rec.get(KindServiceProfile + " " + ns + "/" + wanted).(*translator.ServiceProfile)
+		return p != nil && strings.Contains(p.Problem, "A request match must have a field set")
+	})
+	// Now both are wanted: Replay reads the other.
+	wantBoth := func(name string) bool { return name == wanted || name == other }
+	rec.want.Store(&wantBoth)
+	if err := src.Replay(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := routeOf(other); got != "r1" {
+		t.Fatalf("the other profile after Replay: route %q", got)
+	}
+	if err := sps.Delete(ctx, wanted, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, apiTimeout, "the deletion", func() bool { return rec.get(KindServiceProfile+" "+ns+"/"+wanted) == nil })
+}

@@ -84,6 +84,8 @@ type Kubernetes struct {
 	// handler is nil when Run is not running.
 	handler  Handler
 	warnings []string
+	// profiles reads the ServiceProfiles the handler wants (nil: none are read).
+	profiles *profileFetcher
 
 	// deliverMu serialises handler calls, so that Replay, which delivers each object as the
 	// cache holds it now, never delivers it after a newer version or its deletion: the cache
@@ -108,16 +110,22 @@ func (k *Kubernetes) Pod(ns, name string) *corev1.Pod {
 }
 
 // Replay implements Source: the objects in the informers' caches are delivered again, Nodes
-// and Servers first, then pods, Services and EndpointSlices. Each is read from the cache
+// and Servers first, then pods, Services and EndpointSlices, and then the ServiceProfiles the
+// handler wants are read again and delivered. Each is read from the cache
 // under the delivery lock, so none goes out after a newer version or its deletion. It must
 // not be called from a Handler method.
-func (k *Kubernetes) Replay(ctx context.Context) error {
+func (k *Kubernetes) Replay(ctx context.Context) (err error) {
 	k.mu.Lock()
-	h, stores := k.handler, k.stores
+	h, stores, profiles := k.handler, k.stores, k.profiles
 	k.mu.Unlock()
 	if h == nil {
 		return errors.New("kubernetes source: Replay while Run is not running")
 	}
+	defer func() {
+		if profiles != nil && err == nil {
+			err = profiles.replay(ctx)
+		}
+	}()
 	for _, store := range stores {
 		for _, key := range store.ListKeys() {
 			if err := ctx.Err(); err != nil {
@@ -193,6 +201,12 @@ func (k *Kubernetes) Synced() bool {
 			return false
 		}
 	}
+	k.mu.Lock()
+	profiles := k.profiles
+	k.mu.Unlock()
+	if profiles != nil && !profiles.idle() {
+		return false // the profiles listed are still being read
+	}
 	k.synced.Store(true)
 	return true
 }
@@ -202,6 +216,9 @@ type informerKind struct {
 	name     string
 	informer cache.SharedIndexInformer
 	handler  cache.ResourceEventHandler
+	// noReplay: Replay does not deliver the informer's cache (the ServiceProfile metadata,
+	// which the profile fetcher replays).
+	noReplay bool
 }
 
 // Run starts the informers, delivers to h until ctx ends, and then stops them and waits for
@@ -230,10 +247,22 @@ func (k *Kubernetes) Run(ctx context.Context, h Handler) error {
 	// arrive (Replay keeps the same order).
 	kinds, starts, stop := k.crdKinds(ctx, h)
 	defer stop()
+	if pk, start, stopProfiles, f := k.profileKinds(ctx, h); pk != nil {
+		pk.noReplay = true
+		kinds, starts = append(kinds, *pk), append(starts, start)
+		defer stopProfiles()
+		k.mu.Lock()
+		k.profiles = f
+		k.mu.Unlock()
+		fctx, stopFetch := context.WithCancel(ctx)
+		fetched := make(chan struct{})
+		go func() { defer close(fetched); f.run(fctx) }()
+		defer func() { stopFetch(); <-fetched }()
+	}
 	kinds = append(kinds,
-		informerKind{"pods", factory.Core().V1().Pods().Informer(), eventHandler(k, k.lagPods, h.OnPod)},
-		informerKind{"services", factory.Core().V1().Services().Informer(), eventHandler(k, k.lagServices, h.OnService)},
-		informerKind{"endpointslices", factory.Discovery().V1().EndpointSlices().Informer(), eventHandler(k, k.lagSlices, h.OnEndpointSlice)},
+		informerKind{name: "pods", informer: factory.Core().V1().Pods().Informer(), handler: eventHandler(k, k.lagPods, h.OnPod)},
+		informerKind{name: "services", informer: factory.Core().V1().Services().Informer(), handler: eventHandler(k, k.lagServices, h.OnService)},
+		informerKind{name: "endpointslices", informer: factory.Discovery().V1().EndpointSlices().Informer(), handler: eventHandler(k, k.lagSlices, h.OnEndpointSlice)},
 	)
 	var regs []cache.ResourceEventHandlerRegistration
 	var stores []cache.Store
@@ -249,7 +278,9 @@ func (k *Kubernetes) Run(ctx context.Context, h Handler) error {
 			return fmt.Errorf("kubernetes source: %s: %w", name, err)
 		}
 		regs = append(regs, reg)
-		stores = append(stores, kd.informer.GetStore())
+		if !kd.noReplay {
+			stores = append(stores, kd.informer.GetStore())
+		}
 		if name == "pods" {
 			k.mu.Lock()
 			k.pods = kd.informer.GetStore()
@@ -291,7 +322,7 @@ func (k *Kubernetes) crdKinds(ctx context.Context, h Handler) (kinds []informerK
 			metadatainformer.WithTransform(slimNode))
 		inf := nodes.ForResource(corev1.SchemeGroupVersion.WithResource("nodes")).Informer()
 		nh, _ := h.(NodeHandler)
-		kinds = append(kinds, informerKind{"nodes", inf, eventHandler(k, nil, func(n *metav1.PartialObjectMetadata, deleted bool) {
+		kinds = append(kinds, informerKind{name: "nodes", informer: inf, handler: eventHandler(k, nil, func(n *metav1.PartialObjectMetadata, deleted bool) {
 			if nh != nil {
 				nh.OnNode(n, deleted)
 			}
@@ -308,7 +339,7 @@ func (k *Kubernetes) crdKinds(ctx context.Context, h Handler) (kinds []informerK
 				k.warn(fmt.Sprintf("Servers are not read: %v", err))
 			} else {
 				sh, _ := h.(ServerHandler)
-				kinds = append(kinds, informerKind{"servers", inf, eventHandler(k, k.lagServers, func(s *translator.Server, deleted bool) {
+				kinds = append(kinds, informerKind{name: "servers", informer: inf, handler: eventHandler(k, k.lagServers, func(s *translator.Server, deleted bool) {
 					if sh != nil {
 						sh.OnServer(s, deleted)
 					}

@@ -37,8 +37,26 @@ type ServerHandler interface {
 	OnServer(s *translator.Server, deleted bool)
 }
 
+// ProfileHandler is implemented by a Handler that wants linkerd.io ServiceProfiles, as
+// translator's projection (translator.ServiceProfile; an invalid one has its Problem set). A
+// source that reads ServiceProfiles delivers them to a handler that implements it, under
+// Handler's contract; a deletion may carry the profile's namespace and name only.
+type ProfileHandler interface {
+	OnServiceProfile(p *translator.ServiceProfile, deleted bool)
+}
+
+// ProfileFilter is implemented by a ProfileHandler that keeps some ServiceProfiles only (a
+// replica keeps those of the services it owns). A source may ask it, from a profile's
+// namespace and name, whether to read the rest, and skip the profile when the answer is no;
+// a handler that starts wanting more must call Source.Replay afterwards. WantsProfile must
+// be cheap and safe for concurrent use.
+type ProfileFilter interface {
+	WantsProfile(namespace, name string) bool
+}
+
 // deliver calls h's method for obj (a *corev1.Service, *discoveryv1.EndpointSlice,
-// *corev1.Pod, a Node's *metav1.PartialObjectMetadata or a *translator.Server); it ignores
+// *corev1.Pod, a Node's *metav1.PartialObjectMetadata, a *translator.Server or a
+// *translator.ServiceProfile); it ignores
 // objects of other types, and those of kinds h does not implement a method for.
 func deliver(h Handler, obj any, deleted bool) {
 	switch v := obj.(type) {
@@ -55,6 +73,10 @@ func deliver(h Handler, obj any, deleted bool) {
 	case *translator.Server:
 		if sh, ok := h.(ServerHandler); ok {
 			sh.OnServer(v, deleted)
+		}
+	case *translator.ServiceProfile:
+		if ph, ok := h.(ProfileHandler); ok {
+			ph.OnServiceProfile(v, deleted)
 		}
 	}
 }
