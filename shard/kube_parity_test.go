@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -228,4 +229,61 @@ func TestKubernetesServiceProfiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	ps.quiet(t, time.Second)
+}
+
+// TestKubernetesMirror runs a replica on the Kubernetes source of a real API server with a
+// multicluster mirror's Service and EndpointSlice (the inputs of linkerd2's
+// TestEndpointsWatcherServiceMirrors): the gateway endpoint carries the identity and
+// authority of the slice's annotations, and the endpoint is sent again when the identity
+// changes.
+func TestKubernetesMirror(t *testing.T) {
+	env := kubetest.Start(t)
+	ns := env.Namespace(t, nil)
+	cs := env.Client
+	reg := prometheus.NewRegistry()
+	log := zaptest.NewLogger(t)
+	r, err := NewReplica(DefaultConfig(), Deps{Source: source.NewKubernetes(cs, source.KubernetesConfig{Namespace: ns}, reg, log), Registerer: reg, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis := testutil.Listen(t)
+	serveReplica(t, r, reg, lis)
+	testutil.EventuallyNoError(t, 60*time.Second, "the replica to be ready", r.Ready)
+	if _, err := cs.CoreV1().Services(ns).Create(api(t), &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "name1-remote"},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 8989}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	slice, err := cs.DiscoveryV1().EndpointSlices(ns).Create(api(t), &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "name1-remote-xxxx",
+			Labels:      map[string]string{discoveryv1.LabelServiceName: "name1-remote", "mirror.linkerd.io/mirrored-service": "true"},
+			Annotations: map[string]string{"mirror.linkerd.io/remote-gateway-identity": "gateway-identity-1", "mirror.linkerd.io/remote-svc-fq-name": "name1-remote-fq"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Port: ptr(int32(8989))}},
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"172.17.0.12"}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitService(t, r, ns, "name1-remote")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	gs, err := pb.NewDestinationClient(testutil.DialGRPC(t, lis.Addr().String())).Get(ctx, &pb.GetDestination{Path: "name1-remote." + ns + ".svc.cluster.local:8989"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newRecvStream(gs)
+	u := s.next(t)
+	for kind(u) != "add" {
+		u = s.next(t)
+	}
+	if got, h2 := gateway(t, u); got != "172.17.0.12:8989/gateway-identity-1/name1-remote-fq:8989" || !h2 {
+		t.Fatalf("gateway endpoint %s (h2 %v)", got, h2)
+	}
+	slice.Annotations["mirror.linkerd.io/remote-gateway-identity"] = "gateway-identity-2"
+	if _, err := cs.DiscoveryV1().EndpointSlices(ns).Update(api(t), slice, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := gateway(t, s.next(t)); got != "172.17.0.12:8989/gateway-identity-2/name1-remote-fq:8989" {
+		t.Fatalf("after the identity changed: %s", got)
+	}
 }
