@@ -86,4 +86,3 @@ func TestPodUpdateInvisibleSendsNothing(t *testing.T) {
 		t.Fatalf("the pod meshed: %s %v, want its address with an identity", kind(u), u)
 	}
 }
-
