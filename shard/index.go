@@ -2,6 +2,7 @@ package shard
 
 import (
 	"context"
+	"net/netip"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -95,6 +96,9 @@ func (x *Index) SetOwns(f OwnsFunc) { x.owns.Store(&f) }
 
 // Owns reports whether the replica owns k now.
 func (x *Index) Owns(k ServiceKey) bool { return (*x.owns.Load())(k) }
+
+// ownsIP reports whether the replica owns the address a now (ipKey), without building its key.
+func (x *Index) ownsIP(a netip.Addr) bool { return x.Owns(ServiceKey{hash: ipHash(a)}) }
 
 // WantsService implements source.ServiceFilter: the index keeps the slices of the services
 // the replica owns (OnEndpointSlice drops the others), and the ring follower replays the
@@ -293,7 +297,7 @@ func (x *Index) OnEndpointSlice(es *discoveryv1.EndpointSlice, deleted bool) {
 // OnPod implements source.Handler: the services whose slices name the pod translate its
 // endpoints again (the pod itself stays with the source).
 func (x *Index) OnPod(pod *corev1.Pod, deleted bool) {
-	x.ips.setPod(pod, deleted)
+	x.ips.setPod(pod, deleted, x.ownsIP)
 	pk := podKey{pod.Namespace, pod.Name}
 	x.refMu.Lock()
 	refs := x.podRefs[pk]
@@ -380,5 +384,6 @@ func (x *Index) DropUnowned() int {
 		return true
 	})
 	x.compactRefs()
+	x.ips.dropUnowned(x.ownsIP)
 	return n
 }

@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"maps"
 	"net/netip"
 	"slices"
 	"sync"
@@ -11,11 +12,13 @@ import (
 )
 
 // ipIndex maps the addresses GetProfile may be asked for to what holds them: the cluster IPs
-// of every Service to its key, and the pod-network IPs of every pod that may own them
-// (translator.PodIPs) to the pod. Every replica keeps it whole, from the Services and Pods
-// the source delivers to all of them (a few dozen bytes per Service and per pod), so that an
-// IP lookup is resolved wherever it arrives: a cluster IP then goes to its service's owner,
-// a pod IP is answered there (the pod and its namespace's Servers are on every replica).
+// of every Service to its key, and the pod-network IPs (translator.PodIPs) of the pods that
+// may own them to the pod. Cluster IPs are indexed whole on every replica (a few dozen bytes
+// per Service), so that a cluster IP is resolved where the lookup arrives and goes to its
+// service's owner. Pod IPs are many more, one or two per pod: each is indexed only by the
+// replica that owns the address in the ring (ipKey), which answers GetProfile for it and for
+// any other address it owns that no Service has (the pod and its namespace's Servers are on
+// every replica). The other replicas relay such lookups to it.
 //
 // Watchers of an address (a GetProfile stream for it) are woken whenever what it resolves to
 // changes, and whenever the pod holding it changes. Safe for concurrent use.
@@ -65,13 +68,17 @@ func (ix *ipIndex) setService(k ServiceKey, svc *corev1.Service, deleted bool) {
 	}
 }
 
-// setPod records the addresses of pod (none when deleted) and wakes the watchers of its
-// addresses, old and new: what a pod-IP profile shows depends on the whole pod.
-func (ix *ipIndex) setPod(pod *corev1.Pod, deleted bool) {
+// setPod records the addresses of pod that owns admits (none when deleted) and wakes the
+// watchers of its addresses, old and new: what a pod-IP profile shows depends on the whole
+// pod.
+func (ix *ipIndex) setPod(pod *corev1.Pod, deleted bool, owns func(netip.Addr) bool) {
 	k := podKey{pod.Namespace, pod.Name}
 	var ips []netip.Addr
 	if !deleted {
-		ips = translator.PodIPs(pod)
+		ips = slices.DeleteFunc(translator.PodIPs(pod), func(a netip.Addr) bool { return !owns(a) })
+		if len(ips) == 0 {
+			ips = nil
+		}
 	}
 	ix.mu.Lock()
 	old := ix.podIPs[k]
@@ -93,6 +100,44 @@ func (ix *ipIndex) setPod(pod *corev1.Pod, deleted bool) {
 	}
 	ix.mu.Unlock()
 	ix.wake(old, ips)
+}
+
+// dropUnowned forgets the pod addresses owns no longer admits (a ring change gave them to
+// another replica), copying the maps when that leaves them much smaller (a Go map keeps the
+// room of its largest size). It wakes their watchers, whose streams then move.
+func (ix *ipIndex) dropUnowned(owns func(netip.Addr) bool) {
+	ix.mu.Lock()
+	var dropped []netip.Addr
+	for k, ips := range ix.podIPs {
+		kept := slices.DeleteFunc(slices.Clone(ips), func(a netip.Addr) bool { return !owns(a) })
+		if len(kept) == len(ips) {
+			continue
+		}
+		for _, a := range ips {
+			if !slices.Contains(kept, a) {
+				dropped = append(dropped, a)
+				ix.pods[a] = without(ix.pods[a], k)
+				if len(ix.pods[a]) == 0 {
+					delete(ix.pods, a)
+				}
+			}
+		}
+		if len(kept) == 0 {
+			delete(ix.podIPs, k)
+		} else {
+			ix.podIPs[k] = kept
+		}
+	}
+	if len(dropped) > 0 {
+		// Copies at their size, not their peak's (maps.Clone keeps the room too).
+		pods := make(map[netip.Addr][]podKey, len(ix.pods))
+		maps.Copy(pods, ix.pods)
+		podIPs := make(map[podKey][]netip.Addr, len(ix.podIPs))
+		maps.Copy(podIPs, ix.podIPs)
+		ix.pods, ix.podIPs = pods, podIPs
+	}
+	ix.mu.Unlock()
+	ix.wake(dropped, nil)
 }
 
 func (ix *ipIndex) wake(a, b []netip.Addr) {

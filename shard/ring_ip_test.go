@@ -33,22 +33,27 @@ func writeIPObjects(t *testing.T, c *cluster) {
 	}
 }
 
-// TestRingIPLookups checks GetProfile by IP in a ring: every replica answers for every cluster
-// IP as its Service, through the owner when another replica owns it (the lookup is resolved
-// by the replica's IP index, then relayed by name), and for every pod IP with the pod's
-// endpoint, itself; an address no pod holds yet is served bare until a pod takes it.
+// TestRingIPLookups checks GetProfile by IP in a ring: every replica resolves every cluster
+// IP (the index of cluster IPs is whole on each) and answers as its Service, through the
+// service's owner when another replica owns it (relayed by name); each pod IP is indexed by
+// the one replica that owns the address, which answers for it, relayed to by the others; an
+// address no pod holds yet is served bare until a pod takes it.
 func TestRingIPLookups(t *testing.T) {
 	c := newCluster(t, ringServices, 2)
 	writeIPObjects(t, c)
 	nodes := startRing(t, c, 3, Forward)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	testutil.EventuallyNoError(t, 20*time.Second, "every replica to resolve every address", func() error {
-		for _, n := range nodes {
-			for i := range ringIPServices {
-				if len(n.replica.Index().ips.lookup(mustAddr(fmt.Sprintf("10.200.0.%d", i+1))).pods) != 1 ||
-					len(n.replica.Index().ips.lookup(mustAddr(fmt.Sprintf("10.96.0.%d", i+1))).services) != 1 {
-					return fmt.Errorf("%s does not resolve the addresses of %d", n.name, i)
+	testutil.EventuallyNoError(t, 20*time.Second, "the replicas to index the addresses", func() error {
+		for i := range ringIPServices {
+			podIP := mustAddr(fmt.Sprintf("10.200.0.%d", i+1))
+			owner := nodes[0].cluster.Ring().OwnerOfHash(ipHash(podIP)).Name
+			for _, n := range nodes {
+				if got := len(n.replica.Index().ips.lookup(podIP).pods); got != b2i(n.name == owner) {
+					return fmt.Errorf("%s indexes %d pods at %v (its owner is %s)", n.name, got, podIP, owner)
+				}
+				if len(n.replica.Index().ips.lookup(mustAddr(fmt.Sprintf("10.96.0.%d", i+1))).services) != 1 {
+					return fmt.Errorf("%s does not resolve the cluster IP of %d", n.name, i)
 				}
 			}
 		}
@@ -73,7 +78,7 @@ func TestRingIPLookups(t *testing.T) {
 		relayed += promtest.ToFloat64(n.replica.m.forwardedTotal)
 	}
 	if relayed == 0 {
-		t.Fatal("no cluster IP lookup was relayed to its owner")
+		t.Fatal("no IP lookup was relayed to its owner")
 	}
 	// An address nobody has yet, then a pod's.
 	s := newRecvStream(mustProfile(t, ctx, pb.NewDestinationClient(testutil.DialGRPC(t, nodes[1].addr)), "10.200.9.9:8080"))
@@ -156,5 +161,53 @@ func TestRingServiceProfiles(t *testing.T) {
 				t.Fatalf("%s: profile of %s/%s for a client in clients: %v, %v", n.name, ns, name, p, err)
 			}
 		}
+	}
+}
+
+// TestRingIPStreamsMove checks that GetProfile streams of pod IPs follow their addresses when
+// a replica joins: the addresses it takes over are indexed there before the streams move,
+// and every stream receives a change made after the join.
+func TestRingIPStreamsMove(t *testing.T) {
+	c := newCluster(t, ringServices, 2)
+	writeIPObjects(t, c)
+	nodes := startRing(t, c, 2, Forward)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	client := pb.NewDestinationClient(testutil.DialGRPC(t, nodes[0].addr))
+	streams := make([]*recvStream[pb.DestinationProfile], ringIPServices)
+	for i := range streams {
+		streams[i] = newRecvStream(mustProfile(t, ctx, client, fmt.Sprintf("10.200.0.%d:8080", i+1)))
+		if p := streams[i].next(t); p.GetEndpoint().GetTlsIdentity() == nil {
+			t.Fatalf("pod %d: %v", i, p)
+		}
+	}
+	nodes = append(nodes, startShard(t, c, "r2", Forward, nodes[0].gossip()))
+	waitConverged(t, nodes, 3)
+	moved := 0
+	for i := range ringIPServices {
+		if nodes[0].cluster.Ring().OwnerOfHash(ipHash(mustAddr(fmt.Sprintf("10.200.0.%d", i+1)))).Name == "r2" {
+			moved++
+		}
+	}
+	// The pods unmeshed: every stream, moved or not, gets the address without identity.
+	b, err := os.ReadFile(filepath.Join(c.dir, "ips.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(c.dir, "ips.yaml"), []byte(strings.ReplaceAll(string(b), "linkerd.io/control-plane-ns: linkerd", "app: unmeshed")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range streams {
+		p := s.next(t)
+		for p.GetEndpoint().GetTlsIdentity() != nil {
+			p = s.next(t)
+		}
+		if p.GetEndpoint().GetMetricLabels()["pod"] != fmt.Sprintf("ippod%d", i) {
+			t.Fatalf("pod %d after the join: %v", i, p)
+		}
+	}
+	t.Logf("%d of %d addresses moved to the new replica", moved, ringIPServices)
+	if moved == 0 {
+		t.Fatal("no address moved to the new replica: the test shows nothing")
 	}
 }

@@ -238,10 +238,12 @@ func CheckServiceProfile(o *ServiceProfileObject) error {
 }
 
 var (
-	errNilMatchAll        = errors.New(`null condition "all"`)
-	errNilMatchAny        = errors.New(`null condition "any"`)
-	errRequestMatchField  = errors.New("A request match must have a field set")  //nolint:staticcheck // Linkerd's message
-	errResponseMatchField = errors.New("A response match must have a field set") //nolint:staticcheck // Linkerd's message
+	errNilMatchAll = errors.New(`null condition "all"`)
+	errNilMatchAny = errors.New(`null condition "any"`)
+	//lint:ignore ST1005 Linkerd's message, which users and tests match
+	errRequestMatchField = errors.New("A request match must have a field set")
+	//lint:ignore ST1005 Linkerd's message, which users and tests match
+	errResponseMatchField = errors.New("A response match must have a field set")
 )
 
 // maxMatchDepth bounds the nesting of conditions, so that a hostile profile cannot exhaust
@@ -324,11 +326,11 @@ func checkResponseMatchAt(m *ResponseMatch, depth int) error {
 	if s := m.Status; s != nil {
 		switch {
 		case s.Min != 0 && (s.Min < minStatus || s.Min > maxStatus):
-			return fmt.Errorf("Range minimum must be between %d and %d, inclusive", minStatus, maxStatus) //nolint:staticcheck // Linkerd's message
+			return fmt.Errorf("Range minimum must be between %d and %d, inclusive", minStatus, maxStatus)
 		case s.Max != 0 && (s.Max < minStatus || s.Max > maxStatus):
-			return fmt.Errorf("Range maximum must be between %d and %d, inclusive", minStatus, maxStatus) //nolint:staticcheck // Linkerd's message
+			return fmt.Errorf("Range maximum must be between %d and %d, inclusive", minStatus, maxStatus)
 		case s.Max != 0 && s.Min != 0 && s.Max < s.Min:
-			return errors.New("Range maximum cannot be smaller than minimum") //nolint:staticcheck // Linkerd's message
+			return errors.New("Range maximum cannot be smaller than minimum")
 		}
 		set = true
 	}
