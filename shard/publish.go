@@ -153,7 +153,9 @@ func (x *Index) forgetLocked(k ServiceKey, s *service) {
 // publishLocked computes port p of s, taking the endpoints that did not change over from the
 // set computed before, and publishes it in the view "" and in every view streams watch. The
 // views of clients in one zone are the same unless the Service keeps traffic on the
-// client's node, so they are computed once per zone and share one set; s.mu is held.
+// client's node, so they are computed once per zone and share one set, and the store
+// compares and diffs them once (snapshot.DiffCache): a change costs a replica one view per
+// zone, not one per node; s.mu is held.
 func (x *Index) publishLocked(k ServiceKey, s *service, p uint32) {
 	sl := make([]*discoveryv1.EndpointSlice, 0, len(s.slices))
 	for _, es := range s.slices {
@@ -179,6 +181,7 @@ func (x *Index) publishLocked(k ServiceKey, s *service, p uint32) {
 		return cmp.Compare(b2i(current[a] == nil), b2i(current[b] == nil))
 	})
 	byZone := map[string]*snapshot.AddressSet{}
+	caches := map[string]*snapshot.DiffCache{}
 	for _, view := range views {
 		c := translator.Client{Node: view, Zone: x.cluster.zone(view)}
 		set, shared := byZone[c.Zone]
@@ -194,7 +197,15 @@ func (x *Index) publishLocked(k ServiceKey, s *service, p uint32) {
 			}
 			byZone[c.Zone] = set
 		}
-		x.store.Publish(viewKey(k, p, view), set)
+		// The views of a zone replace one set by one set: the store compares and diffs them once.
+		var dc *snapshot.DiffCache
+		if !base.LocalTrafficPolicy {
+			if dc = caches[c.Zone]; dc == nil {
+				dc = &snapshot.DiffCache{}
+				caches[c.Zone] = dc
+			}
+		}
+		x.store.PublishShared(viewKey(k, p, view), set, dc)
 	}
 	ps.base = base
 }

@@ -102,6 +102,15 @@ func candidates(set *snapshot.AddressSet, c Client) map[netip.AddrPort]bool {
 // family not preferred of each pod that has a kept address of both families. It changes keep
 // in place, or makes it when it was nil and an address goes.
 func dropFamilyTwins(cfg Config, set *snapshot.AddressSet, keep map[netip.AddrPort]bool) map[netip.AddrPort]bool {
+	v4, v6 := false, false
+	for a, e := range set.Endpoints {
+		if e.Pod != "" {
+			v4, v6 = v4 || a.Addr().Is4(), v6 || a.Addr().Is6()
+		}
+	}
+	if !v4 || !v6 {
+		return keep // one family: no pod has two
+	}
 	type pod struct{ ns, name string }
 	var families map[pod]uint8 // bit 1: an IPv4 address kept, bit 2: an IPv6 one
 	kept := func(a netip.AddrPort) bool { return keep == nil || keep[a] }
