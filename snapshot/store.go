@@ -91,7 +91,9 @@ func (s *Store) entry(k Key) *entry {
 // Publish makes set the current state of k, if it differs from the current one, and queues the
 // delta to every subscription of k. set must not be altered afterwards. It returns the current
 // snapshot and whether a new one was published.
-func (s *Store) Publish(k Key, set *AddressSet) (*Snapshot, bool) { return s.PublishShared(k, set, nil) }
+func (s *Store) Publish(k Key, set *AddressSet) (*Snapshot, bool) {
+	return s.PublishShared(k, set, nil)
+}
 
 // DiffCache lets the publications of one set to several keys (the views of one zone) share
 // their work: whether the set differs from the one it replaces, and the delta between them,
