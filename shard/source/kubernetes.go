@@ -60,8 +60,10 @@ type KubernetesClients struct {
 // last write the replica saw it. Updates with an unchanged resourceVersion (a relist after a
 // cut watch) are neither observed nor delivered.
 //
-// When the Server CRD is not installed, Servers are not read: Warnings says so, and the
-// source syncs without them.
+// When the Server or ServiceProfile CRD is not installed when Run starts, that kind is not
+// read (until the replica restarts): Warnings says so, and the source syncs without it.
+// ServiceProfiles are followed as metadata; a handler's wanted ones are read whole
+// (profileFetcher).
 //
 // Informer callbacks call the Handler directly; its contract is that it does not block.
 // Calls for different kinds are serialised with each other and with Replay by a mutex, held
@@ -245,9 +247,9 @@ func (k *Kubernetes) Run(ctx context.Context, h Handler) error {
 	defer factory.Shutdown()
 	// Nodes and Servers first, so that zones and opaque ports are known when the endpoints
 	// arrive (Replay keeps the same order).
-	kinds, starts, stop := k.crdKinds(ctx, h)
+	kinds, starts, stop := k.crdKinds(h)
 	defer stop()
-	if pk, start, stopProfiles, f := k.profileKinds(ctx, h); pk != nil {
+	if pk, start, stopProfiles, f := k.profileKinds(h); pk != nil {
 		pk.noReplay = true
 		kinds, starts = append(kinds, *pk), append(starts, start)
 		defer stopProfiles()
@@ -310,7 +312,7 @@ func (k *Kubernetes) Run(ctx context.Context, h Handler) error {
 
 // crdKinds returns the informers on Nodes (metadata only) and Servers the clients allow,
 // the functions that start them, and the function that stops them.
-func (k *Kubernetes) crdKinds(ctx context.Context, h Handler) (kinds []informerKind, starts []func(<-chan struct{}), stop func()) {
+func (k *Kubernetes) crdKinds(h Handler) (kinds []informerKind, starts []func(<-chan struct{}), stop func()) {
 	var stops []func()
 	stop = func() {
 		for _, s := range stops {
@@ -330,7 +332,7 @@ func (k *Kubernetes) crdKinds(ctx context.Context, h Handler) (kinds []informerK
 		starts, stops = append(starts, nodes.Start), append(stops, nodes.Shutdown)
 	}
 	if k.clients.Dynamic != nil {
-		if err := k.served(ctx, serverGVR); err != nil {
+		if err := k.served(serverGVR); err != nil {
 			k.warn(fmt.Sprintf("Servers (%s) are not read, so they make no port opaque: %v", serverGVR.GroupResource(), err))
 		} else {
 			dyn := dynamicinformer.NewFilteredDynamicSharedInformerFactory(k.clients.Dynamic, 0, k.cfg.Namespace, nil)
@@ -355,18 +357,17 @@ func (k *Kubernetes) crdKinds(ctx context.Context, h Handler) (kinds []informerK
 var serverGVR = schema.GroupVersionResource{Group: translator.ServerGroup, Version: "v1beta3", Resource: "servers"}
 
 // served reports nil when the API server serves gvr.
-func (k *Kubernetes) served(ctx context.Context, gvr schema.GroupVersionResource) error {
+func (k *Kubernetes) served(gvr schema.GroupVersionResource) error {
 	rl, err := k.clients.Typed.Discovery().ServerResourcesForGroupVersion(gvr.GroupVersion().String())
 	if err != nil {
-		return fmt.Errorf("%s is not served (is its CRD installed?): %w", gvr.GroupVersion(), err)
+		return fmt.Errorf("%s is not served (is its CRD installed? restart the replica after installing it): %w", gvr.GroupVersion(), err)
 	}
 	for _, r := range rl.APIResources {
 		if r.Name == gvr.Resource {
 			return nil
 		}
 	}
-	_ = ctx
-	return fmt.Errorf("%s serves no %s (is its CRD installed?)", gvr.GroupVersion(), gvr.Resource)
+	return fmt.Errorf("%s serves no %s (is its CRD installed? restart the replica after installing it)", gvr.GroupVersion(), gvr.Resource)
 }
 
 func (k *Kubernetes) warn(msg string) {

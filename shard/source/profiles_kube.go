@@ -39,12 +39,12 @@ type profileFetcher struct {
 // profileKinds returns the ServiceProfile metadata informer (as an informerKind whose
 // handler feeds the fetcher), its factory's start and stop, and the fetcher; none when the
 // clients or the CRD are missing (a warning says so), or when h wants no profiles.
-func (k *Kubernetes) profileKinds(ctx context.Context, h Handler) (*informerKind, func(<-chan struct{}), func(), *profileFetcher) {
+func (k *Kubernetes) profileKinds(h Handler) (*informerKind, func(<-chan struct{}), func(), *profileFetcher) {
 	ph, ok := h.(ProfileHandler)
 	if !ok || k.clients.Metadata == nil || k.clients.Dynamic == nil {
 		return nil, nil, nil, nil
 	}
-	if err := k.served(ctx, serviceProfileGVR); err != nil {
+	if err := k.served(serviceProfileGVR); err != nil {
 		k.warn(fmt.Sprintf("ServiceProfiles (%s) are not read, so profiles have no routes: %v", serviceProfileGVR.GroupResource(), err))
 		return nil, nil, nil, nil
 	}
