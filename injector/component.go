@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -46,10 +47,11 @@ type Deps struct {
 	Logger     *zap.Logger           // nil: no logging
 }
 
-// Server is the admission webhook as a component: Run serves HTTPS on its listener with the
-// current keypair until ctx ends.
+// Server is the admission webhooks as a component: Run serves HTTPS on its listener with the
+// current keypair until ctx ends: the proxy injector, and the ServiceProfile validator at
+// ServiceProfilePath.
 type Server struct {
-	wh    *Webhook
+	wh    http.Handler
 	certs *CertReloader
 	lis   net.Listener
 	log   *zap.Logger
@@ -91,7 +93,7 @@ func NewServer(ctx context.Context, cfg ServerConfig, deps Deps) (*Server, error
 		return nil, err
 	}
 	log.Info("proxy injector ready", zap.String("control_plane_ns", cfg.ControlPlaneNamespace), zap.String("proxy_image", cfg.Proxy.Image+":"+cfg.Proxy.Version))
-	return &Server{wh: wh, certs: certs, lis: deps.Listener, log: log}, nil
+	return &Server{wh: Handler(wh, NewProfileValidator(log)), certs: certs, lis: deps.Listener, log: log}, nil
 }
 
 // Run serves the webhook until ctx ends (see Serve).

@@ -14,6 +14,9 @@
 //     patch, a NamespaceLookup seam (client-go GET or a static map), the
 //     proxy_inject_admission_* counters, and an HTTPS server whose keypair is reloaded from
 //     files when they change.
+//   - The ServiceProfile validating webhook (validate.go), Linkerd's sp-validator, on the same
+//     server at ServiceProfilePath: it refuses a linkerd.io ServiceProfile that
+//     translator.ValidateServiceProfile refuses (Handler routes the two).
 //   - The manifest transform behind `meridian inject` (manifest.go): multi-document YAML in,
 //     annotated or fully injected YAML out.
 //

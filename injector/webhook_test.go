@@ -130,7 +130,9 @@ func startWebhookWithLog(t *testing.T, ns NamespaceLookup, log *zap.Logger) *web
 		t.Fatal(err)
 	}
 	lis := testutil.Listen(t)
-	testutil.Go(t, "Serve", func(ctx context.Context) error { return Serve(ctx, lis, wh, certs, nil) })
+	testutil.Go(t, "Serve", func(ctx context.Context) error {
+		return Serve(ctx, lis, Handler(wh, NewProfileValidator(log)), certs, nil)
+	})
 	roots := x509.NewCertPool()
 	roots.AddCert(tc.cert)
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{

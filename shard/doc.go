@@ -5,8 +5,16 @@
 //
 // Inside, one type per job:
 //   - Index (index.go) implements source.Handler (callbacks record and enqueue, never block)
-//     and owns one worker pool that recomputes dirty services. It keeps only what its
-//     ownership filter (SetOwns) admits.
+//     and owns one worker pool that recomputes dirty services (publish.go). It keeps the
+//     inputs of only what its ownership filter (SetOwns) admits, and publishes each port of
+//     a service in every client view streams watch: a view is keyed by the client's node
+//     (from the context token), and the views of one zone share one set (translator.View).
+//     It keeps the ServiceProfiles of the services it owns, in every namespace (a client's
+//     overrides the Service's). Of the whole cluster it keeps only what any replica may need
+//     at once: the cluster IPs of Services (ipIndex), the zones of Nodes and the Servers of
+//     every namespace (clusterState); of pod IPs, those it owns in the ring (ipKey).
+//     notifier wakes the streams that wait on a key (an IP, a namespace's Servers, a
+//     Service and its profiles).
 //   - ServiceKey (key.go) names a service and carries its ring hash, computed once, so that
 //     ownership checks neither build "namespace/name" nor hash it again (ring.OwnsHash).
 //   - ownership (ownership.go) is the ring as streams follow it: an immutable view swapped
@@ -18,7 +26,10 @@
 //     local (local.go: from the index's snapshots) or relayed (relay.go: one generic relay of
 //     a server stream to the owner, shared by Get and GetProfile, cancelled by a ring change,
 //     guarded against loops by ForwardedHeader) or refused with a redirect to the owner;
-//     a Get that moves receives only the difference from what it holds.
+//     a Get that moves receives only the difference from what it holds. GetProfile builds
+//     its profile from the Service and its ServiceProfile (profile.go); for an IP
+//     (ipprofile.go), a cluster IP follows its service's owner (relayed by name), any other
+//     address the replica that owns the address.
 //   - Replica (replica.go) builds these from a Config and Deps (the source, an optional
 //     Membership, the metrics registry, the logger) and runs them: NewReplica, Register,
 //     Ready (a run.Readier), Run, RingHandler.

@@ -2,7 +2,10 @@ package shard
 
 import (
 	"cmp"
+	"net/netip"
 	"strings"
+
+	"github.com/cespare/xxhash/v2"
 
 	"github.com/meridian-mesh/meridian/ring"
 )
@@ -34,3 +37,15 @@ func (k ServiceKey) String() string { return k.Namespace + "/" + k.Name }
 func compareKeys(a, b ServiceKey) int {
 	return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
 }
+
+// ipHash places an IP address in the ring: the hash of its 16 bytes (an IPv4 address as
+// IPv4-mapped). It does not allocate.
+func ipHash(a netip.Addr) uint64 {
+	b := a.Unmap().As16()
+	return xxhash.Sum64(b[:])
+}
+
+// ipKey is the ring key of an IP address that is no Service's: the replica that owns it
+// indexes the pods that have it and answers GetProfile for it. Its namespace is empty, so it
+// is no service's key.
+func ipKey(a netip.Addr) ServiceKey { return ServiceKey{Name: a.String(), hash: ipHash(a)} }

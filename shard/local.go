@@ -30,9 +30,9 @@ type local struct {
 // get serves a Get until the stream ends or k changes owner (errMoved, with the view the
 // client then holds). A client that comes from another replica (view not nil) first receives
 // only the difference between what it holds and the current set.
-func (l *local) get(ctx context.Context, t translator.Target, k ServiceKey, v *ringView,
+func (l *local) get(ctx context.Context, t translator.Target, k ServiceKey, node string, v *ringView,
 	view *destclient.Held, send func(*pb.Update) error) (*destclient.Held, error) {
-	sub, release, err := l.subscribe(t, k, true)
+	sub, release, err := l.subscribe(t, k, node)
 	if err != nil {
 		return view, err
 	}
@@ -68,17 +68,20 @@ func (l *local) get(ctx context.Context, t translator.Target, k ServiceKey, v *r
 	return nil, err
 }
 
-// profile serves a GetProfile until the stream ends or k changes owner (errMoved): a profile
-// each time the port's address set changes (send drops repeats).
-func (l *local) profile(ctx context.Context, t translator.Target, k ServiceKey, v *ringView,
+// profile serves a GetProfile of a client in namespace clientNS ("" when unknown) until the
+// stream ends or k changes owner (errMoved): a profile each time the port's address set, the
+// Service or its ServiceProfiles change (send drops repeats).
+func (l *local) profile(ctx context.Context, t translator.Target, k ServiceKey, clientNS string, v *ringView,
 	send func(*pb.DestinationProfile) error) error {
-	sub, release, err := l.subscribe(t, k, false)
+	changed, stop := l.idx.changed.watch(k)
+	defer func() { stop() }()
+	sub, release, err := l.subscribe(t, k, "")
 	if err != nil {
 		return err
 	}
 	defer release()
-	return l.serve(ctx, k, v, sub, func() error {
-		var latest *snapshot.AddressSet
+	var latest *snapshot.AddressSet
+	return l.serveChanges(ctx, k, v, sub, &changed, func() error {
 		for {
 			d, ok := sub.Next()
 			if !ok {
@@ -86,23 +89,41 @@ func (l *local) profile(ctx context.Context, t translator.Target, k ServiceKey, 
 			}
 			latest = d.To
 		}
+		// A new watch before reading what the profile shows, so that no change is missed.
+		stop()
+		changed, stop = l.idx.changed.watch(k)
+		svc := l.idx.Service(k)
+		if translator.IsExternalName(svc) {
+			return externalName(t, svc)
+		}
 		var endpoint *pb.WeightedAddr
 		if t.Hostname != "" {
 			for _, e := range latest.Sorted() {
 				if e.Hostname == t.Hostname {
-					endpoint = weightedAddr(e)
+					endpoint = podEndpointAddr(e)
 					break
 				}
 			}
 		}
-		return send(buildProfile(l.cfg, t, l.idx.Service(k), endpoint))
+		p := buildProfile(l.cfg, t, svc, endpoint)
+		if t.Hostname == "" && p.ParentRef != nil {
+			if sp := l.idx.Profile(k, clientNS); sp != nil {
+				p = withServiceProfile(p, sp, t.Port)
+			}
+		}
+		return send(p)
 	})
 }
 
-// subscribe subscribes to port t.Port of k. It fails with errMoved when this replica no
-// longer owns k, Unavailable while k may only not be loaded yet, NotFound when the Service
-// is unknown, and, for an endpoints stream, InvalidArgument for an ExternalName Service.
-func (l *local) subscribe(t translator.Target, k ServiceKey, endpoints bool) (*snapshot.Subscription, func(), error) {
+// externalName is the error for a stream of an ExternalName Service.
+func externalName(t translator.Target, svc *corev1.Service) error {
+	return status.Errorf(codes.InvalidArgument, "service %s.%s is of type ExternalName (%s) and has no endpoints to discover", t.Service, t.Namespace, svc.Spec.ExternalName)
+}
+
+// subscribe subscribes to port t.Port of k as a client on node sees it. It fails with
+// errMoved when this replica no longer owns k, Unavailable while k may only not be loaded
+// yet, NotFound when the Service is unknown, and InvalidArgument for an ExternalName Service.
+func (l *local) subscribe(t translator.Target, k ServiceKey, node string) (*snapshot.Subscription, func(), error) {
 	svc := l.idx.Service(k)
 	if svc == nil {
 		if !l.idx.Owns(k) {
@@ -113,10 +134,10 @@ func (l *local) subscribe(t translator.Target, k ServiceKey, endpoints bool) (*s
 		}
 		return nil, nil, status.Errorf(codes.NotFound, "service %s.%s not found", t.Service, t.Namespace)
 	}
-	if endpoints && translator.IsExternalName(svc) {
-		return nil, nil, status.Errorf(codes.InvalidArgument, "service %s.%s is of type ExternalName (%s) and has no endpoints to discover", t.Service, t.Namespace, svc.Spec.ExternalName)
+	if translator.IsExternalName(svc) {
+		return nil, nil, externalName(t, svc)
 	}
-	sub, release := l.idx.Watch(k, t.Port)
+	sub, release := l.idx.Watch(k, t.Port, node)
 	if sub == nil {
 		if !l.idx.Owns(k) {
 			return nil, nil, errMoved
@@ -129,7 +150,18 @@ func (l *local) subscribe(t translator.Target, k ServiceKey, endpoints bool) (*s
 // serve calls drain each time sub has news, until the stream ends (nil), drain fails, the
 // replica stops (Unavailable) or the ring gives k to another replica (errMoved).
 func (l *local) serve(ctx context.Context, k ServiceKey, v *ringView, sub *snapshot.Subscription, drain func() error) error {
+	return l.serveChanges(ctx, k, v, sub, nil, drain)
+}
+
+// serveChanges is serve, calling drain also when *changed (when not nil) is closed; drain may
+// replace *changed.
+func (l *local) serveChanges(ctx context.Context, k ServiceKey, v *ringView, sub *snapshot.Subscription, changed *<-chan struct{}, drain func() error) error {
+	var never <-chan struct{}
 	for {
+		other := never
+		if changed != nil {
+			other = *changed
+		}
 		select {
 		case <-ctx.Done():
 			return nil
@@ -142,6 +174,7 @@ func (l *local) serve(ctx context.Context, k ServiceKey, v *ringView, sub *snaps
 			}
 			continue
 		case <-sub.C():
+		case <-other:
 		}
 		if err := drain(); err != nil {
 			return err
@@ -149,26 +182,38 @@ func (l *local) serve(ctx context.Context, k ServiceKey, v *ringView, sub *snaps
 	}
 }
 
-// buildProfile is the profile of a service port: its fully qualified name, the retry budget
-// and, for a port the Service declares, whether it is opaque.
+// buildProfile is the profile of a service port: its fully qualified name, the Service as
+// parent, the retry budget and whether the port is opaque. A port the Service does not
+// declare gets the empty profile, as from Linkerd (the proxy then falls back to the client
+// policy API). A pod's DNS name gets the pod's endpoint.
 func buildProfile(cfg Config, t translator.Target, svc *corev1.Service, endpoint *pb.WeightedAddr) *pb.DestinationProfile {
 	fqn := fmt.Sprintf("%s.%s.svc.%s", t.Service, t.Namespace, cfg.Translator.ClusterDomain)
 	if t.Hostname != "" {
 		fqn = t.Hostname + "." + fqn
+	} else if svc != nil && !servicePortDeclared(svc, t.Port) {
+		return &pb.DestinationProfile{}
 	}
 	p := &pb.DestinationProfile{
 		FullyQualifiedName: fqn,
-		RetryBudget: &pb.RetryBudget{
-			RetryRatio:          cfg.RetryRatio,
-			MinRetriesPerSecond: cfg.RetryMinPerSecond,
-			Ttl:                 durationpb.New(cfg.RetryTTL),
-		},
-		Endpoint: endpoint,
+		RetryBudget:        retryBudget(cfg),
+		Endpoint:           endpoint,
+	}
+	if t.Hostname == "" {
+		p.ParentRef = serviceRef(t.Service, t.Namespace, t.Port)
 	}
 	if svc != nil && servicePortDeclared(svc, t.Port) {
 		p.OpaqueProtocol = translator.IsOpaqueService(cfg.Translator, svc, t.Port)
 	}
 	return p
+}
+
+// retryBudget is the default retry budget.
+func retryBudget(cfg Config) *pb.RetryBudget {
+	return &pb.RetryBudget{
+		RetryRatio:          cfg.RetryRatio,
+		MinRetriesPerSecond: cfg.RetryMinPerSecond,
+		Ttl:                 durationpb.New(cfg.RetryTTL),
+	}
 }
 
 func servicePortDeclared(svc *corev1.Service, port uint32) bool {

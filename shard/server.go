@@ -58,6 +58,7 @@ func (s *Server) Get(req *pb.GetDestination, stream pb.Destination_GetServer) er
 	if err != nil {
 		return err
 	}
+	node := translator.ParseContextToken(req.GetContextToken()).NodeName
 	ctx := stream.Context()
 	send := func(u *pb.Update) error {
 		if err := stream.Send(u); err != nil {
@@ -71,7 +72,7 @@ func (s *Server) Get(req *pb.GetDestination, stream pb.Destination_GetServer) er
 	var view *destclient.Held // what the client holds, when a segment elsewhere served it
 	return s.follow(stream, k, func() bool { return view != nil && view.Started() },
 		func(v *ringView) (err error) {
-			view, err = s.local.get(ctx, t, k, v, view, send)
+			view, err = s.local.get(ctx, t, k, node, v, view, send)
 			return err
 		},
 		func(owner ring.Member, v *ringView) (err error) {
@@ -82,14 +83,27 @@ func (s *Server) Get(req *pb.GetDestination, stream pb.Destination_GetServer) er
 
 // GetProfile streams the profile of a service port: its fully qualified name, the default
 // retry budget and whether the port is opaque; a port the Service does not declare gets the
-// default profile. A new profile is sent whenever it changes, including when the service
-// moves to another owner.
+// empty profile. A new profile is sent whenever it changes, including when the service moves
+// to another owner. An IP address is looked up (profileByIP): a cluster IP answers as its
+// Service, a pod IP with the pod's endpoint, any other with the default profile.
 func (s *Server) GetProfile(req *pb.GetDestination, stream pb.Destination_GetProfileServer) error {
-	t, k, err := s.target(req)
-	if err != nil {
-		return err
+	t, err := translator.ParseAuthority(s.cfg.Translator, req.GetPath())
+	if errors.Is(err, translator.ErrIPAddress) {
+		if ap, ok := translator.ParseIPAuthority(req.GetPath()); ok {
+			return s.profileByIP(req, ap, stream)
+		}
 	}
+	if err != nil {
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	return s.serviceProfile(req, t, NewServiceKey(t.Namespace, t.Service), stream)
+}
+
+// serviceProfile serves the profile of t, a port of service k (or a pod of it by hostname),
+// locally or relayed to the owner of k, which is sent req.
+func (s *Server) serviceProfile(req *pb.GetDestination, t translator.Target, k ServiceKey, stream pb.Destination_GetProfileServer) error {
 	ctx := stream.Context()
+	clientNS := translator.ParseContextToken(req.GetContextToken()).Namespace
 	s.m.streams.WithLabelValues("get_profile").Inc()
 	defer s.m.streams.WithLabelValues("get_profile").Dec()
 	var last *pb.DestinationProfile
@@ -101,7 +115,7 @@ func (s *Server) GetProfile(req *pb.GetDestination, stream pb.Destination_GetPro
 		return stream.Send(p)
 	}
 	return s.follow(stream, k, func() bool { return last != nil },
-		func(v *ringView) error { return s.local.profile(ctx, t, k, v, send) },
+		func(v *ringView) error { return s.local.profile(ctx, t, k, clientNS, v, send) },
 		func(owner ring.Member, v *ringView) error { return s.relay.profile(ctx, req, k, owner, v, send) })
 }
 

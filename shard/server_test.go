@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
@@ -261,7 +262,7 @@ func TestGetProfile(t *testing.T) {
 	for _, c := range []struct {
 		path   string
 		opaque bool
-	}{{"web.shop.svc.cluster.local:80", false}, {"web.shop.svc.cluster.local:5432", true}, {"web.shop.svc.cluster.local:7777", false}} {
+	}{{"web.shop.svc.cluster.local:80", false}, {"web.shop.svc.cluster.local:5432", true}} {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		s, err := e.client.GetProfile(ctx, &pb.GetDestination{Path: c.path})
 		if err != nil {
@@ -280,11 +281,20 @@ func TestGetProfile(t *testing.T) {
 			t.Fatalf("retry budget %v", rb)
 		}
 	}
+	// A port the Service does not declare gets the empty profile (Linkerd's svcDefinesPort);
+	// an authority that is neither a Service nor an IP address is InvalidArgument (IP
+	// addresses are looked up: parity_test.go).
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	s, _ := e.client.GetProfile(ctx, &pb.GetDestination{Path: "1.2.3.4:80"})
-	if _, err := s.Recv(); status.Code(err) != codes.InvalidArgument {
-		t.Fatalf("IP profile: %v", err)
+	s, _ := e.client.GetProfile(ctx, &pb.GetDestination{Path: "web.shop.svc.cluster.local:7777"})
+	if p, err := s.Recv(); err != nil || !proto.Equal(p, &pb.DestinationProfile{}) {
+		t.Fatalf("profile of an undeclared port: %v, %v; want the empty profile", p, err)
+	}
+	for _, path := range []string{"linkerd.io", "web.shop.svc.cluster.local:99999", "[fe80::1%eth0]:80"} {
+		s, _ := e.client.GetProfile(ctx, &pb.GetDestination{Path: path})
+		if _, err := s.Recv(); status.Code(err) != codes.InvalidArgument {
+			t.Fatalf("profile of %q: %v, want InvalidArgument", path, err)
+		}
 	}
 }
 

@@ -4,12 +4,14 @@ import (
 	"net/netip"
 
 	pb "github.com/linkerd/linkerd2-proxy-api/go/destination"
+	"github.com/linkerd/linkerd2-proxy-api/go/meta"
 	pbnet "github.com/linkerd/linkerd2-proxy-api/go/net"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/meridian-mesh/meridian/internal/destclient"
 	"github.com/meridian-mesh/meridian/internal/wire"
 	"github.com/meridian-mesh/meridian/snapshot"
+	"github.com/meridian-mesh/meridian/translator"
 )
 
 // http2Params are the client parameters sent for meshed endpoints (Linkerd's defaults:
@@ -59,7 +61,30 @@ func weightedAddr(e *snapshot.Endpoint) *pb.WeightedAddr {
 	if e.HTTP2 {
 		wa.Http2 = http2Params
 	}
+	if e.AuthorityOverride != "" {
+		wa.AuthorityOverride = &pb.AuthorityOverride{AuthorityOverride: e.AuthorityOverride}
+	}
 	return wa
+}
+
+// podEndpointAddr encodes an endpoint as a profile's endpoint: a pod's carries the
+// namespace label too (Get carries it in the set's labels), as Linkerd's does.
+func podEndpointAddr(e *snapshot.Endpoint) *pb.WeightedAddr {
+	wa := weightedAddr(e)
+	if e.Namespace != "" {
+		if wa.MetricLabels == nil {
+			wa.MetricLabels = map[string]string{}
+		}
+		wa.MetricLabels[translator.LabelKeyNamespace] = e.Namespace
+	}
+	return wa
+}
+
+// serviceRef is the proxy API's reference to port of a Service (a profile's parent).
+func serviceRef(name, namespace string, port uint32) *meta.Metadata {
+	return &meta.Metadata{Kind: &meta.Metadata_Resource{Resource: &meta.Resource{
+		Group: "core", Kind: "Service", Name: name, Namespace: namespace, Port: port,
+	}}}
 }
 
 func addUpdate(setLabels []snapshot.Label, eps []*snapshot.Endpoint) *pb.Update {

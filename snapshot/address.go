@@ -48,6 +48,15 @@ type Endpoint struct {
 	Pod, Namespace string
 	// Hostname is the EndpointSlice hostname of the address (for <hostname>.<svc>... lookups).
 	Hostname string
+	// NodeName is the node of the pod behind the address ("" when unknown): views of a
+	// Service with internalTrafficPolicy Local keep the endpoints on the client's node.
+	NodeName string
+	// ForZones are the zones of the EndpointSlice's hints.forZones (nil: no hints), sorted:
+	// views for a client in a zone keep the endpoints hinted for it.
+	ForZones []string
+	// AuthorityOverride is the authority a client sends to the address instead of the one it
+	// asked for ("" for none): a multicluster gateway's mirror of a remote service.
+	AuthorityOverride string
 }
 
 // Equal reports whether e and o carry the same information.
@@ -60,7 +69,8 @@ func (e *Endpoint) Equal(o *Endpoint) bool {
 	}
 	return e.Addr == o.Addr && e.Weight == o.Weight && e.Identity == o.Identity &&
 		e.Hint == o.Hint && e.OpaqueTransportPort == o.OpaqueTransportPort && e.HTTP2 == o.HTTP2 &&
-		e.Pod == o.Pod && e.Namespace == o.Namespace && e.Hostname == o.Hostname && slices.Equal(e.Labels, o.Labels)
+		e.Pod == o.Pod && e.Namespace == o.Namespace && e.Hostname == o.Hostname && e.NodeName == o.NodeName &&
+		e.AuthorityOverride == o.AuthorityOverride && slices.Equal(e.Labels, o.Labels) && slices.Equal(e.ForZones, o.ForZones)
 }
 
 // Label returns the value of label k, or "".
@@ -80,6 +90,9 @@ type AddressSet struct {
 	Exists bool
 	// Labels are the set-level metric labels (service, namespace), sorted by key.
 	Labels []Label
+	// LocalTrafficPolicy is set when the Service has internalTrafficPolicy Local: a client
+	// is served the endpoints on its own node only.
+	LocalTrafficPolicy bool
 	// Endpoints by address. The map must not be altered after publication.
 	Endpoints map[netip.AddrPort]*Endpoint
 }
@@ -113,7 +126,7 @@ func (s *AddressSet) Equal(o *AddressSet) bool {
 	if s == nil || o == nil {
 		return false
 	}
-	if s.Exists != o.Exists || !slices.Equal(s.Labels, o.Labels) || len(s.Endpoints) != len(o.Endpoints) {
+	if s.Exists != o.Exists || s.LocalTrafficPolicy != o.LocalTrafficPolicy || !slices.Equal(s.Labels, o.Labels) || len(s.Endpoints) != len(o.Endpoints) {
 		return false
 	}
 	for a, e := range s.Endpoints {

@@ -3,8 +3,10 @@
 // it without a lock or an allocation, and the subscriptions that carry deltas from one
 // snapshot to the next to the gRPC streams.
 //
-// Writers build the next AddressSet copy-on-write (never mutating a published one) and call
-// Store.Publish. Each Subscription has a bounded queue of deltas; when the queue is full the
+// A key names a service port as one kind of client sees it (Key.View: streams whose clients
+// see the same endpoints share a key). Writers build the next AddressSet copy-on-write (never
+// mutating a published one) and call Store.Publish, or PublishShared with a DiffCache when
+// they publish one set to several keys, which then compare and diff it once. Each Subscription has a bounded queue of deltas; when the queue is full the
 // queued deltas are discarded and the subscription is marked to resynchronise, so that its
 // next delta is the diff between the last snapshot it delivered and the newest one: nothing is
 // dropped, nothing is closed, and a subscriber that never reads costs bounded memory.

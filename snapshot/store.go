@@ -8,13 +8,22 @@ import (
 	"github.com/puzpuzpuz/xsync/v3"
 )
 
-// Key names one service port.
+// Key names one service port, as one kind of client sees it.
 type Key struct {
 	Namespace, Name string
 	Port            uint32
+	// View names the client view of the port ("" for the view of a client that says nothing
+	// about its locality): streams whose clients see the same endpoints share one key, and so
+	// one snapshot and one delta per publication. Its meaning is the writer's.
+	View string
 }
 
-func (k Key) String() string { return fmt.Sprintf("%s/%s:%d", k.Namespace, k.Name, k.Port) }
+func (k Key) String() string {
+	if k.View != "" {
+		return fmt.Sprintf("%s/%s:%d (view %q)", k.Namespace, k.Name, k.Port, k.View)
+	}
+	return fmt.Sprintf("%s/%s:%d", k.Namespace, k.Name, k.Port)
+}
 
 // Snapshot is one published version of a service port's address set. It is immutable: the
 // store never changes a Snapshot after Publish returns it, and neither may anyone else.
@@ -83,13 +92,30 @@ func (s *Store) entry(k Key) *entry {
 // delta to every subscription of k. set must not be altered afterwards. It returns the current
 // snapshot and whether a new one was published.
 func (s *Store) Publish(k Key, set *AddressSet) (*Snapshot, bool) {
+	return s.PublishShared(k, set, nil)
+}
+
+// DiffCache lets the publications of one set to several keys (the views of one zone) share
+// their work: whether the set differs from the one it replaces, and the delta between them,
+// are computed once for each pair of sets and reused while the keys replace the same set by
+// the same set. A DiffCache is for one goroutine's consecutive PublishShared calls; its zero
+// value is ready.
+type DiffCache struct {
+	from, to *AddressSet
+	equal    bool
+	delta    *Delta // nil until a subscription needs it
+}
+
+// PublishShared is Publish, sharing work through c with the publications before it (c may be
+// nil).
+func (s *Store) PublishShared(k Key, set *AddressSet, c *DiffCache) (*Snapshot, bool) {
 	e := s.entry(k)
 	e.mu.Lock()
 	old := e.cur.Load()
 	var oldSet *AddressSet
 	var version uint64
 	if old != nil {
-		if old.Set.Equal(set) {
+		if c.same(old.Set, set) {
 			e.mu.Unlock()
 			return old, false
 		}
@@ -98,6 +124,11 @@ func (s *Store) Publish(k Key, set *AddressSet) (*Snapshot, bool) {
 	next := &Snapshot{Key: k, Version: version + 1, Set: set}
 	e.cur.Store(next)
 	var shared *Delta // computed once, for every subscriber that was at old
+	if d := c.diff(oldSet, set); d != nil {
+		dd := *d
+		dd.Version = next.Version
+		shared = &dd
+	}
 	var overflowed int
 	for sub := range e.subs {
 		if sub.offer(old, next, oldSet, &shared) {
@@ -105,12 +136,36 @@ func (s *Store) Publish(k Key, set *AddressSet) (*Snapshot, bool) {
 		}
 	}
 	e.mu.Unlock()
+	if c != nil && shared != nil && c.from == oldSet && c.to == set && c.delta == nil {
+		d := *shared
+		c.delta = &d
+	}
 	if s.cfg.OnOverflow != nil {
 		for range overflowed {
 			s.cfg.OnOverflow(k)
 		}
 	}
 	return next, true
+}
+
+// same reports whether a and b carry the same information, from c when it holds the answer
+// for them (a nil c holds nothing).
+func (c *DiffCache) same(a, b *AddressSet) bool {
+	if c == nil {
+		return a.Equal(b)
+	}
+	if c.from != a || c.to != b {
+		*c = DiffCache{from: a, to: b, equal: a.Equal(b)}
+	}
+	return c.equal
+}
+
+// diff returns the delta from a to b held by c, or nil.
+func (c *DiffCache) diff(a, b *AddressSet) *Delta {
+	if c == nil || c.from != a || c.to != b {
+		return nil
+	}
+	return c.delta
 }
 
 // Release forgets k when it has no subscriptions (a replica that no longer owns a service

@@ -260,3 +260,44 @@ func TestLoadAllocatesNothing(t *testing.T) {
 		t.Fatalf("Load allocates %.1f per call", n)
 	}
 }
+
+// TestPublishSharedDiffsOnce publishes one change to several keys holding the same set
+// through one DiffCache: every subscriber gets the change, with its key's version, and the
+// keys share one delta (computed once).
+func TestPublishSharedDiffsOnce(t *testing.T) {
+	s := NewStore(StoreConfig{})
+	keys := []Key{{Namespace: "ns", Name: "svc", Port: 80, View: "a-1"}, {Namespace: "ns", Name: "svc", Port: 80, View: "a-2"}}
+	old, next := set(1, 2), set(2, 3)
+	var subs []*Subscription
+	for i, k := range keys {
+		if i == 1 {
+			s.Publish(k, set(9)) // an extra version, so that the keys' versions differ
+		}
+		s.Publish(k, old)
+		sub := s.Subscribe(k, 4)
+		defer sub.Close()
+		sub.Next()
+		subs = append(subs, sub)
+	}
+	var c DiffCache
+	for _, k := range keys {
+		if _, changed := s.PublishShared(k, next, &c); !changed {
+			t.Fatalf("%v: not published", k)
+		}
+	}
+	var deltas []Delta
+	for i, sub := range subs {
+		d, ok := sub.Next()
+		if !ok || len(d.Add) != 1 || len(d.Remove) != 1 || d.Version != s.Load(keys[i]).Version {
+			t.Fatalf("%v: delta %+v, version %d", keys[i], d, s.Load(keys[i]).Version)
+		}
+		deltas = append(deltas, d)
+	}
+	if &deltas[0].Add[0] != &deltas[1].Add[0] {
+		t.Fatal("the keys computed their deltas separately")
+	}
+	// An unchanged set through the cache publishes nothing.
+	if _, changed := s.PublishShared(keys[0], next, &c); changed {
+		t.Fatal("the same set published again")
+	}
+}

@@ -21,7 +21,16 @@ const (
 	LabelKeyServiceAccount = "serviceaccount"
 	LabelKeyControlPlaneNS = "control_plane_ns"
 	LabelKeyZone           = "zone"
+	LabelKeyZoneLocality   = "zone_locality"
 	LabelKeyPodTemplate    = "pod_template_hash"
+)
+
+// The values of the zone_locality label: the endpoint is in the client's zone, in another,
+// or one of the two zones is unknown (every endpoint of a set, until View knows the client's).
+const (
+	ZoneLocal   = "local"
+	ZoneRemote  = "remote"
+	ZoneUnknown = "unknown"
 )
 
 // PodLookup returns the pod named ns/name, or nil when it is unknown. It must be cheap (an
@@ -34,11 +43,24 @@ func IsExternalName(svc *corev1.Service) bool {
 	return svc != nil && svc.Spec.Type == corev1.ServiceTypeExternalName
 }
 
+// Inputs are what the address set of a service port is computed from.
+type Inputs struct {
+	// Service is the Service (nil: it does not exist).
+	Service *corev1.Service
+	// Slices are its EndpointSlices (others are ignored).
+	Slices []*discoveryv1.EndpointSlice
+	// Pods looks up the pods behind the endpoints.
+	Pods PodLookup
+	// Servers are the policy Servers of the Service's namespace (others have no effect); a
+	// Server with proxyProtocol opaque makes the ports it selects opaque.
+	Servers []*Server
+}
+
 // AddressSet computes the address set that Get serves for port of svc, from the Service's
 // EndpointSlices and the pods behind them. port is the Service port the client asked for. A
 // nil svc gives a set with Exists false. See HostAddressSet for the rules.
 func AddressSet(cfg Config, svc *corev1.Service, port uint32, slices []*discoveryv1.EndpointSlice, pods PodLookup) *snapshot.AddressSet {
-	return hostAddressSet(cfg, svc, port, "", slices, pods, nil)
+	return hostAddressSet(cfg, Inputs{Service: svc, Slices: slices, Pods: pods}, port, "", nil)
 }
 
 // Reuse lets AddressSetReusing take endpoints over from the set computed before for the same
@@ -51,18 +73,19 @@ type Reuse struct {
 	Stale func(ns, name string) bool
 }
 
-// AddressSetReusing is AddressSet, except that an endpoint of r.Prev is taken over (the same
-// pointer) when the slices still have it at the same address with the same pod reference,
-// hostname and zone, and its pod is not stale: everything it holds is derived from those, the
-// Service port and the Config. A change to one endpoint of a large service therefore costs one
-// pod lookup and one translation, not one per endpoint. The result is the one AddressSet gives
-// for the same inputs, provided r.Prev was computed from the same Service and Config and
-// r.Stale names every pod changed since.
-func AddressSetReusing(cfg Config, svc *corev1.Service, port uint32, slices []*discoveryv1.EndpointSlice, pods PodLookup, r Reuse) *snapshot.AddressSet {
+// AddressSetReusing is AddressSet of in, except that an endpoint of r.Prev is taken over (the
+// same pointer) when the slices still have it at the same address with the same pod
+// reference, hostname, zone and zone hints (and, without a pod, the same mirror annotations),
+// and its pod is not stale: everything it holds is derived from those, the Service port, the
+// Servers and the Config. A change to one endpoint of a large service therefore costs one pod
+// lookup and one translation, not one per endpoint. The result is the one AddressSet gives
+// for the same inputs, provided r.Prev was computed from the same Service, Servers and Config
+// and r.Stale names every pod changed since.
+func AddressSetReusing(cfg Config, in Inputs, port uint32, r Reuse) *snapshot.AddressSet {
 	if r.Prev == nil || !r.Prev.Exists {
-		return AddressSet(cfg, svc, port, slices, pods)
+		return hostAddressSet(cfg, in, port, "", nil)
 	}
-	return hostAddressSet(cfg, svc, port, "", slices, pods, &r)
+	return hostAddressSet(cfg, in, port, "", &r)
 }
 
 // HostAddressSet is AddressSet restricted, when hostname is not empty, to the endpoints with
@@ -82,9 +105,19 @@ func AddressSetReusing(cfg Config, svc *corev1.Service, port uint32, slices []*d
 //     config.linkerd.io/skip-inbound-ports gets the identity of its service account, HTTP/2
 //     client parameters and the hint h2, or opaque with cfg.InboundProxyPort as the
 //     opaque-transport port when the port is opaque (IsOpaque). Other addresses get none.
+//   - A Server of the namespace with proxyProtocol opaque that selects the pod and the port
+//     (ServerOpaque) makes the port opaque too.
+//   - An endpoint without a pod in a multicluster mirror's slice gets the gateway identity of
+//     the slice's mirror.linkerd.io/remote-gateway-identity annotation (with h2 and HTTP/2
+//     client parameters) and, from mirror.linkerd.io/remote-svc-fq-name, the remote service
+//     with port as its authority override; the set gets target_cluster, target_service and
+//     target_service_namespace from the mirror's cluster label (mirrorEndpoint).
 //   - Labels: the set has namespace and service; an address has pod, its owner kind (Owner),
 //     serviceaccount, control_plane_ns (meshed pods only), pod_template_hash and zone when
-//     known, sorted by key. Weight is DefaultWeight. Hostname is the endpoint's hostname.
+//     known, and zone_locality "unknown" (View sets it against the client's zone), sorted by
+//     key. Weight is DefaultWeight. Hostname is the endpoint's hostname, NodeName its pod's
+//     node, ForZones its slice's zone hints. The set records the Service's
+//     internalTrafficPolicy Local (LocalTrafficPolicy), which View applies.
 //   - An address found in several slices is taken from the slice with the smallest name, so
 //     the result does not depend on the order of slices.
 //
@@ -93,18 +126,21 @@ func AddressSetReusing(cfg Config, svc *corev1.Service, port uint32, slices []*d
 // a pointer to one endpoint keeps those arrays alive; the cost for n addresses is about a
 // dozen allocations.
 func HostAddressSet(cfg Config, svc *corev1.Service, port uint32, hostname string, slices []*discoveryv1.EndpointSlice, pods PodLookup) *snapshot.AddressSet {
-	return hostAddressSet(cfg, svc, port, hostname, slices, pods, nil)
+	return hostAddressSet(cfg, Inputs{Service: svc, Slices: slices, Pods: pods}, port, hostname, nil)
 }
 
-func hostAddressSet(cfg Config, svc *corev1.Service, port uint32, hostname string, slices []*discoveryv1.EndpointSlice, pods PodLookup, reuse *Reuse) *snapshot.AddressSet {
+func hostAddressSet(cfg Config, in Inputs, port uint32, hostname string, reuse *Reuse) *snapshot.AddressSet {
+	svc, slices := in.Service, in.Slices
 	if svc == nil {
 		return &snapshot.AddressSet{Exists: false}
 	}
 	set := &snapshot.AddressSet{
-		Exists: true,
-		Labels: []snapshot.Label{{Key: LabelKeyNamespace, Value: svc.Namespace}, {Key: LabelKeyService, Value: svc.Name}},
+		Exists:             true,
+		Labels:             []snapshot.Label{{Key: LabelKeyNamespace, Value: svc.Namespace}, {Key: LabelKeyService, Value: svc.Name}},
+		LocalTrafficPolicy: svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == corev1.ServiceInternalTrafficPolicyLocal,
 	}
 	spName, named := servicePortName(svc, port)
+	tc := templateContext{cfg: cfg, port: port, pods: in.Pods, servers: in.Servers}
 
 	// Keep the slices of this Service that have the port, ordered by name, and count their
 	// ready addresses.
@@ -127,6 +163,9 @@ func hostAddressSet(cfg Config, svc *corev1.Service, port uint32, hostname strin
 		}
 	}
 	sortSlices(own)
+	if ml := mirrorSetLabels(own); ml != nil {
+		set.Labels = sortedLabels(append(set.Labels, ml...))
+	}
 	set.Endpoints = make(map[netip.AddrPort]*snapshot.Endpoint, nAddrs)
 	if reuse == nil {
 		// Every endpoint is new: two exact allocations. When reusing, few are, and the batch
@@ -156,13 +195,13 @@ func hostAddressSet(cfg Config, svc *corev1.Service, port uint32, hostname strin
 				if _, dup := set.Endpoints[ap]; dup {
 					continue
 				}
-				if old := reuse.take(es, ep, ap); old != nil {
+				if old := reuse.take(es, ep, ap, port); old != nil {
 					set.Endpoints[ap] = old
 					continue
 				}
 				if !translated {
 					translated = true
-					tmpl, ok = endpointTemplate(cfg, es, ep, tp, pods, &b)
+					tmpl, ok = tc.endpointTemplate(es, ep, tp, &b)
 				}
 				if !ok {
 					break // its pod is unknown: every address of it is left out
@@ -179,7 +218,7 @@ func hostAddressSet(cfg Config, svc *corev1.Service, port uint32, hostname strin
 
 // take returns the endpoint of the previous set at ap when it may be taken over for ep of es
 // (see AddressSetReusing), or nil. A nil r takes nothing.
-func (r *Reuse) take(es *discoveryv1.EndpointSlice, ep *discoveryv1.Endpoint, ap netip.AddrPort) *snapshot.Endpoint {
+func (r *Reuse) take(es *discoveryv1.EndpointSlice, ep *discoveryv1.Endpoint, ap netip.AddrPort, port uint32) *snapshot.Endpoint {
 	if r == nil {
 		return nil
 	}
@@ -194,12 +233,17 @@ func (r *Reuse) take(es *discoveryv1.EndpointSlice, ep *discoveryv1.Endpoint, ap
 	if ep.Zone != nil {
 		zone = *ep.Zone
 	}
-	if old.Hostname != hostname || old.Label(LabelKeyZone) != zone {
+	if old.Hostname != hostname || old.Label(LabelKeyZone) != zone || !sameZones(old.ForZones, ep.Hints) {
 		return nil
 	}
 	ref := ep.TargetRef
 	if ref == nil || ref.Kind != "Pod" {
 		if old.Pod != "" {
+			return nil
+		}
+		var m snapshot.Endpoint
+		mirrorEndpoint(&m, es, port)
+		if m.Identity != old.Identity || m.AuthorityOverride != old.AuthorityOverride {
 			return nil
 		}
 		return old
@@ -291,10 +335,19 @@ func parseAddr(s string, t discoveryv1.AddressType) (netip.Addr, bool) {
 	return netip.Addr{}, false
 }
 
+// templateContext is what endpointTemplate reads besides the endpoint.
+type templateContext struct {
+	cfg     Config
+	port    uint32 // the Service port asked for
+	pods    PodLookup
+	servers []*Server
+}
+
 // endpointTemplate returns everything of the endpoint ep on port tp but its address, or false
 // when ep is left out (its pod is unknown).
-func endpointTemplate(cfg Config, es *discoveryv1.EndpointSlice, ep *discoveryv1.Endpoint, tp uint32, pods PodLookup, b *batch) (snapshot.Endpoint, bool) {
-	e := snapshot.Endpoint{Weight: DefaultWeight}
+func (tc *templateContext) endpointTemplate(es *discoveryv1.EndpointSlice, ep *discoveryv1.Endpoint, tp uint32, b *batch) (snapshot.Endpoint, bool) {
+	cfg := tc.cfg
+	e := snapshot.Endpoint{Weight: DefaultWeight, ForZones: hintZones(ep.Hints)}
 	if ep.Hostname != nil {
 		e.Hostname = *ep.Hostname
 	}
@@ -302,11 +355,15 @@ func endpointTemplate(cfg Config, es *discoveryv1.EndpointSlice, ep *discoveryv1
 	if ep.Zone != nil {
 		zone = *ep.Zone
 	}
+	unknown := snapshot.Label{Key: LabelKeyZoneLocality, Value: ZoneUnknown}
 	ref := ep.TargetRef
 	if ref == nil || ref.Kind != "Pod" {
+		labels := b.labelBuf(2)
 		if zone != "" {
-			e.Labels = append(b.labelBuf(1), snapshot.Label{Key: LabelKeyZone, Value: zone})
+			labels = append(labels, snapshot.Label{Key: LabelKeyZone, Value: zone})
 		}
+		e.Labels = append(labels, unknown)
+		mirrorEndpoint(&e, es, tc.port)
 		return e, true
 	}
 	ns := ref.Namespace
@@ -314,8 +371,8 @@ func endpointTemplate(cfg Config, es *discoveryv1.EndpointSlice, ep *discoveryv1
 		ns = es.Namespace
 	}
 	var pod *corev1.Pod
-	if pods != nil && ref.Name != "" {
-		pod = pods(ns, ref.Name)
+	if tc.pods != nil && ref.Name != "" {
+		pod = tc.pods(ns, ref.Name)
 	}
 	if pod == nil {
 		return e, false
@@ -323,20 +380,22 @@ func endpointTemplate(cfg Config, es *discoveryv1.EndpointSlice, ep *discoveryv1
 	if pod.Namespace != "" {
 		ns = pod.Namespace
 	}
-	e.Pod, e.Namespace = pod.Name, ns
+	e.Pod, e.Namespace, e.NodeName = pod.Name, ns, pod.Spec.NodeName
 	if e.Pod == "" {
 		e.Pod = ref.Name
 	}
-	sa := pod.Spec.ServiceAccountName
-	if sa == "" {
-		sa = "default" // what the API server fills in
-	}
-	meshed := cfg.ControlPlaneNamespace != "" && pod.Labels[LabelControlPlaneNS] == cfg.ControlPlaneNamespace
+	e.Labels = podLabels(cfg, pod, e.Pod, zone, b)
+	opaque := IsOpaque(cfg, pod, tp) || ServerOpaque(tc.servers, pod, tp)
+	setMeshed(cfg, &e, pod, tp, opaque, b)
+	return e, true
+}
 
-	// Labels in key order, the owner's slotted in where it sorts.
+// podLabels returns the metric labels of an address of pod (named name) in zone ("":
+// unknown), in key order, the owner's slotted in where it sorts, with zone_locality unknown.
+func podLabels(cfg Config, pod *corev1.Pod, name, zone string, b *batch) []snapshot.Label {
 	owner := snapshot.Label{}
-	if kind, name := Owner(pod); kind != "" && !reservedLabel(kind) {
-		owner = snapshot.Label{Key: kind, Value: name}
+	if kind, oname := Owner(pod); kind != "" && !reservedLabel(kind) {
+		owner = snapshot.Label{Key: kind, Value: oname}
 	}
 	labels := b.labelBuf(maxPodLabels)
 	add := func(l snapshot.Label) {
@@ -346,40 +405,86 @@ func endpointTemplate(cfg Config, es *discoveryv1.EndpointSlice, ep *discoveryv1
 		}
 		labels = append(labels, l)
 	}
-	if meshed {
+	if isMeshed(cfg, pod) {
 		add(snapshot.Label{Key: LabelKeyControlPlaneNS, Value: cfg.ControlPlaneNamespace})
 	}
-	add(snapshot.Label{Key: LabelKeyPod, Value: e.Pod})
+	add(snapshot.Label{Key: LabelKeyPod, Value: name})
 	if h := pod.Labels[LabelPodTemplateHash]; h != "" {
 		add(snapshot.Label{Key: LabelKeyPodTemplate, Value: h})
 	}
-	add(snapshot.Label{Key: LabelKeyServiceAccount, Value: sa})
+	add(snapshot.Label{Key: LabelKeyServiceAccount, Value: serviceAccount(pod)})
 	if zone != "" {
 		add(snapshot.Label{Key: LabelKeyZone, Value: zone})
 	}
+	add(snapshot.Label{Key: LabelKeyZoneLocality, Value: ZoneUnknown})
 	if owner.Key != "" {
 		labels = append(labels, owner)
 	}
-	e.Labels = labels
+	return labels
+}
 
-	if meshed && !IsSkippedInbound(pod, tp) {
-		e.Identity = b.identity(cfg, sa, ns)
-		e.HTTP2 = true
-		e.Hint = snapshot.HintH2
-		if IsOpaque(cfg, pod, tp) {
-			e.Hint = snapshot.HintOpaque
-			e.OpaqueTransportPort = cfg.InboundProxyPort
-		} else if cfg.OutboundTransportMode == TransportHeader {
-			e.OpaqueTransportPort = cfg.InboundProxyPort
-		}
+// serviceAccount is pod's service account ("default" when unset, as the API server fills in).
+func serviceAccount(pod *corev1.Pod) string {
+	if sa := pod.Spec.ServiceAccountName; sa != "" {
+		return sa
 	}
-	return e, true
+	return "default"
+}
+
+// isMeshed reports whether pod is meshed by this control plane.
+func isMeshed(cfg Config, pod *corev1.Pod) bool {
+	return cfg.ControlPlaneNamespace != "" && pod.Labels[LabelControlPlaneNS] == cfg.ControlPlaneNamespace
+}
+
+// setMeshed gives e, an address of pod on port tp, what a meshed pod's address gets: identity,
+// HTTP/2 client parameters and the protocol hint (opaque, with the opaque-transport port, when
+// the port is opaque). An unmeshed pod, or a port that skips the inbound proxy, gets none.
+func setMeshed(cfg Config, e *snapshot.Endpoint, pod *corev1.Pod, tp uint32, opaque bool, b *batch) {
+	if !isMeshed(cfg, pod) || IsSkippedInbound(pod, tp) {
+		return
+	}
+	e.Identity = b.identity(cfg, serviceAccount(pod), e.Namespace)
+	e.HTTP2 = true
+	e.Hint = snapshot.HintH2
+	if opaque {
+		e.Hint = snapshot.HintOpaque
+		e.OpaqueTransportPort = cfg.InboundProxyPort
+	} else if cfg.OutboundTransportMode == TransportHeader {
+		e.OpaqueTransportPort = cfg.InboundProxyPort
+	}
+}
+
+// hintZones returns the sorted, distinct zone names of an endpoint's hints, or nil.
+func hintZones(h *discoveryv1.EndpointHints) []string {
+	if h == nil || len(h.ForZones) == 0 {
+		return nil
+	}
+	out := make([]string, 0, len(h.ForZones))
+	for _, z := range h.ForZones {
+		out = append(out, z.Name)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// sameZones reports whether zones (from hintZones) are the zones of h.
+func sameZones(zones []string, h *discoveryv1.EndpointHints) bool {
+	if h == nil || len(h.ForZones) == 0 {
+		return len(zones) == 0
+	}
+	return slices.Equal(zones, hintZones(h))
+}
+
+// sortedLabels sorts ls by key (a few labels: insertion sort, in place) and returns it.
+func sortedLabels(ls []snapshot.Label) []snapshot.Label {
+	slices.SortStableFunc(ls, func(a, b snapshot.Label) int { return cmp.Compare(a.Key, b.Key) })
+	return ls
 }
 
 // reservedLabel reports whether an owner kind would collide with another address label.
 func reservedLabel(k string) bool {
 	switch k {
-	case LabelKeyPod, LabelKeyServiceAccount, LabelKeyControlPlaneNS, LabelKeyZone, LabelKeyPodTemplate,
+	case LabelKeyPod, LabelKeyServiceAccount, LabelKeyControlPlaneNS, LabelKeyZone, LabelKeyZoneLocality, LabelKeyPodTemplate,
 		LabelKeyService, LabelKeyNamespace:
 		return true
 	}
@@ -387,15 +492,15 @@ func reservedLabel(k string) bool {
 }
 
 // maxPodLabels is the most labels an address of a pod has: pod, serviceaccount,
-// control_plane_ns, zone, pod_template_hash and the owner.
-const maxPodLabels = 6
+// control_plane_ns, zone, zone_locality, pod_template_hash and the owner.
+const maxPodLabels = 7
 
 // labelsPerEndpoint is the label capacity endpointTemplate takes for ep.
 func labelsPerEndpoint(ep *discoveryv1.Endpoint) int {
 	if ep.TargetRef != nil && ep.TargetRef.Kind == "Pod" {
 		return maxPodLabels
 	}
-	return 1
+	return 2
 }
 
 // batch hands out the endpoints and label slices of one address set from a few large

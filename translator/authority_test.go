@@ -149,6 +149,11 @@ func TestParseContextToken(t *testing.T) {
 		{`{"ns":"shop"`, ContextToken{}},
 		{"garbage", ContextToken{}},
 		{`"ns:shop"`, ContextToken{}},
+		// linkerd2's TestTokenStructure (controller/api/destination/server_test.go): valid
+		// JSON (with a trailing newline), the old ns:<namespace> form, and neither.
+		{"{\"ns\":\"ns-1\",\"nodeName\":\"node-1\"}\n", ContextToken{Namespace: "ns-1", NodeName: "node-1"}},
+		{"ns:ns-2", ContextToken{Namespace: "ns-2"}},
+		{"123fa-test", ContextToken{}},
 	} {
 		if got := ParseContextToken(tc.in); got != tc.want {
 			t.Errorf("ParseContextToken(%q) = %+v, want %+v", tc.in, got, tc.want)

@@ -110,3 +110,31 @@ func BenchmarkSlimEndpointSlice(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkView is the cost of one client view of a 1000-endpoint set: the view of a client
+// without locality (the set itself), and of one in a zone (relabelled endpoints), from
+// scratch and taking a previous view's endpoints over.
+func BenchmarkView(b *testing.B) {
+	cfg := DefaultConfig()
+	svc, slices, pods := benchService(1000)
+	for i, es := range slices {
+		for j := range es.Endpoints {
+			es.Endpoints[j].Zone = ptr([]string{"west-1a", "west-1b"}[(i+j)%2])
+		}
+	}
+	set := AddressSet(cfg, svc, 80, slices, pods.lookup)
+	zone := Client{Node: "n", Zone: "west-1a"}
+	first := View(cfg, set, zone, nil)
+	for _, c := range []struct {
+		name   string
+		client Client
+		prev   *Prev
+	}{{"no locality", Client{}, nil}, {"zone", zone, nil}, {"zone, reusing", zone, &Prev{Set: set, View: first}}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = View(cfg, set, c.client, c.prev)
+			}
+		})
+	}
+}

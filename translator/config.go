@@ -23,6 +23,12 @@ type Config struct {
 	// with the transport header, which keeps HTTP/1 and HTTP/2 visible to the inbound proxy:
 	// the local mesh, where pods share one machine and nothing redirects their traffic).
 	OutboundTransportMode string
+	// EnableIPv6 is Linkerd's --enable-ipv6: a pod with an IPv4 and an IPv6 endpoint is
+	// served by its IPv6 address only (without it, by its IPv4 address only).
+	EnableIPv6 bool
+	// ExtEndpointZoneWeights is Linkerd's --ext-endpoint-zone-weights: an endpoint in the
+	// client's zone weighs ten times the default (100000 against 10000).
+	ExtEndpointZoneWeights bool
 }
 
 // The values of Config.OutboundTransportMode (Linkerd's).

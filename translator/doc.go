@@ -1,9 +1,14 @@
 // Package translator turns Kubernetes objects into what the Destination API serves: a
-// Service, its EndpointSlices and the Pods behind them become the snapshot.AddressSet of one
-// service port (AddressSet), with Linkerd's identity, protocol-hint, opaque-port and
-// metric-label rules. It also parses what clients send (ParseAuthority for the Get/GetProfile
-// path, ParseContextToken for the context token) and the port-list annotations
-// (ParsePortList, IsOpaque, IsOpaqueService, IsSkippedInbound).
+// Service, its EndpointSlices, the Pods behind them and the Servers of its namespace become
+// the snapshot.AddressSet of one service port (AddressSet, AddressSetReusing), with Linkerd's
+// identity, protocol-hint, opaque-port (annotations, defaults and Servers: ServerOpaque),
+// multicluster mirror (mirror.go) and metric-label rules; View derives what one client sees of
+// such a set from its locality (Client: node and zone): the internalTrafficPolicy Local and
+// zone-hint filters, the IPv4/IPv6 choice, zone_locality and zone weights. For GetProfile by IP
+// it gives a pod's endpoint (PodEndpoint) and the addresses Services and pods are found by
+// (ClusterIPs, PodIPs). It also parses what clients send (ParseAuthority and
+// ParseIPAuthority for the Get/GetProfile path, ParseContextToken for the context token) and
+// the port-list annotations (ParsePortList, IsOpaque, IsOpaqueService, IsSkippedInbound).
 //
 // It owns the projection: the one definition of what the destination keeps of a Service, an
 // EndpointSlice and a Pod, which is what this package reads plus identity and the newest
@@ -11,7 +16,9 @@
 // ProjectService, ProjectEndpointSlice apply it without copying what is projected already
 // (IsSlimPod, IsSlimService, IsSlimEndpointSlice); SlimPod, SlimService, SlimEndpointSlice
 // always copy. The Kubernetes source's informer transform, the index (for what every source
-// delivers) and the bench feed's decoder all use it.
+// delivers) and the bench feed's decoder all use it. The projections of a Node (ProjectNode:
+// its name and zone) and of a policy.linkerd.io Server (ProjectServer: a Server type of its
+// own, from the ServerObject decoded) are defined here too.
 //
 // Everything here is a pure function of its arguments: no I/O, no goroutines, no clocks, no
 // global state. Inputs are never modified; outputs share no memory with inputs except strings

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/meridian-mesh/meridian/internal/testutil"
 	"github.com/meridian-mesh/meridian/internal/quote"
+	"github.com/meridian-mesh/meridian/internal/testutil"
 	"github.com/meridian-mesh/meridian/snapshot"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -223,6 +223,26 @@ func fuzzWorld(data []byte) (*corev1.Service, uint32, []*discoveryv1.EndpointSli
 		}
 		pods[p.Namespace+"/"+p.Name] = p
 	}
+	// Zone hints, and the annotations of a multicluster mirror.
+	for _, es := range sl {
+		if es == nil {
+			continue
+		}
+		if r.Pick(3) == 0 {
+			es.Annotations = map[string]string{AnnotationRemoteGatewayIdentity: pickFrom(r, []string{"", "gw.east"})}
+			if r.Pick(2) == 0 {
+				es.Annotations[AnnotationRemoteServiceFQName] = pickFrom(r, []string{"web.ns.svc.east", ""})
+			}
+		}
+		for i := range es.Endpoints {
+			for range r.Pick(3) {
+				if es.Endpoints[i].Hints == nil {
+					es.Endpoints[i].Hints = &discoveryv1.EndpointHints{}
+				}
+				es.Endpoints[i].Hints.ForZones = append(es.Endpoints[i].Hints.ForZones, discoveryv1.ForZone{Name: pickFrom(r, []string{"z1", "z2"})})
+			}
+		}
+	}
 	return svc, port, sl, pods
 }
 
@@ -287,8 +307,11 @@ func checkEndpoint(t *testing.T, a netip.AddrPort, e *snapshot.Endpoint, sl []*d
 	if meshedHint != (e.Identity != "") || meshedHint != e.HTTP2 || (e.Hint == snapshot.HintOpaque) != (e.OpaqueTransportPort != 0) {
 		t.Fatalf("%v: inconsistent mesh fields %+v", a, e)
 	}
-	if e.Identity != "" && e.Label(LabelKeyControlPlaneNS) == "" {
-		t.Fatalf("%v: identity without control_plane_ns label", a)
+	if e.Identity != "" && e.Pod != "" && e.Label(LabelKeyControlPlaneNS) == "" {
+		t.Fatalf("%v: a pod's identity without control_plane_ns label", a)
+	}
+	if e.Label(LabelKeyZoneLocality) != ZoneUnknown || !slices.IsSorted(e.ForZones) {
+		t.Fatalf("%v: zone_locality %q, zones %v", a, e.Label(LabelKeyZoneLocality), e.ForZones)
 	}
 	// Some ready endpoint of one of the service's slices, with a port that resolves to the
 	// address's port, holds the address.
@@ -344,12 +367,12 @@ func FuzzAddressSetReusing(f *testing.F) {
 			return !reflect.DeepEqual(pa, pb)
 		}
 		want := AddressSet(cfg, svc, port, slB, podsB.lookup)
-		got := AddressSetReusing(cfg, svc, port, slB, podsB.lookup, Reuse{Prev: prev, Stale: stale})
+		got := AddressSetReusing(cfg, Inputs{Service: svc, Slices: slB, Pods: podsB.lookup}, port, Reuse{Prev: prev, Stale: stale})
 		if !got.Equal(want) {
 			t.Fatalf("reusing gives\n%q\nwant\n%q", renderSet(got), renderSet(want))
 		}
 		// With nothing changed, every endpoint is taken over.
-		same := AddressSetReusing(cfg, svc, port, slA, podsA.lookup, Reuse{Prev: prev})
+		same := AddressSetReusing(cfg, Inputs{Service: svc, Slices: slA, Pods: podsA.lookup}, port, Reuse{Prev: prev})
 		for ap, e := range same.Endpoints {
 			if prev.Endpoints[ap] != e {
 				t.Fatalf("%v: unchanged endpoint translated again", ap)

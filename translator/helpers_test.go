@@ -134,12 +134,33 @@ func render(e *snapshot.Endpoint) string {
 	if e.Weight != DefaultWeight {
 		fmt.Fprintf(&b, " weight=%d", e.Weight)
 	}
-	if len(e.Labels) > 0 {
-		ls := make([]string, len(e.Labels))
-		for i, l := range e.Labels {
-			ls[i] = l.Key + "=" + l.Value
+	// zone_locality=unknown, which every endpoint of an address set has until View sets it, is
+	// left out; one without it says so.
+	var ls []string
+	locality := false
+	for _, l := range e.Labels {
+		if l.Key == LabelKeyZoneLocality {
+			locality = true
+			if l.Value == ZoneUnknown {
+				continue
+			}
 		}
+		ls = append(ls, l.Key+"="+l.Value)
+	}
+	if len(ls) > 0 {
 		b.WriteString(" [" + strings.Join(ls, ",") + "]")
+	}
+	if !locality {
+		b.WriteString(" no-zone-locality")
+	}
+	if e.NodeName != "" {
+		fmt.Fprintf(&b, " node=%s", e.NodeName)
+	}
+	if len(e.ForZones) > 0 {
+		fmt.Fprintf(&b, " for-zones=%s", strings.Join(e.ForZones, "+"))
+	}
+	if e.AuthorityOverride != "" {
+		fmt.Fprintf(&b, " authority=%s", e.AuthorityOverride)
 	}
 	return b.String()
 }

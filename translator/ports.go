@@ -172,18 +172,23 @@ func listHas(s string, p uint32, named func(name string, p uint32) bool) bool {
 	return false
 }
 
-// podPortNamed reports whether one of pod's containers has a port named name numbered p.
+// podPortNamed reports whether one of pod's containers (or init containers, where native
+// sidecars run) has a port named name numbered p.
 func podPortNamed(pod *corev1.Pod) func(string, uint32) bool {
-	return func(name string, p uint32) bool {
-		for i := range pod.Spec.Containers {
-			for _, cp := range pod.Spec.Containers[i].Ports {
-				if cp.Name == name && uint32(cp.ContainerPort) == p {
+	return func(name string, p uint32) bool { return hasNamedPort(pod, name, p) }
+}
+
+func hasNamedPort(pod *corev1.Pod, name string, p uint32) bool {
+	for _, cs := range [2][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range cs {
+			for _, cp := range cs[i].Ports {
+				if cp.Name == name && cp.ContainerPort >= 0 && uint32(cp.ContainerPort) == p {
 					return true
 				}
 			}
 		}
-		return false
 	}
+	return false
 }
 
 // IsOpaque reports whether port of pod is opaque: listed in the pod's

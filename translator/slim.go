@@ -1,7 +1,7 @@
 package translator
 
 import (
-	"strings"
+	"maps"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -28,52 +28,63 @@ import (
 // until it is listed here.
 var (
 	// serviceFields: the Service's port names, numbers and protocols (servicePortName,
-	// IsOpaqueService) and its type and external name (IsExternalName, Get's error). Its
-	// cluster IPs and target ports are kept for what looks Services up by address.
+	// IsOpaqueService), its type and external name (IsExternalName, Get's error) and its
+	// internal traffic policy (View). Its cluster IPs are kept for GetProfile by IP, its
+	// target ports for whoever looks Services up by address.
 	serviceFields = []string{
 		"kind", "apiVersion",
 		"metadata.name", "metadata.namespace", "metadata.uid", "metadata.resourceVersion",
 		"metadata.annotations[" + AnnotationOpaquePorts + "]",
 		"metadata.managedFields[].manager", "metadata.managedFields[].operation", "metadata.managedFields[].time", // the newest entry only
-		"spec.type", "spec.externalName", "spec.clusterIP", "spec.clusterIPs[]",
+		"spec.type", "spec.externalName", "spec.clusterIP", "spec.clusterIPs[]", "spec.internalTrafficPolicy",
 		"spec.ports[].name", "spec.ports[].protocol", "spec.ports[].port", "spec.ports[].targetPort",
 	}
 	// sliceFields: of an IPv4 or IPv6 slice, its ready endpoints (conditions.ready unset or
-	// true); a slice of another address type keeps no endpoints.
+	// true) with their zone hints (View); a slice of another address type keeps no
+	// endpoints. The multicluster mirror's annotations give the identity and authority of a
+	// gateway's endpoints, and its cluster label the target metric labels.
 	sliceFields = []string{
 		"kind", "apiVersion",
 		"metadata.name", "metadata.namespace", "metadata.uid", "metadata.resourceVersion",
-		"metadata.labels[" + LabelServiceName + "]",
+		"metadata.labels[" + LabelServiceName + "]", "metadata.labels[" + LabelRemoteClusterName + "]",
+		"metadata.annotations[" + AnnotationRemoteGatewayIdentity + "]", "metadata.annotations[" + AnnotationRemoteServiceFQName + "]",
 		"metadata.managedFields[].manager", "metadata.managedFields[].operation", "metadata.managedFields[].time", // the newest entry only
 		"addressType",
 		"ports[].name", "ports[].protocol", "ports[].port",
 		"endpoints[].addresses[]", "endpoints[].hostname", "endpoints[].zone", // ready endpoints only
+		"endpoints[].hints.forZones[].name", // endpoints with at least one zone hint only
 		"endpoints[].targetRef.kind", "endpoints[].targetRef.namespace", "endpoints[].targetRef.name",
 	}
-	// podFields: the identity (service account), the mesh and metric labels, the owner
-	// (Owner), the port annotations (IsOpaque, IsSkippedInbound) and the container ports the
-	// opaque-ports annotation names, with their numbers. Not the proxy's environment: the
-	// opaque-transport port is Config.InboundProxyPort. Phase and pod IPs are kept for
-	// whoever needs to tell a running pod from a gone one.
+	// podFields: the identity (service account), the labels (the mesh and metric labels, and
+	// every other for Servers' pod selectors), the owner (Owner), the port annotations
+	// (IsOpaque, IsSkippedInbound) and the named container ports (which the opaque-ports
+	// annotation and Servers may name), with their numbers; the node (View) and what GetProfile
+	// by IP reads: phase, pod IPs, host network and whether the pod is being deleted. Not the
+	// proxy's environment: the opaque-transport port is Config.InboundProxyPort.
 	podFields = []string{
 		"kind", "apiVersion",
 		"metadata.name", "metadata.namespace", "metadata.uid", "metadata.resourceVersion",
-		"metadata.labels[" + LabelControlPlaneNS + "]", "metadata.labels[" + LabelPodTemplateHash + "]",
+		"metadata.deletionTimestamp",
+		"metadata.labels[*]", // every label: a Server's pod selector may name any
 		"metadata.annotations[" + AnnotationOpaquePorts + "]", "metadata.annotations[" + AnnotationSkipInboundPorts + "]",
 		"metadata.ownerReferences[].kind", "metadata.ownerReferences[].name", "metadata.ownerReferences[].controller", // the controller reference (or the only one) only
 		"metadata.managedFields[].manager", "metadata.managedFields[].operation", "metadata.managedFields[].time", // the newest entry only
-		"spec.serviceAccountName",
-		"spec.containers[].ports[].name", "spec.containers[].ports[].containerPort", // ports the opaque-ports annotation names only; containers without one are dropped
+		"spec.serviceAccountName", "spec.nodeName", "spec.hostNetwork",
+		"spec.initContainers[].ports[].name", "spec.initContainers[].ports[].containerPort", // named ports only; containers without one are dropped
+		"spec.containers[].ports[].name", "spec.containers[].ports[].containerPort", // named ports only; containers without one are dropped
 		"status.phase", "status.podIP", "status.podIPs[].ip",
 	}
 )
 
 var (
-	podLabels          = []string{LabelControlPlaneNS, LabelPodTemplateHash}
 	podAnnotations     = []string{AnnotationOpaquePorts, AnnotationSkipInboundPorts}
-	sliceLabels        = []string{LabelServiceName}
+	sliceLabels        = []string{LabelServiceName, LabelRemoteClusterName}
+	sliceAnnotations   = []string{AnnotationRemoteGatewayIdentity, AnnotationRemoteServiceFQName}
 	serviceAnnotations = []string{AnnotationOpaquePorts}
 )
+
+// allKeys, as the labels or annotations slimMeta keeps, keeps every entry.
+var allKeys = []string{"*"}
 
 // Project returns the projection of a *corev1.Pod, *corev1.Service or
 // *discoveryv1.EndpointSlice (ProjectPod, ProjectService, ProjectEndpointSlice) and any other
@@ -134,8 +145,15 @@ func slimMeta(m *metav1.ObjectMeta, labels, annotations []string) metav1.ObjectM
 	}
 }
 
-// keep returns the entries of m with the given keys, or nil when there are none.
+// keep returns the entries of m with the given keys (every entry for allKeys), or nil when
+// there are none.
 func keep(m map[string]string, keys []string) map[string]string {
+	if len(keys) == 1 && keys[0] == allKeys[0] {
+		if len(m) == 0 {
+			return nil
+		}
+		return maps.Clone(m)
+	}
 	var out map[string]string
 	for _, k := range keys {
 		if v, ok := m[k]; ok {
@@ -185,25 +203,20 @@ func SlimPod(p *corev1.Pod) *corev1.Pod {
 	}
 	out := &corev1.Pod{
 		TypeMeta:   metav1.TypeMeta{Kind: p.Kind, APIVersion: p.APIVersion},
-		ObjectMeta: slimMeta(&p.ObjectMeta, podLabels, podAnnotations),
+		ObjectMeta: slimMeta(&p.ObjectMeta, allKeys, podAnnotations),
+	}
+	if p.DeletionTimestamp != nil {
+		t := *p.DeletionTimestamp
+		out.DeletionTimestamp = &t
 	}
 	if ref := controllerRef(p.OwnerReferences); ref != nil {
 		out.OwnerReferences = []metav1.OwnerReference{{Kind: ref.Kind, Name: ref.Name, Controller: clonePtr(ref.Controller)}}
 	}
 	out.Spec.ServiceAccountName = p.Spec.ServiceAccountName
-	if v, ok := p.Annotations[AnnotationOpaquePorts]; ok {
-		for i := range p.Spec.Containers {
-			var ports []corev1.ContainerPort
-			for j := range p.Spec.Containers[i].Ports {
-				if cp := &p.Spec.Containers[i].Ports[j]; keepsPort(v, cp) {
-					ports = append(ports, corev1.ContainerPort{Name: cp.Name, ContainerPort: cp.ContainerPort})
-				}
-			}
-			if ports != nil {
-				out.Spec.Containers = append(out.Spec.Containers, corev1.Container{Ports: ports})
-			}
-		}
-	}
+	out.Spec.NodeName = p.Spec.NodeName
+	out.Spec.HostNetwork = p.Spec.HostNetwork
+	out.Spec.InitContainers = namedPorts(p.Spec.InitContainers)
+	out.Spec.Containers = namedPorts(p.Spec.Containers)
 	out.Status.Phase = p.Status.Phase
 	out.Status.PodIP = p.Status.PodIP
 	if len(p.Status.PodIPs) > 0 {
@@ -215,21 +228,22 @@ func SlimPod(p *corev1.Pod) *corev1.Pod {
 	return out
 }
 
-// keepsPort reports whether the opaque-ports annotation value names the container port cp,
-// so that IsOpaque may resolve the name to it (podPortNamed). Bad items are skipped, as
-// listHas skips them.
-func keepsPort(annotation string, cp *corev1.ContainerPort) bool {
-	if cp.Name == "" {
-		return false
-	}
-	for s := annotation; s != ""; {
-		var item string
-		item, s, _ = strings.Cut(s, ",")
-		if _, name, err := parsePortItem(strings.TrimSpace(item)); err == nil && name == cp.Name {
-			return true
+// namedPorts returns, for each of cs with a named port, a container holding just its named
+// ports (name and number), or nil when none has one.
+func namedPorts(cs []corev1.Container) []corev1.Container {
+	var out []corev1.Container
+	for i := range cs {
+		var ports []corev1.ContainerPort
+		for j := range cs[i].Ports {
+			if cp := &cs[i].Ports[j]; cp.Name != "" {
+				ports = append(ports, corev1.ContainerPort{Name: cp.Name, ContainerPort: cp.ContainerPort})
+			}
+		}
+		if ports != nil {
+			out = append(out, corev1.Container{Ports: ports})
 		}
 	}
-	return false
+	return out
 }
 
 // SlimEndpointSlice returns the projection of es (sliceFields).
@@ -239,7 +253,7 @@ func SlimEndpointSlice(es *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice
 	}
 	out := &discoveryv1.EndpointSlice{
 		TypeMeta:    metav1.TypeMeta{Kind: es.Kind, APIVersion: es.APIVersion},
-		ObjectMeta:  slimMeta(&es.ObjectMeta, sliceLabels, nil),
+		ObjectMeta:  slimMeta(&es.ObjectMeta, sliceLabels, sliceAnnotations),
 		AddressType: es.AddressType,
 	}
 	if len(es.Ports) > 0 {
@@ -300,11 +314,26 @@ func SlimEndpointSlice(es *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice
 		if ep.Zone != nil {
 			e.Zone = zoneOf(ep.Zone)
 		}
+		e.Hints = SlimHints(ep.Hints)
 		if r := ep.TargetRef; r != nil {
 			refs = append(refs, corev1.ObjectReference{Kind: r.Kind, Namespace: r.Namespace, Name: r.Name})
 			e.TargetRef = &refs[len(refs)-1]
 		}
 		out.Endpoints = append(out.Endpoints, e)
+	}
+	return out
+}
+
+// SlimHints returns the projection of an endpoint's hints: the names of its zone hints, or
+// nil when it has none (no zone hint and no hints are the same to View). The bench feed's
+// decoder uses it too.
+func SlimHints(h *discoveryv1.EndpointHints) *discoveryv1.EndpointHints {
+	if h == nil || len(h.ForZones) == 0 {
+		return nil
+	}
+	out := &discoveryv1.EndpointHints{ForZones: make([]discoveryv1.ForZone, len(h.ForZones))}
+	for i, z := range h.ForZones {
+		out.ForZones[i] = discoveryv1.ForZone{Name: z.Name}
 	}
 	return out
 }
@@ -324,6 +353,7 @@ func SlimService(s *corev1.Service) *corev1.Service {
 	}
 	out.Spec.Type = s.Spec.Type
 	out.Spec.ExternalName = s.Spec.ExternalName
+	out.Spec.InternalTrafficPolicy = clonePtr(s.Spec.InternalTrafficPolicy)
 	out.Spec.ClusterIP = s.Spec.ClusterIP
 	if len(s.Spec.ClusterIPs) > 0 {
 		out.Spec.ClusterIPs = append([]string(nil), s.Spec.ClusterIPs...)

@@ -19,7 +19,7 @@ func IsSlimPod(p *corev1.Pod) bool {
 	if p == nil {
 		return true
 	}
-	if !isSlimMeta(&p.ObjectMeta, podLabels, podAnnotations, true) || !zeroExcept(reflect.ValueOf(&p.Spec).Elem(), podSpecKept) {
+	if !isSlimMeta(&p.ObjectMeta, allKeys, podAnnotations, metaOwners|metaDeletion) || !zeroExcept(reflect.ValueOf(&p.Spec).Elem(), podSpecKept) {
 		return false
 	}
 	if len(p.OwnerReferences) > 1 {
@@ -30,21 +30,8 @@ func IsSlimPod(p *corev1.Pod) bool {
 			return false
 		}
 	}
-	v, annotated := p.Annotations[AnnotationOpaquePorts]
-	if len(p.Spec.Containers) > 0 && !annotated {
+	if !onlyNamedPorts(p.Spec.InitContainers) || !onlyNamedPorts(p.Spec.Containers) {
 		return false
-	}
-	for i := range p.Spec.Containers {
-		c := &p.Spec.Containers[i]
-		if len(c.Ports) == 0 || !zeroExcept(reflect.ValueOf(c).Elem(), containerKept) {
-			return false
-		}
-		for j := range c.Ports {
-			cp := &c.Ports[j]
-			if *cp != (corev1.ContainerPort{Name: cp.Name, ContainerPort: cp.ContainerPort}) || !keepsPort(v, cp) {
-				return false
-			}
-		}
 	}
 	if !zeroExcept(reflect.ValueOf(&p.Status).Elem(), podStatusKept) {
 		return false
@@ -57,12 +44,30 @@ func IsSlimPod(p *corev1.Pod) bool {
 	return true
 }
 
+// onlyNamedPorts reports whether every container of cs holds named ports, with their names
+// and numbers only, and nothing else (what namedPorts makes).
+func onlyNamedPorts(cs []corev1.Container) bool {
+	for i := range cs {
+		c := &cs[i]
+		if len(c.Ports) == 0 || !zeroExcept(reflect.ValueOf(c).Elem(), containerKept) {
+			return false
+		}
+		for j := range c.Ports {
+			cp := &c.Ports[j]
+			if cp.Name == "" || *cp != (corev1.ContainerPort{Name: cp.Name, ContainerPort: cp.ContainerPort}) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // IsSlimService reports whether s is a projection (serviceFields).
 func IsSlimService(s *corev1.Service) bool {
 	if s == nil {
 		return true
 	}
-	if !isSlimMeta(&s.ObjectMeta, nil, serviceAnnotations, false) || !zeroExcept(reflect.ValueOf(&s.Spec).Elem(), serviceSpecKept) ||
+	if !isSlimMeta(&s.ObjectMeta, nil, serviceAnnotations, 0) || !zeroExcept(reflect.ValueOf(&s.Spec).Elem(), serviceSpecKept) ||
 		!reflect.ValueOf(&s.Status).Elem().IsZero() {
 		return false
 	}
@@ -81,7 +86,7 @@ func IsSlimEndpointSlice(es *discoveryv1.EndpointSlice) bool {
 	if es == nil {
 		return true
 	}
-	if !isSlimMeta(&es.ObjectMeta, sliceLabels, nil, false) {
+	if !isSlimMeta(&es.ObjectMeta, sliceLabels, sliceAnnotations, 0) {
 		return false
 	}
 	for i := range es.Ports {
@@ -94,7 +99,7 @@ func IsSlimEndpointSlice(es *discoveryv1.EndpointSlice) bool {
 	}
 	for i := range es.Endpoints {
 		ep := &es.Endpoints[i]
-		if ep.Conditions != (discoveryv1.EndpointConditions{}) || ep.NodeName != nil || ep.Hints != nil || len(ep.DeprecatedTopology) != 0 {
+		if ep.Conditions != (discoveryv1.EndpointConditions{}) || ep.NodeName != nil || len(ep.DeprecatedTopology) != 0 || !isSlimHints(ep.Hints) {
 			return false
 		}
 		if r := ep.TargetRef; r != nil && *r != (corev1.ObjectReference{Kind: r.Kind, Namespace: r.Namespace, Name: r.Name}) {
@@ -104,13 +109,35 @@ func IsSlimEndpointSlice(es *discoveryv1.EndpointSlice) bool {
 	return true
 }
 
+// isSlimHints reports whether h is what SlimHints makes: nil, or zone hints with names only.
+func isSlimHints(h *discoveryv1.EndpointHints) bool {
+	if h == nil {
+		return true
+	}
+	if len(h.ForZones) == 0 || len(h.ForNodes) != 0 {
+		return false
+	}
+	for _, z := range h.ForZones {
+		if z != (discoveryv1.ForZone{Name: z.Name}) {
+			return false
+		}
+	}
+	return true
+}
+
+// What isSlimMeta allows beyond identity, labels, annotations and the managed time.
+const (
+	metaOwners   = 1 << iota // owner references, which the caller checks
+	metaDeletion             // the deletion timestamp
+)
+
 // isSlimMeta reports whether m holds only what slimMeta keeps with these labels and
-// annotations (and, when owners is set, owner references, which the caller checks).
-func isSlimMeta(m *metav1.ObjectMeta, labels, annotations []string, owners bool) bool {
+// annotations (allKeys: any), and what allow names.
+func isSlimMeta(m *metav1.ObjectMeta, labels, annotations []string, allow int) bool {
 	//lint:ignore SA1019 selfLink is deprecated, but old objects and manifests can still carry it
 	if m.GenerateName != "" || m.SelfLink != "" || m.Generation != 0 || !m.CreationTimestamp.IsZero() ||
-		m.DeletionTimestamp != nil || m.DeletionGracePeriodSeconds != nil || len(m.Finalizers) != 0 ||
-		(!owners && len(m.OwnerReferences) != 0) {
+		(allow&metaDeletion == 0 && m.DeletionTimestamp != nil) || m.DeletionGracePeriodSeconds != nil || len(m.Finalizers) != 0 ||
+		(allow&metaOwners == 0 && len(m.OwnerReferences) != 0) {
 		return false
 	}
 	switch len(m.ManagedFields) {
@@ -123,13 +150,16 @@ func isSlimMeta(m *metav1.ObjectMeta, labels, annotations []string, owners bool)
 	default:
 		return false
 	}
-	for k := range m.Labels {
-		if !slices.Contains(labels, k) {
-			return false
-		}
+	return onlyKeys(m.Labels, labels) && onlyKeys(m.Annotations, annotations)
+}
+
+// onlyKeys reports whether every key of m is one of keys (any, for allKeys).
+func onlyKeys(m map[string]string, keys []string) bool {
+	if len(keys) == 1 && keys[0] == allKeys[0] {
+		return true
 	}
-	for k := range m.Annotations {
-		if !slices.Contains(annotations, k) {
+	for k := range m {
+		if !slices.Contains(keys, k) {
 			return false
 		}
 	}
@@ -139,10 +169,10 @@ func isSlimMeta(m *metav1.ObjectMeta, labels, annotations []string, owners bool)
 // The fields of the structs that IsSlimPod and IsSlimService check by reflection (so that a
 // field a new Kubernetes version adds counts as one to drop) which the projection keeps.
 var (
-	podSpecKept     = fieldIndexes[corev1.PodSpec]("ServiceAccountName", "Containers")
+	podSpecKept     = fieldIndexes[corev1.PodSpec]("ServiceAccountName", "NodeName", "HostNetwork", "InitContainers", "Containers")
 	containerKept   = fieldIndexes[corev1.Container]("Ports")
 	podStatusKept   = fieldIndexes[corev1.PodStatus]("Phase", "PodIP", "PodIPs")
-	serviceSpecKept = fieldIndexes[corev1.ServiceSpec]("Type", "ExternalName", "ClusterIP", "ClusterIPs", "Ports")
+	serviceSpecKept = fieldIndexes[corev1.ServiceSpec]("Type", "ExternalName", "ClusterIP", "ClusterIPs", "InternalTrafficPolicy", "Ports")
 )
 
 // fieldIndexes returns the indexes of the named fields of the struct T. The names are

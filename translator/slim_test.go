@@ -139,17 +139,25 @@ func TestSlimDropsBulk(t *testing.T) {
 	svc, sl, pods := slimFixture()
 	ssvc, ssl, spods := slimAll(svc, sl, pods)
 	p := spods["ns/a"]
-	if p.Annotations["kubectl.kubernetes.io/last-applied-configuration"] != "" ||
-		p.Labels["app.kubernetes.io/name"] != "" || len(p.Spec.Containers) != 0 || p.Status.Conditions != nil || p.Spec.NodeName != "" {
+	if p.Annotations["kubectl.kubernetes.io/last-applied-configuration"] != "" || p.Status.Conditions != nil || p.Status.HostIP != "" {
 		t.Errorf("slim pod keeps bulk: %+v", p)
 	}
-	if p.Name != "a" || p.Namespace != "ns" || p.UID == "" || p.ResourceVersion == "" || p.Status.PodIP != "10.0.0.1" || len(p.OwnerReferences) != 1 {
+	// Every label is kept (Servers select pods by any), and the node (View).
+	if p.Name != "a" || p.Namespace != "ns" || p.UID == "" || p.ResourceVersion == "" || p.Status.PodIP != "10.0.0.1" || len(p.OwnerReferences) != 1 ||
+		p.Labels["app.kubernetes.io/name"] != "web" || p.Spec.NodeName != "node-1" {
 		t.Errorf("slim pod lost identity fields: %+v", p)
 	}
-	if c := spods["ns/c"].Spec.Containers; len(c) != 1 || len(c[0].Ports) != 1 || c[0].Ports[0] != (corev1.ContainerPort{Name: "http", ContainerPort: 8080}) || c[0].Image != "" || c[0].Name != "" {
-		t.Errorf("slim pod with named opaque ports keeps containers %+v, want only the port the annotation names", c)
+	// The named container ports, of containers and init containers, with their numbers only.
+	wantPorts := []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}, {Name: "admin", ContainerPort: 9990}}
+	for _, k := range []string{"ns/a", "ns/c"} {
+		if c := spods[k].Spec.Containers; len(c) != 1 || !reflect.DeepEqual(c[0].Ports, wantPorts) || c[0].Image != "" || c[0].Name != "" || c[0].Env != nil {
+			t.Errorf("slim pod %s keeps containers %+v, want only the named ports", k, c)
+		}
+		if c := spods[k].Spec.InitContainers; len(c) != 1 || !reflect.DeepEqual(c[0].Ports, []corev1.ContainerPort{{Name: "linkerd-admin", ContainerPort: 4191}}) || c[0].Name != "" {
+			t.Errorf("slim pod %s keeps init containers %+v, want only the named ports", k, c)
+		}
 	}
-	if c := p.Spec; c.InitContainers != nil || c.Volumes != nil || len(p.OwnerReferences[0].UID) != 0 {
+	if c := p.Spec; c.Volumes != nil || len(p.OwnerReferences[0].UID) != 0 {
 		t.Errorf("slim pod keeps bulk: %+v", c)
 	}
 	if ssvc.Spec.Selector != nil || ssvc.Labels != nil || ssvc.Spec.ClusterIP != "10.96.0.10" || ssvc.Spec.SessionAffinity != "" ||

@@ -28,7 +28,8 @@ import (
 // (translator.ProjectEndpointSlice in the index).
 //
 // The metadata, the ports, and an endpoint's hints and deprecated topology (both rare) go
-// through the generated decoders, so that they are checked exactly as before.
+// through the generated decoders, so that they are checked exactly as before; of the hints,
+// translator.SlimHints keeps the zones.
 //
 // When want is not nil, it is asked, once the metadata is read, whether the slice's service
 // is wanted; if not, the rest is not decoded and the result is nil with no error (the
@@ -309,13 +310,18 @@ func (d *sliceDecoder) endpoint(ep *discoveryv1.Endpoint, b []byte) (bool, error
 		case 6: // nodeName: not kept
 		case 7: // zone
 			ep.Zone = d.in.stringPtr(v)
-		case 8: // hints: checked, not kept
+		case 8: // hints: their zones, as translator.SlimHints keeps them (occurrences merge)
 			var h discoveryv1.EndpointHints
+			if ep.Hints != nil {
+				h = *ep.Hints
+			}
 			if err := h.Unmarshal(v); err != nil {
 				return false, err
 			}
+			ep.Hints = &h
 		}
 	}
+	ep.Hints = translator.SlimHints(ep.Hints)
 	return ready, nil
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+	"k8s.io/client-go/metadata"
 
 	"github.com/meridian-mesh/meridian/internal/kube"
 	"github.com/meridian-mesh/meridian/ring"
@@ -63,6 +64,8 @@ func (f *destinationFlags) parse(name string, args []string) error {
 	fs.StringVar(&f.cfg.Translator.TrustDomain, "trust-domain", f.cfg.Translator.TrustDomain, "identity trust domain")
 	fs.StringVar(&f.cfg.Translator.OutboundTransportMode, "outbound-transport-mode", f.cfg.Translator.OutboundTransportMode,
 		"transparent (opaque_transport on opaque ports only) or transport-header (every meshed endpoint gets opaque_transport: client proxies reach its inbound port with the transport header, as on one machine without iptables)")
+	fs.BoolVar(&f.cfg.Translator.EnableIPv6, "enable-ipv6", false, "serve a pod with an IPv4 and an IPv6 address by its IPv6 address (else by its IPv4 one), as Linkerd's --enable-ipv6")
+	fs.BoolVar(&f.cfg.Translator.ExtEndpointZoneWeights, "ext-endpoint-zone-weights", false, "weigh endpoints in the client's zone ten times the others, as Linkerd's --ext-endpoint-zone-weights")
 	fs.IntVar(&f.cfg.QueueCapacity, "stream-queue-capacity", f.cfg.QueueCapacity, "bound of each stream's delta queue; a full queue coalesces")
 	fs.IntVar(&f.cfg.Workers, "workers", f.cfg.Workers, "goroutines recomputing changed services")
 	host, _ := os.Hostname()
@@ -135,7 +138,12 @@ func newSource(spec, kubeconfig string, reg prometheus.Registerer, log *zap.Logg
 		if err != nil {
 			return nil, err
 		}
-		return source.NewKubernetes(kc.Typed, source.DefaultKubernetesConfig(), reg, log), nil
+		md, err := metadata.NewForConfig(kc.Config)
+		if err != nil {
+			return nil, fmt.Errorf("kubernetes metadata client: %w", err)
+		}
+		clients := source.KubernetesClients{Typed: kc.Typed, Dynamic: kc.Dynamic, Metadata: md}
+		return source.NewKubernetesFrom(clients, source.DefaultKubernetesConfig(), reg, log), nil
 	case kind == "dir":
 		if arg == "" {
 			return nil, fmt.Errorf("--source dir: needs a path, as in dir:deploy/examples")

@@ -47,8 +47,8 @@ func TestRenderDefaultsAndHA(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r.CRDs) != 5 {
-		t.Fatalf("got %d CRDs, want the 5 policy.linkerd.io kinds", len(r.CRDs))
+	if len(r.CRDs) != 6 {
+		t.Fatalf("got %d CRDs, want the 5 policy.linkerd.io kinds and linkerd.io's ServiceProfile", len(r.CRDs))
 	}
 	if got := replicas(t, r, "StatefulSet", "linkerd-destination"); got != 1 {
 		t.Fatalf("default destination replicas = %v, want 1", got)

@@ -34,6 +34,10 @@ var uses = map[string][]access{
 		{false, "", "services", "list,watch", "", "shard/source/kubernetes.go: the Services informer"},
 		{false, "discovery.k8s.io", "endpointslices", "list,watch", "", "shard/source/kubernetes.go: the EndpointSlices informer"},
 		{false, "", "pods", "list,watch", "", "shard/source/kubernetes.go: the Pods informer"},
+		{false, "", "nodes", "list,watch", "", "shard/source/kubernetes.go: the Nodes informer (metadata only)"},
+		{false, "policy.linkerd.io", "servers", "list,watch", "", "shard/source/kubernetes.go: the Servers informer (dynamic)"},
+		{false, "linkerd.io", "serviceprofiles", "list,watch", "", "shard/source/profiles_kube.go: the ServiceProfiles informer (metadata only)"},
+		{false, "linkerd.io", "serviceprofiles", "get", "", "shard/source/profiles_kube.go: profileFetcher.fetch, of the profiles a replica serves"},
 	},
 	"linkerd-identity": {
 		{false, "authentication.k8s.io", "tokenreviews", "create", "", "identity/reviewer_kube.go: KubeReviewer.Review"},

@@ -103,7 +103,7 @@ func TestChartCRDs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "authorizationpolicies.policy.linkerd.io meshtlsauthentications.policy.linkerd.io networkauthentications.policy.linkerd.io serverauthorizations.policy.linkerd.io servers.policy.linkerd.io"
+	want := "authorizationpolicies.policy.linkerd.io meshtlsauthentications.policy.linkerd.io networkauthentications.policy.linkerd.io serverauthorizations.policy.linkerd.io servers.policy.linkerd.io serviceprofiles.linkerd.io"
 	if strings.Join(names, " ") != want {
 		t.Fatalf("chart CRDs = %v", names)
 	}

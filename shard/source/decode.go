@@ -9,32 +9,99 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/meridian-mesh/meridian/translator"
 )
 
 // The kinds a source delivers, as written in manifests.
 const (
-	KindService       = "Service"
-	KindEndpointSlice = "EndpointSlice"
-	KindPod           = "Pod"
+	KindService        = "Service"
+	KindEndpointSlice  = "EndpointSlice"
+	KindPod            = "Pod"
+	KindNode           = "Node"
+	KindServer         = "Server"
+	KindServiceProfile = "ServiceProfile"
 )
 
 // FileError is a problem with one file of a Dir source, printing as "file:line: reason".
 type FileError = manifest.FileError
 
-// kindOrder is the order Dir delivers upserts in (deletes go in reverse): a slice's pods
-// are known when it arrives.
-var kindOrder = []string{KindPod, KindService, KindEndpointSlice}
+// kindOrder is the order Dir delivers upserts in (deletes go in reverse): Nodes and Servers
+// first, so that zones and opaque ports are known when the endpoints arrive, and a slice's
+// pods are known when it arrives.
+var kindOrder = []string{KindNode, KindServer, KindPod, KindService, KindServiceProfile, KindEndpointSlice}
 
 // dirDecoder decodes the kinds a Dir delivers, in the versions client-go's informers watch:
-// Service and Pod of v1, EndpointSlice of discovery.k8s.io/v1 (and their Lists). Each is
-// decoded strictly (unknown and duplicate fields are errors), its namespace defaulted to
-// "default", its TypeMeta cleared (as in informer objects), then defaulted and validated
-// (validate.go). Other kinds are ignored.
+// Service, Pod and Node of v1, EndpointSlice of discovery.k8s.io/v1, Server of
+// policy.linkerd.io v1beta1 to v1beta3, ServiceProfile of linkerd.io v1alpha1 and v1alpha2
+// (and their Lists). Each is decoded strictly (unknown
+// and duplicate fields are errors), its namespace defaulted to "default" (a Node has none),
+// its TypeMeta cleared (as in informer objects), then defaulted and validated (validate.go).
+// Nodes, Servers and ServiceProfiles are delivered as their projections
+// (translator.ProjectNode, translator.ProjectServer, translator.ProjectServiceProfile). Other kinds are ignored.
 var dirDecoder = manifest.NewDecoder(
 	manifest.Kind{Kind: KindService, Versions: []string{"v1"}, Decode: decodeService},
 	manifest.Kind{Group: "discovery.k8s.io", Kind: KindEndpointSlice, Versions: []string{"v1"}, Decode: decodeEndpointSlice},
 	manifest.Kind{Kind: KindPod, Versions: []string{"v1"}, Decode: decodePod},
+	manifest.Kind{Kind: KindNode, Versions: []string{"v1"}, Decode: decodeNode},
+	manifest.Kind{Group: translator.ServerGroup, Kind: KindServer, Versions: translator.ServerVersions, Decode: decodeServer},
+	manifest.Kind{Group: translator.ServiceProfileGroup, Kind: KindServiceProfile, Versions: translator.ServiceProfileVersions, Decode: decodeServiceProfile},
 )
+
+// decodeServiceProfile decodes a ServiceProfile, checked as Linkerd's sp-validator checks
+// it (translator.CheckServiceProfile), into its projection.
+func decodeServiceProfile(_ manifest.TypeMeta, data []byte) (manifest.Decoded, error) {
+	o := &translator.ServiceProfileObject{}
+	if err := manifest.DecodeStrict(data, o); err != nil {
+		return manifest.Decoded{}, err
+	}
+	if o.Namespace == "" {
+		o.Namespace = metav1.NamespaceDefault
+	}
+	var p problems
+	validateMeta(&p, &o.ObjectMeta, validation.IsDNS1123Subdomain, true)
+	sp, err := translator.ProjectServiceProfile(o)
+	if err != nil && len(p) == 0 {
+		p.add("spec", "%v", err)
+	}
+	return manifest.Decoded{Namespace: o.Namespace, Name: o.Name, Value: sp}, p.err()
+}
+
+func decodeNode(_ manifest.TypeMeta, data []byte) (manifest.Decoded, error) {
+	n := &corev1.Node{}
+	if err := manifest.DecodeStrict(data, n); err != nil {
+		return manifest.Decoded{}, err
+	}
+	var p problems
+	if n.Namespace != "" {
+		p.add("metadata.namespace", "is %q: a Node has no namespace", n.Namespace)
+	}
+	n.Namespace = ""
+	validateMeta(&p, &n.ObjectMeta, validation.IsDNS1123Subdomain, false)
+	got := manifest.Decoded{Name: n.Name, Value: translator.ProjectNode(&n.ObjectMeta)}
+	return got, p.err()
+}
+
+func decodeServer(_ manifest.TypeMeta, data []byte) (manifest.Decoded, error) {
+	o := &translator.ServerObject{}
+	if err := manifest.DecodeStrict(data, o); err != nil {
+		return manifest.Decoded{}, err
+	}
+	if o.Namespace == "" {
+		o.Namespace = metav1.NamespaceDefault
+	}
+	var p problems
+	validateMeta(&p, &o.ObjectMeta, validation.IsDNS1123Subdomain, true)
+	if o.Spec.PodSelector == nil && o.Spec.ExternalWorkloadSelector == nil {
+		p.add("spec", "has neither podSelector nor externalWorkloadSelector")
+	}
+	s, err := translator.ProjectServer(o)
+	if err != nil {
+		p.add("spec", "%v", err)
+	}
+	return manifest.Decoded{Namespace: o.Namespace, Name: o.Name, Value: s}, p.err()
+}
 
 func decodeService(_ manifest.TypeMeta, data []byte) (manifest.Decoded, error) {
 	s := &corev1.Service{}
@@ -68,13 +135,18 @@ func decodeObject(data []byte, obj kubeObject, check func() []fieldError) (manif
 	}
 	obj.GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{})
 	got := manifest.Decoded{Namespace: obj.GetNamespace(), Name: obj.GetName(), Value: obj}
-	problems := check()
-	if len(problems) == 0 {
-		return got, nil
+	p := problems(check())
+	return got, p.err()
+}
+
+// err returns the problems as field errors joined, or nil when there are none.
+func (p problems) err() error {
+	if len(p) == 0 {
+		return nil
 	}
-	errs := make([]error, len(problems))
-	for i, p := range problems {
-		errs[i] = manifest.Field(p.path, "%s", p.msg)
+	errs := make([]error, len(p))
+	for i, f := range p {
+		errs[i] = manifest.Field(f.path, "%s", f.msg)
 	}
-	return got, errors.Join(errs...)
+	return errors.Join(errs...)
 }

@@ -13,7 +13,10 @@ import (
 	"github.com/meridian-mesh/meridian/internal/manifest/manifesttest"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/meridian-mesh/meridian/translator"
 )
 
 const svcWeb = `apiVersion: v1
@@ -118,6 +121,31 @@ var kindErrorCases = []struct {
 		err:  `^f\.yaml:4: kind Pod default/x: status\.podIP: "not-an-ip" is not an IP address$`,
 	},
 	{
+		name: "a Node with a namespace",
+		data: "apiVersion: v1\nkind: Node\nmetadata: {name: n, namespace: x}\n",
+		err:  `^f\.yaml:3: kind Node /n: metadata\.namespace: is "x": a Node has no namespace$`,
+	},
+	{
+		name: "a Server without a selector",
+		data: "apiVersion: policy.linkerd.io/v1beta3\nkind: Server\nmetadata: {name: s}\nspec:\n  port: 80\n",
+		err:  `^f\.yaml:4: kind Server default/s: spec: has neither podSelector nor externalWorkloadSelector$`,
+	},
+	{
+		name: "a Server whose port is no port",
+		data: "apiVersion: policy.linkerd.io/v1beta3\nkind: Server\nmetadata: {name: s}\nspec:\n  podSelector: {matchLabels: {app: web}}\n  port: 0\n",
+		err:  `^f\.yaml:4: kind Server default/s: spec: spec\.port 0 is out of range 1-65535$`,
+	},
+	{
+		name: "a Server whose selector does not parse",
+		data: "apiVersion: policy.linkerd.io/v1beta2\nkind: Server\nmetadata: {name: s}\nspec:\n  podSelector: {matchExpressions: [{key: app, operator: Bogus}]}\n  port: http\n",
+		err:  `^f\.yaml:4: kind Server default/s: spec: spec\.podSelector: "Bogus" is not a valid label selector operator$`,
+	},
+	{
+		name: "a Server with an unknown field",
+		data: "apiVersion: policy.linkerd.io/v1beta3\nkind: Server\nmetadata: {name: s}\nspec:\n  podSelector: {}\n  port: 80\n  proxyProtocl: opaque\n",
+		err:  `^f\.yaml:7: kind Server: unknown field "spec\.proxyProtocl"$`,
+	},
+	{
 		name: "pod IP mismatch",
 		data: "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nstatus:\n  podIP: 127.0.0.1\n  podIPs: [{ip: 127.0.0.2}]\n",
 		err:  `^f\.yaml:6: kind Pod default/a: status\.podIPs\[0\]: "127\.0\.0\.2" differs from status\.podIP "127\.0\.0\.1"$`,
@@ -173,6 +201,21 @@ func TestDecodeDefaults(t *testing.T) {
 	pod := got.Objects[2].Value.(*corev1.Pod)
 	if len(pod.Status.PodIPs) != 1 || pod.Status.PodIPs[0].IP != "127.0.10.1" {
 		t.Errorf("podIPs not defaulted from podIP: %+v", pod.Status.PodIPs)
+	}
+
+	// Nodes and Servers are delivered as their projections.
+	got = dirDecoder.Decode("f.yaml", []byte("apiVersion: v1\nkind: Node\nmetadata: {name: n1, labels: {topology.kubernetes.io/zone: z1, other: x}}\n"+
+		"spec: {podCIDR: 10.0.0.0/24}\n---\napiVersion: policy.linkerd.io/v1beta1\nkind: Server\nmetadata: {name: s, namespace: shop}\n"+
+		"spec: {podSelector: {matchLabels: {app: web}}, port: http, proxyProtocol: opaque}\n"))
+	objectsAre(t, got, "Node /n1@1", "Server shop/s@6")
+	if n := got.Objects[0].Value.(*metav1.PartialObjectMetadata); !translator.IsSlimNode(n) || translator.NodeZone(n) != "z1" || n.Namespace != "" {
+		t.Errorf("node %+v", n)
+	}
+	srv := got.Objects[1].Value.(*translator.Server)
+	web := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Labels: map[string]string{"app": "web"}}}
+	web.Spec.Containers = []corev1.Container{{Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}}}}
+	if !srv.Selects(web, 8080) || srv.Selects(web, 9090) || srv.ProxyProtocol != "opaque" || srv.Problem != "" {
+		t.Errorf("server %+v", srv)
 	}
 
 	// A port without targetPort gets targetPort = port, as the API server does.
@@ -237,6 +280,8 @@ func TestExamples(t *testing.T) {
 
 func FuzzDirParse(f *testing.F) {
 	manifesttest.Seeds(f, filepath.Join("..", "..", "deploy", "examples"), svcWeb, sliceWeb, podWeb, svcWeb+"---\n"+sliceWeb,
+		"apiVersion: v1\nkind: Node\nmetadata: {name: n1, labels: {topology.kubernetes.io/zone: z1}}\n",
+		"apiVersion: policy.linkerd.io/v1beta3\nkind: Server\nmetadata: {name: s}\nspec: {podSelector: {matchLabels: {app: web}}, port: http, proxyProtocol: opaque}\n",
 		"apiVersion: v1\nkind: List\nitems:\n"+manifesttest.IndentItem(podWeb),
 		"a: b: c", "- 1\n- 2", "apiVersion: v1\nkind: Service\nmetadata: {name: x}\nspec: {ports: [{port: 0}]}",
 		"&a [*a]", "{apiVersion: v1, kind: Pod, metadata: {name: p, labels: {1: 2}}}", "--- !!binary AAAA")
@@ -255,13 +300,21 @@ func FuzzDirParse(f *testing.F) {
 				problems = validatePod(v)
 			case *discoveryv1.EndpointSlice:
 				problems = validateEndpointSlice(v)
+			case *metav1.PartialObjectMetadata:
+				if o.Key.Kind != KindNode || v.Namespace != "" || !translator.IsSlimNode(v) {
+					t.Fatalf("%s: a Node that is not a projection: %+v", o.Key, v)
+				}
+			case *translator.Server:
+				if v.Problem != "" {
+					t.Fatalf("%s delivered with its problem %s", o.Key, v.Problem)
+				}
 			default:
 				t.Fatalf("object of type %T", o.Value)
 			}
 			if len(problems) > 0 {
 				t.Fatalf("%s delivered with problems %v", o.Key, problems)
 			}
-			if o.Key.Name == "" || o.Key.Namespace == "" {
+			if o.Key.Name == "" || (o.Key.Namespace == "") != (o.Key.Kind == KindNode) {
 				t.Fatalf("object with an empty key: %v", o.Key)
 			}
 			if _, err := json.Marshal(o.Value); err != nil {

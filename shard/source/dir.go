@@ -44,16 +44,16 @@ func DefaultDirConfig(path string) DirConfig {
 }
 
 // Dir is a Source that reads Kubernetes YAML or JSON (*.yaml, *.yml, *.json; multi-document
-// files; kinds Service, EndpointSlice of discovery.k8s.io/v1, Pod, and List/ServiceList/
-// PodList/EndpointSliceList of them; other kinds are ignored) from a directory and follows
+// files; kinds Service, EndpointSlice of discovery.k8s.io/v1, Pod, Node, Server of
+// policy.linkerd.io, and Lists of them; other kinds are ignored) from a directory and follows
 // its changes, through internal/manifest.
 //
 // Every scan delivers to the handler only the difference from what it delivered before, by
 // object (kind, namespace, name): new and changed objects (by a hash of their content, so a
 // rescan without change delivers nothing), and deleted=true for objects that left their
-// file or whose file is gone. Upserts are delivered Pods first, then Services, then
-// EndpointSlices (so that a slice's pods are known when it arrives); deletes in the
-// reverse order.
+// file or whose file is gone. Upserts are delivered Nodes first, then Servers, Pods,
+// Services and EndpointSlices (so that zones, opaque ports and a slice's pods are known when
+// it arrives); deletes in the reverse order.
 //
 // A file that does not decode or validate is reported (Errors, Warnings, manifest_errors,
 // and a warn log once with file:line: reason) and does not disturb anything: the objects of

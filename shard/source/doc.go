@@ -1,11 +1,13 @@
 // Package source delivers the Kubernetes objects a destination replica serves (Services,
-// EndpointSlices, Pods) to a Handler, from one of two implementations:
+// EndpointSlices, Pods, and to handlers that implement NodeHandler and ServerHandler, Nodes
+// and policy.linkerd.io Servers) to a Handler, from one of two implementations:
 //
-//   - Kubernetes: client-go shared informers (no periodic resync) with a transform that
+//   - Kubernetes: client-go shared informers (no periodic resync; Nodes through a metadata
+//     informer, Servers through a dynamic one when their CRD is served) with a transform that
 //     replaces each object by translator's projection before it is cached, and the informer lag
-//     histograms services_informer_lag_seconds, endpointslices_informer_lag_seconds and
-//     pods_informer_lag_seconds. The API server is found by internal/kube (--kubeconfig, $KUBECONFIG,
-//     in-cluster, ~/.kube/config).
+//     histograms services_informer_lag_seconds, endpointslices_informer_lag_seconds,
+//     pods_informer_lag_seconds and servers_informer_lag_seconds. The API server is found by
+//     internal/kube (--kubeconfig, $KUBECONFIG, in-cluster, ~/.kube/config).
 //   - Dir: Kubernetes YAML or JSON read from a local directory through internal/manifest
 //     (multi-document files and Lists; file notifications plus a periodic rescan),
 //     delivering only differences. Malformed files are reported as file:line: reason
@@ -16,7 +18,7 @@
 // goroutines for long: see Handler.
 //
 // It owns the kind decoders of Dir (strict decoding, validation and defaulting of Services,
-// EndpointSlices and Pods; reading and following the files is internal/manifest's), and
+// EndpointSlices, Pods, Nodes and Servers; reading and following the files is internal/manifest's), and
 // the informers' lifecycle for Kubernetes. A source keeps no endpoint state of its own beyond what its
 // informers (or, for Dir, the last good version of each file) need; translation and
 // snapshots belong to the translator and snapshot packages. It imports translator only for

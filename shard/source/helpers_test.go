@@ -2,8 +2,10 @@ package source
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/meridian-mesh/meridian/internal/manifest/manifesttest"
+	"github.com/meridian-mesh/meridian/translator"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -42,3 +44,20 @@ func (r *recorder) get(key string) metav1.Object {
 	defer r.mu.Unlock()
 	return r.last[key]
 }
+
+func (r *recorder) OnNode(n *metav1.PartialObjectMetadata, deleted bool) {
+	r.record(KindNode, n, deleted)
+}
+func (r *recorder) OnServer(s *translator.Server, deleted bool) { r.record(KindServer, s, deleted) }
+
+func (r *recorder) OnServiceProfile(p *translator.ServiceProfile, deleted bool) {
+	r.record(KindServiceProfile, p, deleted)
+}
+
+// profileRecorder is a recorder that wants the ServiceProfiles whose names want accepts.
+type profileRecorder struct {
+	*recorder
+	want atomic.Pointer[func(name string) bool]
+}
+
+func (r *profileRecorder) WantsProfile(_, name string) bool { return (*r.want.Load())(name) }

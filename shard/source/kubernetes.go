@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -11,52 +12,82 @@ import (
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/meridian-mesh/meridian/internal/kube"
+	"github.com/meridian-mesh/meridian/internal/run"
+	"github.com/meridian-mesh/meridian/translator"
 )
 
 // KubernetesConfig configures a Kubernetes source.
 type KubernetesConfig struct {
-	// Namespace limits the source to one namespace; empty means all namespaces.
+	// Namespace limits the source to one namespace; empty means all namespaces. Nodes are
+	// cluster-wide either way.
 	Namespace string
 }
 
 // DefaultKubernetesConfig watches all namespaces.
 func DefaultKubernetesConfig() KubernetesConfig { return KubernetesConfig{} }
 
+// KubernetesClients are the API clients a Kubernetes source reads through.
+type KubernetesClients struct {
+	// Typed reads Services, EndpointSlices and Pods. Required.
+	Typed kubernetes.Interface
+	// Dynamic reads policy.linkerd.io Servers (when their CRD is installed); nil: none.
+	Dynamic dynamic.Interface
+	// Metadata reads Nodes, as metadata only; nil: none (no zones).
+	Metadata metadata.Interface
+}
+
 // Kubernetes is a Source backed by client-go shared informers on Services, EndpointSlices
-// (discovery.k8s.io/v1) and Pods, without periodic resync.
+// (discovery.k8s.io/v1) and Pods, and, with the clients for them, on Nodes (metadata only)
+// and policy.linkerd.io/v1beta3 Servers, without periodic resync.
 //
 // To keep memory low, a transform replaces every object by translator's projection of it
 // before it enters the informers' caches (see slimObject), so the caches, Pod and the handler
 // see only projections. Of managedFields the projection keeps one entry holding the newest
 // time, which is all the lag metric needs. The lag histograms
-// services_informer_lag_seconds, endpointslices_informer_lag_seconds and
-// pods_informer_lag_seconds observe, on each update event whose resourceVersion changed,
-// now minus that newest managedFields time: how long after the last write the replica saw
-// it. Updates with an unchanged resourceVersion (a relist after a cut watch) are neither
-// observed nor delivered.
+// services_informer_lag_seconds, endpointslices_informer_lag_seconds,
+// pods_informer_lag_seconds and servers_informer_lag_seconds observe, on each update event
+// whose resourceVersion changed, now minus that newest managedFields time: how long after the
+// last write the replica saw it. Updates with an unchanged resourceVersion (a relist after a
+// cut watch) are neither observed nor delivered.
+//
+// When the Server or ServiceProfile CRD is not installed when Run starts, that kind is not
+// read (until the replica restarts): Warnings says so, and the source syncs without it.
+// ServiceProfiles are followed as metadata; a handler's wanted ones are read whole
+// (profileFetcher).
 //
 // Informer callbacks call the Handler directly; its contract is that it does not block.
 // Calls for different kinds are serialised with each other and with Replay by a mutex, held
 // only for the call.
 type Kubernetes struct {
-	client kubernetes.Interface
-	cfg    KubernetesConfig
-	log    *zap.Logger
+	clients KubernetesClients
+	cfg     KubernetesConfig
+	log     *zap.Logger
 
-	lagServices, lagSlices, lagPods *kube.Lag
+	lagServices, lagSlices, lagPods, lagServers *kube.Lag
 
 	synced  atomic.Bool
 	mu      sync.Mutex
 	regs    []cache.ResourceEventHandlerRegistration
 	running bool
-	// Set by Run before the informers start; read by Pod and Replay.
-	pods, services, slices cache.Store
-	handler                Handler // nil when Run is not running
+	// Set by Run before the informers start; read by Pod and Replay (stores in the order
+	// Replay delivers them).
+	pods   cache.Store
+	stores []cache.Store
+	// handler is nil when Run is not running.
+	handler  Handler
+	warnings []string
+	// profiles reads the ServiceProfiles the handler wants (nil: none are read).
+	profiles *profileFetcher
 
 	// deliverMu serialises handler calls, so that Replay, which delivers each object as the
 	// cache holds it now, never delivers it after a newer version or its deletion: the cache
@@ -80,18 +111,24 @@ func (k *Kubernetes) Pod(ns, name string) *corev1.Pod {
 	return p
 }
 
-// Replay implements Source: the objects in the informers' caches are delivered again, pods
-// first, then Services, then EndpointSlices. Each is read from the cache under the delivery
-// lock, so none goes out after a newer version or its deletion. It must not be called from a
-// Handler method.
-func (k *Kubernetes) Replay(ctx context.Context) error {
+// Replay implements Source: the objects in the informers' caches are delivered again, Nodes
+// and Servers first, then pods, Services and EndpointSlices, and then the ServiceProfiles the
+// handler wants are read again and delivered. Each is read from the cache
+// under the delivery lock, so none goes out after a newer version or its deletion. It must
+// not be called from a Handler method.
+func (k *Kubernetes) Replay(ctx context.Context) (err error) {
 	k.mu.Lock()
-	h, pods, services, slices := k.handler, k.pods, k.services, k.slices
+	h, stores, profiles := k.handler, k.stores, k.profiles
 	k.mu.Unlock()
 	if h == nil {
 		return errors.New("kubernetes source: Replay while Run is not running")
 	}
-	for _, store := range []cache.Store{pods, services, slices} {
+	defer func() {
+		if profiles != nil && err == nil {
+			err = profiles.replay(ctx)
+		}
+	}()
+	for _, store := range stores {
 		for _, key := range store.ListKeys() {
 			if err := ctx.Err(); err != nil {
 				return err
@@ -106,19 +143,39 @@ func (k *Kubernetes) Replay(ctx context.Context) error {
 	return nil
 }
 
-var _ Source = (*Kubernetes)(nil)
+// Warnings implements run.Warner: the kinds the source cannot read (a CRD not installed).
+func (k *Kubernetes) Warnings() []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return slices.Clone(k.warnings)
+}
 
-// NewKubernetes returns a Kubernetes source. Its histograms are registered with reg (which
-// may be nil); if reg already holds histograms of the same names, those are used.
+var (
+	_ Source     = (*Kubernetes)(nil)
+	_ run.Warner = (*Kubernetes)(nil)
+)
+
+// NewKubernetes returns a Kubernetes source reading Services, EndpointSlices and Pods through
+// client (NewKubernetesFrom with the typed client only).
 func NewKubernetes(client kubernetes.Interface, cfg KubernetesConfig, reg prometheus.Registerer, log *zap.Logger) *Kubernetes {
+	return NewKubernetesFrom(KubernetesClients{Typed: client}, cfg, reg, log)
+}
+
+// NewKubernetesFrom returns a Kubernetes source reading through clients. Its histograms are
+// registered with reg (which may be nil); if reg already holds histograms of the same names,
+// those are used.
+func NewKubernetesFrom(clients KubernetesClients, cfg KubernetesConfig, reg prometheus.Registerer, log *zap.Logger) *Kubernetes {
 	if log == nil {
 		log = zap.NewNop()
 	}
 	log = log.With(zap.String("source", "kubernetes"))
-	k := &Kubernetes{client: client, cfg: cfg, log: log}
+	k := &Kubernetes{clients: clients, cfg: cfg, log: log}
 	k.lagServices = lag(reg, log, "services")
 	k.lagSlices = lag(reg, log, "endpointslices")
 	k.lagPods = lag(reg, log, "pods")
+	if clients.Dynamic != nil {
+		k.lagServers = lag(reg, log, "servers")
+	}
 	return k
 }
 
@@ -146,8 +203,24 @@ func (k *Kubernetes) Synced() bool {
 			return false
 		}
 	}
+	k.mu.Lock()
+	profiles := k.profiles
+	k.mu.Unlock()
+	if profiles != nil && !profiles.idle() {
+		return false // the profiles listed are still being read
+	}
 	k.synced.Store(true)
 	return true
+}
+
+// informerKind is one informer of the source and the handler of its events.
+type informerKind struct {
+	name     string
+	informer cache.SharedIndexInformer
+	handler  cache.ResourceEventHandler
+	// noReplay: Replay does not deliver the informer's cache (the ServiceProfile metadata,
+	// which the profile fetcher replays).
+	noReplay bool
 }
 
 // Run starts the informers, delivers to h until ctx ends, and then stops them and waits for
@@ -170,20 +243,31 @@ func (k *Kubernetes) Run(ctx context.Context, h Handler) error {
 	if k.cfg.Namespace != "" {
 		opts = append(opts, informers.WithNamespace(k.cfg.Namespace))
 	}
-	factory := informers.NewSharedInformerFactoryWithOptions(k.client, 0, opts...)
+	factory := informers.NewSharedInformerFactoryWithOptions(k.clients.Typed, 0, opts...)
 	defer factory.Shutdown()
-
-	type kind struct {
-		name     string
-		informer cache.SharedIndexInformer
-		handler  cache.ResourceEventHandler
+	// Nodes and Servers first, so that zones and opaque ports are known when the endpoints
+	// arrive (Replay keeps the same order).
+	kinds, starts, stop := k.crdKinds(h)
+	defer stop()
+	if pk, start, stopProfiles, f := k.profileKinds(h); pk != nil {
+		pk.noReplay = true
+		kinds, starts = append(kinds, *pk), append(starts, start)
+		defer stopProfiles()
+		k.mu.Lock()
+		k.profiles = f
+		k.mu.Unlock()
+		fctx, stopFetch := context.WithCancel(ctx)
+		fetched := make(chan struct{})
+		go func() { defer close(fetched); f.run(fctx) }()
+		defer func() { stopFetch(); <-fetched }()
 	}
-	kinds := []kind{
-		{"services", factory.Core().V1().Services().Informer(), eventHandler(k, k.lagServices, h.OnService)},
-		{"endpointslices", factory.Discovery().V1().EndpointSlices().Informer(), eventHandler(k, k.lagSlices, h.OnEndpointSlice)},
-		{"pods", factory.Core().V1().Pods().Informer(), eventHandler(k, k.lagPods, h.OnPod)},
-	}
+	kinds = append(kinds,
+		informerKind{name: "pods", informer: factory.Core().V1().Pods().Informer(), handler: eventHandler(k, k.lagPods, h.OnPod)},
+		informerKind{name: "services", informer: factory.Core().V1().Services().Informer(), handler: eventHandler(k, k.lagServices, h.OnService)},
+		informerKind{name: "endpointslices", informer: factory.Discovery().V1().EndpointSlices().Informer(), handler: eventHandler(k, k.lagSlices, h.OnEndpointSlice)},
+	)
 	var regs []cache.ResourceEventHandlerRegistration
+	var stores []cache.Store
 	for _, kd := range kinds {
 		name := kd.name
 		if err := kd.informer.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
@@ -196,14 +280,25 @@ func (k *Kubernetes) Run(ctx context.Context, h Handler) error {
 			return fmt.Errorf("kubernetes source: %s: %w", name, err)
 		}
 		regs = append(regs, reg)
+		if !kd.noReplay {
+			stores = append(stores, kd.informer.GetStore())
+		}
+		if name == "pods" {
+			k.mu.Lock()
+			k.pods = kd.informer.GetStore()
+			k.mu.Unlock()
+		}
 	}
 	k.mu.Lock()
 	k.regs = regs
 	k.handler = h
-	k.services, k.slices, k.pods = kinds[0].informer.GetStore(), kinds[1].informer.GetStore(), kinds[2].informer.GetStore()
+	k.stores = stores
 	k.mu.Unlock()
 
 	factory.Start(ctx.Done())
+	for _, start := range starts {
+		start(ctx.Done())
+	}
 	syncs := make([]cache.InformerSynced, len(regs))
 	for i, r := range regs {
 		syncs[i] = r.HasSynced
@@ -213,6 +308,73 @@ func (k *Kubernetes) Run(ctx context.Context, h Handler) error {
 	}
 	<-ctx.Done()
 	return nil
+}
+
+// crdKinds returns the informers on Nodes (metadata only) and Servers the clients allow,
+// the functions that start them, and the function that stops them.
+func (k *Kubernetes) crdKinds(h Handler) (kinds []informerKind, starts []func(<-chan struct{}), stop func()) {
+	var stops []func()
+	stop = func() {
+		for _, s := range stops {
+			s()
+		}
+	}
+	if k.clients.Metadata != nil {
+		nodes := metadatainformer.NewSharedInformerFactoryWithOptions(k.clients.Metadata, 0,
+			metadatainformer.WithTransform(slimNode))
+		inf := nodes.ForResource(corev1.SchemeGroupVersion.WithResource("nodes")).Informer()
+		nh, _ := h.(NodeHandler)
+		kinds = append(kinds, informerKind{name: "nodes", informer: inf, handler: eventHandler(k, nil, func(n *metav1.PartialObjectMetadata, deleted bool) {
+			if nh != nil {
+				nh.OnNode(n, deleted)
+			}
+		})})
+		starts, stops = append(starts, nodes.Start), append(stops, nodes.Shutdown)
+	}
+	if k.clients.Dynamic != nil {
+		if err := k.served(serverGVR); err != nil {
+			k.warn(fmt.Sprintf("Servers (%s) are not read, so they make no port opaque: %v", serverGVR.GroupResource(), err))
+		} else {
+			dyn := dynamicinformer.NewFilteredDynamicSharedInformerFactory(k.clients.Dynamic, 0, k.cfg.Namespace, nil)
+			inf := dyn.ForResource(serverGVR).Informer()
+			if err := inf.SetTransform(k.slimServer); err != nil {
+				k.warn(fmt.Sprintf("Servers are not read: %v", err))
+			} else {
+				sh, _ := h.(ServerHandler)
+				kinds = append(kinds, informerKind{name: "servers", informer: inf, handler: eventHandler(k, k.lagServers, func(s *translator.Server, deleted bool) {
+					if sh != nil {
+						sh.OnServer(s, deleted)
+					}
+				})})
+				starts, stops = append(starts, dyn.Start), append(stops, dyn.Shutdown)
+			}
+		}
+	}
+	return kinds, starts, stop
+}
+
+// serverGVR is the storage version of Linkerd's Server.
+var serverGVR = schema.GroupVersionResource{Group: translator.ServerGroup, Version: "v1beta3", Resource: "servers"}
+
+// served reports nil when the API server serves gvr.
+func (k *Kubernetes) served(gvr schema.GroupVersionResource) error {
+	rl, err := k.clients.Typed.Discovery().ServerResourcesForGroupVersion(gvr.GroupVersion().String())
+	if err != nil {
+		return fmt.Errorf("%s is not served (is its CRD installed? restart the replica after installing it): %w", gvr.GroupVersion(), err)
+	}
+	for _, r := range rl.APIResources {
+		if r.Name == gvr.Resource {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s serves no %s (is its CRD installed? restart the replica after installing it)", gvr.GroupVersion(), gvr.Resource)
+}
+
+func (k *Kubernetes) warn(msg string) {
+	k.log.Warn(msg)
+	k.mu.Lock()
+	k.warnings = append(k.warnings, msg)
+	k.mu.Unlock()
 }
 
 // eventHandler adapts one Handler method to informer callbacks.

@@ -3,6 +3,7 @@ package source
 import (
 	"context"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -151,13 +152,15 @@ func checkProjected(t *testing.T, rec *recorder, ns string) *corev1.Pod {
 		}
 	}
 	// Nothing reads the proxy's environment (the opaque-transport port is
-	// translator.Config.InboundProxyPort), so the init containers go with the rest.
-	if pod.Spec.Volumes != nil || pod.Spec.InitContainers != nil || pod.Spec.DNSPolicy != "" || pod.Labels["app"] != "" || pod.Annotations["other"] != "" {
+	// translator.Config.InboundProxyPort), so the init containers, which have no named
+	// port, go with the rest. The labels stay: Servers select pods by them.
+	if pod.Spec.Volumes != nil || pod.Spec.InitContainers != nil || pod.Spec.DNSPolicy != "" || pod.Labels["app"] != "web" || pod.Annotations["other"] != "" {
 		t.Errorf("pod spec not projected: %+v", pod.Spec)
 	}
-	if c := pod.Spec.Containers; len(c) != 1 || len(c[0].Ports) != 1 || c[0].Ports[0] != (corev1.ContainerPort{Name: "http", ContainerPort: 8080}) ||
+	want := []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}, {Name: "metrics", ContainerPort: 9090}}
+	if c := pod.Spec.Containers; len(c) != 1 || !reflect.DeepEqual(c[0].Ports, want) ||
 		c[0].Image != "" || c[0].Env != nil || c[0].ReadinessProbe != nil {
-		t.Errorf("pod containers after transform: %+v, want only the port the opaque-ports annotation names", c)
+		t.Errorf("pod containers after transform: %+v, want only the named ports", c)
 	}
 	if pod.Spec.ServiceAccountName != "web" || pod.Labels["linkerd.io/control-plane-ns"] != "linkerd" || pod.UID == "" {
 		t.Errorf("pod lost fields Meridian reads: %+v", pod)
@@ -173,7 +176,7 @@ func checkCacheAndReplay(t *testing.T, ctx context.Context, src *Kubernetes, rec
 	if p := src.Pod(ns, "web-a"); p != pod || !translator.IsSlimPod(p) || p.Spec.ServiceAccountName != "web" {
 		t.Errorf("Pod(%s, web-a) = %v, want the projection the handler received", ns, p)
 	}
-	for _, store := range []cache.Store{src.pods, src.services, src.slices} {
+	for _, store := range src.stores {
 		for _, obj := range store.List() {
 			if translator.Project(obj) != obj {
 				t.Errorf("the informer cache holds %T %v, not its projection", obj, obj)

@@ -1,6 +1,9 @@
 package source
 
 import (
+	"go.uber.org/zap"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/meridian-mesh/meridian/translator"
@@ -26,4 +29,49 @@ func slimObject(obj any) (any, error) {
 		return d, nil
 	}
 	return translator.Project(obj), nil
+}
+
+// slimNode is the Node informer's transform: a Node's metadata becomes its projection (its
+// name and zone, translator.ProjectNode). It is idempotent.
+func slimNode(obj any) (any, error) {
+	switch o := obj.(type) {
+	case cache.DeletedFinalStateUnknown:
+		if n, ok := o.Obj.(*metav1.PartialObjectMetadata); ok && !translator.IsSlimNode(n) {
+			o.Obj = translator.ProjectNode(&n.ObjectMeta)
+		}
+		return o, nil
+	case *metav1.PartialObjectMetadata:
+		if translator.IsSlimNode(o) {
+			return o, nil
+		}
+		return translator.ProjectNode(&o.ObjectMeta), nil
+	}
+	return obj, nil
+}
+
+// slimServer is the Server informer's transform: the unstructured object becomes its
+// projection (translator.Server). An invalid Server is kept with its Problem set (it selects
+// nothing; the index keeps the last good version, and the event handler logs it); one that
+// is not a Server at all is logged and kept as it is, which the handlers ignore. It is
+// idempotent.
+func (k *Kubernetes) slimServer(obj any) (any, error) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		o, err := k.slimServer(d.Obj)
+		d.Obj = o
+		return d, err
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, nil
+	}
+	s, err := translator.ServerFromUnstructured(u.Object)
+	if s == nil {
+		k.log.Warn("object of the Server informer ignored", zap.String("name", u.GetNamespace()+"/"+u.GetName()), zap.Error(err))
+		return obj, nil
+	}
+	if err != nil {
+		k.log.Warn("invalid Server: it selects nothing; the last good version stays in effect",
+			zap.String("server", u.GetNamespace()+"/"+u.GetName()), zap.Error(err))
+	}
+	return s, nil
 }

@@ -5,6 +5,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/meridian-mesh/meridian/translator"
 )
 
 // Handler receives the objects a Source observes. Methods may be called concurrently from
@@ -20,8 +23,41 @@ type Handler interface {
 	OnPod(pod *corev1.Pod, deleted bool)
 }
 
-// deliver calls h's method for obj (a *corev1.Service, *discoveryv1.EndpointSlice or
-// *corev1.Pod); it ignores objects of other types.
+// NodeHandler is implemented by a Handler that wants Nodes, read as metadata only and
+// projected (translator.ProjectNode: a Node's name and zone). A source that reads Nodes
+// delivers them to a handler that implements it, under Handler's contract.
+type NodeHandler interface {
+	OnNode(node *metav1.PartialObjectMetadata, deleted bool)
+}
+
+// ServerHandler is implemented by a Handler that wants policy.linkerd.io Servers, as
+// translator's projection (translator.Server; an invalid one has its Problem set). A source
+// that reads Servers delivers them to a handler that implements it, under Handler's contract.
+type ServerHandler interface {
+	OnServer(s *translator.Server, deleted bool)
+}
+
+// ProfileHandler is implemented by a Handler that wants linkerd.io ServiceProfiles, as
+// translator's projection (translator.ServiceProfile; an invalid one has its Problem set). A
+// source that reads ServiceProfiles delivers them to a handler that implements it, under
+// Handler's contract; a deletion may carry the profile's namespace and name only.
+type ProfileHandler interface {
+	OnServiceProfile(p *translator.ServiceProfile, deleted bool)
+}
+
+// ProfileFilter is implemented by a ProfileHandler that keeps some ServiceProfiles only (a
+// replica keeps those of the services it owns). A source may ask it, from a profile's
+// namespace and name, whether to read the rest, and skip the profile when the answer is no;
+// a handler that starts wanting more must call Source.Replay afterwards. WantsProfile must
+// be cheap and safe for concurrent use.
+type ProfileFilter interface {
+	WantsProfile(namespace, name string) bool
+}
+
+// deliver calls h's method for obj (a *corev1.Service, *discoveryv1.EndpointSlice,
+// *corev1.Pod, a Node's *metav1.PartialObjectMetadata, a *translator.Server or a
+// *translator.ServiceProfile); it ignores
+// objects of other types, and those of kinds h does not implement a method for.
 func deliver(h Handler, obj any, deleted bool) {
 	switch v := obj.(type) {
 	case *corev1.Service:
@@ -30,6 +66,18 @@ func deliver(h Handler, obj any, deleted bool) {
 		h.OnEndpointSlice(v, deleted)
 	case *corev1.Pod:
 		h.OnPod(v, deleted)
+	case *metav1.PartialObjectMetadata:
+		if nh, ok := h.(NodeHandler); ok {
+			nh.OnNode(v, deleted)
+		}
+	case *translator.Server:
+		if sh, ok := h.(ServerHandler); ok {
+			sh.OnServer(v, deleted)
+		}
+	case *translator.ServiceProfile:
+		if ph, ok := h.(ProfileHandler); ok {
+			ph.OnServiceProfile(v, deleted)
+		}
 	}
 }
 
@@ -44,7 +92,8 @@ type ServiceFilter interface {
 	WantsService(namespace, name string) bool
 }
 
-// Source delivers Services, EndpointSlices and Pods to a Handler.
+// Source delivers Services, EndpointSlices and Pods to a Handler, and, to a handler that
+// implements NodeHandler or ServerHandler, the Nodes and Servers it reads.
 type Source interface {
 	// Run delivers the current objects and then every change to h until ctx ends. It returns
 	// nil when ctx ends, or an error if the source cannot work at all.

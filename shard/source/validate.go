@@ -94,13 +94,15 @@ func defaultEndpointSlice(es *discoveryv1.EndpointSlice) {
 	}
 }
 
-func validateMeta(p *problems, m *metav1.ObjectMeta, nameCheck func(string) []string) {
+func validateMeta(p *problems, m *metav1.ObjectMeta, nameCheck func(string) []string, namespaced bool) {
 	if m.Name == "" {
 		p.add("metadata.name", "is empty")
 	} else {
 		p.addAll("metadata.name", m.Name, nameCheck(m.Name))
 	}
-	p.addAll("metadata.namespace", m.Namespace, validation.IsDNS1123Label(m.Namespace))
+	if namespaced {
+		p.addAll("metadata.namespace", m.Namespace, validation.IsDNS1123Label(m.Namespace))
+	}
 	for _, k := range slices.Sorted(maps.Keys(m.Labels)) {
 		p.addAll("metadata.labels", k, validation.IsQualifiedName(k))
 		p.addAll("metadata.labels", m.Labels[k], validation.IsValidLabelValue(m.Labels[k]))
@@ -124,7 +126,7 @@ func validateMeta(p *problems, m *metav1.ObjectMeta, nameCheck func(string) []st
 
 func validateService(s *corev1.Service) []fieldError {
 	var p problems
-	validateMeta(&p, &s.ObjectMeta, validation.IsDNS1035Label)
+	validateMeta(&p, &s.ObjectMeta, validation.IsDNS1035Label, true)
 	switch s.Spec.Type {
 	case corev1.ServiceTypeClusterIP, corev1.ServiceTypeNodePort, corev1.ServiceTypeLoadBalancer:
 	case corev1.ServiceTypeExternalName:
@@ -180,7 +182,7 @@ func validateService(s *corev1.Service) []fieldError {
 
 func validatePod(pod *corev1.Pod) []fieldError {
 	var p problems
-	validateMeta(&p, &pod.ObjectMeta, validation.IsDNS1123Subdomain)
+	validateMeta(&p, &pod.ObjectMeta, validation.IsDNS1123Subdomain, true)
 	if sa := pod.Spec.ServiceAccountName; sa != "" {
 		p.addAll("spec.serviceAccountName", sa, validation.IsDNS1123Subdomain(sa))
 	}
@@ -235,7 +237,7 @@ func validatePod(pod *corev1.Pod) []fieldError {
 
 func validateEndpointSlice(es *discoveryv1.EndpointSlice) []fieldError {
 	var p problems
-	validateMeta(&p, &es.ObjectMeta, validation.IsDNS1123Subdomain)
+	validateMeta(&p, &es.ObjectMeta, validation.IsDNS1123Subdomain, true)
 	var check func(string) error
 	switch es.AddressType {
 	case discoveryv1.AddressTypeIPv4:

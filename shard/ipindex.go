@@ -1,0 +1,177 @@
+package shard
+
+import (
+	"maps"
+	"net/netip"
+	"slices"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/meridian-mesh/meridian/translator"
+)
+
+// ipIndex maps the addresses GetProfile may be asked for to what holds them: the cluster IPs
+// of every Service to its key, and the pod-network IPs (translator.PodIPs) of the pods that
+// may own them to the pod. Cluster IPs are indexed whole on every replica (a few dozen bytes
+// per Service), so that a cluster IP is resolved where the lookup arrives and goes to its
+// service's owner. Pod IPs are many more, one or two per pod: each is indexed only by the
+// replica that owns the address in the ring (ipKey), which answers GetProfile for it and for
+// any other address it owns that no Service has (the pod and its namespace's Servers are on
+// every replica). The other replicas relay such lookups to it.
+//
+// Watchers of an address (a GetProfile stream for it) are woken whenever what it resolves to
+// changes, and whenever the pod holding it changes. Safe for concurrent use.
+type ipIndex struct {
+	mu       sync.RWMutex
+	services map[netip.Addr][]ServiceKey // several: conflicting cluster IPs
+	svcIPs   map[ServiceKey][]netip.Addr
+	pods     map[netip.Addr][]podKey // several: conflicting pod IPs
+	podIPs   map[podKey][]netip.Addr
+
+	watchers notifier[netip.Addr]
+}
+
+func newIPIndex() *ipIndex {
+	return &ipIndex{services: map[netip.Addr][]ServiceKey{}, svcIPs: map[ServiceKey][]netip.Addr{},
+		pods: map[netip.Addr][]podKey{}, podIPs: map[podKey][]netip.Addr{}}
+}
+
+// setService records the cluster IPs of svc (none when deleted).
+func (ix *ipIndex) setService(k ServiceKey, svc *corev1.Service, deleted bool) {
+	var ips []netip.Addr
+	if !deleted {
+		ips = translator.ClusterIPs(svc)
+	}
+	ix.mu.Lock()
+	old := ix.svcIPs[k]
+	changed := !slices.Equal(old, ips)
+	if changed {
+		for _, a := range old {
+			ix.services[a] = without(ix.services[a], k)
+			if len(ix.services[a]) == 0 {
+				delete(ix.services, a)
+			}
+		}
+		for _, a := range ips {
+			ix.services[a] = append(ix.services[a], k)
+		}
+		if len(ips) == 0 {
+			delete(ix.svcIPs, k)
+		} else {
+			ix.svcIPs[k] = ips
+		}
+	}
+	ix.mu.Unlock()
+	if changed {
+		ix.wake(old, ips)
+	}
+}
+
+// setPod records the addresses of pod that owns admits (none when deleted) and wakes the
+// watchers of its addresses, old and new: what a pod-IP profile shows depends on the whole
+// pod.
+func (ix *ipIndex) setPod(pod *corev1.Pod, deleted bool, owns func(netip.Addr) bool) {
+	k := podKey{pod.Namespace, pod.Name}
+	var ips []netip.Addr
+	if !deleted {
+		ips = slices.DeleteFunc(translator.PodIPs(pod), func(a netip.Addr) bool { return !owns(a) })
+		if len(ips) == 0 {
+			ips = nil
+		}
+	}
+	ix.mu.Lock()
+	old := ix.podIPs[k]
+	if !slices.Equal(old, ips) {
+		for _, a := range old {
+			ix.pods[a] = without(ix.pods[a], k)
+			if len(ix.pods[a]) == 0 {
+				delete(ix.pods, a)
+			}
+		}
+		for _, a := range ips {
+			ix.pods[a] = append(ix.pods[a], k)
+		}
+		if len(ips) == 0 {
+			delete(ix.podIPs, k)
+		} else {
+			ix.podIPs[k] = ips
+		}
+	}
+	ix.mu.Unlock()
+	ix.wake(old, ips)
+}
+
+// dropUnowned forgets the pod addresses owns no longer admits (a ring change gave them to
+// another replica), copying the maps when that leaves them much smaller (a Go map keeps the
+// room of its largest size). It wakes their watchers, whose streams then move.
+func (ix *ipIndex) dropUnowned(owns func(netip.Addr) bool) {
+	ix.mu.Lock()
+	var dropped []netip.Addr
+	for k, ips := range ix.podIPs {
+		kept := slices.DeleteFunc(slices.Clone(ips), func(a netip.Addr) bool { return !owns(a) })
+		if len(kept) == len(ips) {
+			continue
+		}
+		for _, a := range ips {
+			if !slices.Contains(kept, a) {
+				dropped = append(dropped, a)
+				ix.pods[a] = without(ix.pods[a], k)
+				if len(ix.pods[a]) == 0 {
+					delete(ix.pods, a)
+				}
+			}
+		}
+		if len(kept) == 0 {
+			delete(ix.podIPs, k)
+		} else {
+			ix.podIPs[k] = kept
+		}
+	}
+	if len(dropped) > 0 {
+		// Copies at their size, not their peak's (maps.Clone keeps the room too).
+		pods := make(map[netip.Addr][]podKey, len(ix.pods))
+		maps.Copy(pods, ix.pods)
+		podIPs := make(map[podKey][]netip.Addr, len(ix.podIPs))
+		maps.Copy(podIPs, ix.podIPs)
+		ix.pods, ix.podIPs = pods, podIPs
+	}
+	ix.mu.Unlock()
+	ix.wake(dropped, nil)
+}
+
+func (ix *ipIndex) wake(a, b []netip.Addr) {
+	for _, ip := range a {
+		ix.watchers.notify(ip)
+	}
+	for _, ip := range b {
+		if !slices.Contains(a, ip) {
+			ix.watchers.notify(ip)
+		}
+	}
+}
+
+// ipTarget is what an address resolves to.
+type ipTarget struct {
+	// services and pods hold what has the address; more than one of a kind is a conflict.
+	services []ServiceKey
+	pods     []podKey
+}
+
+// lookup returns what a resolves to. The slices must not be modified.
+func (ix *ipIndex) lookup(a netip.Addr) ipTarget {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return ipTarget{services: ix.services[a], pods: ix.pods[a]}
+}
+
+// watch returns the channel closed on the next change to a's resolution or to the pod
+// holding it, and the function that stops watching.
+func (ix *ipIndex) watch(a netip.Addr) (<-chan struct{}, func()) { return ix.watchers.watch(a) }
+
+func without[T comparable](s []T, v T) []T {
+	if i := slices.Index(s, v); i >= 0 {
+		return slices.Delete(slices.Clone(s), i, i+1)
+	}
+	return s
+}
