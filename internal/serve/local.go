@@ -56,7 +56,9 @@ func (l localListener) Accept() (net.Conn, error) {
 
 // localAware serves the process's credentials on every connection but those of the local
 // listener, which are served in plaintext.
-type localAware struct{ credentials.TransportCredentials }
+type localAware struct {
+	credentials.TransportCredentials
+}
 
 func (c localAware) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
 	if _, ok := conn.(*localConn); ok {
@@ -68,4 +70,3 @@ func (c localAware) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthIn
 func (c localAware) Clone() credentials.TransportCredentials {
 	return localAware{c.TransportCredentials.Clone()}
 }
-
