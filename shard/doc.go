@@ -20,8 +20,9 @@
 //     guarded against loops by ForwardedHeader) or refused with a redirect to the owner;
 //     a Get that moves receives only the difference from what it holds.
 //   - Replica (replica.go) builds these from a Config and Deps (the source, an optional
-//     Membership, the metrics registry, the logger) and runs them: NewReplica, Register,
-//     Ready (a run.Readier), Run, RingHandler.
+//     Membership, the metrics registry, the logger, the credentials of relays: the
+//     replica's mTLS, which accepts only an owner proving the destination identity) and
+//     runs them: NewReplica, Register, Ready (a run.Readier), Run, RingHandler.
 //
 // It may import translator, snapshot, ring, shard/source, internal/* and the generated proxy
 // API; it must not import `cmd/...`, `bench/...`, `policy/...`, `injector/...`, `proxy/...` or
