@@ -40,6 +40,14 @@ type cpMesh struct {
 
 func startIdentity(t *testing.T) *cpMesh {
 	t.Helper()
+	m := newCPMesh(t)
+	m.run(t)
+	return m
+}
+
+// newCPMesh makes the identity's issuer and picks its address; run starts it.
+func newCPMesh(t *testing.T) *cpMesh {
+	t.Helper()
 	m := &cpMesh{dir: t.TempDir()}
 	issuer := filepath.Join(m.dir, "issuer")
 	if code, _, errOut := capture(t, "identity", "init", "--out", issuer, "--local-token-key"); code != 0 {
@@ -57,13 +65,19 @@ func startIdentity(t *testing.T) *cpMesh {
 		t.Fatal(err)
 	}
 	m.addr = freeAddr(t)
+	return m
+}
+
+// run starts `meridian identity` at m.addr until the test ends and waits for its /ready.
+func (m *cpMesh) run(t *testing.T) {
+	t.Helper()
+	issuer := filepath.Join(m.dir, "issuer")
 	admin := freeAddr(t)
 	testutil.Go(t, "meridian identity", func(ctx context.Context) error {
 		return runIdentityServer(ctx, []string{"--issuer-dir", issuer, "--tokens", "local", "--local-token-key", filepath.Join(issuer, identity.FileLocalTokenKey),
 			"--addr", m.addr, "--admin-addr", admin, "--log-level", "error"})
 	})
 	waitReady(t, admin)
-	return m
 }
 
 // waitReady waits for the admin port's /ready to answer 200.
@@ -190,6 +204,23 @@ func TestPlaintextIsAWarning(t *testing.T) {
 			t.Errorf("%s: /ready = %q, want the plaintext warning", name, body)
 		}
 	}
+}
+
+// TestReadyWaitsForTheCertificate: a destination whose identity service is not up yet
+// answers /ready 503, saying it waits for its certificate, and 200 once identity has
+// certified it.
+func TestReadyWaitsForTheCertificate(t *testing.T) {
+	m := newCPMesh(t)
+	admin := freeAddr(t)
+	args := append(m.serverArgs(t, "linkerd-destination"), "--source", "dir:"+t.TempDir(), "--addr", "127.0.0.1:0", "--admin-addr", admin, "--log-level", "error")
+	testutil.Go(t, "meridian destination", func(ctx context.Context) error { return runDestination(ctx, args) })
+	want := "waiting for this server's certificate (" + dstID + ") from the identity service at " + m.addr
+	testutil.Eventually(t, 20*time.Second, "/ready to say what it waits for", func() bool {
+		code, body := get(t, "http://"+admin+"/ready")
+		return code == http.StatusServiceUnavailable && strings.Contains(body, want)
+	})
+	m.run(t)
+	waitReady(t, admin)
 }
 
 // TestIdentityServesTLS: the identity service serves TLS with a certificate of its own
