@@ -51,6 +51,11 @@ func ReplicaArgs(s ReplicaSpec) []string {
 		// collection first (heap?gc=1, see scrape), and --profile-dir takes CPU and heap
 		// profiles. The replicas listen on 127.0.0.1 only.
 		"--enable-pprof",
+		// Plaintext gRPC: the harness's clients and the replicas' relays stay on 127.0.0.1,
+		// in one user's processes, and measure the Destination server without TLS in the
+		// way (a handshake per connection, then AES-GCM, which the control plane's mTLS adds
+		// in a cluster). The replicas list it in /ready's warnings.
+		"--plaintext",
 	}
 	if s.Ring {
 		nonOwner := s.NonOwner

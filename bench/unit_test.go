@@ -56,7 +56,7 @@ func FuzzParseMetrics(f *testing.F) {
 func TestReplicaArgs(t *testing.T) {
 	s := ReplicaSpec{Index: 2, FeedAddr: "127.0.0.1:1", Addr: "127.0.0.1:2", AdminAddr: "127.0.0.1:3", GossipAddr: "127.0.0.1:4", Seed: "127.0.0.1:5", GossipKeyFile: "/k/gossip.key"}
 	a := ReplicaArgs(s)
-	if a[0] != "destination" || !slices.Contains(a, "feed:127.0.0.1:1") || slices.Contains(a, "--gossip-addr") || !slices.Contains(a, "--enable-pprof") {
+	if a[0] != "destination" || !slices.Contains(a, "feed:127.0.0.1:1") || slices.Contains(a, "--gossip-addr") || !slices.Contains(a, "--enable-pprof") || !slices.Contains(a, "--plaintext") {
 		t.Errorf("without ring: %v", a)
 	}
 	s.Ring = true

@@ -28,6 +28,11 @@
 // generation of a new trust anchor and issuer (GenerateInstall, behind `meridian identity
 // init`). The trust anchor's private key is never needed to serve.
 //
+// It also issues its own serving certificate (ServingCert): a leaf for the identity service's
+// identity signed by the current issuer without a Certify call, re-issued at 70% of its life
+// and whenever the issuer changes (IssuerUpdates), with which cmd/meridian serves Certify over
+// TLS (internal/cptls).
+//
 // The renewing client used by proxies lives in identity/client.
 //
 // It imports the generated Linkerd API, grpc, client-go, zap, Prometheus, internal/metrics and

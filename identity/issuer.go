@@ -114,6 +114,11 @@ var ErrIssuerExpired = errors.New("issuer has expired")
 // Issue signs a leaf for identity with the public key of csr (already checked by CheckCSR):
 // ECDSA, server and client auth, valid from now-skew to min(now+lifetime, issuer NotAfter).
 func (is *Issuer) Issue(csr *x509.CertificateRequest, identity string, now time.Time, lifetime, skew time.Duration) (der []byte, notAfter time.Time, err error) {
+	return is.issue(csr.PublicKey, identity, now, lifetime, skew)
+}
+
+// issue signs a leaf for identity carrying pub, as Issue describes.
+func (is *Issuer) issue(pub crypto.PublicKey, identity string, now time.Time, lifetime, skew time.Duration) (der []byte, notAfter time.Time, err error) {
 	// x509 keeps whole seconds; truncate so valid_until is exactly the leaf's NotAfter.
 	notAfter = now.Add(lifetime).Truncate(time.Second)
 	if notAfter.After(is.NotAfter) {
@@ -137,7 +142,7 @@ func (is *Issuer) Issue(csr *x509.CertificateRequest, identity string, now time.
 		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 		BasicConstraintsValid: true,
 	}
-	der, err = x509.CreateCertificate(rand.Reader, tmpl, is.Cert, csr.PublicKey, is.key)
+	der, err = x509.CreateCertificate(rand.Reader, tmpl, is.Cert, pub, is.key)
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("sign certificate for %s: %w", identity, err)
 	}

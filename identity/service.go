@@ -42,6 +42,9 @@ type Service struct {
 	now      func() time.Time
 
 	issuer atomic.Pointer[Issuer]
+	// issuerMu guards issuerChanged, closed and replaced each time an issuer is installed.
+	issuerMu      sync.Mutex
+	issuerChanged chan struct{}
 
 	// Owned by the goroutine calling Load, then Run.
 	last    Material
@@ -64,7 +67,8 @@ func NewService(cfg Config, source IssuerSource, reviewer TokenReviewer, opts Op
 	if err != nil {
 		return nil, fmt.Errorf("identity metrics: %w", err)
 	}
-	s := &Service{cfg: cfg, source: source, reviewer: reviewer, log: opts.Logger, events: opts.Events, metrics: m, now: opts.Now}
+	s := &Service{cfg: cfg, source: source, reviewer: reviewer, log: opts.Logger, events: opts.Events, metrics: m, now: opts.Now,
+		issuerChanged: make(chan struct{})}
 	if s.log == nil {
 		s.log = zap.NewNop()
 	}
@@ -108,8 +112,20 @@ func (s *Service) Load(ctx context.Context) error {
 }
 
 func (s *Service) install(iss *Issuer) {
+	s.issuerMu.Lock()
 	s.issuer.Store(iss)
+	close(s.issuerChanged)
+	s.issuerChanged = make(chan struct{})
+	s.issuerMu.Unlock()
 	s.metrics.issuerExpiry.Set(float64(iss.Cert.NotAfter.Unix()))
+}
+
+// IssuerUpdates returns the issuer in use (nil before the first load) and a channel that is
+// closed when another replaces it: a follower reads the pair again after each close.
+func (s *Service) IssuerUpdates() (*Issuer, <-chan struct{}) {
+	s.issuerMu.Lock()
+	defer s.issuerMu.Unlock()
+	return s.issuer.Load(), s.issuerChanged
 }
 
 // Run follows issuer changes until ctx ends: it polls the source every ReloadInterval and,

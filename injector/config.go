@@ -29,9 +29,12 @@ type Config struct {
 	PolicyService      string // "linkerd-policy"
 	PolicyPort         int    // 8090
 	// DestinationSA, IdentitySA and PolicySA are the control-plane ServiceAccounts whose
-	// identities the proxy expects the control plane to present.
+	// identities the proxy expects the control plane to present (the *_SVC_NAME variables).
+	// The policy controller runs in a Deployment of its own under linkerd-policy (in Linkerd
+	// it is a container of the destination pod, under linkerd-destination).
 	DestinationSA string // "linkerd-destination"
 	IdentitySA    string // "linkerd-identity"
+	PolicySA      string // "linkerd-policy"
 
 	// CreatedBy is written to linkerd.io/created-by ("meridian/injector dev").
 	CreatedBy string
@@ -86,6 +89,7 @@ func DefaultConfig() Config {
 		PolicyPort:            8090,
 		DestinationSA:         "linkerd-destination",
 		IdentitySA:            "linkerd-identity",
+		PolicySA:              "linkerd-policy",
 		CreatedBy:             "meridian/injector dev",
 		Proxy: ProxyDefaults{
 			Image:           "ghcr.io/meridian-mesh/meridian",

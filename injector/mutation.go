@@ -126,7 +126,7 @@ func (c *Config) proxyContainer(d Decision, v Values, w Workload) corev1.Contain
 		{Name: "LINKERD2_PROXY_DESTINATION_PROFILE_SUFFIXES", Value: "svc." + c.ClusterDomain + "."},
 		{Name: "LINKERD2_PROXY_DESTINATION_CONTEXT", Value: `{"ns":"$(_pod_ns)", "nodeName":"$(_pod_nodeName)", "pod":"$(_pod_name)"}`},
 		{Name: "LINKERD2_PROXY_POLICY_SVC_ADDR", Value: c.svcAddr(c.PolicyService, c.PolicyPort)},
-		{Name: "LINKERD2_PROXY_POLICY_SVC_NAME", Value: c.saIdentity(c.DestinationSA)},
+		{Name: "LINKERD2_PROXY_POLICY_SVC_NAME", Value: c.saIdentity(c.PolicySA)},
 		{Name: "LINKERD2_PROXY_POLICY_WORKLOAD", Value: `{"ns":"$(_pod_ns)", "pod":"$(_pod_name)"}`},
 		{Name: "LINKERD2_PROXY_INBOUND_DEFAULT_POLICY", Value: v.DefaultInbound},
 		{Name: "LINKERD2_PROXY_INBOUND_IPS", Value: "$(_pod_ips)"},

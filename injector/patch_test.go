@@ -194,9 +194,14 @@ func checkInjected(t *testing.T, got, orig *corev1.Pod, native bool) {
 		env[e.Name] = e
 	}
 	for name, want := range map[string]string{
-		"LINKERD2_PROXY_DESTINATION_SVC_ADDR":   "linkerd-dst-headless.linkerd.svc.cluster.local.:8086",
-		"LINKERD2_PROXY_IDENTITY_SVC_ADDR":      "linkerd-identity-headless.linkerd.svc.cluster.local.:8080",
-		"LINKERD2_PROXY_POLICY_SVC_ADDR":        "linkerd-policy.linkerd.svc.cluster.local.:8090",
+		"LINKERD2_PROXY_DESTINATION_SVC_ADDR": "linkerd-dst-headless.linkerd.svc.cluster.local.:8086",
+		"LINKERD2_PROXY_IDENTITY_SVC_ADDR":    "linkerd-identity-headless.linkerd.svc.cluster.local.:8080",
+		"LINKERD2_PROXY_POLICY_SVC_ADDR":      "linkerd-policy.linkerd.svc.cluster.local.:8090",
+		// The identities the control plane serves with (internal/cptls): the policy
+		// controller runs under its own ServiceAccount, linkerd-policy.
+		"LINKERD2_PROXY_DESTINATION_SVC_NAME":   "linkerd-destination.linkerd.serviceaccount.identity.linkerd.cluster.local",
+		"LINKERD2_PROXY_POLICY_SVC_NAME":        "linkerd-policy.linkerd.serviceaccount.identity.linkerd.cluster.local",
+		"LINKERD2_PROXY_IDENTITY_SVC_NAME":      "linkerd-identity.linkerd.serviceaccount.identity.linkerd.cluster.local",
 		"LINKERD2_PROXY_IDENTITY_TOKEN_FILE":    "/var/run/secrets/tokens/linkerd-identity-token",
 		"LINKERD2_PROXY_IDENTITY_LOCAL_NAME":    "$(_pod_sa).$(_pod_ns).serviceaccount.identity.$(_l5d_ns).$(_l5d_trustdomain)",
 		"LINKERD2_PROXY_INBOUND_LISTEN_ADDR":    "[::]:4143",

@@ -5,19 +5,28 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 )
 
 // connPool holds one client connection per owner address, shared by every relayed stream.
-// Connections live until the replica stops (a ring has few members).
+// Connections live until the replica stops (a ring has few members). Every connection uses
+// creds: the replica's mTLS, which accepts only an owner that proves the destination identity.
 type connPool struct {
+	creds  credentials.TransportCredentials
 	mu     sync.Mutex
 	conns  map[string]*grpc.ClientConn
 	closed bool
 }
 
-func newConnPool() *connPool { return &connPool{conns: map[string]*grpc.ClientConn{}} }
+// newConnPool returns a pool dialing with creds (nil: plaintext).
+func newConnPool(creds credentials.TransportCredentials) *connPool {
+	if creds == nil {
+		creds = insecure.NewCredentials()
+	}
+	return &connPool{creds: creds, conns: map[string]*grpc.ClientConn{}}
+}
 
 func (p *connPool) get(addr string) (*grpc.ClientConn, error) {
 	p.mu.Lock()
@@ -29,7 +38,7 @@ func (p *connPool) get(addr string) (*grpc.ClientConn, error) {
 		return c, nil
 	}
 	c, err := grpc.NewClient(addr,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(p.creds),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
 	)
 	if err != nil {

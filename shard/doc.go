@@ -31,8 +31,9 @@
 //     (ipprofile.go), a cluster IP follows its service's owner (relayed by name), any other
 //     address the replica that owns the address.
 //   - Replica (replica.go) builds these from a Config and Deps (the source, an optional
-//     Membership, the metrics registry, the logger) and runs them: NewReplica, Register,
-//     Ready (a run.Readier), Run, RingHandler.
+//     Membership, the metrics registry, the logger, the credentials of relays: the
+//     replica's mTLS, which accepts only an owner proving the destination identity) and
+//     runs them: NewReplica, Register, Ready (a run.Readier), Run, RingHandler.
 //
 // It may import translator, snapshot, ring, shard/source, internal/* and the generated proxy
 // API; it must not import `cmd/...`, `bench/...`, `policy/...`, `injector/...`, `proxy/...` or

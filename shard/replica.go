@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/meridian-mesh/meridian/internal/metrics"
 	"github.com/meridian-mesh/meridian/internal/run"
@@ -32,6 +33,11 @@ type Deps struct {
 	Registerer prometheus.Registerer
 	// Logger; nil: no logs.
 	Logger *zap.Logger
+	// RelayCreds are the transport credentials of the connections to other replicas (relayed
+	// streams): the replica's mTLS, presenting its certificate and accepting only an owner
+	// that proves the destination identity (internal/cptls's ClientCredentials). Nil:
+	// plaintext, for tests and a local mesh.
+	RelayCreds credentials.TransportCredentials
 }
 
 // Replica is one destination replica: a source feeding an index, and the Destination server
@@ -82,7 +88,7 @@ func NewReplica(cfg Config, deps Deps) (*Replica, error) {
 		return nil, fmt.Errorf("register destination metrics: %w", err)
 	}
 	r := &Replica{log: log, src: deps.Source, store: store, idx: idx, m: m, members: deps.Membership,
-		conns: newConnPool(), stop: make(chan struct{})}
+		conns: newConnPool(deps.RelayCreds), stop: make(chan struct{})}
 	if deps.Membership == nil {
 		r.own = newOwnership(standaloneName, nil)
 	} else {
@@ -104,7 +110,7 @@ func NewReplica(cfg Config, deps Deps) (*Replica, error) {
 }
 
 // Register registers the Destination service on g.
-func (r *Replica) Register(g *grpc.Server) { pb.RegisterDestinationServer(g, r.srv) }
+func (r *Replica) Register(g grpc.ServiceRegistrar) { pb.RegisterDestinationServer(g, r.srv) }
 
 // Index returns the replica's index.
 func (r *Replica) Index() *Index { return r.idx }

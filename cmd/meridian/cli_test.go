@@ -74,7 +74,7 @@ func TestEndpointsTimeoutCoversConnecting(t *testing.T) {
 func TestRingSaysWhy(t *testing.T) {
 	grpcAddr, admin := freeAddr(t), freeAddr(t)
 	testutil.Go(t, "meridian destination", func(ctx context.Context) error {
-		return runDestination(ctx, []string{"--source", "dir:../../deploy/examples", "--addr", grpcAddr, "--admin-addr", admin, "--log-level", "error"})
+		return runDestination(ctx, []string{"--source", "dir:../../deploy/examples", "--addr", grpcAddr, "--admin-addr", admin, "--log-level", "error", "--plaintext"})
 	})
 	testutil.Eventually(t, 20*time.Second, "the admin port to answer", func() bool {
 		code, _ := get(t, "http://"+admin+"/live")
@@ -131,9 +131,10 @@ func TestIdentityTokenRefusesNonPositiveTTL(t *testing.T) {
 }
 
 // TestIdentityCertifyErrors runs `meridian identity certify` against a real identity server
-// (and a hung one): it succeeds with a good token, stops at once with the reason when the
-// token has expired or the answer does not verify, and says plainly when nothing answered;
-// it never points at warnings it did not print.
+// (TLS, and one started with --plaintext) and a hung one: it succeeds with a good token,
+// stops at once with the reason when the token has expired, the answer does not verify or the
+// server's TLS certificate does not, and says plainly when nothing answered; it never points
+// at warnings it did not print.
 func TestIdentityCertifyErrors(t *testing.T) {
 	dir := t.TempDir()
 	issuer := filepath.Join(dir, "issuer")
@@ -144,11 +145,17 @@ func TestIdentityCertifyErrors(t *testing.T) {
 	if code, _, errOut := capture(t, "identity", "init", "--out", other); code != 0 {
 		t.Fatalf("identity init: %d %s", code, errOut)
 	}
-	addr := freeAddr(t)
-	testutil.Go(t, "meridian identity", func(ctx context.Context) error {
-		return runIdentityServer(ctx, []string{"--issuer-dir", issuer, "--tokens", "local", "--local-token-key", filepath.Join(issuer, identity.FileLocalTokenKey),
-			"--addr", addr, "--admin-addr", "127.0.0.1:0", "--log-level", "error"})
-	})
+	anchors, otherAnchors := filepath.Join(issuer, identity.FileTrustAnchors), filepath.Join(other, identity.FileTrustAnchors)
+	addr, plainAddr := freeAddr(t), freeAddr(t)
+	for _, srv := range []struct {
+		addr  string
+		extra []string
+	}{{addr, nil}, {plainAddr, []string{"--plaintext"}}} {
+		testutil.Go(t, "meridian identity "+strings.Join(srv.extra, " "), func(ctx context.Context) error {
+			return runIdentityServer(ctx, append([]string{"--issuer-dir", issuer, "--tokens", "local", "--local-token-key", filepath.Join(issuer, identity.FileLocalTokenKey),
+				"--addr", srv.addr, "--admin-addr", "127.0.0.1:0", "--log-level", "error"}, srv.extra...))
+		})
+	}
 	keyPEM, err := os.ReadFile(filepath.Join(issuer, identity.FileLocalTokenKey))
 	if err != nil {
 		t.Fatal(err)
@@ -172,16 +179,21 @@ func TestIdentityCertifyErrors(t *testing.T) {
 	id := identity.ServiceAccountIdentity("default", "web", "linkerd", "cluster.local")
 	certify := func(addr, token string, extra ...string) (int, string, string) {
 		// --timeout is long: the permanent failures must not wait for it.
-		args := append([]string{"identity", "certify", "--addr", addr, "--identity", id, "--token", token, "--timeout", "60s"}, extra...)
+		args := append([]string{"identity", "certify", "--addr", addr, "--identity", id, "--token", token, "--timeout", "60s", "--trust-anchors", anchors}, extra...)
 		return captureWithin(t, 30*time.Second, args...)
 	}
-	testutil.EventuallyNoError(t, 20*time.Second, "the identity service to certify", func() error {
-		code, out, errOut := certify(addr, good, "--trust-anchors", filepath.Join(issuer, identity.FileTrustAnchors))
-		if code != 0 || !strings.Contains(out, "DNS SANs:   "+id) || !strings.Contains(out, "verified against trust anchors: true") {
-			return &cliError{code, out, errOut}
-		}
-		return nil
-	})
+	for _, a := range []struct {
+		addr  string
+		extra []string
+	}{{addr, nil}, {plainAddr, []string{"--plaintext"}}} {
+		testutil.EventuallyNoError(t, 20*time.Second, "the identity service at "+a.addr+" to certify", func() error {
+			code, out, errOut := certify(a.addr, good, a.extra...)
+			if code != 0 || !strings.Contains(out, "DNS SANs:   "+id) || !strings.Contains(out, "verified against trust anchors: true") {
+				return &cliError{code, out, errOut}
+			}
+			return nil
+		})
+	}
 	for _, c := range []struct {
 		name          string
 		addr, token   string
@@ -190,8 +202,12 @@ func TestIdentityCertifyErrors(t *testing.T) {
 	}{
 		{"expired token", addr, expired, nil,
 			addr + ": the identity service refused the request (Unauthenticated): invalid token: token has expired", "retrying"},
-		{"untrusted answer", addr, good, []string{"--trust-anchors", filepath.Join(other, identity.FileTrustAnchors)},
-			addr + ": the answer was refused: response certificate does not verify against the trust anchors", "retrying"},
+		{"untrusted answer", plainAddr, good, []string{"--plaintext", "--trust-anchors", otherAnchors},
+			plainAddr + ": the answer was refused: response certificate does not verify against the trust anchors", "retrying"},
+		{"untrusted server", addr, good, []string{"--trust-anchors", otherAnchors},
+			addr + ": the identity service's TLS certificate was refused (check --trust-anchors and --identity-svc-name)", "retrying"},
+		{"server of another name", addr, good, []string{"--identity-svc-name", "rogue.linkerd.serviceaccount.identity.linkerd.cluster.local"},
+			"the identity service's TLS certificate was refused", "retrying"},
 		{"wrong identity", addr, good, []string{"--identity", "db.default.serviceaccount.identity.linkerd.cluster.local"},
 			"refused the request (FailedPrecondition)", "retrying"},
 	} {
@@ -201,17 +217,21 @@ func TestIdentityCertifyErrors(t *testing.T) {
 		}
 	}
 	hung := silentServer(t)
-	code, _, errOut := captureWithin(t, 30*time.Second, "identity", "certify", "--addr", hung, "--identity", id, "--token", good, "--timeout", "1s")
+	code, _, errOut := captureWithin(t, 30*time.Second, "identity", "certify", "--addr", hung, "--identity", id, "--token", good, "--trust-anchors", anchors, "--timeout", "1s")
 	if code != 1 || !strings.Contains(errOut, "no answer from "+hung+" within 1s") || strings.Contains(errOut, "see the warnings above") {
 		t.Errorf("a hung server: exit %d, stderr %q", code, errOut)
 	}
-	code, _, errOut = captureWithin(t, 30*time.Second, "identity", "certify", "--addr", freeAddr(t), "--identity", id, "--token", good, "--timeout", "2s")
+	code, _, errOut = captureWithin(t, 30*time.Second, "identity", "certify", "--addr", freeAddr(t), "--identity", id, "--token", good, "--trust-anchors", anchors, "--timeout", "2s")
 	if code != 1 || !strings.Contains(errOut, "attempt 1: ") || !strings.Contains(errOut, "the last attempt failed: ") {
 		t.Errorf("nothing listening: exit %d, stderr %q; want the retried attempts and the last error", code, errOut)
 	}
 	code, _, errOut = certify(addr, filepath.Join(dir, "missing"))
 	if code != 1 || !strings.Contains(errOut, "read token") {
 		t.Errorf("a missing token file: exit %d, stderr %q", code, errOut)
+	}
+	code, _, errOut = captureWithin(t, 30*time.Second, "identity", "certify", "--addr", addr, "--identity", id, "--token", good)
+	if code != 2 || !strings.Contains(errOut, "give --trust-anchors FILE") {
+		t.Errorf("TLS without trust anchors: exit %d, stderr %q; want 2 and what to give", code, errOut)
 	}
 }
 

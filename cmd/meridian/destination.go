@@ -32,6 +32,7 @@ type destinationFlags struct {
 	cfg                              shard.Config
 	log                              *logOptions
 	pprof                            bool
+	tls                              *tlsFlags
 
 	// ring
 	ring, insecureGossip                       bool
@@ -80,11 +81,15 @@ func (f *destinationFlags) parse(name string, args []string) error {
 	fs.BoolVar(&f.insecureGossip, "insecure-gossip", false, "allow --ring/--join without a gossip key: plaintext gossip that any process reaching the gossip port can join (tests and a local mesh only)")
 	fs.StringVar(&f.nonOwner, "non-owner", "forward", "for a service another replica owns: forward (relay the stream) or redirect (refuse, naming the owner)")
 	f.log = serverLogFlags(fs, "log level: debug, info, warn, error")
+	f.tls = addTLSFlags(fs, "destination", false)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if err := f.tls.resolve(f.cfg.Translator.ControlPlaneNamespace, f.cfg.Translator.TrustDomain); err != nil {
+		return err
 	}
 	if _, err := translator.ParseOutboundTransportMode(f.cfg.Translator.OutboundTransportMode); err != nil {
 		return fmt.Errorf("--outbound-transport-mode: %w", err)
@@ -174,12 +179,22 @@ func runDestination(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	gs := srv.WithGRPC(f.addr)
+	id, err := f.tls.identity(log)
+	if err != nil {
+		return err
+	}
+	defer id.Close()
+	srv.Group.Add("tls", id)
+	gs, err := srv.WithGRPCConfig(f.tls.grpc(f.addr, id, true))
+	if err != nil {
+		return fmt.Errorf("--local-addr: %w", err)
+	}
 	if err := srv.Listen(); err != nil {
 		return err
 	}
 	defer srv.Close()
-	deps := shard.Deps{Source: src, Registerer: srv.Registry, Logger: log}
+	// Relays go to other replicas, which prove the same identity as this one.
+	deps := shard.Deps{Source: src, Registerer: srv.Registry, Logger: log, RelayCreds: id.ClientCredentials(id.Name())}
 	var members *ring.Cluster
 	var reloader *gossipkey.Reloader
 	if f.ring || len(f.join) > 0 {

@@ -58,7 +58,7 @@ func TestDestinationReportsManifestErrors(t *testing.T) {
 	}
 	admin := freeAddr(t)
 	testutil.Go(t, "meridian destination", func(ctx context.Context) error {
-		return runDestination(ctx, []string{"--source", "dir:" + dir, "--addr", "127.0.0.1:0", "--admin-addr", admin, "--log-level", "error"})
+		return runDestination(ctx, []string{"--source", "dir:" + dir, "--addr", "127.0.0.1:0", "--admin-addr", admin, "--log-level", "error", "--plaintext"})
 	})
 	var body string
 	testutil.Eventually(t, 20*time.Second, "/ready to answer 200", func() bool {
@@ -90,7 +90,7 @@ func TestDestinationRingNeedsGossipKey(t *testing.T) {
 		{[]string{"--ring", "--gossip-key-file", key, "--gossip-keys-dir", dir}, "give one"},
 		{[]string{"--ring", "--gossip-keys-dir", t.TempDir()}, "has no gossip.key (the primary key)"},
 	} {
-		args := append([]string{"destination", "--source", "dir:" + dir, "--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--gossip-addr", "127.0.0.1:0"}, tc.args...)
+		args := append([]string{"destination", "--source", "dir:" + dir, "--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--gossip-addr", "127.0.0.1:0", "--plaintext"}, tc.args...)
 		code, _, errOut := capture(t, args...)
 		if code != 1 || !strings.Contains(errOut, tc.want) {
 			t.Errorf("%v: exit %d, stderr %q; want 1 and %q", tc.args, code, errOut, tc.want)
@@ -136,7 +136,8 @@ func startDestination(t *testing.T, src string, args ...string) string {
 }
 
 // TestDestinationInsecureGossip: --insecure-gossip runs a ring in plaintext, and says so: a
-// warning in the log at start, in /ready and in ring_insecure_gossip.
+// warning in the log at start, in /ready and in ring_insecure_gossip; and so does --plaintext
+// (gRPC), in the log and in /ready.
 func TestDestinationInsecureGossip(t *testing.T) {
 	logFile, err := os.CreateTemp(t.TempDir(), "stderr")
 	if err != nil {
@@ -148,7 +149,7 @@ func TestDestinationInsecureGossip(t *testing.T) {
 	admin := freeAddr(t)
 	testutil.Go(t, "meridian destination", func(ctx context.Context) error {
 		return runDestination(ctx, []string{"--source", "dir:" + t.TempDir(), "--addr", "127.0.0.1:0", "--admin-addr", admin,
-			"--ring", "--insecure-gossip", "--gossip-addr", "127.0.0.1:0", "--log-level", "warn"})
+			"--ring", "--insecure-gossip", "--gossip-addr", "127.0.0.1:0", "--log-level", "warn", "--plaintext"})
 	})
 	var body string
 	testutil.Eventually(t, 30*time.Second, "/ready to answer 200", func() bool {
@@ -167,6 +168,14 @@ func TestDestinationInsecureGossip(t *testing.T) {
 	if !strings.Contains(string(logged), `"level":"warn"`) || !strings.Contains(string(logged), "gossip is not encrypted") {
 		t.Errorf("the log at start = %q, want a warning of plaintext gossip", logged)
 	}
+	// --plaintext is a warning too, in the log and in /ready.
+	const plain = "gRPC is served and called in plaintext (--plaintext)"
+	if !strings.Contains(body, "tls: "+plain) {
+		t.Errorf("/ready = %q, want a warning of plaintext gRPC", body)
+	}
+	if !strings.Contains(string(logged), plain) {
+		t.Errorf("the log at start = %q, want a warning of plaintext gRPC", logged)
+	}
 }
 
 // TestDestinationRefusesPlaintextJoiner: a replica without a key (--insecure-gossip) that
@@ -175,11 +184,11 @@ func TestDestinationInsecureGossip(t *testing.T) {
 func TestDestinationRefusesPlaintextJoiner(t *testing.T) {
 	src := t.TempDir()
 	gossip := freeAddr(t)
-	keyed := startDestination(t, src, "--addr", "127.0.0.1:0", "--ring", "--gossip-addr", gossip, "--node-name", "keyed",
+	keyed := startDestination(t, src, "--plaintext", "--addr", "127.0.0.1:0", "--ring", "--gossip-addr", gossip, "--node-name", "keyed",
 		"--gossip-key-file", writeGossipKey(t, t.TempDir(), "gossip.key", 'k'))
 	testutil.Go(t, "the plaintext joiner", func(ctx context.Context) error {
 		return runDestination(ctx, []string{"--source", "dir:" + src, "--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0",
-			"--join", gossip, "--insecure-gossip", "--gossip-addr", "127.0.0.1:0", "--node-name", "rogue", "--log-level", "error"})
+			"--join", gossip, "--insecure-gossip", "--gossip-addr", "127.0.0.1:0", "--node-name", "rogue", "--log-level", "error", "--plaintext"})
 	})
 	testutil.Eventually(t, 30*time.Second, "the keyed replica to count refused gossip", func() bool {
 		l := metricLine(t, keyed, "ring_gossip_refused_total")
@@ -203,7 +212,7 @@ func TestDestinationGossipOnAdvertiseHost(t *testing.T) {
 	}
 	keys := t.TempDir()
 	writeGossipKey(t, keys, "gossip.key", 'a')
-	admin := startDestination(t, t.TempDir(), "--addr", host+":0", "--ring", "--gossip-keys-dir", keys)
+	admin := startDestination(t, t.TempDir(), "--plaintext", "--addr", host+":0", "--ring", "--gossip-keys-dir", keys)
 	c, err := net.DialTimeout("tcp", host+":7946", 5*time.Second)
 	if err != nil {
 		t.Fatalf("gossip does not listen on %s:7946: %v", host, err)

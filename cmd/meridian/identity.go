@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"os"
@@ -13,12 +12,15 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/meridian-mesh/meridian/identity"
 	idclient "github.com/meridian-mesh/meridian/identity/client"
+	"github.com/meridian-mesh/meridian/internal/cptls"
 	"github.com/meridian-mesh/meridian/internal/kube"
+	"github.com/meridian-mesh/meridian/internal/tlsid"
 )
 
 func init() {
@@ -62,6 +64,7 @@ func runIdentityServer(ctx context.Context, args []string) error {
 	fs.StringVar(&cfg.LocalTokenKey, "local-token-key", "", "local-mesh token signing key (PEM, from 'identity init --local-token-key'); with --tokens=local")
 	kubeconfig := fs.String("kubeconfig", "", kube.KubeconfigUsage)
 	fs.StringVar(&cfg.EventDeployment, "event-deployment", cfg.EventDeployment, "Deployment in the control plane namespace that issuer update events are recorded on (Kubernetes only; empty: no events)")
+	tf := addTLSFlags(fs, "identity", true)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -69,6 +72,9 @@ func runIdentityServer(ctx context.Context, args []string) error {
 		return fmt.Errorf("unexpected arguments %q (subcommands: init, token, certify)", fs.Args())
 	}
 	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if err := tf.resolve(cfg.ControlPlaneNamespace, cfg.TrustDomain); err != nil {
 		return err
 	}
 	srv, syncLog, err := newProcess(logOpts, *adminAddr)
@@ -91,7 +97,26 @@ func runIdentityServer(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	svc.Register(srv.WithGRPC(*addr))
+	// TLS with a certificate of its own issuer: proxies verify it (IDENTITY_SVC_NAME) before
+	// they have a certificate, so a client certificate is verified only when given.
+	var certs cptls.Source
+	if !tf.cfg.Plaintext {
+		sc, err := identity.NewServingCert(svc, tf.cfg.Name, log.Named("tls"))
+		if err != nil {
+			return err
+		}
+		certs = sc
+	}
+	id, err := cptls.NewSelfIssued(tf.cfg, certs, svc.Issuer().Anchors, log.Named("tls"))
+	if err != nil {
+		return err
+	}
+	srv.Group.Add("tls", id)
+	gs, err := srv.WithGRPCConfig(tf.grpc(*addr, id, false))
+	if err != nil {
+		return fmt.Errorf("--local-addr: %w", err)
+	}
+	svc.Register(gs)
 	srv.Group.Add("identity", svc)
 	if err := srv.Listen(); err != nil {
 		return err
@@ -226,7 +251,9 @@ func runIdentityCertify(ctx context.Context, args []string) error {
 	addr := fs.String("addr", "127.0.0.1:8080", "identity service address")
 	id := fs.String("identity", "", "identity to request, e.g. web.default.serviceaccount.identity.linkerd.cluster.local (required)")
 	tokenFile := fs.String("token", "", "file holding the ServiceAccount token (required)")
-	anchorsFile := fs.String("trust-anchors", "", "trust anchor bundle to verify the certificate against (optional)")
+	anchorsFile := fs.String("trust-anchors", "", "trust anchor bundle: the identity service's TLS and the certificate are verified against it (required unless --plaintext)")
+	svcName := fs.String("identity-svc-name", identity.ServiceAccountIdentity("linkerd", "linkerd-identity", "linkerd", "cluster.local"), "the identity service's identity, verified on the TLS connection to it")
+	plaintext := fs.Bool("plaintext", false, "talk to an identity service started with --plaintext (no TLS; the certificate is checked against --trust-anchors only when given)")
 	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -234,23 +261,33 @@ func runIdentityCertify(ctx context.Context, args []string) error {
 	if *id == "" || *tokenFile == "" {
 		return errors.New("--identity and --token are required")
 	}
+	if *anchorsFile == "" && !*plaintext {
+		return fmt.Errorf("%w: the identity service serves TLS: give --trust-anchors FILE to verify it (its identity is --identity-svc-name), or --plaintext for one started with --plaintext", errUsage)
+	}
 	cfg := idclient.DefaultConfig()
 	cfg.Identity = *id
+	creds := insecure.NewCredentials()
 	if *anchorsFile != "" {
 		pemData, err := os.ReadFile(*anchorsFile)
 		if err != nil {
 			return err
 		}
-		cfg.TrustAnchors = x509.NewCertPool()
-		if !cfg.TrustAnchors.AppendCertsFromPEM(pemData) {
-			return fmt.Errorf("no certificates in %s", *anchorsFile)
+		if cfg.TrustAnchors, err = tlsid.ParseTrustAnchors(pemData); err != nil {
+			return fmt.Errorf("%s: %w", *anchorsFile, err)
 		}
+	}
+	if !*plaintext {
+		anon, err := tlsid.New(nil, cfg.TrustAnchors)
+		if err != nil {
+			return err
+		}
+		creds = credentials.NewTLS(anon.Client(*svcName, "h2"))
 	}
 	tok, err := idclient.FileToken(*tokenFile)(ctx)
 	if err != nil {
 		return err
 	}
-	conn, err := grpc.NewClient(*addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(*addr, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		return err
 	}
@@ -318,6 +355,11 @@ func certifyRefusal(err error) (string, bool) {
 	switch st.Code() {
 	case codes.InvalidArgument, codes.FailedPrecondition, codes.Unauthenticated:
 		return fmt.Sprintf("the identity service refused the request (%s): %s", st.Code(), st.Message()), true
+	case codes.Unavailable:
+		// A server whose certificate does not verify is the same server next time.
+		if msg := st.Message(); strings.Contains(msg, "tls: failed to verify") || strings.Contains(msg, "x509: ") {
+			return "the identity service's TLS certificate was refused (check --trust-anchors and --identity-svc-name): " + msg, true
+		}
 	}
 	return "", false
 }

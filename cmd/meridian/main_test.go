@@ -66,8 +66,8 @@ current-context: x
 // source: --kubeconfig, then $KUBECONFIG, then in-cluster, then ~/.kube/config.
 func TestEveryCommandFindsTheAPIServerTheSameWay(t *testing.T) {
 	cmds := map[string][]string{
-		"destination": {"destination", "--source", "kubernetes", "--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"},
-		"policy":      {"policy", "--grpc-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"},
+		"destination": {"destination", "--source", "kubernetes", "--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--plaintext"},
+		"policy":      {"policy", "--grpc-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--plaintext"},
 		"identity":    {"identity", "--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"},
 		"injector":    {"injector", "--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"},
 		"check":       {"check"},

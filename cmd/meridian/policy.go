@@ -23,6 +23,7 @@ type policyCommand struct {
 	pprof               bool
 	grace               time.Duration
 	log                 *logOptions
+	tls                 *tlsFlags
 }
 
 // policyFlags fills a policy.Config and the process's settings from the command line.
@@ -44,11 +45,15 @@ func policyFlags(args []string) (policyCommand, error) {
 	fs.DurationVar(&cfg.Compute.DetectTimeout, "default-detect-timeout", cfg.Compute.DetectTimeout, "protocol detection timeout sent to proxies")
 	fs.DurationVar(&pc.grace, "shutdown-grace", 5*time.Second, "how long in-flight calls may run at shutdown")
 	pc.log = serverLogFlags(fs, "log level: debug, info, warn, error")
+	pc.tls = addTLSFlags(fs, "policy", false)
 	if err := parseFlags(fs, args); err != nil {
 		return pc, err
 	}
 	if fs.NArg() > 0 {
 		return pc, fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+	}
+	if err := pc.tls.resolve(cfg.Compute.ControlPlaneNamespace, cfg.Compute.IdentityDomain); err != nil {
+		return pc, err
 	}
 	p, err := compute.ParseDefaultPolicy(*defaultPolicy)
 	if err != nil {
@@ -80,7 +85,17 @@ func runPolicy(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	ctrl.Register(srv.WithGRPC(pc.grpcAddr))
+	id, err := pc.tls.identity(srv.Log)
+	if err != nil {
+		return err
+	}
+	defer id.Close()
+	srv.Group.Add("tls", id)
+	gs, err := srv.WithGRPCConfig(pc.tls.grpc(pc.grpcAddr, id, true))
+	if err != nil {
+		return fmt.Errorf("--local-addr: %w", err)
+	}
+	ctrl.Register(gs)
 	srv.Group.Add("policy", ctrl)
 	if err := srv.Listen(); err != nil {
 		return err

@@ -10,7 +10,7 @@ import (
 func TestPolicyFlags(t *testing.T) {
 	pc, err := policyFlags([]string{
 		"--source", "dir:deploy/examples", "--cluster-default-policy", "deny",
-		"--cluster-networks", "10.0.0.0/8, fd00::/8", "--probe-networks", "", "--log-level", "debug",
+		"--cluster-networks", "10.0.0.0/8, fd00::/8", "--probe-networks", "", "--log-level", "debug", "--plaintext",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -30,7 +30,7 @@ func TestPolicyFlags(t *testing.T) {
 		{"--cluster-networks", "10.0.0.0/33"},
 		{"extra"},
 	} {
-		if _, err := policyFlags(bad); err == nil {
+		if _, err := policyFlags(append([]string{"--plaintext"}, bad...)); err == nil {
 			t.Errorf("policyFlags(%q) succeeded", bad)
 		}
 	}

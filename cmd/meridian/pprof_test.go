@@ -40,10 +40,10 @@ func TestPprofOnlyWithEnablePprof(t *testing.T) {
 	policyDir := t.TempDir()
 	servers := map[string]func(admin string) []string{
 		"destination": func(admin string) []string {
-			return []string{"destination", "--source", "dir:../../deploy/examples", "--addr", "127.0.0.1:0", "--admin-addr", admin, "--log-level", "error"}
+			return []string{"destination", "--source", "dir:../../deploy/examples", "--addr", "127.0.0.1:0", "--admin-addr", admin, "--log-level", "error", "--plaintext"}
 		},
 		"policy": func(admin string) []string {
-			return []string{"policy", "--source", "dir:" + policyDir, "--grpc-addr", "127.0.0.1:0", "--admin-addr", admin, "--log-level", "error"}
+			return []string{"policy", "--source", "dir:" + policyDir, "--grpc-addr", "127.0.0.1:0", "--admin-addr", admin, "--log-level", "error", "--plaintext"}
 		},
 		"identity": func(admin string) []string {
 			return []string{"identity", "--issuer-dir", issuer, "--tokens", "local", "--local-token-key", filepath.Join(issuer, "token-key.pem"),

@@ -69,18 +69,18 @@ func TestProxyLocalMesh(t *testing.T) {
 	if code, out, errOut := capture(t, "identity", "init", "--out", idDir, "--local-token-key"); code != 0 {
 		t.Fatalf("identity init = %d: %s %s", code, out, errOut)
 	}
-	token := func(sa string) string {
-		code, out, errOut := capture(t, "identity", "token", "--key", filepath.Join(idDir, "token-key.pem"), "--namespace", "shop", "--service-account", sa)
+	token := func(ns, sa string) string {
+		code, out, errOut := capture(t, "identity", "token", "--key", filepath.Join(idDir, "token-key.pem"), "--namespace", ns, "--service-account", sa)
 		if code != 0 {
 			t.Fatalf("identity token = %d: %s", code, errOut)
 		}
-		file := filepath.Join(dir, sa+".token")
+		file := filepath.Join(dir, ns+"."+sa+".token")
 		if err := os.WriteFile(file, []byte(out), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		return file
 	}
-	webToken, curlToken := token("web"), token("curl")
+	webToken, curlToken := token("shop", "web"), token("shop", "curl")
 	anchors, err := os.ReadFile(filepath.Join(idDir, "ca-bundle.crt"))
 	if err != nil {
 		t.Fatal(err)
@@ -113,7 +113,8 @@ func TestProxyLocalMesh(t *testing.T) {
 	proxy := func(ip, pod, sa, tok string) {
 		args := []string{
 			"--inbound-listen-addr", ip + ":4143", "--outbound-listen-addr", ip + ":4140", "--admin-listen-addr", ip + ":4191",
-			"--destination-svc-addr", dstAddr, "--policy-svc-addr", policyAddr,
+			"--destination-svc-addr", dstAddr, "--destination-svc-name", dstID,
+			"--policy-svc-addr", policyAddr, "--policy-svc-name", policyID, "--identity-svc-name", identityID,
 			"--policy-workload", fmt.Sprintf(`{"ns":"shop","pod":%q}`, pod),
 			"--identity-svc-addr", identityAddr, "--identity-trust-anchors", string(anchors), "--identity-token-file", tok,
 			"--identity-local-name", sa + ".shop.serviceaccount.identity.linkerd.cluster.local",
@@ -137,13 +138,24 @@ func TestProxyLocalMesh(t *testing.T) {
 		return runIdentity(ctx, []string{"--issuer-dir", idDir, "--tokens", "local", "--local-token-key", filepath.Join(idDir, "token-key.pem"),
 			"--addr", identityAddr, "--admin-addr", "127.0.0.1:0", "--log-level", "error"})
 	})
+	// Destination and policy serve mTLS under their Linkerd identities, with certificates
+	// from identity, as the proxies' *_SVC_NAME settings require.
+	cpTLS := func(sa string) []string {
+		return []string{"--identity-addr", identityAddr, "--identity-trust-anchors", filepath.Join(idDir, "ca-bundle.crt"), "--identity-token-file", token("linkerd", sa)}
+	}
+	dstTLS, policyTLS := cpTLS("linkerd-destination"), cpTLS("linkerd-policy")
+	dstAdmin, policyAdmin := freeAddr(t), freeAddr(t)
 	testutil.Go(t, "meridian destination", func(ctx context.Context) error {
-		return runDestination(ctx, []string{"--source", "dir:" + cluster, "--outbound-transport-mode", "transport-header",
-			"--addr", dstAddr, "--admin-addr", "127.0.0.1:0", "--log-level", "error"})
+		return runDestination(ctx, append([]string{"--source", "dir:" + cluster, "--outbound-transport-mode", "transport-header",
+			"--addr", dstAddr, "--admin-addr", dstAdmin, "--log-level", "error"}, dstTLS...))
 	})
 	testutil.Go(t, "meridian policy", func(ctx context.Context) error {
-		return runPolicy(ctx, []string{"--source", "dir:" + cluster, "--grpc-addr", policyAddr, "--admin-addr", "127.0.0.1:0", "--log-level", "error"})
+		return runPolicy(ctx, append([]string{"--source", "dir:" + cluster, "--grpc-addr", policyAddr, "--admin-addr", policyAdmin, "--log-level", "error"},
+			policyTLS...))
 	})
+	// Ready once their certificates came from identity and their sources are read.
+	waitReady(t, dstAdmin)
+	waitReady(t, policyAdmin)
 	for _, ip := range []string{webIP, curlIP} {
 		testutil.Eventually(t, 20*time.Second, "the proxy at "+ip+" to be ready", func() bool {
 			code, _ := get(t, "http://"+ip+":4191/ready")

@@ -40,7 +40,7 @@ func TestSchemaRejects(t *testing.T) {
 		{"destination.replicas=0", "at '/destination/replicas': minimum: got 0, want 1"},
 		{"webhookFailurePolicy=Sometimes", "at '/webhookFailurePolicy'"},
 		{"destinaton.replicas=3", "additional properties 'destinaton' not allowed"},
-		{"controlPlaneTLS.enabled=true", "at '/controlPlaneTLS/enabled'"},
+		{"controlPlaneTLS.enabled=false", "at '/controlPlaneTLS/enabled'"},
 	} {
 		for _, verb := range []string{"template", "lint"} {
 			args := []string{verb, charttest.ChartDir(), "-f", f.identity, "--set", c.set}

@@ -25,8 +25,19 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
+	pb "github.com/linkerd/linkerd2-proxy-api/go/destination"
+	"github.com/linkerd/linkerd2-proxy-api/go/inbound"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
 	"github.com/meridian-mesh/meridian/identity"
+	idclient "github.com/meridian-mesh/meridian/identity/client"
 	"github.com/meridian-mesh/meridian/internal/charttest"
+	"github.com/meridian-mesh/meridian/internal/testutil"
+	"github.com/meridian-mesh/meridian/internal/tlsid"
 )
 
 // certify gets a workload certificate from the running identity, as a proxy does: a
@@ -60,7 +71,8 @@ func certify(t *testing.T, f *fixture, k *charttest.Kubelet) {
 	pods := k.PodNames("Deployment/linkerd-identity")
 	id := "web." + ns + ".serviceaccount.identity." + f.ns + ".cluster.local"
 	out := f.meridian(t, 0, "identity", "certify", "--addr", net.JoinHostPort(k.PodIP(pods[0]), "8080"),
-		"--identity", id, "--token", tok, "--trust-anchors", anchors, "--timeout", "30s")
+		"--identity", id, "--token", tok, "--trust-anchors", anchors, "--timeout", "30s",
+		"--identity-svc-name", "linkerd-identity."+f.ns+".serviceaccount.identity."+f.ns+".cluster.local")
 	if !strings.Contains(out, "DNS SANs:   "+id) || !strings.Contains(out, "verified against trust anchors: true") {
 		t.Fatalf("identity certify printed:\n%s", out)
 	}
@@ -186,4 +198,102 @@ func manifestDocs(t *testing.T, manifest string) map[string]map[string]any {
 		out[obj["kind"].(string)+"/"+obj["metadata"].(map[string]any)["name"].(string)] = obj
 	}
 	return out
+}
+
+// controlPlaneMTLS proves the running control plane serves mTLS under the identities the
+// injector gives proxies: a workload certificate obtained as a proxy does (a TokenRequest
+// token, identity/client over TLS verifying linkerd-identity) is served by a destination
+// replica (verified as linkerd-destination) and by policy (as linkerd-policy), and a
+// plaintext client is refused by both.
+func controlPlaneMTLS(t *testing.T, f *fixture, k *charttest.Kubelet) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ns := f.env.Namespace(t, nil)
+	if _, err := f.env.Client.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "web"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.env.Client.CoreV1().Services(ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "web"}, Ports: []corev1.ServicePort{{Port: 80}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := f.env.Client.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "web", &authnv1.TokenRequest{
+		Spec: authnv1.TokenRequestSpec{Audiences: []string{identity.Audience}, ExpirationSeconds: ptr.To[int64](3600)},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm, err := f.env.Client.CoreV1().ConfigMaps(f.ns).Get(ctx, "linkerd-identity-trust-roots", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots, err := tlsid.ParseTrustAnchors([]byte(cm.Data["ca-bundle.crt"]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := func(sa string) string { return identity.ServiceAccountIdentity(f.ns, sa, f.ns, "cluster.local") }
+	anon, _ := tlsid.New(nil, roots)
+	idAddr := net.JoinHostPort(k.PodIP(k.PodNames("Deployment/linkerd-identity")[0]), "8080")
+	conn, err := grpc.NewClient(idAddr, grpc.WithTransportCredentials(credentials.NewTLS(anon.Client(cp("linkerd-identity"), "h2"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	cfg := idclient.DefaultConfig()
+	cfg.Identity, cfg.TrustAnchors = identity.ServiceAccountIdentity(ns, "web", f.ns, "cluster.local"), roots
+	c, err := idclient.New(cfg, conn, idclient.StaticToken([]byte(tr.Status.Token)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crt, err := c.CertifyOnce(ctx)
+	if err != nil {
+		t.Fatalf("certify through the identity service's TLS as %s: %v", cp("linkerd-identity"), err)
+	}
+	web, _ := tlsid.New(fixedCert{crt}, roots)
+	call := func(addr string, creds credentials.TransportCredentials, rpc func(context.Context, *grpc.ClientConn) error) error {
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		return rpc(ctx, conn)
+	}
+	get := func(ctx context.Context, conn *grpc.ClientConn) error {
+		s, err := pb.NewDestinationClient(conn).Get(ctx, &pb.GetDestination{Path: "web." + ns + ".svc.cluster.local:80"})
+		if err == nil {
+			_, err = s.Recv()
+		}
+		return err
+	}
+	getPort := func(ctx context.Context, conn *grpc.ClientConn) error {
+		_, err := inbound.NewInboundServerPoliciesClient(conn).GetPort(ctx, &inbound.PortSpec{Workload: `{"ns":"` + ns + `","pod":"nothere"}`, Port: 80})
+		if status.Code(err) == codes.NotFound {
+			return nil // served: no such pod
+		}
+		return err
+	}
+	dst := net.JoinHostPort(k.PodIP("linkerd-destination-0"), "8086")
+	pol := net.JoinHostPort(k.PodIP(k.PodNames("Deployment/linkerd-policy")[0]), "8090")
+	testutil.EventuallyNoError(t, 30*time.Second, "the destination to serve a mesh client", func() error {
+		return call(dst, credentials.NewTLS(web.Client(cp("linkerd-destination"), "h2")), get)
+	})
+	if err := call(pol, credentials.NewTLS(web.Client(cp("linkerd-policy"), "h2")), getPort); err != nil {
+		t.Errorf("policy, a mesh client: %v", err)
+	}
+	for name, addr := range map[string]string{"destination": dst, "policy": pol} {
+		rpc := map[string]func(context.Context, *grpc.ClientConn) error{"destination": get, "policy": getPort}[name]
+		if err := call(addr, insecure.NewCredentials(), rpc); status.Code(err) != codes.Unavailable {
+			t.Errorf("%s, a plaintext client: %v; want Unavailable (refused)", name, err)
+		}
+	}
+}
+
+// fixedCert serves one certificate.
+type fixedCert struct{ c *tls.Certificate }
+
+func (f fixedCert) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) { return f.c, nil }
+func (f fixedCert) GetClientCertificate(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+	return f.c, nil
 }

@@ -40,6 +40,17 @@ func newFixture(t *testing.T) *fixture {
 	f.kubeconfig = charttest.WriteKubeconfig(t, env.Config, f.dir)
 	f.identity, f.anchorKey = filepath.Join(f.dir, "identity.yaml"), filepath.Join(f.dir, "anchor.key")
 	f.meridian(t, 0, "identity", "init", "--control-plane-namespace", f.ns, "--values-out", f.identity, "--anchor-key-out", f.anchorKey)
+	// The stand-in's pods share the host's network namespace: the plaintext listeners the
+	// chart puts on 127.0.0.1 in each destination and policy pod (for kubectl port-forward)
+	// would collide. Every install and upgrade passes this file.
+	vals, err := os.OpenFile(f.identity, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vals.Close()
+	if _, err := vals.WriteString("\ncontrolPlaneTLS:\n  localListeners: false\n"); err != nil {
+		t.Fatal(err)
+	}
 	return f
 }
 

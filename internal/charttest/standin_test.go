@@ -85,7 +85,8 @@ func waitRing(t *testing.T, k *charttest.Kubelet, n int) {
 
 // TestStandIn installs the chart with helm, runs it on the stand-in kubelet, and then proves
 // it works: every probe answers 200, the replicas form one ring, a proxy's certificate and an
-// injection go through, and `meridian check` passes; an upgrade to 5 replicas changes only the
+// injection go through, the control plane serves mTLS (internal/cptls) with the certificates
+// its projected tokens got it, and `meridian check` passes; an upgrade to 5 replicas changes only the
 // StatefulSet's count and the ring grows to 5; and check fails, saying why, when the issuer
 // is about to expire, when the webhook's caBundle does not match, and when a replica stops.
 func TestStandIn(t *testing.T) {
@@ -100,6 +101,7 @@ func TestStandIn(t *testing.T) {
 	}
 	waitRing(t, k, 3)
 	certify(t, f, k)
+	controlPlaneMTLS(t, f, k)
 	admit(t, f, k)
 	if rep, ok := f.check(t); !ok {
 		t.Fatalf("meridian check failed: %v", failedChecks(rep))

@@ -8,7 +8,9 @@
 //     the transport-header mode a machine without iptables needs), the identity service (a
 //     trust anchor and issuer generated into the cache directory on first run and reused
 //     after, local ServiceAccount tokens) and the policy controller, all reading the example
-//     directory;
+//     directory; their gRPC is mTLS as in a cluster (identity's certificate from its issuer,
+//     the others' from identity with tokens of linkerd-destination and linkerd-policy), and
+//     each replica also serves plaintext on <its ip>:8087 for `meridian endpoints`;
 //   - for every ready pod of the example cluster with a loopback IPv4 address: the pod's
 //     application (`meridian demo app`: an HTTP echo, a gRPC service, or a line-echo TCP
 //     "database", chosen by the container port) and, for a meshed pod, a `meridian proxy`
@@ -18,7 +20,8 @@
 //
 // In front of the replicas the demo itself plays the Service linkerd-dst: a TCP forwarder
 // to the live replicas, which is where proxies first ask (a redirect then sends them to each
-// service's owner). Every second it scrapes the replicas' /ring, the proxies', apps' and
+// service's owner). The demo's own Destination client is mTLS too, with a certificate of the
+// ServiceAccount linkerd/meridian-demo (internal/cptls). Every second it scrapes the replicas' /ring, the proxies', apps' and
 // generator's /metrics, and follows the services through the Destination API; the view
 // (view.go) shows the ring, the services with their owners and endpoints, the routes with
 // their rates, success, latency and mTLS identities, and the policy decisions.
@@ -32,7 +35,8 @@
 // what the view shows: pure), view.go (rendering: pure), watch.go (scraping, and the
 // services through the Destination API), mesh.go (starting it all, each round), live.go (the
 // live view and its keys), actions.go (what keys and the script do: kill, restart, the deny
-// policy), once.go (`--once`: a scripted run with checks), keys_*.go (the terminal's keys).
+// policy), once.go and oncetls.go (`--once`: a scripted run with checks), keys_*.go (the
+// terminal's keys).
 //
 // It owns every child process it starts (stopped within a bound when its context ends,
 // killed by the kernel when it dies), the forwarder and every goroutine it starts; all of

@@ -176,12 +176,13 @@ func (m *mesh) viewOptions(model Model, terminal bool) ViewOptions {
 
 // hints are the things to try, with the addresses and pids of this run.
 func (m *mesh) hints(model Model) []string {
-	ownerAddr := "<the owner's address>"
+	// The owner's plaintext listener for tools (its gRPC address is mTLS).
+	ownerAddr := "<the owner's local address>"
 	for _, s := range model.Services {
 		if s.Service == "shop/web" {
-			for _, r := range model.Ring.Rows {
-				if r.Name == s.Owner && r.Addr != "" {
-					ownerAddr = r.Addr
+			for i := range m.cfg.Replicas {
+				if ReplicaName(i) == s.Owner {
+					ownerAddr = m.addrs.ReplicaLocal(i)
 				}
 			}
 		}

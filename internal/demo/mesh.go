@@ -13,8 +13,8 @@ import (
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/meridian-mesh/meridian/internal/cptls"
 	"github.com/meridian-mesh/meridian/internal/run"
 	"github.com/meridian-mesh/meridian/proxy/discovery"
 )
@@ -63,6 +63,7 @@ type mesh struct {
 	sup     *Supervisor
 	cluster *ClusterDir
 	fwd     *Forwarder
+	tls     *cptls.Identity // the demo's own mesh certificate, for its Destination client
 	pool    *discovery.Pool
 	res     *discovery.Resolver
 	watch   *serviceWatch
@@ -96,6 +97,7 @@ func Run(ctx context.Context, cfg Config) error {
 	g.StopTimeout = 5 * time.Second
 	g.Add("examples", m.cluster)
 	g.Add("linkerd-dst", m.fwd)
+	g.Add("certificate", m.tls)
 	g.Add("discovery", m.res)
 	g.Go("demo", func(ctx context.Context) error {
 		defer cancel()
@@ -158,7 +160,18 @@ func newMesh(cfg Config) (*mesh, error) {
 	if m.fwd, err = NewForwarder(m.addrs.DstService(), m.liveReplicas, log.Named("linkerd-dst")); err != nil {
 		return nil, fmt.Errorf("linkerd-dst %s: %w (is another demo running? try --net)", m.addrs.DstService(), err)
 	}
-	m.pool = discovery.NewPool(grpc.WithTransportCredentials(insecure.NewCredentials()))
+	// The demo follows the services through the Destination API as a proxy does: mTLS, with a
+	// certificate of its own ServiceAccount from identity (renewed), verifying the replicas.
+	tcfg := cptls.DefaultConfig()
+	idAddr, _ := m.addrs.Identity()
+	tcfg.Name, tcfg.IdentityAddr, tcfg.IdentityName = Identity(ControlPlaneNamespace, DemoSA), idAddr, Identity(ControlPlaneNamespace, IdentitySA)
+	tcfg.TrustAnchorsFile, tcfg.TokenFile = m.secrets.TrustAnchorsFile(), m.secrets.DemoToken
+	// identity starts with the control plane, after this client: retry soon.
+	tcfg.Client.InitialBackoff, tcfg.Client.MaxBackoff = 100*time.Millisecond, time.Second
+	if m.tls, err = cptls.New(tcfg, log.Named("tls")); err != nil {
+		return nil, err
+	}
+	m.pool = discovery.NewPool(grpc.WithTransportCredentials(m.tls.ClientCredentials(Identity(ControlPlaneNamespace, DestinationSA))))
 	dcfg := discovery.DefaultConfig()
 	dcfg.Addr = m.addrs.DstService()
 	dcfg.IdleTimeout = time.Minute
@@ -172,6 +185,9 @@ func newMesh(cfg Config) (*mesh, error) {
 func (m *mesh) cleanup() {
 	if m.pool != nil {
 		_ = m.pool.Close()
+	}
+	if m.tls != nil {
+		m.tls.Close()
 	}
 	if m.sup != nil {
 		m.sup.Close()

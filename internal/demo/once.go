@@ -48,6 +48,11 @@ func (m *mesh) once(ctx context.Context) error {
 		return fail(err)
 	}
 	m.say("  ok  traffic flows on every route")
+	tls := m.onceControlPlane(ctx, model)
+	if tls.OK {
+		m.say("  ok  the control plane refuses plaintext gRPC; the proxies and the demo reach it over mTLS")
+	}
+	checks = append(checks, tls)
 	edit, err := m.onceEdit(ctx)
 	if err != nil {
 		return fail(err)

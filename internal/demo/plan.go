@@ -24,11 +24,15 @@ func hostPort(ip string, port int) string { return ip + ":" + strconv.Itoa(port)
 // DstService is the address of the Service linkerd-dst: the demo's forwarder to the replicas.
 func (a Addrs) DstService() string { return hostPort(a.ip(1), 8086) }
 
-// Replica is where replica i listens: gRPC, admin, gossip.
+// Replica is where replica i listens: gRPC (mTLS), admin, gossip.
 func (a Addrs) Replica(i int) (grpc, admin, gossip string) {
 	ip := a.ip(byte(10 + i))
 	return hostPort(ip, 8086), hostPort(ip, 9996), hostPort(ip, 7946)
 }
+
+// ReplicaLocal is replica i's plaintext listener for tools (`meridian endpoints`): its
+// --local-addr, as a pod's 127.0.0.1:8086 is reached through kubectl port-forward.
+func (a Addrs) ReplicaLocal(i int) string { return hostPort(a.ip(byte(10+i)), 8087) }
 
 // Identity and Policy are where those services listen: gRPC, admin.
 func (a Addrs) Identity() (grpc, admin string) {
@@ -50,17 +54,23 @@ const (
 func ReplicaName(i int) string { return "dst-" + strconv.Itoa(i) }
 
 // ControlPlane returns the processes of the control plane reading the example directory dir.
+// Its gRPC is mTLS: identity serves with a certificate of its own issuer, policy and the
+// replicas with certificates from identity (their tokens in s), which the replicas also
+// relay with.
 func ControlPlane(a Addrs, replicas int, dir string, s *Secrets) []Spec {
 	idAddr, idAdmin := a.Identity()
 	polAddr, polAdmin := a.Policy()
 	logFlags := []string{"--log-level", "info", "--log-format", "console"}
+	tlsFlags := func(token string) []string {
+		return []string{"--identity-addr", idAddr, "--identity-trust-anchors", s.TrustAnchorsFile(), "--identity-token-file", token}
+	}
 	specs := []Spec{
 		{Name: "identity", Role: RoleControl, Ready: "http://" + idAdmin + "/ready", Args: append([]string{"identity",
 			"--issuer-dir", s.IdentityDir, "--tokens", "local", "--local-token-key", s.TokenKeyFile(),
 			"--trust-domain", TrustDomain, "--control-plane-namespace", ControlPlaneNamespace,
 			"--addr", idAddr, "--admin-addr", idAdmin}, logFlags...)},
-		{Name: "policy", Role: RoleControl, Ready: "http://" + polAdmin + "/ready", Args: append([]string{"policy",
-			"--source", "dir:" + dir, "--grpc-addr", polAddr, "--admin-addr", polAdmin}, logFlags...)},
+		{Name: "policy", Role: RoleControl, Ready: "http://" + polAdmin + "/ready", Args: slices.Concat([]string{"policy",
+			"--source", "dir:" + dir, "--grpc-addr", polAddr, "--admin-addr", polAdmin}, tlsFlags(s.PolicyToken), logFlags)},
 	}
 	var seeds []string
 	for i := range replicas {
@@ -69,10 +79,11 @@ func ControlPlane(a Addrs, replicas int, dir string, s *Secrets) []Spec {
 	}
 	for i := range replicas {
 		grpc, admin, gossip := a.Replica(i)
-		specs = append(specs, Spec{Name: ReplicaName(i), Role: RoleControl, Ready: "http://" + admin + "/ready", Args: append([]string{"destination",
-			"--source", "dir:" + dir, "--addr", grpc, "--admin-addr", admin,
+		specs = append(specs, Spec{Name: ReplicaName(i), Role: RoleControl, Ready: "http://" + admin + "/ready", Args: slices.Concat([]string{"destination",
+			"--source", "dir:" + dir, "--addr", grpc, "--local-addr", a.ReplicaLocal(i), "--admin-addr", admin,
 			"--node-name", ReplicaName(i), "--gossip-addr", gossip, "--join", strings.Join(seeds, ","),
-			"--gossip-key-file", s.GossipKeyFile, "--non-owner", "redirect", "--outbound-transport-mode", "transport-header"}, logFlags...)})
+			"--gossip-key-file", s.GossipKeyFile, "--non-owner", "redirect", "--outbound-transport-mode", "transport-header"},
+			tlsFlags(s.DestinationToken), logFlags)})
 	}
 	return specs
 }
@@ -276,7 +287,8 @@ func (p PodPlan) TrafficSpec(rate float64) Spec {
 }
 
 // ProxySpec is the pod's `meridian proxy`, configured as the injector would configure it
-// (LINKERD2_PROXY_*), on the pod's address: inbound :4143, outbound :4140, admin :4191.
+// (LINKERD2_PROXY_*, the control plane's identities included: mTLS to all three), on the
+// pod's address: inbound :4143, outbound :4140, admin :4191.
 func (p PodPlan) ProxySpec(a Addrs, trustAnchors, tokenFile string) Spec {
 	ip := p.IP.String()
 	idAddr, _ := a.Identity()
@@ -296,6 +308,9 @@ func (p PodPlan) ProxySpec(a Addrs, trustAnchors, tokenFile string) Spec {
 		"ADMIN_LISTEN_ADDR":                        hostPort(ip, ProxyAdmin),
 		"CONTROL_LISTEN_ADDR":                      hostPort(ip, 4190),
 		"DESTINATION_SVC_ADDR":                     a.DstService(),
+		"DESTINATION_SVC_NAME":                     Identity(ControlPlaneNamespace, DestinationSA),
+		"POLICY_SVC_NAME":                          Identity(ControlPlaneNamespace, PolicySA),
+		"IDENTITY_SVC_NAME":                        Identity(ControlPlaneNamespace, IdentitySA),
 		"DESTINATION_CONTEXT":                      string(context),
 		"POLICY_SVC_ADDR":                          polAddr,
 		"POLICY_WORKLOAD":                          string(workload),

@@ -112,6 +112,9 @@ func TestSpecsOfAPod(t *testing.T) {
 		"LINKERD2_PROXY_IDENTITY_TRUST_ANCHORS=ANCHORS", "LINKERD2_PROXY_IDENTITY_TOKEN_FILE=/tok",
 		`LINKERD2_PROXY_POLICY_WORKLOAD={"ns":"billing","pod":"postgres-0"}`, "LINKERD2_PROXY_INBOUND_PORTS_DISABLE_PROTOCOL_DETECTION=5432",
 		"LINKERD2_PROXY_SHUTDOWN_GRACE_PERIOD=1s",
+		"LINKERD2_PROXY_DESTINATION_SVC_NAME=linkerd-destination.linkerd.serviceaccount.identity.linkerd.cluster.local",
+		"LINKERD2_PROXY_POLICY_SVC_NAME=linkerd-policy.linkerd.serviceaccount.identity.linkerd.cluster.local",
+		"LINKERD2_PROXY_IDENTITY_SVC_NAME=linkerd-identity.linkerd.serviceaccount.identity.linkerd.cluster.local",
 	} {
 		if !strings.Contains(env, want) {
 			t.Errorf("proxy env lacks %s:\n%s", want, env)
@@ -126,7 +129,7 @@ func TestSpecsOfAPod(t *testing.T) {
 		!strings.HasSuffix(got, "--proxy 127.0.10.7:4140 --metrics-addr 127.0.10.7:9100 --client-id loadgen.shop.serviceaccount.identity.linkerd.cluster.local --rate 2.5") {
 		t.Errorf("traffic args %q", got)
 	}
-	cp := ControlPlane(a, 3, "/ex", &Secrets{IdentityDir: "/id", GossipKeyFile: "/gk"})
+	cp := ControlPlane(a, 3, "/ex", &Secrets{IdentityDir: "/id", GossipKeyFile: "/gk", DestinationToken: "/dst.tok", PolicyToken: "/pol.tok"})
 	var names []string
 	for _, s := range cp {
 		names = append(names, s.Name)
@@ -139,10 +142,20 @@ func TestSpecsOfAPod(t *testing.T) {
 	}
 	dst := strings.Join(cp[3].Args, " ")
 	for _, want := range []string{"--source dir:/ex", "--addr 127.7.1.11:8086", "--node-name dst-1", "--gossip-addr 127.7.1.11:7946",
-		"--join 127.7.1.10:7946,127.7.1.11:7946,127.7.1.12:7946", "--gossip-key-file /gk", "--non-owner redirect", "--outbound-transport-mode transport-header"} {
+		"--join 127.7.1.10:7946,127.7.1.11:7946,127.7.1.12:7946", "--gossip-key-file /gk", "--non-owner redirect", "--outbound-transport-mode transport-header",
+		"--identity-addr 127.7.1.20:8080 --identity-trust-anchors /id/ca-bundle.crt --identity-token-file /dst.tok", "--local-addr 127.7.1.11:8087"} {
 		if !strings.Contains(dst, want) {
 			t.Errorf("dst-1's args lack %q: %s", want, dst)
 		}
+	}
+	// mTLS everywhere: nothing runs with --plaintext.
+	for _, s := range cp {
+		if slices.Contains(s.Args, "--plaintext") {
+			t.Errorf("%s runs with --plaintext", s.Name)
+		}
+	}
+	if pol := strings.Join(cp[1].Args, " "); !strings.Contains(pol, "--identity-addr 127.7.1.20:8080 --identity-trust-anchors /id/ca-bundle.crt --identity-token-file /pol.tok") {
+		t.Errorf("policy's args lack its TLS flags: %s", pol)
 	}
 }
 

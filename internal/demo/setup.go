@@ -26,10 +26,28 @@ type Secrets struct {
 	IdentityDir   string // ca-bundle.crt, crt.pem, key.pem, trust-anchor.key, token-key.pem
 	TrustAnchors  string // the PEM of ca-bundle.crt
 	GossipKeyFile string
-	tokenDir      string
-	tokenKey      []byte
+	// The token files of the control plane's ServiceAccounts (linkerd/linkerd-destination,
+	// linkerd/linkerd-policy), with which they get their certificates from identity, and of
+	// the demo's own, for its Destination client (linkerd/meridian-demo).
+	DestinationToken, PolicyToken, DemoToken string
+	tokenDir                                 string
+	tokenKey                                 []byte
 	// Created says the identity was made now rather than reused.
 	Created bool
+}
+
+// The ServiceAccounts of the control plane, in ControlPlaneNamespace, as in the chart; and
+// the demo's own.
+const (
+	DestinationSA = "linkerd-destination"
+	PolicySA      = "linkerd-policy"
+	IdentitySA    = "linkerd-identity"
+	DemoSA        = "meridian-demo"
+)
+
+// TrustAnchorsFile is the trust anchor bundle the control plane verifies peers with.
+func (s *Secrets) TrustAnchorsFile() string {
+	return filepath.Join(s.IdentityDir, identity.FileTrustAnchors)
 }
 
 // identityValidity is the life of a generated trust anchor and issuer; minRemaining is how
@@ -60,6 +78,11 @@ func PrepareSecrets(dir string, now time.Time) (*Secrets, error) {
 	}
 	if err := os.MkdirAll(s.tokenDir, 0o700); err != nil {
 		return nil, err
+	}
+	for sa, file := range map[string]*string{DestinationSA: &s.DestinationToken, PolicySA: &s.PolicyToken, DemoSA: &s.DemoToken} {
+		if *file, err = s.Token(ControlPlaneNamespace, sa, now); err != nil {
+			return nil, err
+		}
 	}
 	return s, nil
 }

@@ -2,6 +2,7 @@ package serve
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/meridian-mesh/meridian/internal/admin"
 	"github.com/meridian-mesh/meridian/internal/grpcserver"
@@ -45,8 +47,10 @@ type Process struct {
 	Pprof bool
 
 	grpcAddr, adminAddr string
+	localAddr           string       // "": no local plaintext listener
 	grpc                *grpc.Server // nil: no gRPC API
 	lis, adminLis       net.Listener
+	localLis            net.Listener
 }
 
 // New returns a process whose admin endpoints will listen on adminAddr, without
@@ -58,12 +62,31 @@ func New(log *zap.Logger, adminAddr string) *Process {
 	return &Process{Log: log, Registry: NewRegistry(), adminAddr: adminAddr, Grace: 5 * time.Second, AdminRoutes: map[string]http.Handler{}}
 }
 
-// WithGRPC gives the process a gRPC API on addr (with the grpc_server_* metrics); the caller
-// registers its services on the returned server.
+// WithGRPC gives the process a gRPC API on addr in plaintext (with the grpc_server_*
+// metrics); the caller registers its services on the returned server. The server commands
+// use WithGRPCConfig, which serves the control plane's mTLS.
 func (p *Process) WithGRPC(addr string) *grpc.Server {
-	p.grpcAddr = addr
-	p.grpc = grpcserver.New(p.Registry)
-	return p.grpc
+	srv, _ := p.WithGRPCConfig(GRPC{Addr: addr}) // no LocalAddr: nothing to refuse
+	return srv
+}
+
+// WithGRPCConfig gives the process a gRPC API as g says (with the grpc_server_* metrics): on
+// g.Addr with g.Creds and, with g.LocalAddr, in plaintext on that loopback address too. The
+// caller registers its services on the returned server, which serves both listeners. It
+// refuses a LocalAddr that is not a loopback address.
+func (p *Process) WithGRPCConfig(g GRPC) (*grpc.Server, error) {
+	if g.LocalAddr != "" {
+		if err := CheckLocalAddr(g.LocalAddr); err != nil {
+			return nil, err
+		}
+	}
+	creds := g.Creds
+	if creds == nil {
+		creds = insecure.NewCredentials()
+	}
+	p.grpcAddr, p.localAddr = g.Addr, g.LocalAddr
+	p.grpc = grpcserver.New(p.Registry, grpc.Creds(localAware{creds}))
+	return p.grpc, nil
 }
 
 // Listen opens the gRPC and admin listeners (so that their addresses are known before the
@@ -76,11 +99,17 @@ func (p *Process) Listen() error {
 		}
 		p.lis = lis
 	}
+	if p.grpc != nil && p.localAddr != "" {
+		lis, err := net.Listen("tcp", p.localAddr)
+		if err != nil {
+			p.Close()
+			return fmt.Errorf("listen %s (the local plaintext listener): %w", p.localAddr, err)
+		}
+		p.localLis = localListener{lis}
+	}
 	adminLis, err := net.Listen("tcp", p.adminAddr)
 	if err != nil {
-		if p.lis != nil {
-			_ = p.lis.Close()
-		}
+		p.Close()
 		return fmt.Errorf("listen %s: %w", p.adminAddr, err)
 	}
 	p.adminLis = adminLis
@@ -95,6 +124,14 @@ func (p *Process) Addr() net.Addr {
 	return p.lis.Addr()
 }
 
+// LocalAddr is the local plaintext listener's address (nil before Listen or without one).
+func (p *Process) LocalAddr() net.Addr {
+	if p.localLis == nil {
+		return nil
+	}
+	return p.localLis.Addr()
+}
+
 // AdminAddr is the admin listener's address (nil before Listen).
 func (p *Process) AdminAddr() net.Addr {
 	if p.adminLis == nil {
@@ -106,11 +143,10 @@ func (p *Process) AdminAddr() net.Addr {
 // Close closes the listeners, for the paths that return before Run (closing a listener a
 // server has already closed is harmless).
 func (p *Process) Close() {
-	if p.lis != nil {
-		_ = p.lis.Close()
-	}
-	if p.adminLis != nil {
-		_ = p.adminLis.Close()
+	for _, l := range []net.Listener{p.lis, p.localLis, p.adminLis} {
+		if l != nil {
+			_ = l.Close()
+		}
 	}
 }
 
@@ -119,6 +155,16 @@ func (p *Process) Close() {
 func (p *Process) Run(ctx context.Context) error {
 	if p.grpc != nil {
 		p.Group.Go("grpc", func(ctx context.Context) error { return grpcserver.Serve(ctx, p.grpc, p.lis, p.Grace) })
+	}
+	if p.localLis != nil {
+		// The same server on a second listener: the "grpc" component's graceful stop closes it,
+		// and Serve then returns.
+		p.Group.Go("grpc-local", func(context.Context) error {
+			if err := p.grpc.Serve(p.localLis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+				return fmt.Errorf("serve %s: %w", p.localLis.Addr(), err)
+			}
+			return nil
+		})
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/", admin.NewHandler(p.Registry, admin.Options{Ready: p.Group.Ready, Warnings: p.Group.Warnings, Pprof: p.Pprof}))
@@ -129,6 +175,9 @@ func (p *Process) Run(ctx context.Context) error {
 	fields := []zap.Field{zap.String("admin", p.adminLis.Addr().String())}
 	if p.lis != nil {
 		fields = append(fields, zap.String("addr", p.lis.Addr().String()))
+	}
+	if p.localLis != nil {
+		fields = append(fields, zap.String("localPlaintext", p.localLis.Addr().String()))
 	}
 	p.Log.Info("serving", fields...)
 	return p.Group.Run(ctx)

@@ -3,7 +3,9 @@ package tlsid
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
+	"fmt"
 	"sync"
 )
 
@@ -77,6 +79,46 @@ func (c *Config) Server(alpn ...string) *tls.Config {
 		cfg.GetCertificate = c.certs.GetCertificate
 	}
 	return cfg
+}
+
+// ServerRequiringClientCert is Server for an API every peer must prove an identity to:
+// the handshake fails unless the client presents a certificate that chains to the trust
+// anchors. The control plane's destination and policy APIs use it (every proxy holds a
+// certificate before it asks them anything).
+func (c *Config) ServerRequiringClientCert(alpn ...string) *tls.Config {
+	cfg := c.Server(alpn...)
+	cfg.ClientAuth = tls.RequireAndVerifyClientCert
+	return cfg
+}
+
+// Roots returns the trust anchors the Config verifies peers against. Do not modify the pool.
+func (c *Config) Roots() *x509.CertPool { return c.roots }
+
+// ParseTrustAnchors returns a pool of the PEM certificates in pemData (a trust anchor bundle,
+// as in the ConfigMap linkerd-identity-trust-roots), or an error when it holds none or one
+// does not parse.
+func ParseTrustAnchors(pemData []byte) (*x509.CertPool, error) {
+	pool := x509.NewCertPool()
+	n := 0
+	for rest := pemData; ; {
+		var b *pem.Block
+		if b, rest = pem.Decode(rest); b == nil {
+			break
+		}
+		if b.Type != "CERTIFICATE" {
+			continue
+		}
+		c, err := x509.ParseCertificate(b.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("trust anchor %d: %w", n+1, err)
+		}
+		pool.AddCert(c)
+		n++
+	}
+	if n == 0 {
+		return nil, errors.New("no PEM CERTIFICATE block in the trust anchors")
+	}
+	return pool, nil
 }
 
 // PeerIdentity returns the identity the peer of a completed handshake proved: the first DNS

@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
 	"math/big"
 	"net"
@@ -176,4 +177,57 @@ func TestLooksLikeTLS(t *testing.T) {
 			t.Errorf("LooksLikeTLS(%q) = %v", in, got)
 		}
 	}
+}
+
+// TestServerRequiringClientCert: the server refuses a client without a certificate, accepts
+// one with a mesh certificate and sees its identity.
+func TestServerRequiringClientCert(t *testing.T) {
+	p := newPKI(t)
+	web, _ := New(staticCerts{p.leaf(t, webID)}, p.roots)
+	api, _ := New(staticCerts{p.leaf(t, apiID)}, p.roots)
+	anon, _ := New(nil, p.roots)
+	if _, _, serr := handshake(t, anon.Client(apiID), api.ServerRequiringClientCert()); serr == nil {
+		t.Error("a client without a certificate was accepted")
+	}
+	id, cerr, serr := handshake(t, web.Client(apiID), api.ServerRequiringClientCert("h2"))
+	if cerr != nil || serr != nil || id != webID {
+		t.Errorf("client with a certificate: client %v, server %v, identity %q", cerr, serr, id)
+	}
+	if api.Roots() != p.roots {
+		t.Error("Roots is not the pool given to New")
+	}
+}
+
+func TestParseTrustAnchors(t *testing.T) {
+	p := newPKI(t)
+	good := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: p.ca.Raw})
+	pool, err := ParseTrustAnchors(append([]byte("# comment\n"), good...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.leaf(t, webID).Leaf.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
+		t.Errorf("a leaf does not verify against the parsed anchors: %v", err)
+	}
+	for name, in := range map[string][]byte{
+		"empty":        nil,
+		"no PEM":       []byte("not a certificate"),
+		"only a key":   pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: []byte{1}}),
+		"bad DER":      pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: []byte{1, 2, 3}}),
+		"good and bad": append(good, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: []byte{1}})...),
+	} {
+		if _, err := ParseTrustAnchors(in); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+func FuzzParseTrustAnchors(f *testing.F) {
+	f.Add([]byte("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"))
+	f.Add([]byte(""))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		pool, err := ParseTrustAnchors(in)
+		if (pool == nil) == (err == nil) {
+			t.Fatalf("pool %v with error %v", pool, err)
+		}
+	})
 }

@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -16,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -346,6 +348,12 @@ func get(t testing.TB, hc *http.Client, path string, hdr map[string]string) (*ht
 }
 
 // echo writes line on an opaque connection, half-closes it and returns all it read back.
+// closedByPeer reports whether err means the other side closed the connection: a
+// clean end, a reset, or a write that found it already closed.
+func closedByPeer(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
+
 func echo(t testing.TB, conn net.Conn, line string) (string, error) {
 	t.Helper()
 	defer conn.Close()

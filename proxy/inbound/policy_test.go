@@ -2,7 +2,6 @@ package inbound
 
 import (
 	"context"
-	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -156,7 +155,7 @@ func TestPolicyServiceDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := echo(t, conn, "x\n"); got != "" || (err != nil && !errors.Is(err, io.EOF) && !strings.Contains(err.Error(), "reset")) {
+	if got, err := echo(t, conn, "x\n"); got != "" || (err != nil && !closedByPeer(err)) {
 		t.Errorf("default deny, TCP: %q %v", got, err)
 	}
 	allow := policyProxy(t, pki, ctl.addr, "all-unauthenticated", httpPort)

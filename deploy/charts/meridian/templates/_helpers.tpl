@@ -194,3 +194,54 @@ spec:
 - --log-level={{ .Values.logLevel }}
 - --log-format={{ .Values.logFormat }}
 {{- end }}
+
+{{/*
+The control-plane TLS of a server whose certificate comes from identity (destination,
+policy): its flags (the identity service, the trust anchors and token mounted by
+meridian.identityVolumes, its own identity as linkerd-<name>, and with
+controlPlaneTLS.localListeners a plaintext listener on 127.0.0.1 at its gRPC port).
+  (dict "root" $ "name" "destination" "port" 8086)
+*/}}
+{{- define "meridian.tlsFlags" -}}
+{{- $ns := .root.Release.Namespace -}}
+{{- $td := .root.Values.identityTrustDomain -}}
+- --identity-addr=linkerd-identity-headless.{{ $ns }}.svc.{{ .root.Values.clusterDomain }}.:8080
+- --identity-svc-name=linkerd-identity.{{ $ns }}.serviceaccount.identity.{{ $ns }}.{{ $td }}
+- --identity-name=linkerd-{{ .name }}.{{ $ns }}.serviceaccount.identity.{{ $ns }}.{{ $td }}
+- --identity-trust-anchors=/var/run/linkerd/identity/trust-roots/ca-bundle.crt
+- --identity-token-file=/var/run/secrets/tokens/linkerd-identity-token
+{{- if .root.Values.controlPlaneTLS.localListeners }}
+- --local-addr=127.0.0.1:{{ .port }}
+{{- end }}
+{{- end }}
+
+{{/* The mounts of meridian.identityVolumes. */}}
+{{- define "meridian.identityVolumeMounts" -}}
+- name: linkerd-identity-token
+  mountPath: /var/run/secrets/tokens
+  readOnly: true
+- name: trust-roots
+  mountPath: /var/run/linkerd/identity/trust-roots
+  readOnly: true
+{{- end }}
+
+{{/*
+The volumes of a server whose certificate comes from identity: its ServiceAccount token for
+identity (projected, audience identity.l5d.io, 24 h: the kubelet renews it, and it is read
+before every certificate request) and the trust anchors ConfigMap.
+*/}}
+{{- define "meridian.identityVolumes" -}}
+- name: linkerd-identity-token
+  projected:
+    sources:
+    - serviceAccountToken:
+        path: linkerd-identity-token
+        expirationSeconds: 86400
+        audience: identity.l5d.io
+- name: trust-roots
+  configMap:
+    name: linkerd-identity-trust-roots
+    items:
+    - key: ca-bundle.crt
+      path: ca-bundle.crt
+{{- end }}
