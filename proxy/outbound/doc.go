@@ -23,9 +23,9 @@
 //
 // # HTTP
 //
-// HTTP/1.1 connections start on the lean path (h1conn.go): heads parsed in place, bodies
-// relayed between bufio buffers, upstream connections pooled per endpoint; a proxied request
-// allocates nothing there. A request it does not take exactly (CONNECT, an upgrade, Expect,
+// HTTP/1.1 connections start on the lean path (h1conn.go, on the codec of proxy/h1): heads
+// parsed in place, bodies relayed between bufio buffers, upstream connections pooled per
+// endpoint; a proxied request allocates nothing there. A request it does not take exactly (CONNECT, an upgrade, Expect,
 // a chunked or large body, HTTP/1.0, gRPC, anything its strict parser refuses) is handed,
 // with the rest of its connection and every byte read, to one net/http server, which also
 // serves HTTP/2 with prior knowledge and forwards through net/http Transports. Both paths
@@ -61,7 +61,7 @@
 // goroutines (detection, tunnels), the HTTP server's, one watcher per target and a janitor
 // that drops idle targets.
 //
-// It imports proxy/balance, proxy/detect, proxy/discovery (types only), proxy/httpproxy,
+// It imports proxy/balance, proxy/detect, proxy/discovery (types only), proxy/h1, proxy/httpproxy,
 // proxy/metrics, proxy/tlsid, proxy/transportheader, zap and golang.org/x/sys/unix. It must
 // not import `shard/...`, `policy/...`, `identity`, `injector/...`, `bench/...`, `cmd/...` or
 // `proxy/inbound/...`.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/meridian-mesh/meridian/proxy/discovery"
+	"github.com/meridian-mesh/meridian/proxy/h1"
 	"github.com/meridian-mesh/meridian/proxy/metrics"
 	"github.com/meridian-mesh/meridian/proxy/transportheader"
 )
@@ -39,7 +40,7 @@ type endpoint struct {
 	h1, h2 *http.Transport
 	// lean pools the lean HTTP/1.1 path's connections (h1conn.go); h1 serves the requests
 	// that path hands to net/http.
-	lean    h1pool
+	lean    h1.Pool
 	retired atomic.Bool
 }
 
@@ -122,7 +123,7 @@ func (e *endpoint) pool(major int) *http.Transport {
 // on it finish, and their connections are closed as they end (see afterRequest).
 func (e *endpoint) retire() {
 	e.retired.Store(true)
-	e.lean.closeIdle(true)
+	e.lean.CloseIdle(true)
 	e.closeIdle()
 }
 

@@ -291,11 +291,11 @@ func (ts *targets) sweep() {
 func (t *target) sweepPools(now int64) {
 	idle := int64(t.ts.o.cfg.PoolIdleTimeout)
 	if t.direct != nil {
-		t.direct.lean.sweep(now, idle)
+		t.direct.lean.Sweep(now, idle)
 		return
 	}
 	for _, e := range t.p2c.Endpoints() {
-		e.Value().lean.sweep(now, idle)
+		e.Value().lean.Sweep(now, idle)
 	}
 }
 
