@@ -139,4 +139,3 @@ func FuzzConn(f *testing.F) {
 		}
 	})
 }
-

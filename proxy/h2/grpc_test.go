@@ -107,4 +107,3 @@ func BenchmarkRelayHTTP(b *testing.B) {
 		})
 	}
 }
-
