@@ -328,7 +328,7 @@ func TestServeHTTP(t *testing.T) {
 	})
 	p.answer = func(st *Stream) bool {
 		p.wg.Add(1)
-		go func() { defer p.wg.Done(); st.ServeHTTP(handler) }()
+		go func() { defer p.wg.Done(); st.ServeHTTP(context.Background(), handler) }()
 		return true
 	}
 	c := h2Client(t, p.addr)

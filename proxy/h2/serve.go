@@ -16,11 +16,12 @@ import (
 // path for what the relay does not do (a request to downgrade to HTTP/1, say). Call it
 // once ServeStream returned without an upstream, from another goroutine. h gets an
 // *http.Request whose body is the stream's (its window goes back as h reads it) and whose
-// context ends when the stream does, and a ResponseWriter that is an http.Flusher and sends
-// trailers (declared in a Trailer field, or named with http.TrailerPrefix). A panic with
-// http.ErrAbortHandler resets the stream; a response left unwritten is an empty 200.
-func (s *Stream) ServeHTTP(h http.Handler) {
-	ctx, cancel := context.WithCancel(context.Background())
+// context, derived from ctx, ends when the stream does, and a ResponseWriter that is an
+// http.Flusher and sends trailers (declared in a Trailer field, or named with
+// http.TrailerPrefix). A panic with http.ErrAbortHandler resets the stream; a response left
+// unwritten is an empty 200.
+func (s *Stream) ServeHTTP(ctx context.Context, h http.Handler) {
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	body := &bodyPipe{s: s}
 	body.cond.L = &body.mu

@@ -23,7 +23,11 @@
 //     on the codec of proxy/h1: heads parsed in place, nothing allocated per request); a
 //     request it does not take exactly (an upgrade, Expect, a chunked or large body,
 //     HTTP/1.0, gRPC, an escaped path, ...) is handed with the rest of its connection to
-//     net/http's server, which also serves HTTP/2 with prior knowledge.
+//     net/http's server. HTTP/2 (a transport header saying so, or detected) is served on
+//     the lean relay of proxy/h2 (h2conn.go): each stream is authorized alike and relayed
+//     frame by frame to a multiplexed h2c connection to the application; a request a
+//     Linkerd client proxy upgraded from HTTP/1 (l5d-orig-proto) goes to the net/http
+//     handler through the stream's adapter, which downgrades it.
 //
 // The application is at Config.AppAddr(port) (the local mesh: <pod ip>:<port>), by default
 // the original destination's address or 127.0.0.1. Metrics are linkerd2-proxy's (package
@@ -34,7 +38,7 @@
 // stops accepting, lets in-flight requests and connections finish for Config.Grace, then
 // closes what is left and returns.
 //
-// It imports the proxy's building blocks (detect, h1, transportheader, tlsid, metrics,
-// origdst, inbound/policy), grpc and zap. It must not import `shard/...`, `policy/...`,
+// It imports the proxy's building blocks (detect, h1, h2, transportheader, tlsid, metrics,
+// origdst, inbound/policy), grpc, hpack and zap. It must not import `shard/...`, `policy/...`,
 // `identity`, `injector/...`, `bench/...` or `cmd/...`.
 package inbound

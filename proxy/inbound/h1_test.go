@@ -279,7 +279,7 @@ func TestLeanAppFailures(t *testing.T) {
 		}
 	}
 	if got := p.counter(t, "response_total", map[string]string{"status_code": "502", "classification": "failure"}); got != 2 {
-		t.Errorf("502s counted %v times, want 2", got)
+		t.Errorf("502s counted %v times, want 2 (counted before the answer leaves)", got)
 	}
 	for i := range 2 {
 		c := dialPlain(t, p.addr)

@@ -54,6 +54,9 @@ type h1session struct {
 	memoAuth string
 	memoSrv  string
 	memoRM   *metrics.Route
+
+	rm    *metrics.Route // the request's, until its response is counted (record)
+	start time.Time
 }
 
 // serveH1 serves a connection on the lean path until it closes, must close, or hands a

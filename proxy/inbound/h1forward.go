@@ -44,15 +44,25 @@ func (ls *h1session) serve() bool {
 	if route.Error != "" {
 		return ls.refuse(rm, start, http.StatusInternalServerError, route.Error, true)
 	}
+	ls.rm, ls.start = rm, start
 	status, failed, keep := ls.forward()
-	rm.Response(status, "", failed, time.Since(start))
+	ls.record(status, failed)
 	return keep
+}
+
+// record counts the response once, before its last bytes leave (as net/http's server
+// does: a client that has the response finds it counted).
+func (ls *h1session) record(status int, failed bool) {
+	if ls.rm != nil {
+		ls.rm.Response(status, "", failed, time.Since(ls.start))
+		ls.rm = nil
+	}
 }
 
 // refuse answers a request the proxy does not forward.
 func (ls *h1session) refuse(rm *metrics.Route, start time.Time, status int, msg string, failed bool) bool {
-	err := h1.WriteError(ls.bw, status, msg, ls.req.Close)
 	rm.Response(status, "", failed, time.Since(start))
+	err := h1.WriteError(ls.bw, status, msg, ls.req.Close)
 	return err == nil && !ls.req.Close
 }
 
@@ -103,6 +113,7 @@ func (ls *h1session) appError(err error) (int, bool, bool) {
 		status = http.StatusGatewayTimeout
 	}
 	ls.i.log.Debug("inbound: forwarding failed", zap.String("app", ls.target), zap.Error(err))
+	ls.record(status, true)
 	werr := h1.WriteError(ls.bw, status, "connection to the application failed", ls.req.Close)
 	return status, true, werr == nil && !ls.req.Close
 }
@@ -136,6 +147,7 @@ func (ls *h1session) relay(uc *h1.Conn) (status int, failed, keep bool) {
 		h1.WriteResponseHead(ls.bw, r, kind, closeClient)
 		err = h1.RelayBody(ls.bw, uc.R, kind, r.ContentLength)
 		if err == nil {
+			ls.record(r.Status, r.Status >= 500)
 			err = ls.bw.Flush()
 		}
 	}

@@ -84,11 +84,11 @@ func (i *Inbound) transports() (h1, h2 *http.Transport) {
 	return h1, h2
 }
 
-// serveHTTP serves an HTTP session: on the lean HTTP/1.1 path unless it is known to be
-// HTTP/2 (which net/http serves, as it serves whatever the lean path hands it).
+// serveHTTP serves an HTTP session: on the lean HTTP/2 relay when it is known to be HTTP/2,
+// else on the lean HTTP/1.1 path (net/http serves whatever that path hands it).
 func (i *Inbound) serveHTTP(tc *trackedConn, s *session, port *policy.Port, target string, h2 bool) {
 	if h2 {
-		i.serveNetHTTP(s, port, target)
+		i.serveH2(s, port, target)
 		return
 	}
 	i.serveH1(tc, s, port, target)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/meridian-mesh/meridian/proxy/h1"
+	"github.com/meridian-mesh/meridian/proxy/h2"
 	"github.com/meridian-mesh/meridian/proxy/inbound/policy"
 	"github.com/meridian-mesh/meridian/proxy/metrics"
 	"go.uber.org/zap"
@@ -34,6 +35,11 @@ type Inbound struct {
 	pools   pools     // the lean HTTP/1.1 path's connections to the application
 	lean    leanConns // the lean path's client connections between requests
 	epoch   time.Time // the pools' clock starts here
+
+	h2cfg    h2.Config      // the lean HTTP/2 relay's connections
+	h2pools  h2pools        // its connections to the application
+	h2served h2served       // its client connections
+	h2wg     sync.WaitGroup // its upstream read loops, dials and net/http fallbacks
 
 	mu     sync.Mutex
 	lis    net.Listener
@@ -67,6 +73,7 @@ func New(cfg Config, deps Deps) (*Inbound, error) {
 		opaque:  map[uint16]bool{},
 		dialer:  net.Dialer{Timeout: cfg.ConnectTimeout, KeepAlive: 30 * time.Second},
 		epoch:   time.Now(),
+		h2cfg:   h2.Config{WriteTimeout: 10 * time.Second},
 	}
 	for _, p := range cfg.OpaquePorts {
 		i.opaque[p] = true
@@ -157,6 +164,8 @@ func (i *Inbound) Run(ctx context.Context) error {
 	i.h1.CloseIdleConnections()
 	i.h2.CloseIdleConnections()
 	i.pools.each(func(p *h1.Pool) { p.CloseIdle(true) })
+	i.h2pools.each(func(p *h2.Pool) { p.Close() })
+	i.h2wg.Wait()
 	return nil
 }
 
@@ -175,6 +184,8 @@ func (i *Inbound) sweep(ctx context.Context) {
 		case <-t.C:
 			now := i.now()
 			i.pools.each(func(p *h1.Pool) { p.Sweep(now, int64(poolIdleTimeout)) })
+			before := time.Now().Add(-poolIdleTimeout)
+			i.h2pools.each(func(p *h2.Pool) { p.CloseIdle(before, false) })
 		}
 	}
 }
@@ -186,6 +197,7 @@ func (i *Inbound) drain() {
 	shut := make(chan struct{})
 	go func() { defer close(shut); _ = i.httpSrv.Shutdown(grace) }()
 	i.lean.drain()
+	i.h2served.drain()
 	if !i.conns.wait(grace) {
 		i.log.Info("inbound: grace period over: closing connections", zap.Int("open", i.conns.len()))
 	}
