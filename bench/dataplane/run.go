@@ -24,8 +24,10 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) (*Result, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	// Fewer collections in the generator: its pauses would count against every variant.
-	defer debug.SetGCPercent(debug.SetGCPercent(400))
+	// Few collections in the generator and the application (this process): their pauses
+	// would count against every variant. The heap may grow to a GiB before one runs.
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(1 << 30))
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	c, err := startCluster(ctx, cfg, log)
 	if err != nil {
 		return nil, err

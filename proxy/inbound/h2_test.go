@@ -19,7 +19,9 @@ import (
 
 // seenHealth is a health service that answers with what it saw of each call's metadata
 // (in the response header).
-type seenHealth struct{ healthpb.UnimplementedHealthServer }
+type seenHealth struct {
+	healthpb.UnimplementedHealthServer
+}
 
 func (seenHealth) Check(ctx context.Context, _ *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
 	md, _ := metadata.FromIncomingContext(ctx)

@@ -148,5 +148,3 @@ func TestLeanHTTP2Drain(t *testing.T) {
 		t.Errorf("Serve: %v", err)
 	}
 }
-
-
