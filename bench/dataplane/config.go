@@ -49,9 +49,11 @@ type Config struct {
 	// Connections is the number of HTTP/1.1 keep-alive connections the generator spreads its
 	// requests over, and the number of gRPC calls it may have in flight at once.
 	Connections int
-	// NginxWorkers is each nginx's worker_processes (0: auto, one per CPU).
-	NginxWorkers int
-	// ProxyGOMAXPROCS is each proxy's GOMAXPROCS (0: Go's default, every CPU).
+	// NginxWorkers is each nginx's worker_processes (0: auto, one per CPU), and
+	// ProxyGOMAXPROCS each proxy's GOMAXPROCS (0: Go's default, every CPU). Both default to
+	// one: a sidecar's share, as Linkerd runs its proxies (one runtime worker unless
+	// configured otherwise), so each proxy of either pair has one core's worth of threads.
+	NginxWorkers    int
 	ProxyGOMAXPROCS int
 	// ReadyTimeout bounds the start of the processes (certificates, discovery, listeners).
 	ReadyTimeout time.Duration
@@ -69,15 +71,17 @@ type Config struct {
 // per variant (10 rounds of 3 s) after 5 s of warm-up.
 func DefaultConfig() Config {
 	return Config{
-		Nginx:        "nginx",
-		Protocols:    []Protocol{HTTP1, GRPC},
-		Variants:     []Variant{Direct, Nginx, Meridian},
-		Rate:         2000,
-		Rounds:       10,
-		Segment:      3 * time.Second,
-		Warmup:       5 * time.Second,
-		Connections:  16,
-		ReadyTimeout: time.Minute,
+		Nginx:           "nginx",
+		Protocols:       []Protocol{HTTP1, GRPC},
+		Variants:        []Variant{Direct, Nginx, Meridian},
+		Rate:            2000,
+		Rounds:          10,
+		Segment:         3 * time.Second,
+		Warmup:          5 * time.Second,
+		Connections:     16,
+		NginxWorkers:    1,
+		ProxyGOMAXPROCS: 1,
+		ReadyTimeout:    time.Minute,
 	}
 }
 
