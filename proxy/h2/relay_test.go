@@ -347,3 +347,33 @@ func TestServeHTTP(t *testing.T) {
 		t.Errorf("%d %v trailers %v", res.StatusCode, res.Header, res.Trailer)
 	}
 }
+
+// TestUpstreamGoAway: an upstream that goes away gracefully (GOAWAY) takes no new stream,
+// and its connection closes once its streams are done; the next request dials again.
+func TestUpstreamGoAway(t *testing.T) {
+	lis := testutil.Listen(t)
+	var pr http.Protocols
+	pr.SetUnencryptedHTTP2(true)
+	srv := &http.Server{Protocols: &pr, Handler: echoHandler()}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Serve(lis) }()
+	defer func() { _ = srv.Close(); <-done }()
+	p := startRelay(t, lis.Addr().String(), Config{})
+	c := h2Client(t, p.addr)
+	res, err := c.Get("http://web/1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	p.mu.Lock()
+	first := p.ups[0]
+	p.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	go func() { _ = srv.Shutdown(ctx) }() // GOAWAY, then close the idle connection
+	testutil.Wait(t, wait, "the upstream connection to close", func() { <-first.Done() })
+	if p.pool.Take() != nil {
+		t.Error("the pool still offers a connection that went away")
+	}
+}

@@ -438,8 +438,10 @@ func (c *Conn) removeLocked(s *Stream) {
 	}
 	if len(c.streams) == 0 {
 		c.idleAt = time.Now()
-		if c.goAway && c.server {
-			c.flushLocked() // shutting down: the last stream is done
+		if c.goAway && (c.server || c.reserved == 0) {
+			// Going away (this side's Shutdown, or the server's GOAWAY): the last stream
+			// is done.
+			c.flushLocked()
 			c.failLocked(ErrConnClosed)
 		}
 	}
