@@ -10,12 +10,13 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/meridian-mesh/meridian/bench"
+	"github.com/meridian-mesh/meridian/bench/dataplane"
 	"github.com/meridian-mesh/meridian/bench/feed"
 	"github.com/meridian-mesh/meridian/shard/source"
 )
 
 func init() {
-	register(&command{name: "bench", summary: "load harness: synthetic cluster, real replicas, streams and churn", run: runBench})
+	register(&command{name: "bench", summary: "load harness: synthetic cluster, real replicas, streams and churn; 'bench proxy': the data plane against nginx", run: runBench})
 	// The replicas the harness starts read its synthetic cluster: meridian destination
 	// --source feed:ADDR.
 	sourceKinds["feed"] = func(addr string, log *zap.Logger) (source.Source, error) {
@@ -40,6 +41,9 @@ func parseShardList(s string) ([]int, error) {
 }
 
 func runBench(ctx context.Context, args []string) error {
+	if len(args) > 0 && args[0] == "proxy" {
+		return runBenchProxy(ctx, args[1:])
+	}
 	cfg := bench.DefaultConfig()
 	fs := newFlagSet("bench")
 	fs.IntVar(&cfg.Cluster.Services, "services", cfg.Cluster.Services, "services in the synthetic cluster")
@@ -123,6 +127,77 @@ func runBench(ctx context.Context, args []string) error {
 		if r.FinalStateMismatches != 0 || r.StreamsClosed != 0 {
 			return fmt.Errorf("%d shards: %d final-state mismatches, %d streams closed", r.Shards, r.FinalStateMismatches, r.StreamsClosed)
 		}
+	}
+	return nil
+}
+
+// runBenchProxy is `meridian bench proxy`: the data-plane benchmark (bench/dataplane).
+func runBenchProxy(ctx context.Context, args []string) error {
+	cfg := dataplane.DefaultConfig()
+	fs := newFlagSet("bench proxy")
+	fs.Float64Var(&cfg.Rate, "rate", cfg.Rate, "requests per second, constant (open loop)")
+	fs.IntVar(&cfg.Rounds, "rounds", cfg.Rounds, "rounds; each runs every variant for --segment, in a rotating order")
+	fs.DurationVar(&cfg.Segment, "segment", cfg.Segment, "measured time of each variant per round")
+	fs.DurationVar(&cfg.Warmup, "warmup", cfg.Warmup, "unmeasured warm-up of each variant, before the rounds")
+	fs.IntVar(&cfg.Connections, "connections", cfg.Connections, "HTTP/1.1 keep-alive connections (and gRPC calls in flight at most)")
+	protocols := fs.String("protocols", "http1,grpc", "protocols to measure: http1, grpc")
+	variants := fs.String("variants", "direct,nginx,meridian", "paths to measure: direct (to the app), nginx (a pair of nginx), meridian (a pair of proxies)")
+	fs.StringVar(&cfg.Nginx, "nginx", cfg.Nginx, "nginx executable")
+	fs.IntVar(&cfg.NginxWorkers, "nginx-workers", cfg.NginxWorkers, "worker_processes of each nginx (0: auto, one per CPU)")
+	fs.IntVar(&cfg.ProxyGOMAXPROCS, "proxy-gomaxprocs", cfg.ProxyGOMAXPROCS, "GOMAXPROCS of each proxy (0: Go's default, every CPU); one by default, as Linkerd runs one proxy worker")
+	fs.DurationVar(&cfg.ReadyTimeout, "ready-timeout", cfg.ReadyTimeout, "longest wait for each process to be ready")
+	fs.StringVar(&cfg.ProfileDir, "profile-dir", cfg.ProfileDir, "save both proxies' CPU and allocation profiles, taken over one more Meridian segment per protocol, into this directory")
+	fs.BoolVar(&cfg.KeepLogs, "keep-logs", cfg.KeepLogs, "keep the work directory (configurations, logs) even when the run succeeds")
+	jsonPath := fs.String("json", "", "write every figure as JSON to this file")
+	check := fs.Bool("check", false, "exit non-zero when a target of issue 13 is missed")
+	binary := fs.String("binary", "", "meridian executable for the control plane and the proxies (default: this one)")
+	fs.StringVar(&cfg.ProxyBinary, "proxy-binary", "", "executable for the proxies only, run as '<it> proxy' (default: --binary)")
+	quiet := fs.Bool("quiet", false, "no progress lines")
+	logOpts := consoleLogFlags(fs, "log level of the harness")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+	}
+	var err error
+	if cfg.Protocols, err = dataplane.ParseProtocols(strings.Split(*protocols, ",")); err != nil {
+		return fmt.Errorf("%w: --protocols: %v", errUsage, err)
+	}
+	if cfg.Variants, err = dataplane.ParseVariants(strings.Split(*variants, ",")); err != nil {
+		return fmt.Errorf("%w: --variants: %v", errUsage, err)
+	}
+	if cfg.Binary = *binary; cfg.Binary == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("find this executable: %w (pass --binary)", err)
+		}
+		cfg.Binary = exe
+	}
+	if !*quiet {
+		cfg.Progress = stderr
+	}
+	log, err := logOpts.logger()
+	if err != nil {
+		return err
+	}
+	defer func() { _ = log.Sync() }()
+	res, runErr := dataplane.Run(ctx, cfg, log)
+	if res != nil && len(res.Protocols) > 0 {
+		if err := dataplane.WriteTable(stdout, res); err != nil {
+			return err
+		}
+		if *jsonPath != "" {
+			if err := dataplane.WriteJSON(*jsonPath, res); err != nil {
+				return fmt.Errorf("write %s: %w", *jsonPath, err)
+			}
+		}
+	}
+	if runErr != nil {
+		return runErr
+	}
+	if *check {
+		return res.MissedError()
 	}
 	return nil
 }

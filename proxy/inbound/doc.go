@@ -15,12 +15,19 @@
 //   - for TCP, authorizes the connection (denied: closed; a policy change that no longer
 //     allows it closes it too) and copies bytes both ways to the application, half-close
 //     aware;
-//   - for HTTP, serves the connection with net/http (HTTP/1.1 and HTTP/2 with prior
-//     knowledge) and authorizes each request against the best-matching route: not
-//     authorized is 403 (gRPC: PERMISSION_DENIED), no route is 404; an authorized request has
-//     any l5d-client-id the client sent removed, gets l5d-client-id set to the identity the
-//     client proved, and goes to the application over pooled connections (HTTP/1.1
-//     keep-alive, or h2c for HTTP/2).
+//   - for HTTP, serves the connection and authorizes each request against the best-matching
+//     route: not authorized is 403 (gRPC: PERMISSION_DENIED), no route is 404; an authorized
+//     request has any l5d-client-id the client sent removed, gets l5d-client-id set to the
+//     identity the client proved, and goes to the application over pooled connections
+//     (HTTP/1.1 keep-alive, or h2c for HTTP/2). HTTP/1.1 starts on the lean path (h1conn.go,
+//     on the codec of proxy/h1: heads parsed in place, nothing allocated per request); a
+//     request it does not take exactly (an upgrade, Expect, a chunked or large body,
+//     HTTP/1.0, gRPC, an escaped path, ...) is handed with the rest of its connection to
+//     net/http's server. HTTP/2 (a transport header saying so, or detected) is served on
+//     the lean relay of proxy/h2 (h2conn.go): each stream is authorized alike and relayed
+//     frame by frame to a multiplexed h2c connection to the application; a request a
+//     Linkerd client proxy upgraded from HTTP/1 (l5d-orig-proto) goes to the net/http
+//     handler through the stream's adapter, which downgrades it.
 //
 // The application is at Config.AppAddr(port) (the local mesh: <pod ip>:<port>), by default
 // the original destination's address or 127.0.0.1. Metrics are linkerd2-proxy's (package
@@ -31,7 +38,7 @@
 // stops accepting, lets in-flight requests and connections finish for Config.Grace, then
 // closes what is left and returns.
 //
-// It imports the proxy's building blocks (detect, transportheader, tlsid, metrics, origdst,
-// inbound/policy), grpc and zap. It must not import `shard/...`, `policy/...`,
+// It imports the proxy's building blocks (detect, h1, h2, transportheader, tlsid, metrics,
+// origdst, inbound/policy), grpc, hpack and zap. It must not import `shard/...`, `policy/...`,
 // `identity`, `injector/...`, `bench/...` or `cmd/...`.
 package inbound

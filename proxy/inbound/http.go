@@ -86,8 +86,18 @@ func (i *Inbound) transports() (h1, h2 *http.Transport) {
 	return h1, h2
 }
 
-// serveHTTP hands the session to the HTTP server.
-func (i *Inbound) serveHTTP(s *session, port *policy.Port, target string) {
+// serveHTTP serves an HTTP session: on the lean HTTP/2 relay when it is known to be HTTP/2,
+// else on the lean HTTP/1.1 path (net/http serves whatever that path hands it).
+func (i *Inbound) serveHTTP(tc *trackedConn, s *session, port *policy.Port, target string, h2 bool) {
+	if h2 {
+		i.serveH2(s, port, target)
+		return
+	}
+	i.serveH1(tc, s, port, target)
+}
+
+// serveNetHTTP hands the session to the HTTP server.
+func (i *Inbound) serveNetHTTP(s *session, port *policy.Port, target string) {
 	hc := &httpConn{Conn: s.conn, s: s, port: port, target: target}
 	if s.client.Identity != "" {
 		hc.id = []string{s.client.Identity}

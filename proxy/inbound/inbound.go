@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/meridian-mesh/meridian/proxy/h1"
+	"github.com/meridian-mesh/meridian/proxy/h2"
 	"github.com/meridian-mesh/meridian/proxy/inbound/policy"
 	"github.com/meridian-mesh/meridian/proxy/metrics"
 	"go.uber.org/zap"
@@ -30,6 +32,14 @@ type Inbound struct {
 	h1, h2  *http.Transport // to the application: HTTP/1.1 keep-alive, h2c
 	httpSrv *http.Server
 	httpLis *connListener
+	pools   pools     // the lean HTTP/1.1 path's connections to the application
+	lean    leanConns // the lean path's client connections between requests
+	epoch   time.Time // the pools' clock starts here
+
+	h2cfg    h2.Config      // the lean HTTP/2 relay's connections
+	h2pools  h2pools        // its connections to the application
+	h2served h2served       // its client connections
+	h2wg     sync.WaitGroup // its upstream read loops, dials and net/http fallbacks
 
 	mu     sync.Mutex
 	lis    net.Listener
@@ -62,6 +72,8 @@ func New(cfg Config, deps Deps) (*Inbound, error) {
 		log:     log,
 		opaque:  map[uint16]bool{},
 		dialer:  net.Dialer{Timeout: cfg.ConnectTimeout, KeepAlive: 30 * time.Second},
+		epoch:   time.Now(),
+		h2cfg:   h2.Config{WriteTimeout: 10 * time.Second},
 	}
 	for _, p := range cfg.OpaquePorts {
 		i.opaque[p] = true
@@ -131,6 +143,8 @@ func (i *Inbound) Run(ctx context.Context) error {
 	go func() { defer close(httpDone); _ = i.httpSrv.Serve(httpLis) }()
 	acceptDone := make(chan struct{})
 	go func() { defer close(acceptDone); i.accept(ctx, lis) }()
+	sweepDone := make(chan struct{})
+	go func() { defer close(sweepDone); i.sweep(wctx) }()
 
 	select {
 	case <-ctx.Done():
@@ -146,9 +160,34 @@ func (i *Inbound) Run(ctx context.Context) error {
 	i.wg.Wait()
 	stopWatch()
 	<-watchDone
+	<-sweepDone
 	i.h1.CloseIdleConnections()
 	i.h2.CloseIdleConnections()
+	i.pools.each(func(p *h1.Pool) { p.CloseIdle(true) })
+	i.h2pools.each(func(p *h2.Pool) { p.Close() })
+	i.h2wg.Wait()
 	return nil
+}
+
+// now is the lean path's pool clock: nanoseconds since New.
+func (i *Inbound) now() int64 { return int64(time.Since(i.epoch)) }
+
+// sweep closes the lean path's connections to the application that stayed idle for
+// poolIdleTimeout, every quarter of it, until ctx ends.
+func (i *Inbound) sweep(ctx context.Context) {
+	t := time.NewTicker(poolIdleTimeout / 4)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			now := i.now()
+			i.pools.each(func(p *h1.Pool) { p.Sweep(now, int64(poolIdleTimeout)) })
+			before := time.Now().Add(-poolIdleTimeout)
+			i.h2pools.each(func(p *h2.Pool) { p.CloseIdle(before, false) })
+		}
+	}
 }
 
 // drain lets open connections finish for the grace period, then closes them.
@@ -157,6 +196,8 @@ func (i *Inbound) drain() {
 	defer cancel()
 	shut := make(chan struct{})
 	go func() { defer close(shut); _ = i.httpSrv.Shutdown(grace) }()
+	i.lean.drain()
+	i.h2served.drain()
 	if !i.conns.wait(grace) {
 		i.log.Info("inbound: grace period over: closing connections", zap.Int("open", i.conns.len()))
 	}
@@ -219,6 +260,7 @@ type trackedConn struct {
 	mu      sync.Mutex
 	closed  bool
 	release func()
+	up      net.Conn // the lean path's connection to the application while a request uses it
 }
 
 func (r *registry) add(c net.Conn) *trackedConn {
@@ -283,9 +325,12 @@ func (c *trackedConn) Close() error {
 		return net.ErrClosed
 	}
 	c.closed = true
-	release := c.release
+	release, up := c.release, c.up
 	c.mu.Unlock()
 	err := c.Conn.Close()
+	if up != nil {
+		_ = up.Close()
+	}
 	if release != nil {
 		release()
 	}
@@ -298,6 +343,22 @@ func (c *trackedConn) Close() error {
 	}
 	r.mu.Unlock()
 	return err
+}
+
+// setUpstream records the lean path's connection to the application while a request uses
+// it (nil when done), so that closing c closes it too; false (and up is closed) once c is
+// closed.
+func (c *trackedConn) setUpstream(up net.Conn) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		if up != nil {
+			_ = up.Close()
+		}
+		return false
+	}
+	c.up = up
+	return true
 }
 
 // NetConn returns the socket (origdst reads the original destination from it).

@@ -190,7 +190,7 @@ func (i *Inbound) serveConn(ctx context.Context, c *trackedConn) {
 		return
 	}
 	srv := port.Policy()
-	isHTTP, conn, err := i.protocol(ctx, s, srv)
+	isHTTP, h2, conn, err := i.protocol(ctx, s, srv)
 	if err != nil {
 		i.log.Debug("inbound: protocol detection failed", zap.Stringer("client", c.RemoteAddr()), zap.Error(err))
 		_ = c.Close()
@@ -199,23 +199,26 @@ func (i *Inbound) serveConn(ctx context.Context, c *trackedConn) {
 	s.conn = conn
 	target := i.appAddr(s)
 	if isHTTP {
-		i.serveHTTP(s, port, target)
+		i.serveHTTP(c, s, port, target, h2)
 		return
 	}
 	i.serveTCP(ctx, s, port, target)
 }
 
-// protocol decides whether the session carries HTTP, detecting it when nothing says.
-func (i *Inbound) protocol(ctx context.Context, s *session, srv *policy.Server) (bool, net.Conn, error) {
+// protocol decides whether the session carries HTTP, detecting it when nothing says; h2
+// reports HTTP/2 known as such (HTTP/2 with prior knowledge).
+func (i *Inbound) protocol(ctx context.Context, s *session, srv *policy.Server) (isHTTP, h2 bool, _ net.Conn, _ error) {
 	switch {
 	case s.passthrough:
-		return false, s.conn, nil
+		return false, false, s.conn, nil
 	case s.header:
-		return s.proto != transportheader.Opaque, s.conn, nil
+		return s.proto != transportheader.Opaque, s.proto == transportheader.HTTP2, s.conn, nil
 	case i.opaque[s.port] || srv.Protocol == policy.Opaque || srv.Protocol == policy.TLS:
-		return false, s.conn, nil
-	case srv.Protocol == policy.HTTP1 || srv.Protocol == policy.HTTP2 || srv.Protocol == policy.GRPC:
-		return true, s.conn, nil
+		return false, false, s.conn, nil
+	case srv.Protocol == policy.HTTP2 || srv.Protocol == policy.GRPC:
+		return true, true, s.conn, nil
+	case srv.Protocol == policy.HTTP1:
+		return true, false, s.conn, nil
 	}
 	timeout := srv.DetectTimeout
 	if timeout <= 0 {
@@ -223,7 +226,7 @@ func (i *Inbound) protocol(ctx context.Context, s *session, srv *policy.Server) 
 	}
 	res, err := detect.Peek(ctx, s.conn, detect.Config{Timeout: timeout})
 	if err != nil {
-		return false, nil, err
+		return false, false, nil, err
 	}
-	return res.Protocol == detect.HTTP1 || res.Protocol == detect.HTTP2, res.Conn, nil
+	return res.Protocol == detect.HTTP1 || res.Protocol == detect.HTTP2, res.Protocol == detect.HTTP2, res.Conn, nil
 }

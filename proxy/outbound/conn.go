@@ -11,11 +11,12 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/meridian-mesh/meridian/proxy/detect"
+	"github.com/meridian-mesh/meridian/proxy/h2"
 )
 
 // serveConn takes an accepted connection: it reads the original destination; a connection
-// detected as HTTP/1 goes to the lean HTTP/1.1 path, one detected as HTTP/2 (or an explicit
-// one that is not HTTP/1) to the HTTP server; a transparent connection to an opaque port or
+// detected as HTTP/1 goes to the lean HTTP/1.1 path, one detected as HTTP/2 to the lean
+// HTTP/2 relay, an explicit one that is neither to the HTTP server (which refuses it); a transparent connection to an opaque port or
 // target, or detected as opaque, becomes a tunnel to its original destination.
 func (o *Outbound) serveConn(raw net.Conn, hl *connListener) {
 	entry := o.conns.add(raw)
@@ -60,7 +61,11 @@ func (o *Outbound) serveConn(raw net.Conn, hl *connListener) {
 			drop()
 			o.serveH1(cc, entry, hl)
 			return
-		case res.Protocol == detect.HTTP2 || !cc.transparent():
+		case res.Protocol == detect.HTTP2:
+			drop()
+			o.serveH2(cc, entry)
+			return
+		case !cc.transparent():
 			drop()
 			o.conns.remove(raw)
 			o.handoff(hl, cc)
@@ -185,12 +190,14 @@ const (
 	stateIdle                       // a lean HTTP/1.1 connection between requests
 	stateBusy                       // a lean HTTP/1.1 connection serving a request
 	stateTunnel                     // copying bytes (opaque TCP, CONNECT, an upgrade)
+	stateH2                         // served by the lean HTTP/2 relay
 )
 
 // connEntry is one connection in a connSet; its fields are guarded by the set's mutex.
 type connEntry struct {
 	state connState
 	up    net.Conn // the lean path's upstream connection while a request uses it
+	h2    *h2.Conn // the relay's server connection (stateH2)
 }
 
 // connSet holds the accepted connections the HTTP server does not own (those in detection,
@@ -279,6 +286,18 @@ func (s *connSet) upstream(e *connEntry, up net.Conn) bool {
 	return true
 }
 
+// h2 marks a connection as served by the lean HTTP/2 relay; false once draining (the
+// caller closes it).
+func (s *connSet) h2(e *connEntry, c *h2.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.draining {
+		return false
+	}
+	e.state, e.h2 = stateH2, c
+	return true
+}
+
 func (s *connSet) isDraining() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -292,9 +311,21 @@ func (s *connSet) remove(c net.Conn) {
 }
 
 // closeIdle stops new connections and closes those with nothing in flight: in detection, or
-// lean ones between requests.
+// lean ones between requests; HTTP/2 connections get a GOAWAY and close once their streams
+// are done.
 func (s *connSet) closeIdle() {
+	s.mu.Lock()
+	var h2s []*h2.Conn
+	for _, e := range s.m {
+		if e.state == stateH2 {
+			h2s = append(h2s, e.h2)
+		}
+	}
+	s.mu.Unlock()
 	s.closeWhere(func(e *connEntry) bool { return e.state == stateDetecting || e.state == stateIdle }, false)
+	for _, c := range h2s {
+		c.Shutdown()
+	}
 }
 
 // waitTunnels waits until no tunnel runs or ctx ends.

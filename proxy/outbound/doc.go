@@ -23,13 +23,17 @@
 //
 // # HTTP
 //
-// HTTP/1.1 connections start on the lean path (h1conn.go): heads parsed in place, bodies
-// relayed between bufio buffers, upstream connections pooled per endpoint; a proxied request
-// allocates nothing there. A request it does not take exactly (CONNECT, an upgrade, Expect,
-// a chunked or large body, HTTP/1.0, gRPC, anything its strict parser refuses) is handed,
-// with the rest of its connection and every byte read, to one net/http server, which also
-// serves HTTP/2 with prior knowledge and forwards through net/http Transports. Both paths
-// route, balance, retry and count alike; the parsers are fuzzed against net/http's.
+// HTTP/1.1 connections start on the lean path (h1conn.go, on the codec of proxy/h1): heads
+// parsed in place, bodies relayed between bufio buffers, upstream connections pooled per
+// endpoint; a proxied request allocates nothing there. A request it does not take exactly
+// (CONNECT, an upgrade, Expect, a chunked or large body, HTTP/1.0, gRPC, anything its strict
+// parser refuses) is handed, with the rest of its connection and every byte read, to one
+// net/http server, which forwards through net/http Transports. HTTP/2 with prior knowledge
+// (gRPC) is served on the lean relay of proxy/h2 (h2conn.go): each stream is routed,
+// balanced and relayed frame by frame to a multiplexed HTTP/2 connection of its endpoint,
+// from the two connections' read loops; a request it does not take (CONNECT, no authority)
+// goes to the same handler as net/http's through the stream's net/http adapter. Every path
+// routes, balances, retries and counts alike; the parsers are fuzzed against net/http's.
 //
 // # Targets
 //
@@ -61,8 +65,8 @@
 // goroutines (detection, tunnels), the HTTP server's, one watcher per target and a janitor
 // that drops idle targets.
 //
-// It imports proxy/balance, proxy/detect, proxy/discovery (types only), proxy/httpproxy,
-// proxy/metrics, internal/tlsid, proxy/transportheader, zap and golang.org/x/sys/unix. It must
+// It imports proxy/balance, proxy/detect, proxy/discovery (types only), proxy/h1, proxy/h2,
+// proxy/httpproxy, proxy/metrics, internal/tlsid, proxy/transportheader, zap and golang.org/x/sys/unix. It must
 // not import `shard/...`, `policy/...`, `identity`, `injector/...`, `bench/...`, `cmd/...` or
 // `proxy/inbound/...`.
 package outbound

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/meridian-mesh/meridian/proxy/discovery"
+	"github.com/meridian-mesh/meridian/proxy/h1"
+	"github.com/meridian-mesh/meridian/proxy/h2"
 	"github.com/meridian-mesh/meridian/proxy/metrics"
 	"github.com/meridian-mesh/meridian/proxy/transportheader"
 )
@@ -39,7 +41,9 @@ type endpoint struct {
 	h1, h2 *http.Transport
 	// lean pools the lean HTTP/1.1 path's connections (h1conn.go); h1 serves the requests
 	// that path hands to net/http.
-	lean    h1pool
+	lean h1.Pool
+	// leanH2 pools the lean HTTP/2 relay's multiplexed connections (h2conn.go).
+	leanH2  h2.Pool
 	retired atomic.Bool
 }
 
@@ -122,7 +126,8 @@ func (e *endpoint) pool(major int) *http.Transport {
 // on it finish, and their connections are closed as they end (see afterRequest).
 func (e *endpoint) retire() {
 	e.retired.Store(true)
-	e.lean.closeIdle(true)
+	e.lean.CloseIdle(true)
+	e.leanH2.CloseIdle(time.Now().Add(time.Hour), true)
 	e.closeIdle()
 }
 
@@ -137,6 +142,9 @@ func (e *endpoint) afterRequest() {
 func (e *endpoint) closeIdle() {
 	e.h1.CloseIdleConnections()
 	e.h2.CloseIdleConnections()
+	if e.retired.Load() {
+		e.leanH2.CloseIdle(time.Now().Add(time.Hour), true)
+	}
 }
 
 // sameEndpoint reports whether b can keep a's endpoint state: everything but the weight,

@@ -2,6 +2,7 @@ package outbound
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"net"
 	"net/http"
@@ -10,13 +11,15 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/meridian-mesh/meridian/proxy/balance"
+	"github.com/meridian-mesh/meridian/proxy/h1"
+	"github.com/meridian-mesh/meridian/proxy/transportheader"
 )
 
 // serveLean forwards the request the session read, as serveHTTP does for net/http's; it
 // returns false when the client connection must close.
 func (o *Outbound) serveLean(s *h1session) bool {
 	if !o.requests.enter() {
-		s.req.close = true
+		s.req.Close = true
 		s.writeError(http.StatusServiceUnavailable, "proxy is shutting down")
 		return false
 	}
@@ -84,7 +87,7 @@ func (s *h1session) upstreamError(err error) bool {
 		status = http.StatusGatewayTimeout
 	}
 	s.writeError(status, "upstream: "+err.Error())
-	return !s.req.close
+	return !s.req.Close
 }
 
 // exchange sends the request on a connection to ep and relays the response. An error means
@@ -93,178 +96,118 @@ func (s *h1session) upstreamError(err error) bool {
 // decide keep (false: the client connection must close).
 func (o *Outbound) exchange(s *h1session, ep *endpoint, h balance.Handle, start time.Time) (keep bool, err error) {
 	for retried := false; ; retried = true {
-		s.res.raw = s.res.raw[:0]
+		s.res.Raw = s.res.Raw[:0]
 		uc, err := ep.leanConn(o.ctx)
 		if err != nil {
 			return false, err
 		}
-		if !o.conns.upstream(s.entry, uc.c) {
+		if !o.conns.upstream(s.entry, uc.C) {
 			return false, errStopping
 		}
-		err = s.writeRequest(uc.bw)
+		err = s.writeRequest(uc.W)
 		if err == nil {
-			err = readHead(uc.br, &s.res, o.cfg.MaxHeaderBytes)
+			err = h1.ReadHead(uc.R, &s.res, o.cfg.MaxHeaderBytes)
 		}
 		if err == nil {
-			err = s.res.parseResponse()
+			err = s.res.ParseResponse()
 		}
 		if err == nil {
 			return o.relayResponse(s, ep, uc, h, start), nil
 		}
-		_ = uc.c.Close()
+		_ = uc.C.Close()
 		o.conns.upstream(s.entry, nil)
-		if uc.reused && !retried && len(s.res.raw) == 0 && s.idempotent() {
+		if uc.Reused && !retried && len(s.res.Raw) == 0 && s.req.Idempotent() {
 			// The pooled connection had been closed by the upstream: so, likely, have the
 			// others that went idle with it. This is net/http's retry of a request on a
 			// stale keep-alive connection, on the same endpoint.
-			ep.lean.closeIdle(false)
+			ep.lean.CloseIdle(false)
 			continue
 		}
 		return false, err
 	}
 }
 
-// idempotent reports the methods net/http retries on a stale connection.
-func (s *h1session) idempotent() bool {
-	switch string(s.req.method) {
-	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
-		return true
-	}
-	return false
-}
-
 // writeRequest writes the request upstream: origin-form, the authority as Host, the
 // end-to-end fields as the client sent them, the body.
 func (s *h1session) writeRequest(w *bufio.Writer) error {
-	r := &s.req
-	_, _ = w.Write(r.method)
-	_ = w.WriteByte(' ')
-	if len(s.path) == 0 {
-		_ = w.WriteByte('/')
-	} else {
-		_, _ = w.Write(s.path)
-	}
-	_, _ = w.WriteString(" HTTP/1.1\r\nHost: ")
-	_, _ = w.Write(s.hostBytes)
-	_, _ = w.WriteString("\r\n")
-	for i := range r.fields {
-		if f := &r.fields[i]; !f.hop && !fold(f.name, "host") {
-			_, _ = w.Write(f.line)
-		}
-	}
-	_, _ = w.WriteString("\r\n")
-	if r.contentLength > 0 {
-		_, _ = w.Write(s.body[:r.contentLength])
+	h1.WriteRequestHead(w, &s.req, s.path, s.hostBytes, nil)
+	if n := s.req.ContentLength; n > 0 {
+		_, _ = w.Write(s.body[:n])
 	}
 	return w.Flush()
 }
 
-// bodyKind is how a response's body is delimited.
-type bodyKind uint8
-
-const (
-	noBody bodyKind = iota
-	lengthBody
-	chunkedBody
-	eofBody // until the upstream closes
-)
-
 // relayResponse passes interim (1xx) responses on, then the final response's head and body;
 // it returns whether the client connection can stay open. The upstream connection goes back
 // to the pool when its exchange completed cleanly.
-func (o *Outbound) relayResponse(s *h1session, ep *endpoint, uc *upConn, h balance.Handle, start time.Time) bool {
+func (o *Outbound) relayResponse(s *h1session, ep *endpoint, uc *h1.Conn, h balance.Handle, start time.Time) bool {
 	r := &s.res
 	var err error
 	interim := false
-	for err == nil && r.status < 200 && r.status != http.StatusSwitchingProtocols {
-		writeResponseHead(s.bw, r, noBody, false)
+	for err == nil && r.Status < 200 && r.Status != http.StatusSwitchingProtocols {
+		h1.WriteResponseHead(s.bw, r, h1.NoBody, false)
 		interim = true
 		if err = s.bw.Flush(); err == nil {
-			if err = readHead(uc.br, r, o.cfg.MaxHeaderBytes); err == nil {
-				err = r.parseResponse()
+			if err = h1.ReadHead(uc.R, r, o.cfg.MaxHeaderBytes); err == nil {
+				err = r.ParseResponse()
 			}
 		}
 	}
-	kind, ferr := responseBody(&s.req, r)
+	kind, ferr := h1.ResponseBody(&s.req, r)
 	if err == nil {
 		err = ferr
 	}
 	now := time.Now()
-	h.Done(now, now.Sub(start), err != nil || r.status >= 500)
+	h.Done(now, now.Sub(start), err != nil || r.Status >= 500)
 	ep.route.Request()
 	if err != nil && !interim { // nothing written yet: the client gets a 502
-		_ = uc.c.Close()
+		_ = uc.C.Close()
 		o.conns.upstream(s.entry, nil)
 		ep.route.Response(0, "", true, time.Since(start))
 		ep.afterRequest()
 		return s.upstreamError(err)
 	}
-	closeClient := s.req.close || kind == eofBody || o.conns.isDraining()
+	closeClient := s.req.Close || kind == h1.EOFBody || o.conns.isDraining()
 	if err == nil {
-		writeResponseHead(s.bw, r, kind, closeClient)
-		switch kind {
-		case lengthBody:
-			err = relayN(s.bw, uc.br, r.contentLength)
-		case chunkedBody:
-			err = relayChunked(s.bw, uc.br)
-		case eofBody:
-			err = relayEOF(s.bw, uc.br)
-		}
+		h1.WriteResponseHead(s.bw, r, kind, closeClient)
+		err = h1.RelayBody(s.bw, uc.R, kind, r.ContentLength)
 		if err == nil {
 			err = s.bw.Flush()
 		}
 	}
 	o.conns.upstream(s.entry, nil)
-	if err == nil && kind != eofBody && !r.close {
-		ep.lean.put(uc, o.targets.now(), o.cfg.MaxIdlePerEndpoint)
+	if err == nil && kind != h1.EOFBody && !r.Close {
+		ep.lean.Put(uc, o.targets.now(), o.cfg.MaxIdlePerEndpoint)
 	} else {
-		_ = uc.c.Close()
+		_ = uc.C.Close()
 	}
-	status := r.status
+	status := r.Status
 	if err != nil {
 		o.log.Debug("http/1: response", zap.String("authority", ep.authority), zap.Error(err))
 		status = 0
 	}
-	ep.route.Response(status, "", err != nil || r.status >= 500, time.Since(start))
+	ep.route.Response(status, "", err != nil || r.Status >= 500, time.Since(start))
 	ep.afterRequest()
 	return err == nil && !closeClient
 }
 
-// responseBody says how the response to req is delimited (RFC 9112, section 6.3).
-func responseBody(req, res *h1head) (bodyKind, error) {
-	switch {
-	case res.status == http.StatusSwitchingProtocols:
-		return noBody, errors.New("upstream switched protocols unasked")
-	case string(req.method) == http.MethodHead || res.status < 200 || res.status == 204 || res.status == 304:
-		return noBody, nil
-	case res.hasTE && fold(res.te, "chunked"):
-		return chunkedBody, nil
-	case res.hasTE:
-		return noBody, errors.New("upstream sent a transfer coding other than chunked")
-	case res.contentLength >= 0:
-		return lengthBody, nil
-	}
-	return eofBody, nil
-}
-
-// writeResponseHead writes the response's status line (as HTTP/1.1) and end-to-end fields,
-// then the framing and connection fields the proxy sets.
-func writeResponseHead(w *bufio.Writer, r *h1head, kind bodyKind, closeClient bool) {
-	_, _ = w.WriteString("HTTP/1.1 ")
-	line := r.raw[9 : 12+len(r.reason)+2] // "NNN reason\r\n" of the status line
-	_, _ = w.Write(line)
-	for i := range r.fields {
-		f := &r.fields[i]
-		if f.hop || kind == chunkedBody && fold(f.name, "content-length") {
-			continue
+// leanConn returns an idle connection to e, or dials a new one (a *connectError when that
+// fails).
+func (e *endpoint) leanConn(ctx context.Context) (*h1.Conn, error) {
+	now := e.o.targets.now()
+	for {
+		uc := e.lean.Take(now, int64(e.o.cfg.PoolIdleTimeout))
+		if uc == nil {
+			break
 		}
-		_, _ = w.Write(f.line)
+		if now-uc.IdleAt < int64(h1.StaleAfter) || !uc.Stale() {
+			return uc, nil
+		}
+		_ = uc.C.Close()
 	}
-	if kind == chunkedBody {
-		_, _ = w.WriteString("Transfer-Encoding: chunked\r\n")
+	c, err := e.dial(ctx, transportheader.HTTP1)
+	if err != nil {
+		return nil, err
 	}
-	if closeClient {
-		_, _ = w.WriteString("Connection: close\r\n")
-	}
-	_, _ = w.WriteString("\r\n")
+	return h1.NewConn(c), nil
 }

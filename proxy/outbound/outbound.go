@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/meridian-mesh/meridian/internal/tlsid"
+	"github.com/meridian-mesh/meridian/proxy/h2"
 	"github.com/meridian-mesh/meridian/proxy/metrics"
 	"github.com/meridian-mesh/meridian/proxy/origdst"
 )
@@ -44,6 +45,9 @@ type Outbound struct {
 	addr     atomic.Pointer[net.Addr]
 	conns    connSet // accepted connections outside the HTTP server: detecting, tunnels
 	requests tracker // the HTTP handlers running
+
+	h2cfg   h2.Config      // the lean HTTP/2 relay's connections
+	h2conns sync.WaitGroup // the read loops of its upstream connections
 }
 
 // New returns the outbound side. It listens on nothing until Run or Serve.
@@ -79,6 +83,7 @@ func New(cfg Config, deps Deps) (*Outbound, error) {
 	}
 	o.ctx, o.cancel = context.WithCancel(context.Background())
 	o.targets = newTargets(o)
+	o.h2cfg = h2.Config{MaxHeaderListSize: uint32(cfg.MaxHeaderBytes), WriteTimeout: 10 * time.Second}
 	return o, nil
 }
 
@@ -169,7 +174,8 @@ func (o *Outbound) Serve(ctx context.Context, lis net.Listener) error {
 	conns.Wait()
 	<-srvDone
 	o.requests.wait()
-	o.targets.close()
+	o.targets.close() // retires every endpoint: their HTTP/2 connections close
+	o.h2conns.Wait()
 	stopJanitor()
 	<-janitorDone
 	return err

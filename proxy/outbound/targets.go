@@ -97,6 +97,27 @@ func (ts *targets) acquire(ctx context.Context, authority string) (*target, erro
 	return t, nil
 }
 
+// tryAcquire returns the target of authority with a reference when it is cached and
+// resolved (the caller releases it), nil otherwise: it never waits.
+func (ts *targets) tryAcquire(authority string) *target {
+	ts.mu.RLock()
+	t := ts.m[authority]
+	if t != nil {
+		select {
+		case <-t.ready:
+			if t.err == nil {
+				t.refs.Add(1)
+			} else {
+				t = nil
+			}
+		default:
+			t = nil
+		}
+	}
+	ts.mu.RUnlock()
+	return t
+}
+
 // create returns the cached target of authority with a reference, or a new one that the
 // caller must resolve (created); nil once the cache is closed.
 func (ts *targets) create(authority string) (t *target, created bool) {
@@ -290,12 +311,15 @@ func (ts *targets) sweep() {
 // sweepPools closes the lean connections idle for PoolIdleTimeout.
 func (t *target) sweepPools(now int64) {
 	idle := int64(t.ts.o.cfg.PoolIdleTimeout)
+	before := time.Now().Add(-t.ts.o.cfg.PoolIdleTimeout)
 	if t.direct != nil {
-		t.direct.lean.sweep(now, idle)
+		t.direct.lean.Sweep(now, idle)
+		t.direct.leanH2.CloseIdle(before, false)
 		return
 	}
 	for _, e := range t.p2c.Endpoints() {
-		e.Value().lean.sweep(now, idle)
+		e.Value().lean.Sweep(now, idle)
+		e.Value().leanH2.CloseIdle(before, false)
 	}
 }
 

@@ -97,14 +97,36 @@ func (a score) less(b score) bool {
 	return false
 }
 
+// Request is what route matching reads of a request. Its strings may alias a buffer the
+// caller reuses once Match returns: Match keeps none of them.
+type Request struct {
+	Method   string
+	Host     string // the authority: host, host:port or [v6]:port
+	Path     string // unescaped, as url.URL.Path
+	RawQuery string // without the '?'
+	Header   Headers
+}
+
+// Headers are a request's header fields. Values returns the values of the field called name
+// (in canonical form), nil when it is absent; http.Header implements it. Route matching
+// calls it only for routes that match on headers.
+type Headers interface {
+	Values(name string) []string
+}
+
 // Route returns the policy of the rule that best matches r, or nil when no route matches
 // (the proxy answers 404). Routes are gRPC routes for protocol GRPC, HTTP routes otherwise.
 func (s *Server) Route(r *http.Request) *RoutePolicy {
+	return s.Match(&Request{Method: r.Method, Host: r.Host, Path: r.URL.Path, RawQuery: r.URL.RawQuery, Header: r.Header})
+}
+
+// Match is Route for a request given by its parts.
+func (s *Server) Match(r *Request) *RoutePolicy {
 	var (
 		best  *RoutePolicy
 		bestS score
 	)
-	q := lazyQuery{raw: r.URL.RawQuery}
+	q := lazyQuery{raw: r.RawQuery}
 	if s.Protocol == GRPC {
 		for _, rt := range s.GRPCRoutes {
 			if p, sc, ok := rt.match(r); ok && (best == nil || bestS.less(sc)) {
@@ -121,7 +143,7 @@ func (s *Server) Route(r *http.Request) *RoutePolicy {
 	return best
 }
 
-func (rt *HTTPRoute) match(r *http.Request, q *lazyQuery) (*RoutePolicy, score, bool) {
+func (rt *HTTPRoute) match(r *Request, q *lazyQuery) (*RoutePolicy, score, bool) {
 	var sc score
 	if len(rt.Hosts) > 0 {
 		kind, n, ok := matchHosts(rt.Hosts, r.Host)
@@ -156,7 +178,7 @@ func (rt *HTTPRoute) match(r *http.Request, q *lazyQuery) (*RoutePolicy, score, 
 
 // match scores m against r: path length, method, headers, query parameters (Linkerd's
 // order). A match without a path criterion counts as prefix "/".
-func (m *HTTPMatch) match(r *http.Request, q *lazyQuery) (score, bool) {
+func (m *HTTPMatch) match(r *Request, q *lazyQuery) (score, bool) {
 	var sc score
 	if m.Method != "" {
 		if r.Method != m.Method {
@@ -166,7 +188,7 @@ func (m *HTTPMatch) match(r *http.Request, q *lazyQuery) (score, bool) {
 	}
 	sc[2] = 1
 	if m.Path != nil {
-		n, ok := m.Path.match(r.URL.Path)
+		n, ok := m.Path.match(r.Path)
 		if !ok {
 			return sc, false
 		}
@@ -215,8 +237,11 @@ func wholeMatch(re *regexp.Regexp, s string) bool {
 	return loc != nil && loc[0] == 0 && loc[1] == len(s)
 }
 
-func (h *HeaderMatch) match(hdr http.Header) bool {
-	for _, v := range hdr[h.Name] {
+func (h *HeaderMatch) match(hdr Headers) bool {
+	if hdr == nil {
+		return false
+	}
+	for _, v := range hdr.Values(h.Name) {
 		if h.Regex != nil {
 			if wholeMatch(h.Regex, v) {
 				return true
@@ -300,7 +325,7 @@ func hostOnly(authority string) string {
 	return authority
 }
 
-func (rt *GRPCRoute) match(r *http.Request) (*RoutePolicy, score, bool) {
+func (rt *GRPCRoute) match(r *Request) (*RoutePolicy, score, bool) {
 	var sc score
 	if r.Method != http.MethodPost {
 		return nil, sc, false
@@ -312,7 +337,7 @@ func (rt *GRPCRoute) match(r *http.Request) (*RoutePolicy, score, bool) {
 		}
 		sc[0], sc[1] = kind, n
 	}
-	service, method, ok := splitRPC(r.URL.Path)
+	service, method, ok := splitRPC(r.Path)
 	if !ok {
 		return nil, sc, false
 	}
@@ -338,7 +363,7 @@ func (rt *GRPCRoute) match(r *http.Request) (*RoutePolicy, score, bool) {
 }
 
 // match scores by the lengths of the service and method matched, then headers.
-func (m *GRPCMatch) match(service, method string, hdr http.Header) (score, bool) {
+func (m *GRPCMatch) match(service, method string, hdr Headers) (score, bool) {
 	var sc score
 	if m.Service != "" {
 		if m.Service != service {

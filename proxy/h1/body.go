@@ -1,28 +1,30 @@
-package outbound
+package h1
 
 import (
 	"bufio"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 )
 
-// Message bodies on the lean HTTP/1.1 path are relayed from one connection's bufio.Reader to
-// the other's bufio.Writer in their framing, as they come: no copy besides the writer's
-// buffer, no allocation. The writer is flushed whenever the reader has nothing buffered, so
-// a streamed body reaches the client as soon as it arrives.
+// Message bodies are relayed from one connection's bufio.Reader to the other's bufio.Writer
+// in their framing, as they come: no copy besides the writer's buffer, no allocation. The
+// writer is flushed whenever the reader has nothing buffered, so a streamed body reaches the
+// client as soon as it arrives.
 
-var errBadChunk = errors.New("malformed chunked body")
+// ErrBadChunk is a chunked body whose framing is wrong.
+var ErrBadChunk = errors.New("malformed chunked body")
 
-// errUpstreamBody wraps a failure reading a body from upstream, so the caller can tell it
-// from a failure writing to the client.
-type errUpstreamBody struct{ err error }
+// SourceError wraps a failure reading a body from its source (the upstream), so the caller
+// can tell it from a failure writing to the destination.
+type SourceError struct{ Err error }
 
-func (e errUpstreamBody) Error() string { return "read upstream body: " + e.err.Error() }
-func (e errUpstreamBody) Unwrap() error { return e.err }
+func (e SourceError) Error() string { return "read upstream body: " + e.Err.Error() }
+func (e SourceError) Unwrap() error { return e.Err }
 
-// relayN copies exactly n bytes.
-func relayN(dst *bufio.Writer, src *bufio.Reader, n int64) error {
+// RelayN copies exactly n bytes.
+func RelayN(dst *bufio.Writer, src *bufio.Reader, n int64) error {
 	for n > 0 {
 		if src.Buffered() == 0 {
 			if err := dst.Flush(); err != nil {
@@ -32,7 +34,7 @@ func relayN(dst *bufio.Writer, src *bufio.Reader, n int64) error {
 				if errors.Is(err, io.EOF) {
 					err = io.ErrUnexpectedEOF
 				}
-				return errUpstreamBody{err}
+				return SourceError{err}
 			}
 		}
 		b, _ := src.Peek(int(min(int64(src.Buffered()), n)))
@@ -45,8 +47,8 @@ func relayN(dst *bufio.Writer, src *bufio.Reader, n int64) error {
 	return nil
 }
 
-// relayEOF copies until src ends (a body delimited by the connection's close).
-func relayEOF(dst *bufio.Writer, src *bufio.Reader) error {
+// RelayEOF copies until src ends (a body delimited by the connection's close).
+func RelayEOF(dst *bufio.Writer, src *bufio.Reader) error {
 	for {
 		if src.Buffered() == 0 {
 			if err := dst.Flush(); err != nil {
@@ -56,7 +58,7 @@ func relayEOF(dst *bufio.Writer, src *bufio.Reader) error {
 				if errors.Is(err, io.EOF) {
 					return nil
 				}
-				return errUpstreamBody{err}
+				return SourceError{err}
 			}
 		}
 		b, _ := src.Peek(src.Buffered())
@@ -70,10 +72,10 @@ func relayEOF(dst *bufio.Writer, src *bufio.Reader) error {
 // maxChunkLine bounds a chunk-size line (size and extensions) and a trailer line.
 const maxChunkLine = 4096
 
-// relayChunked copies a chunked body as it is, chunk extensions and trailers included,
+// RelayChunked copies a chunked body as it is, chunk extensions and trailers included,
 // checking its framing: each chunk-size line is hex digits (at most 15) and optional
 // extensions, each chunk ends with CRLF, and the trailer section ends with an empty line.
-func relayChunked(dst *bufio.Writer, src *bufio.Reader) error {
+func RelayChunked(dst *bufio.Writer, src *bufio.Reader) error {
 	for {
 		line, err := readLine(dst, src)
 		if err != nil {
@@ -81,7 +83,7 @@ func relayChunked(dst *bufio.Writer, src *bufio.Reader) error {
 		}
 		size, err := chunkSize(line)
 		if err != nil {
-			return errUpstreamBody{err}
+			return SourceError{err}
 		}
 		if _, err := dst.Write(line); err != nil {
 			return err
@@ -89,7 +91,7 @@ func relayChunked(dst *bufio.Writer, src *bufio.Reader) error {
 		if size == 0 {
 			return relayTrailers(dst, src)
 		}
-		if err := relayN(dst, src, size); err != nil {
+		if err := RelayN(dst, src, size); err != nil {
 			return err
 		}
 		crlf, err := readLine(dst, src)
@@ -97,7 +99,7 @@ func relayChunked(dst *bufio.Writer, src *bufio.Reader) error {
 			return err
 		}
 		if len(crlf) != 2 {
-			return errUpstreamBody{errBadChunk}
+			return SourceError{ErrBadChunk}
 		}
 		if _, err := dst.Write(crlf); err != nil {
 			return err
@@ -113,7 +115,7 @@ func relayTrailers(dst *bufio.Writer, src *bufio.Reader) error {
 			return err
 		}
 		if len(line) > 2 && !validTrailer(line[:len(line)-2]) {
-			return errUpstreamBody{errBadChunk}
+			return SourceError{ErrBadChunk}
 		}
 		if _, err := dst.Write(line); err != nil {
 			return err
@@ -135,13 +137,13 @@ func readLine(dst *bufio.Writer, src *bufio.Reader) ([]byte, error) {
 	line, err := src.ReadSlice('\n')
 	switch {
 	case errors.Is(err, bufio.ErrBufferFull) || len(line) > maxChunkLine:
-		return nil, errUpstreamBody{errBadChunk}
+		return nil, SourceError{ErrBadChunk}
 	case errors.Is(err, io.EOF):
-		return nil, errUpstreamBody{io.ErrUnexpectedEOF}
+		return nil, SourceError{io.ErrUnexpectedEOF}
 	case err != nil:
-		return nil, errUpstreamBody{err}
+		return nil, SourceError{err}
 	case len(line) < 2 || line[len(line)-2] != '\r':
-		return nil, errUpstreamBody{errBadChunk}
+		return nil, SourceError{ErrBadChunk}
 	}
 	return line, nil
 }
@@ -153,34 +155,35 @@ func chunkSize(line []byte) (int64, error) {
 	var n int64
 	i := 0
 	for ; i < len(line); i++ {
-		d, ok := hexDigit(line[i])
+		d, ok := HexDigit(line[i])
 		if !ok {
 			break
 		}
 		if i == 15 {
-			return 0, fmt.Errorf("%w: chunk size over 15 hex digits", errBadChunk)
+			return 0, fmt.Errorf("%w: chunk size over 15 hex digits", ErrBadChunk)
 		}
 		n = n<<4 | int64(d)
 	}
 	if i == 0 {
-		return 0, fmt.Errorf("%w: no chunk size", errBadChunk)
+		return 0, fmt.Errorf("%w: no chunk size", ErrBadChunk)
 	}
 	rest := line[i:]
 	for len(rest) > 0 && (rest[0] == ' ' || rest[0] == '\t') {
 		rest = rest[1:]
 	}
 	if len(rest) > 0 && rest[0] != ';' {
-		return 0, fmt.Errorf("%w: junk after the chunk size", errBadChunk)
+		return 0, fmt.Errorf("%w: junk after the chunk size", ErrBadChunk)
 	}
 	for _, c := range rest {
 		if c < ' ' && c != '\t' || c == 0x7f {
-			return 0, fmt.Errorf("%w: control character in a chunk extension", errBadChunk)
+			return 0, fmt.Errorf("%w: control character in a chunk extension", ErrBadChunk)
 		}
 	}
 	return n, nil
 }
 
-func hexDigit(c byte) (byte, bool) {
+// HexDigit is the value of a hex digit.
+func HexDigit(c byte) (byte, bool) {
 	switch {
 	case '0' <= c && c <= '9':
 		return c - '0', true
@@ -194,7 +197,48 @@ func hexDigit(c byte) (byte, bool) {
 
 // validTrailer checks a trailer field line (name ":" value, no control characters).
 func validTrailer(line []byte) bool {
-	var h h1head
-	h.contentLength = -1
+	var h Head
+	h.ContentLength = -1
 	return h.field(line, nil) == nil
+}
+
+// BodyKind is how a response's body is delimited.
+type BodyKind uint8
+
+// The kinds of response body.
+const (
+	NoBody BodyKind = iota
+	LengthBody
+	ChunkedBody
+	EOFBody // until the upstream closes
+)
+
+// ResponseBody says how the response res to req is delimited (RFC 9112, section 6.3).
+func ResponseBody(req, res *Head) (BodyKind, error) {
+	switch {
+	case res.Status == http.StatusSwitchingProtocols:
+		return NoBody, errors.New("upstream switched protocols unasked")
+	case string(req.Method) == http.MethodHead || res.Status < 200 || res.Status == 204 || res.Status == 304:
+		return NoBody, nil
+	case res.HasTE && Fold(res.TE, "chunked"):
+		return ChunkedBody, nil
+	case res.HasTE:
+		return NoBody, errors.New("upstream sent a transfer coding other than chunked")
+	case res.ContentLength >= 0:
+		return LengthBody, nil
+	}
+	return EOFBody, nil
+}
+
+// RelayBody copies a response body of kind from src to dst.
+func RelayBody(dst *bufio.Writer, src *bufio.Reader, kind BodyKind, length int64) error {
+	switch kind {
+	case LengthBody:
+		return RelayN(dst, src, length)
+	case ChunkedBody:
+		return RelayChunked(dst, src)
+	case EOFBody:
+		return RelayEOF(dst, src)
+	}
+	return nil
 }

@@ -1,0 +1,293 @@
+package dataplane
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// proc is a process the harness started: a control-plane component, a proxy or an nginx.
+type proc struct {
+	name    string
+	cmd     *exec.Cmd
+	logPath string
+	exited  chan struct{} // closed when the process has exited
+	err     error         // its exit status, once exited is closed
+}
+
+// startProc starts bin with args and env (added to the harness's), its output in
+// dir/NAME.log.
+func startProc(name, dir, bin string, args, env []string) (*proc, error) {
+	logPath := filepath.Join(dir, name+".log")
+	f, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.Env = append(append(os.Environ(), "GOTRACEBACK=all"), env...)
+	setProcAttrs(cmd)
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &proc{name: name, cmd: cmd, logPath: logPath, exited: make(chan struct{})}
+	go func() { // owned by the process: it ends when the process does, and stop waits for it
+		p.err = cmd.Wait()
+		f.Close()
+		close(p.exited)
+	}()
+	return p, nil
+}
+
+func (p *proc) pid() int { return p.cmd.Process.Pid }
+
+// stop ends the process: SIGTERM, then SIGKILL after grace. It returns once it has exited.
+func (p *proc) stop(grace time.Duration) {
+	select {
+	case <-p.exited:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+		return
+	case <-time.After(grace):
+	}
+	_ = p.cmd.Process.Kill()
+	<-p.exited
+}
+
+// logTail returns the last lines of the process's log, for error messages.
+func (p *proc) logTail() string {
+	b, err := os.ReadFile(p.logPath)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > 15 {
+		lines = lines[len(lines)-15:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// failure describes the process's end or its log, for an error about it.
+func (p *proc) failure(what string) error {
+	select {
+	case <-p.exited:
+		return fmt.Errorf("%s exited (%v) %s; its log ends:\n%s", p.name, p.err, what, p.logTail())
+	default:
+		return fmt.Errorf("%s: %s; its log ends:\n%s", p.name, what, p.logTail())
+	}
+}
+
+var adminClient = &http.Client{Timeout: 30 * time.Second}
+
+// waitReady polls url until it answers 200, the process exits, or timeout passes.
+func (p *proc) waitReady(ctx context.Context, url string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	last := ""
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		res, err := adminClient.Do(req)
+		if err == nil {
+			b, _ := io.ReadAll(io.LimitReader(res.Body, 4096))
+			res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				return nil
+			}
+			last = fmt.Sprintf("%d %s", res.StatusCode, bytes.TrimSpace(b))
+		} else {
+			last = err.Error()
+		}
+		select {
+		case <-p.exited:
+			return p.failure("before it was ready")
+		case <-ctx.Done():
+			return p.failure(fmt.Sprintf("not ready within %s (%s)", timeout, last))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// memory is a process's resident memory, from /proc/PID/status, in bytes.
+type memory struct {
+	RSS, HWM uint64 // VmRSS, VmHWM (the peak)
+	// Anon and File split RSS: anonymous memory (heap, stacks) and the pages of mapped
+	// files (the executable's code and data, shared with every process running it).
+	Anon, File uint64
+}
+
+// readMemory reads /proc/PID/status.
+func readMemory(pid int) (memory, error) {
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return memory{}, err
+	}
+	defer f.Close()
+	var m memory
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		name, rest, ok := strings.Cut(sc.Text(), ":")
+		var field *uint64
+		switch name {
+		case "VmRSS":
+			field = &m.RSS
+		case "VmHWM":
+			field = &m.HWM
+		case "RssAnon":
+			field = &m.Anon
+		case "RssFile":
+			field = &m.File
+		}
+		if !ok || field == nil {
+			continue
+		}
+		kb, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+		if err != nil {
+			return memory{}, fmt.Errorf("/proc/%d/status %s: %w", pid, name, err)
+		}
+		*field = kb << 10
+	}
+	return m, sc.Err()
+}
+
+// clockTicks is USER_HZ, the unit of /proc/PID/stat's times (100 on every Linux we run on).
+const clockTicks = 100
+
+// cpuSeconds reads a process's user and system CPU time from /proc/PID/stat.
+func cpuSeconds(pid int) (float64, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	// The command name, in parentheses, may hold spaces: the fields start after the last ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
+	}
+	utime, err1 := strconv.ParseUint(f[11], 10, 64) // field 14 of the whole line
+	stime, err2 := strconv.ParseUint(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+	}
+	return float64(utime+stime) / clockTicks, nil
+}
+
+// children returns the pids of pid's children (nginx's workers).
+func children(pid int) []int {
+	s := strconv.Itoa(pid)
+	b, err := os.ReadFile("/proc/" + s + "/task/" + s + "/children")
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, f := range strings.Fields(string(b)) {
+		if n, err := strconv.Atoi(f); err == nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// scrapeCounter reads one unlabelled sample (a counter such as go_memstats_mallocs_total)
+// from a Prometheus text endpoint.
+func scrapeCounter(ctx context.Context, url, name string) (float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, err
+	}
+	res, err := adminClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("%s: %s", url, res.Status)
+	}
+	sc := bufio.NewScanner(res.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	prefix := name + " "
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), prefix); ok {
+			return strconv.ParseFloat(strings.TrimSpace(v), 64)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, fmt.Errorf("%s: %w", url, err)
+	}
+	return 0, fmt.Errorf("%s: no %s", url, name)
+}
+
+// saveProfile saves GET url (a pprof endpoint) to path.
+func saveProfile(ctx context.Context, url, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	res, err := (&http.Client{Timeout: 5 * time.Minute}).Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", url, res.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, res.Body); err != nil {
+		f.Close()
+		return fmt.Errorf("%s: %w", url, err)
+	}
+	return f.Close()
+}
+
+// runqueueWait returns the seconds the threads of process pid (0: this one) have spent
+// runnable but waiting for a CPU, from /proc/PID/task/*/schedstat; ok is false when it
+// cannot be read.
+func runqueueWait(pid int) (float64, bool) {
+	dir := "/proc/self/task"
+	if pid != 0 {
+		dir = "/proc/" + strconv.Itoa(pid) + "/task"
+	}
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, false
+	}
+	var ns float64
+	for _, t := range tasks {
+		b, err := os.ReadFile(filepath.Join(dir, t.Name(), "schedstat"))
+		if err != nil {
+			continue // the thread ended
+		}
+		f := strings.Fields(string(b))
+		if len(f) < 2 {
+			return 0, false
+		}
+		v, err := strconv.ParseFloat(f[1], 64)
+		if err != nil {
+			return 0, false
+		}
+		ns += v
+	}
+	return ns / 1e9, true
+}

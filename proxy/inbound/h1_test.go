@@ -1,0 +1,333 @@
+package inbound
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/meridian-mesh/meridian/internal/testutil"
+	"github.com/meridian-mesh/meridian/proxy/h1"
+	"github.com/meridian-mesh/meridian/proxy/transportheader"
+)
+
+// scriptedApp answers each request it reads (with net/http's parser) with the next of its
+// responses (raw bytes), closing the connection after those marked close. It records what
+// it saw of each request and counts connections.
+type scriptedApp struct {
+	port     uint16
+	conns    atomic.Int64
+	requests atomic.Int64
+	mu       sync.Mutex
+	seen     []string
+}
+
+func startScriptedApp(t *testing.T, respond func(n int64) (resp string, closeAfter bool)) *scriptedApp {
+	t.Helper()
+	a := &scriptedApp{}
+	lis := testutil.Listen(t)
+	a.port = uint16(lis.Addr().(*net.TCPAddr).Port)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			a.conns.Add(1)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				_ = c.SetDeadline(time.Now().Add(wait))
+				br := bufio.NewReader(c)
+				for {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					body, _ := io.ReadAll(req.Body)
+					var head strings.Builder
+					_ = req.Header.Write(&head)
+					a.mu.Lock()
+					a.seen = append(a.seen, req.Method+" "+req.RequestURI+" "+req.Host+"\n"+head.String()+string(body))
+					a.mu.Unlock()
+					resp, closeAfter := respond(a.requests.Add(1))
+					if _, err := io.WriteString(c, resp); err != nil || closeAfter {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = lis.Close()
+		testutil.Wait(t, testutil.StopWithin, "the scripted application", wg.Wait)
+	})
+	return a
+}
+
+func (a *scriptedApp) last() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.seen) == 0 {
+		return ""
+	}
+	return a.seen[len(a.seen)-1]
+}
+
+// exchange writes raw on conn and reads n responses (the final ones; interim responses are
+// skipped), with their bodies.
+func exchange(t *testing.T, c net.Conn, raw string, n int, method string) []*http.Response {
+	t.Helper()
+	_ = c.SetDeadline(time.Now().Add(wait))
+	if _, err := io.WriteString(c, raw); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	var out []*http.Response
+	for range n {
+		res, err := http.ReadResponse(br, &http.Request{Method: method})
+		for err == nil && res.StatusCode < 200 {
+			res, err = http.ReadResponse(br, &http.Request{Method: method})
+		}
+		if err != nil {
+			t.Fatalf("response %d: %v", len(out)+1, err)
+		}
+		b, err := io.ReadAll(res.Body)
+		if err != nil {
+			t.Fatalf("response %d body: %v", len(out)+1, err)
+		}
+		res.Body = io.NopCloser(strings.NewReader(string(b)))
+		out = append(out, res)
+	}
+	return out
+}
+
+func dialPlain(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, wait)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func bodyOf(res *http.Response) string {
+	b, _ := io.ReadAll(res.Body)
+	return string(b)
+}
+
+const okResponse = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+
+// TestLeanRequestForwarding: pipelined requests go to the application on one pooled
+// connection with their bodies; hop-by-hop fields (and those Connection names) are dropped;
+// a client's l5d-client-id is stripped and, over mTLS with the transport header, the
+// client's identity set instead; Connection: close from the client is honoured.
+func TestLeanRequestForwarding(t *testing.T) {
+	app := startScriptedApp(t, func(int64) (string, bool) { return okResponse, false })
+	pki := newPKI(t)
+	p := startProxy(t, Config{DefaultPort: app.port, Identity: serverID}, Deps{TLS: pki.tlsFor(t, serverID)})
+	raw := "POST /form?a=1 HTTP/1.1\r\nHost: web:8080\r\nContent-Length: 5\r\nL5d-Client-Id: spoofed\r\n\r\nhello" +
+		"GET /x HTTP/1.1\r\nHost: web:8080\r\nConnection: X-Private, close\r\nX-Private: 1\r\nX-Keep: 2\r\nTE: trailers\r\n\r\n"
+	res := exchange(t, dialPlain(t, p.addr), raw, 2, http.MethodGet)
+	if !res[1].Close || bodyOf(res[0]) != "ok" {
+		t.Errorf("responses: close %v, body %q", res[1].Close, bodyOf(res[0]))
+	}
+	if app.requests.Load() != 2 || app.conns.Load() != 1 {
+		t.Errorf("%d requests on %d application connections, want 2 on 1", app.requests.Load(), app.conns.Load())
+	}
+	got := app.last()
+	if !strings.HasPrefix(got, "GET /x web:8080\n") || strings.Contains(got, "X-Private") || strings.Contains(got, "Te:") ||
+		!strings.Contains(got, "X-Keep: 2") || strings.Contains(got, "Connection") || strings.Contains(got, "L5d-Client-Id") {
+		t.Errorf("the application saw %q", got)
+	}
+
+	c, err := client{proxy: p.addr, tls: pki.tlsFor(t, gatewayID)}.dial(context.Background(), "",
+		&transportheader.Header{Port: app.port, Protocol: transportheader.HTTP1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	exchange(t, c, "POST /form HTTP/1.1\r\nHost: web:8080\r\nL5d-Client-Id: spoofed\r\nContent-Length: 3\r\n\r\nabc", 1, http.MethodPost)
+	if got := app.last(); !strings.Contains(got, "L5d-Client-Id: "+gatewayID+"\r\n") || strings.Contains(got, "spoofed") || !strings.HasSuffix(got, "abc") {
+		t.Errorf("over mTLS the application saw %q", got)
+	}
+}
+
+// TestLeanResponseFramings: chunked bodies with extensions and trailers, interim responses,
+// 204, HEAD, hop-by-hop fields and a body delimited by the connection's close all reach
+// the client as the application sent them.
+func TestLeanResponseFramings(t *testing.T) {
+	app := startScriptedApp(t, func(n int64) (string, bool) {
+		switch n {
+		case 1:
+			return "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-Sum\r\n\r\n5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nX-Sum: 42\r\n\r\n", false
+		case 2:
+			return "HTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", false
+		case 3:
+			return "HTTP/1.1 204 No Content\r\nX-A: 1\r\n\r\n", false
+		case 4:
+			return "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n", false
+		case 5:
+			return "HTTP/1.0 200 OK\r\nConnection: keep-alive, X-Hop\r\nKeep-Alive: timeout=5\r\nX-Hop: 1\r\nX-End: 2\r\nContent-Length: 3\r\n\r\nabc", false
+		}
+		return "HTTP/1.1 200 OK\r\nX-Close: 1\r\n\r\nuntil the end", true
+	})
+	p := startProxy(t, Config{DefaultPort: app.port}, Deps{})
+	get := "GET / HTTP/1.1\r\nHost: web\r\n\r\n"
+	res := exchange(t, dialPlain(t, p.addr), get+get+get, 3, http.MethodGet)
+	if b := bodyOf(res[0]); b != "hello world" || res[0].Trailer.Get("X-Sum") != "42" {
+		t.Errorf("chunked: %q, trailers %v", b, res[0].Trailer)
+	}
+	if res[1].StatusCode != 200 || bodyOf(res[1]) != "ok" {
+		t.Errorf("after 103: %d", res[1].StatusCode)
+	}
+	if res[2].StatusCode != 204 || res[2].Header.Get("X-A") != "1" {
+		t.Errorf("204: %v", res[2])
+	}
+	res = exchange(t, dialPlain(t, p.addr), "HEAD / HTTP/1.1\r\nHost: web\r\n\r\n", 1, http.MethodHead)
+	if res[0].ContentLength != 100 {
+		t.Errorf("HEAD: Content-Length %d", res[0].ContentLength)
+	}
+	res = exchange(t, dialPlain(t, p.addr), get, 1, http.MethodGet)
+	if h := res[0].Header; res[0].Proto != "HTTP/1.1" || h.Get("X-Hop") != "" || h.Get("Keep-Alive") != "" || h.Get("X-End") != "2" || bodyOf(res[0]) != "abc" {
+		t.Errorf("hop-by-hop: %s %v", res[0].Proto, h)
+	}
+	res = exchange(t, dialPlain(t, p.addr), get, 1, http.MethodGet)
+	if bodyOf(res[0]) != "until the end" || !res[0].Close {
+		t.Errorf("close-delimited: %q, close %v", bodyOf(res[0]), res[0].Close)
+	}
+}
+
+// TestLeanFallsBackToNetHTTP: a request the lean path does not take goes to net/http with
+// every byte read, and so does the rest of its connection.
+func TestLeanFallsBackToNetHTTP(t *testing.T) {
+	port := httpApp(t)
+	p := startProxy(t, Config{DefaultPort: port}, Deps{})
+	big := strings.Repeat("x", maxLeanBody+1)
+	for name, raw := range map[string]string{
+		"chunked body":  "POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+		"large body":    "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: " + strconv.Itoa(len(big)) + "\r\n\r\n" + big,
+		"expect":        "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\nhello",
+		"HTTP/1.0":      "POST /a HTTP/1.0\r\nContent-Length: 5\r\n\r\nhello",
+		"obs-fold":      "POST /a HTTP/1.1\r\nHost: x\r\nX-A: 1\r\n 2\r\nContent-Length: 5\r\n\r\nhello",
+		"escaped path":  "POST /%61 HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello",
+		"absolute-form": "POST http://x/a HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello",
+	} {
+		second, n := "GET /b HTTP/1.1\r\nHost: x\r\n\r\n", 2
+		if strings.Contains(name, "1.0") {
+			second, n = "", 1
+		}
+		res := exchange(t, dialPlain(t, p.addr), raw+second, n, http.MethodPost)
+		want := strconv.Itoa(len("hello"))
+		if name == "large body" {
+			want = strconv.Itoa(len(big))
+		}
+		if res[0].StatusCode != 200 || res[0].Header.Get("X-Seen-Body-Len") != want || bodyOf(res[0]) != "path=/a" {
+			t.Errorf("%s: %d, body length %s, %q", name, res[0].StatusCode, res[0].Header.Get("X-Seen-Body-Len"), bodyOf(res[0]))
+		}
+		if n == 2 && (res[1].StatusCode != 200 || bodyOf(res[1]) != "path=/b") {
+			t.Errorf("%s: the next request: %d", name, res[1].StatusCode)
+		}
+	}
+}
+
+// TestLeanStaleConnectionIsRetried: an application that closes every connection after one
+// response, without saying so, still answers every GET.
+func TestLeanStaleConnectionIsRetried(t *testing.T) {
+	app := startScriptedApp(t, func(int64) (string, bool) { return okResponse, true })
+	p := startProxy(t, Config{DefaultPort: app.port}, Deps{})
+	hc := client{proxy: p.addr}.httpClient(t, 0)
+	for i := range 5 {
+		if res, b := get(t, hc, "/", nil); res.StatusCode != 200 || b != "ok" {
+			t.Fatalf("GET %d on a pool of closed connections: %d %q", i, res.StatusCode, b)
+		}
+	}
+}
+
+// TestLeanAppFailures: a response the proxy cannot relay exactly is a 502 (counted as a
+// failure); one cut short after its head cuts the client's connection.
+func TestLeanAppFailures(t *testing.T) {
+	app := startScriptedApp(t, func(n int64) (string, bool) {
+		switch n {
+		case 1:
+			return "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n", true
+		case 2:
+			return "NOT HTTP\r\n\r\n", true
+		case 3:
+			return "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort", true
+		}
+		return "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", true
+	})
+	p := startProxy(t, Config{DefaultPort: app.port}, Deps{})
+	post := "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n" // not retried
+	for i := range 2 {
+		if res := exchange(t, dialPlain(t, p.addr), post, 1, http.MethodPost); res[0].StatusCode != http.StatusBadGateway ||
+			res[0].Header.Get("L5d-Proxy-Error") == "" {
+			t.Errorf("bad response %d: %d %v, want 502 with l5d-proxy-error", i+1, res[0].StatusCode, res[0].Header)
+		}
+	}
+	if got := p.counter(t, "response_total", map[string]string{"status_code": "502", "classification": "failure"}); got != 2 {
+		t.Errorf("502s counted %v times, want 2 (counted before the answer leaves)", got)
+	}
+	for i := range 2 {
+		c := dialPlain(t, p.addr)
+		_ = c.SetDeadline(time.Now().Add(wait))
+		_, _ = io.WriteString(c, post)
+		res, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err == nil {
+			_, err = io.ReadAll(res.Body)
+		}
+		if err == nil {
+			t.Errorf("truncated body %d reached the client as complete", i+1)
+		}
+	}
+}
+
+// TestLeanDrainClosesIdleConnections: when Run's context ends, a keep-alive connection
+// between requests is closed at once and Run returns.
+func TestLeanDrainClosesIdleConnections(t *testing.T) {
+	port := httpApp(t)
+	in, cancel, r := runUntil(t, Config{DefaultPort: port}, Deps{})
+	c := dialPlain(t, in.Addr().String())
+	res := exchange(t, c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n", 1, http.MethodGet)
+	if res[0].StatusCode != 200 {
+		t.Fatalf("status %d", res[0].StatusCode)
+	}
+	cancel()
+	_ = c.SetDeadline(time.Now().Add(wait))
+	if n, err := c.Read(make([]byte, 1)); err == nil {
+		t.Errorf("an idle keep-alive connection got %d bytes after the shutdown", n)
+	}
+	r.wait(t, "Run to return")
+}
+
+// TestLeanHeaderValues: route matching reads a lean request's fields by canonical name,
+// case-insensitively, every value in order.
+func TestLeanHeaderValues(t *testing.T) {
+	var h h1.Head
+	raw := "GET / HTTP/1.1\r\nHost: a\r\nx-env: canary\r\nX-Other: 1\r\nX-ENV: blue\r\n\r\n"
+	if err := h1.ReadHead(bufio.NewReader(strings.NewReader(raw)), &h, 1<<10); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.ParseRequest(); err != nil {
+		t.Fatal(err)
+	}
+	if got := (leanHeader{&h}).Values("X-Env"); strings.Join(got, ",") != "canary,blue" {
+		t.Errorf("X-Env: %q", got)
+	}
+	if got := (leanHeader{&h}).Values("X-Missing"); got != nil {
+		t.Errorf("X-Missing: %q", got)
+	}
+}

@@ -1,0 +1,150 @@
+package outbound
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+
+	"github.com/meridian-mesh/meridian/internal/testutil"
+	"github.com/meridian-mesh/meridian/proxy/metrics"
+)
+
+// grpcThrough dials the proxy for authority (HTTP/2 with prior knowledge, routed by
+// :authority) and returns a health client.
+func grpcThrough(t testing.TB, proxy, authority string) healthpb.HealthClient {
+	t.Helper()
+	conn, err := grpc.NewClient("passthrough:///"+proxy, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithAuthority(authority))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return healthpb.NewHealthClient(conn)
+}
+
+// TestLeanHTTP2GRPC: gRPC through the explicit proxy is relayed to the endpoint over one
+// multiplexed connection, a status in trailers reaches the client, and the requests are
+// counted with their grpc-status.
+func TestLeanHTTP2GRPC(t *testing.T) {
+	hs := health.NewServer()
+	app := testutil.ServeGRPC(t, func(s *grpc.Server) { healthpb.RegisterHealthServer(s, hs) })
+	r := newFakeResolver()
+	r.target(webAuth, plainEndpoint(netip.MustParseAddrPort(app)))
+	reg := prometheus.NewRegistry()
+	_, addr := startProxy(t, testConfig(), Deps{Resolver: r, Metrics: metrics.New(reg)})
+	hc := grpcThrough(t, addr, webAuth)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for range 10 {
+		if res, err := hc.Check(ctx, &healthpb.HealthCheckRequest{}); err != nil || res.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+			t.Fatalf("Check: %v %v", res, err)
+		}
+	}
+	if _, err := hc.Check(ctx, &healthpb.HealthCheckRequest{Service: "nope"}); status.Code(err) != codes.NotFound {
+		t.Errorf("Check of an unknown service: %v, want NotFound", err)
+	}
+	testutil.Eventually(t, 10*time.Second, "the responses counted", func() bool {
+		return counter(t, reg, "response_total", map[string]string{"direction": "outbound", "authority": webAuth, "grpc_status": "0", "classification": "success"}) == 10 &&
+			counter(t, reg, "response_total", map[string]string{"grpc_status": "5", "classification": "failure"}) == 1
+	})
+	if n := counter(t, reg, "tcp_open_total", map[string]string{"direction": "outbound", "authority": webAuth}); n != 1 {
+		t.Errorf("%v connections to the endpoint, want 1 (multiplexed)", n)
+	}
+}
+
+// TestLeanHTTP2Errors: a gRPC request for a target without endpoints, or whose endpoint
+// refuses connections, gets a trailers-only UNAVAILABLE with l5d-proxy-error; plain HTTP/2
+// gets 503 and 502; CONNECT over HTTP/2 is refused as the net/http path refuses it.
+func TestLeanHTTP2Errors(t *testing.T) {
+	lis := testutil.Listen(t)
+	closed := addrPort(t, lis.Addr())
+	_ = lis.Close()
+	r := newFakeResolver()
+	r.target("empty.shop.svc.cluster.local:80")
+	r.target(webAuth, plainEndpoint(closed))
+	_, addr := startProxy(t, testConfig(), Deps{Resolver: r})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, tc := range []struct{ authority, want string }{
+		{"empty.shop.svc.cluster.local:80", "no endpoints"},
+		{webAuth, "upstream"},
+	} {
+		_, err := grpcThrough(t, addr, tc.authority).Check(ctx, &healthpb.HealthCheckRequest{})
+		if st, _ := status.FromError(err); st.Code() != codes.Unavailable || !strings.Contains(st.Message(), tc.want) {
+			t.Errorf("%s: %v, want UNAVAILABLE saying %q", tc.authority, err, tc.want)
+		}
+	}
+	c := h2Client(t, addr)
+	for _, tc := range []struct {
+		authority string
+		status    int
+	}{{"empty.shop.svc.cluster.local:80", http.StatusServiceUnavailable}, {webAuth, http.StatusBadGateway}} {
+		res, body := get(t, c, "http://"+tc.authority+"/")
+		if res.StatusCode != tc.status || res.Header.Get("L5d-Proxy-Error") == "" {
+			t.Errorf("%s: %d %q %v, want %d with l5d-proxy-error", tc.authority, res.StatusCode, body, res.Header, tc.status)
+		}
+	}
+	req, _ := http.NewRequest(http.MethodConnect, "http://"+webAuth, nil)
+	req.Host = webAuth
+	res, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusBadRequest {
+		t.Errorf("CONNECT over HTTP/2: %d, want 400", res.StatusCode)
+	}
+}
+
+// TestLeanHTTP2ConnectRetry: an endpoint that refuses the connection is retried once on
+// another endpoint before anything was sent.
+func TestLeanHTTP2ConnectRetry(t *testing.T) {
+	lis := testutil.Listen(t)
+	dead := addrPort(t, lis.Addr())
+	_ = lis.Close()
+	app := startApp(t, "alive")
+	r := newFakeResolver()
+	r.target(webAuth, plainEndpoint(dead), plainEndpoint(app))
+	_, addr := startProxy(t, testConfig(), Deps{Resolver: r})
+	c := h2Client(t, addr)
+	for i := range 6 {
+		if res, body := get(t, c, "http://"+webAuth+"/"); res.StatusCode != 200 || body != "alive HTTP/2.0" {
+			t.Fatalf("request %d: %d %q", i, res.StatusCode, body)
+		}
+	}
+}
+
+// TestLeanHTTP2Drain: when Serve's context ends, a request in flight on an HTTP/2
+// connection finishes, the client is told to go away, and Serve returns.
+func TestLeanHTTP2Drain(t *testing.T) {
+	app, arrived, release := blockingApp(t)
+	r := newFakeResolver()
+	r.target(webAuth, plainEndpoint(addrPort(t, mustResolve(t, app))))
+	o, err := New(testConfig(), Deps{Resolver: r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, cancel, served := serve(t, o)
+	got := getAsync(h2Client(t, addr), "http://"+webAuth+"/")
+	testutil.Recv(t, arrived, 10*time.Second, "the request to reach the app")
+	cancel()
+	close(release)
+	if res := testutil.Recv(t, got, 10*time.Second, "the response"); res.err != nil || res.body != "done" {
+		t.Errorf("the request in flight: %+v", res)
+	}
+	if err := testutil.Recv(t, served, 10*time.Second, "Serve to return"); err != nil {
+		t.Errorf("Serve: %v", err)
+	}
+}
