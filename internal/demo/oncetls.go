@@ -50,7 +50,7 @@ func (m *mesh) onceControlPlane(ctx context.Context, md Model) Check {
 			served = append(served, fmt.Sprintf("%s (%v)", p.name, status.Code(err)))
 		}
 	}
-	mine := m.tls.Ready()
+	mine := m.awaitOwnCertificate(ctx, 10*time.Second)
 	c.OK = len(served) == 0 && mine == nil && len(md.Services) > 0
 	c.Detail = fmt.Sprintf("a plaintext client is refused by %s, policy and identity; the proxies and the demo's Destination client (%s) reach them over mTLS",
 		ReplicaName(0), m.tls.Name())
@@ -61,6 +61,27 @@ func (m *mesh) onceControlPlane(ctx context.Context, md Model) Check {
 		c.Detail = "the demo's own certificate: " + mine.Error()
 	}
 	return c
+}
+
+// awaitOwnCertificate waits up to within for the demo's own certificate: identity starts
+// with the control plane, after the demo's client, and traffic through the proxies (which
+// certify on their own) can flow before the demo's first certificate arrives.
+func (m *mesh) awaitOwnCertificate(ctx context.Context, within time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		err := m.tls.Ready()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-tick.C:
+		}
+	}
 }
 
 // plaintextCall makes call on a plaintext connection to addr, within a few seconds.
