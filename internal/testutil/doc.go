@@ -2,8 +2,9 @@
 // EventuallyNoError and Never (a condition polled until a deadline, or over a window), Recv
 // and Wait (a receive or a blocking call with a deadline), Go (a goroutine owned by the test:
 // cancelled and waited for when it ends), Main and VerifyNone (goroutine-leak checks) and
-// loopback servers and clients (Listen, ServeGRPC, DialGRPC, and WantStatus for a call's gRPC
-// status).
+// loopback servers and clients (Listen, ServeConns, ServeGRPC, DialGRPC, and WantStatus for a
+// call's gRPC status), and a mesh PKI shaped like a Linkerd install (NewPKI: a trust anchor,
+// an issuer, leaf certificates for identities; StaticCert serves one to TLS).
 //
 // It is test-only: nothing outside _test.go files may import it. It imports grpc, goleak and
 // the standard library; it must not import any other Meridian package

@@ -1,15 +1,10 @@
 package tlsid
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
-	"math/big"
 	"net"
 	"os"
 	"testing"
@@ -19,55 +14,6 @@ import (
 )
 
 func TestMain(m *testing.M) { os.Exit(testutil.Main(m, nil)) }
-
-// pki is a trust anchor that issues leaf certificates for identities.
-type pki struct {
-	ca    *x509.Certificate
-	key   *ecdsa.PrivateKey
-	roots *x509.CertPool
-}
-
-func newPKI(t *testing.T) *pki {
-	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "root.linkerd.cluster.local"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := x509.ParseCertificate(der)
-	roots := x509.NewCertPool()
-	roots.AddCert(ca)
-	return &pki{ca: ca, key: key, roots: roots}
-}
-
-func (p *pki) leaf(t *testing.T, identity string) *tls.Certificate {
-	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()), DNSNames: []string{identity},
-		NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.ca, &key.PublicKey, p.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf, _ := x509.ParseCertificate(der)
-	return &tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}
-}
-
-type staticCerts struct{ c *tls.Certificate }
-
-func (s staticCerts) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) { return s.c, nil }
-func (s staticCerts) GetClientCertificate(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
-	return s.c, nil
-}
 
 const (
 	webID = "web.shop.serviceaccount.identity.linkerd.cluster.local"
@@ -121,9 +67,9 @@ func handshake(t *testing.T, client, server *tls.Config) (clientID string, cerr,
 }
 
 func TestMutualTLS(t *testing.T) {
-	p := newPKI(t)
-	web, _ := New(staticCerts{p.leaf(t, webID)}, p.roots)
-	api, _ := New(staticCerts{p.leaf(t, apiID)}, p.roots)
+	p := testutil.NewPKI(t)
+	web, _ := New(testutil.StaticCert{Cert: p.Leaf(t, webID)}, p.Roots)
+	api, _ := New(testutil.StaticCert{Cert: p.Leaf(t, apiID)}, p.Roots)
 
 	id, cerr, serr := handshake(t, web.Client(apiID, "h2"), api.Server("h2"))
 	if cerr != nil || serr != nil || id != webID {
@@ -136,7 +82,7 @@ func TestMutualTLS(t *testing.T) {
 	}
 
 	// A peer from another trust root: refused both ways.
-	stranger, _ := New(staticCerts{newPKI(t).leaf(t, apiID)}, p.roots)
+	stranger, _ := New(testutil.StaticCert{Cert: testutil.NewPKI(t).Leaf(t, apiID)}, p.Roots)
 	if _, cerr, _ = handshake(t, web.Client(apiID), stranger.Server()); cerr == nil {
 		t.Error("a server certificate from another root was accepted")
 	}
@@ -145,7 +91,7 @@ func TestMutualTLS(t *testing.T) {
 	}
 
 	// A client without a certificate is accepted and proves no identity.
-	anon, _ := New(nil, p.roots)
+	anon, _ := New(nil, p.Roots)
 	id, cerr, serr = handshake(t, anon.Client(apiID), api.Server())
 	if cerr != nil || serr != nil || id != "" {
 		t.Errorf("anonymous client: %v %v %q", cerr, serr, id)
@@ -160,8 +106,8 @@ func TestMutualTLS(t *testing.T) {
 }
 
 func TestClientConfigIsCached(t *testing.T) {
-	p := newPKI(t)
-	c, _ := New(nil, p.roots)
+	p := testutil.NewPKI(t)
+	c, _ := New(nil, p.Roots)
 	first, again, noALPN := c.Client(apiID, "h2"), c.Client(apiID, "h2"), c.Client(apiID)
 	if first != again || first == noALPN {
 		t.Error("client configs are not cached per identity and ALPN")
@@ -182,10 +128,10 @@ func TestLooksLikeTLS(t *testing.T) {
 // TestServerRequiringClientCert: the server refuses a client without a certificate, accepts
 // one with a mesh certificate and sees its identity.
 func TestServerRequiringClientCert(t *testing.T) {
-	p := newPKI(t)
-	web, _ := New(staticCerts{p.leaf(t, webID)}, p.roots)
-	api, _ := New(staticCerts{p.leaf(t, apiID)}, p.roots)
-	anon, _ := New(nil, p.roots)
+	p := testutil.NewPKI(t)
+	web, _ := New(testutil.StaticCert{Cert: p.Leaf(t, webID)}, p.Roots)
+	api, _ := New(testutil.StaticCert{Cert: p.Leaf(t, apiID)}, p.Roots)
+	anon, _ := New(nil, p.Roots)
 	if _, _, serr := handshake(t, anon.Client(apiID), api.ServerRequiringClientCert()); serr == nil {
 		t.Error("a client without a certificate was accepted")
 	}
@@ -193,19 +139,19 @@ func TestServerRequiringClientCert(t *testing.T) {
 	if cerr != nil || serr != nil || id != webID {
 		t.Errorf("client with a certificate: client %v, server %v, identity %q", cerr, serr, id)
 	}
-	if api.Roots() != p.roots {
+	if api.Roots() != p.Roots {
 		t.Error("Roots is not the pool given to New")
 	}
 }
 
 func TestParseTrustAnchors(t *testing.T) {
-	p := newPKI(t)
-	good := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: p.ca.Raw})
+	p := testutil.NewPKI(t)
+	good := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: p.Anchor.Raw})
 	pool, err := ParseTrustAnchors(append([]byte("# comment\n"), good...))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.leaf(t, webID).Leaf.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
+	if _, err := p.Leaf(t, webID).Leaf.Verify(x509.VerifyOptions{Roots: pool, Intermediates: p.Intermediates, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
 		t.Errorf("a leaf does not verify against the parsed anchors: %v", err)
 	}
 	for name, in := range map[string][]byte{
