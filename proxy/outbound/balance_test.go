@@ -17,6 +17,7 @@ import (
 
 	"github.com/meridian-mesh/meridian/internal/testutil"
 	"github.com/meridian-mesh/meridian/proxy/discovery"
+	"github.com/meridian-mesh/meridian/proxy/internal/proxytest"
 	"github.com/meridian-mesh/meridian/proxy/metrics"
 )
 
@@ -32,7 +33,7 @@ func startCountingApp(t testing.TB, name string, delay time.Duration) *countingA
 	a := &countingApp{delay: delay}
 	lis := testutil.Listen(t)
 	a.addr = addrPort(t, lis.Addr())
-	serveHTTP(t, lis, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	proxytest.ServeHTTP(t, lis, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		a.n.Add(1)
 		if a.delay > 0 { // the application's latency, which the balancer is to notice
 			timer := time.NewTimer(a.delay)

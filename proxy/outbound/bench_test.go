@@ -1,15 +1,10 @@
 package outbound
 
 import (
-	"bufio"
-	"bytes"
-	"crypto/tls"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/netip"
-	"sync"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -17,6 +12,7 @@ import (
 
 	"github.com/meridian-mesh/meridian/internal/testutil"
 	"github.com/meridian-mesh/meridian/proxy/discovery"
+	"github.com/meridian-mesh/meridian/proxy/internal/proxytest"
 	"github.com/meridian-mesh/meridian/proxy/metrics"
 	"github.com/meridian-mesh/meridian/proxy/transportheader"
 )
@@ -40,7 +36,7 @@ func BenchmarkOutboundHTTP1(b *testing.B) {
 func BenchmarkOutboundHTTP2(b *testing.B) { benchOutbound(b, true) }
 
 func benchOutbound(b *testing.B, h2 bool) {
-	p := newPKI(b)
+	p := testutil.NewPKI(b)
 	app := startApp(b, "web-1")
 	stub := startInbound(b, p, webID, "web-1")
 	client := func(addr string) *http.Client {
@@ -65,7 +61,7 @@ func benchOutbound(b *testing.B, h2 bool) {
 			} else {
 				r.target(webAuth, stub.endpoint(webID, 8080, true))
 			}
-			deps := Deps{Resolver: r, TLS: p.config(b, clientID), Metrics: metrics.New(prometheus.NewRegistry()), Log: zap.NewNop()}
+			deps := Deps{Resolver: r, TLS: proxytest.TLS(b, p, clientID), Metrics: metrics.New(prometheus.NewRegistry()), Log: zap.NewNop()}
 			_, addr := startProxy(b, testConfig(), deps)
 			benchGet(b, client(addr), "http://"+webAuth+"/")
 		})
@@ -99,114 +95,26 @@ func benchGet(b *testing.B, c *http.Client, url string) {
 // benchRaw measures the proxy alone on HTTP/1.1: a client writing fixed request bytes and
 // reading the response with a bufio.Reader, and upstreams answering fixed bytes.
 func benchRaw(b *testing.B) {
-	p := newPKI(b)
-	plain := rawServer(b, nil)
-	meshed := rawServer(b, p.config(b, webID).Server(transportheader.ALPN))
+	p := testutil.NewPKI(b)
+	plain := proxytest.RawServer(b, nil)
+	meshed := proxytest.RawServer(b, proxytest.TLS(b, p, webID).Server(transportheader.ALPN))
 	for _, tc := range []struct {
 		name string
 		ep   discovery.Endpoint
 	}{
-		{"raw-plain", plainEndpoint(plain)},
-		{"raw-mtls", discovery.Endpoint{Addr: netip.AddrPortFrom(meshed.Addr(), 8080), Identity: webID, OpaqueTransportPort: meshed.Port()}},
+		{"raw-plain", plainEndpoint(addrPort(b, plain))},
+		{"raw-mtls", discovery.Endpoint{Addr: netip.AddrPortFrom(addrPort(b, meshed).Addr(), 8080), Identity: webID, OpaqueTransportPort: uint16(meshed.Port)}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			r := newFakeResolver()
 			r.target(webAuth, tc.ep)
-			_, addr := startProxy(b, testConfig(), Deps{Resolver: r, TLS: p.config(b, clientID), Log: zap.NewNop()})
+			_, addr := startProxy(b, testConfig(), Deps{Resolver: r, TLS: proxytest.TLS(b, p, clientID), Log: zap.NewNop()})
 			c, err := net.Dial("tcp", addr)
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer c.Close()
-			br := bufio.NewReader(c)
-			req := []byte("GET http://" + webAuth + "/ HTTP/1.1\r\nHost: " + webAuth + "\r\nUser-Agent: bench\r\nAccept: */*\r\n\r\n")
-			exchange := func() {
-				if _, err := c.Write(req); err != nil {
-					b.Fatal(err)
-				}
-				if err := readRawResponse(br); err != nil {
-					b.Fatal(err)
-				}
-			}
-			exchange()
-			b.ReportAllocs()
-			b.ResetTimer()
-			for b.Loop() {
-				exchange()
-			}
+			proxytest.BenchRaw(b, c, []byte("GET http://"+webAuth+"/ HTTP/1.1\r\nHost: "+webAuth+"\r\nUser-Agent: bench\r\nAccept: */*\r\n\r\n"))
 		})
 	}
-}
-
-const rawResponse = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 12\r\n\r\nhello world\n"
-
-var rawResponseBytes = []byte(rawResponse)
-
-// readRawResponse reads one response whose head is followed by a 12-byte body.
-func readRawResponse(br *bufio.Reader) error {
-	first := true
-	for {
-		line, err := br.ReadSlice('\n')
-		if err != nil {
-			return err
-		}
-		if first && !bytes.HasPrefix(line, []byte("HTTP/1.1 200 ")) {
-			return fmt.Errorf("status line %q", line)
-		}
-		first = false
-		if len(line) == 2 {
-			break
-		}
-	}
-	_, err := br.Discard(12)
-	return err
-}
-
-// rawServer answers every request head with rawResponse; with cfg, over TLS after a
-// transport header.
-func rawServer(b *testing.B, cfg *tls.Config) netip.AddrPort {
-	lis := testutil.Listen(b)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := lis.Accept()
-			if err != nil {
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				if cfg != nil {
-					tc := tls.Server(c, cfg)
-					if _, err := transportheader.Read(tc); err != nil {
-						return
-					}
-					c = tc
-				}
-				br := bufio.NewReader(c)
-				for {
-					for {
-						line, err := br.ReadSlice('\n')
-						if err != nil {
-							return
-						}
-						if len(line) == 2 {
-							break
-						}
-					}
-					if _, err := c.Write(rawResponseBytes); err != nil {
-						return
-					}
-				}
-			}()
-		}
-	}()
-	b.Cleanup(func() {
-		_ = lis.Close()
-		testutil.Wait(b, testutil.StopWithin, "the raw server", wg.Wait)
-	})
-	return addrPort(b, lis.Addr())
 }

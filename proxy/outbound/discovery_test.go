@@ -13,6 +13,7 @@ import (
 	"github.com/meridian-mesh/meridian/internal/testutil"
 	"github.com/meridian-mesh/meridian/internal/wire"
 	"github.com/meridian-mesh/meridian/proxy/discovery"
+	"github.com/meridian-mesh/meridian/proxy/internal/proxytest"
 )
 
 // destination answers Get and GetProfile for the meshed web service (one endpoint: the stub,
@@ -46,7 +47,7 @@ func (d *destination) GetProfile(req *pb.GetDestination, s pb.Destination_GetPro
 }
 
 func TestWithTheDiscoveryResolver(t *testing.T) {
-	p := newPKI(t)
+	p := testutil.NewPKI(t)
 	stub := startInbound(t, p, webID, "web-1")
 	outside := startApp(t, "outside")
 	ep := stub.endpoint(webID, 8080, true)
@@ -63,7 +64,7 @@ func TestWithTheDiscoveryResolver(t *testing.T) {
 	cfg.Addr = addr
 	res := discovery.NewResolver(cfg, pool, nil)
 	testutil.Go(t, "the resolver", res.Run)
-	_, proxyAddr := startProxy(t, testConfig(), Deps{Resolver: ResolverOf(res.Resolve), TLS: p.config(t, clientID)})
+	_, proxyAddr := startProxy(t, testConfig(), Deps{Resolver: ResolverOf(res.Resolve), TLS: proxytest.TLS(t, p, clientID)})
 	c := proxyClient(t, proxyAddr)
 
 	resp, body := get(t, c, "http://"+webAuth+"/")

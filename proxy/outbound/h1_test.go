@@ -6,82 +6,14 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/netip"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/meridian-mesh/meridian/internal/testutil"
+	"github.com/meridian-mesh/meridian/proxy/internal/proxytest"
 )
-
-// scriptedServer answers each request head read on a connection with the next of its
-// responses (raw bytes), closing the connection after those marked close. It counts
-// connections and requests.
-type scriptedServer struct {
-	addr     netip.AddrPort
-	conns    atomic.Int64
-	requests atomic.Int64
-	mu       sync.Mutex
-	heads    []string
-}
-
-func startScripted(t testing.TB, respond func(n int64, head string) (resp string, closeAfter bool)) *scriptedServer {
-	t.Helper()
-	s := &scriptedServer{}
-	lis := testutil.Listen(t)
-	s.addr = addrPort(t, lis.Addr())
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := lis.Accept()
-			if err != nil {
-				return
-			}
-			s.conns.Add(1)
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-				br := bufio.NewReader(c)
-				for {
-					req, err := http.ReadRequest(br)
-					if err != nil {
-						return
-					}
-					body, _ := io.ReadAll(req.Body)
-					var head strings.Builder
-					_ = req.Header.Write(&head)
-					s.mu.Lock()
-					s.heads = append(s.heads, req.Method+" "+req.RequestURI+" "+req.Host+"\n"+head.String()+string(body))
-					s.mu.Unlock()
-					resp, closeAfter := respond(s.requests.Add(1), req.Method)
-					if _, err := io.WriteString(c, resp); err != nil || closeAfter {
-						return
-					}
-				}
-			}()
-		}
-	}()
-	t.Cleanup(func() {
-		_ = lis.Close()
-		testutil.Wait(t, testutil.StopWithin, "the scripted server", wg.Wait)
-	})
-	return s
-}
-
-func (s *scriptedServer) lastHead() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.heads) == 0 {
-		return ""
-	}
-	return s.heads[len(s.heads)-1]
-}
 
 // rawExchange writes raw to a new connection to the proxy and reads n responses.
 func rawExchange(t testing.TB, addr, raw string, n int, method string) []*http.Response {
@@ -91,28 +23,7 @@ func rawExchange(t testing.TB, addr, raw string, n int, method string) []*http.R
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.WriteString(c, raw); err != nil {
-		t.Fatal(err)
-	}
-	br := bufio.NewReader(c)
-	var out []*http.Response
-	for range n {
-		res, err := http.ReadResponse(br, &http.Request{Method: method})
-		for err == nil && res.StatusCode < 200 { // interim responses: the final one follows
-			res, err = http.ReadResponse(br, &http.Request{Method: method})
-		}
-		if err != nil {
-			t.Fatalf("response %d: %v", len(out)+1, err)
-		}
-		b, err := io.ReadAll(res.Body)
-		if err != nil {
-			t.Fatalf("response %d body: %v", len(out)+1, err)
-		}
-		res.Body = io.NopCloser(strings.NewReader(string(b)))
-		out = append(out, res)
-	}
-	return out
+	return proxytest.Exchange(t, c, raw, n, method)
 }
 
 func body(res *http.Response) string {
@@ -121,7 +32,7 @@ func body(res *http.Response) string {
 }
 
 func TestLeanResponseFramings(t *testing.T) {
-	srv := startScripted(t, func(n int64, method string) (string, bool) {
+	srv := proxytest.StartScripted(t, func(n int64, method string) (string, bool) {
 		switch n {
 		case 1: // chunked with an extension and trailers
 			return "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-Sum\r\n\r\n5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nX-Sum: 42\r\n\r\n", false
@@ -138,7 +49,7 @@ func TestLeanResponseFramings(t *testing.T) {
 		return "HTTP/1.1 200 OK\r\nX-Close: 1\r\n\r\nuntil the end", true
 	})
 	r := newFakeResolver()
-	r.target(webAuth, plainEndpoint(srv.addr))
+	r.target(webAuth, plainEndpoint(addrPort(t, srv.Addr)))
 	_, addr := startProxy(t, testConfig(), Deps{Resolver: r})
 
 	get := "GET http://" + webAuth + "/ HTTP/1.1\r\nHost: " + webAuth + "\r\n\r\n"
@@ -167,9 +78,9 @@ func TestLeanResponseFramings(t *testing.T) {
 }
 
 func TestLeanRequestForwarding(t *testing.T) {
-	srv := startScripted(t, func(int64, string) (string, bool) { return "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", false })
+	srv := proxytest.StartScripted(t, func(int64, string) (string, bool) { return "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", false })
 	r := newFakeResolver()
-	r.target(webAuth, plainEndpoint(srv.addr))
+	r.target(webAuth, plainEndpoint(addrPort(t, srv.Addr)))
 	_, addr := startProxy(t, testConfig(), Deps{Resolver: r})
 
 	// Pipelined: a POST with a body, then a GET with hop-by-hop fields.
@@ -179,10 +90,10 @@ func TestLeanRequestForwarding(t *testing.T) {
 	if !res[1].Close {
 		t.Error("Connection: close from the client was not honoured")
 	}
-	if srv.requests.Load() != 2 || srv.conns.Load() != 1 {
-		t.Errorf("%d requests on %d upstream connections, want 2 on 1", srv.requests.Load(), srv.conns.Load())
+	if srv.Requests.Load() != 2 || srv.Conns.Load() != 1 {
+		t.Errorf("%d requests on %d upstream connections, want 2 on 1", srv.Requests.Load(), srv.Conns.Load())
 	}
-	got := srv.lastHead()
+	got := srv.Last()
 	if !strings.HasPrefix(got, "GET /x "+webAuth+"\n") || strings.Contains(got, "X-Private") || strings.Contains(got, "Te:") ||
 		!strings.Contains(got, "X-Keep: 2") || strings.Contains(got, "Connection") {
 		t.Errorf("the upstream saw %q", got)
@@ -225,9 +136,9 @@ func TestLeanFallsBackToNetHTTP(t *testing.T) {
 
 func TestLeanStaleConnectionIsRetried(t *testing.T) {
 	// The upstream closes every connection after one response, without saying so.
-	srv := startScripted(t, func(int64, string) (string, bool) { return "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", true })
+	srv := proxytest.StartScripted(t, func(int64, string) (string, bool) { return "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", true })
 	r := newFakeResolver()
-	r.target(webAuth, plainEndpoint(srv.addr))
+	r.target(webAuth, plainEndpoint(addrPort(t, srv.Addr)))
 	_, addr := startProxy(t, testConfig(), Deps{Resolver: r})
 	c := proxyClient(t, addr)
 	for i := range 5 {
@@ -238,7 +149,7 @@ func TestLeanStaleConnectionIsRetried(t *testing.T) {
 }
 
 func TestLeanUpstreamFailures(t *testing.T) {
-	srv := startScripted(t, func(n int64, _ string) (string, bool) {
+	srv := proxytest.StartScripted(t, func(n int64, _ string) (string, bool) {
 		switch n {
 		case 1:
 			return "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n", true
@@ -250,7 +161,7 @@ func TestLeanUpstreamFailures(t *testing.T) {
 		return "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", true
 	})
 	r := newFakeResolver()
-	r.target(webAuth, plainEndpoint(srv.addr))
+	r.target(webAuth, plainEndpoint(addrPort(t, srv.Addr)))
 	_, addr := startProxy(t, testConfig(), Deps{Resolver: r})
 	post := "POST http://" + webAuth + "/ HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n" // not retried
 	for i := range 2 {
@@ -307,7 +218,7 @@ func TestUpgrade(t *testing.T) {
 	// An application that switches to an echo protocol on "Upgrade: echo".
 	lis := testutil.Listen(t)
 	var wg sync.WaitGroup
-	serveHTTP(t, lis, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	proxytest.ServeHTTP(t, lis, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Upgrade") != "echo" {
 			http.Error(w, "no upgrade", http.StatusBadRequest)
 			return

@@ -2,14 +2,7 @@ package outbound
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"fmt"
-	"math/big"
 	"net"
 	"net/http"
 	"net/netip"
@@ -21,8 +14,8 @@ import (
 	"time"
 
 	"github.com/meridian-mesh/meridian/internal/testutil"
-	"github.com/meridian-mesh/meridian/internal/tlsid"
 	"github.com/meridian-mesh/meridian/proxy/discovery"
+	"github.com/meridian-mesh/meridian/proxy/internal/proxytest"
 )
 
 func TestMain(m *testing.M) { os.Exit(testutil.Main(m, nil)) }
@@ -33,60 +26,6 @@ const (
 	apiID    = "api.shop.serviceaccount.identity.linkerd.cluster.local"
 	webAuth  = "web.shop.svc.cluster.local:8080"
 )
-
-// pki is a trust anchor issuing leaf certificates for identities.
-type pki struct {
-	ca    *x509.Certificate
-	key   *ecdsa.PrivateKey
-	roots *x509.CertPool
-}
-
-func newPKI(t testing.TB) *pki {
-	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "root.linkerd.cluster.local"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := x509.ParseCertificate(der)
-	roots := x509.NewCertPool()
-	roots.AddCert(ca)
-	return &pki{ca: ca, key: key, roots: roots}
-}
-
-// config returns the tlsid configuration of a proxy with the given identity.
-func (p *pki) config(t testing.TB, identity string) *tlsid.Config {
-	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()), DNSNames: []string{identity},
-		NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.ca, &key.PublicKey, p.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf, _ := x509.ParseCertificate(der)
-	c, err := tlsid.New(staticCerts{&tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}}, p.roots)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-type staticCerts struct{ c *tls.Certificate }
-
-func (s staticCerts) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) { return s.c, nil }
-func (s staticCerts) GetClientCertificate(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
-	return s.c, nil
-}
 
 // fakeResolver is the Resolver seam's test double: targets by authority, names it refuses,
 // and errors.
@@ -219,31 +158,11 @@ func proxyClient(t testing.TB, proxyAddr string) *http.Client {
 	return &http.Client{Transport: tr, Timeout: 10 * time.Second}
 }
 
-// serveHTTP runs an HTTP server (HTTP/1 and HTTP/2 with prior knowledge) on lis until t
-// ends.
-func serveHTTP(t testing.TB, lis net.Listener, h http.Handler) {
-	t.Helper()
-	var p http.Protocols
-	p.SetHTTP1(true)
-	p.SetUnencryptedHTTP2(true)
-	srv := &http.Server{Handler: h, Protocols: &p, ReadHeaderTimeout: 10 * time.Second}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		_ = srv.Serve(lis)
-	}()
-	t.Cleanup(func() {
-		_ = srv.Close()
-		testutil.Wait(t, testutil.StopWithin, "the test HTTP server to stop", wg.Wait)
-	})
-}
-
 // startApp runs a plaintext application that answers with its name and returns its address.
 func startApp(t testing.TB, name string) netip.AddrPort {
 	t.Helper()
 	lis := testutil.Listen(t)
-	serveHTTP(t, lis, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	proxytest.ServeHTTP(t, lis, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-App", name)
 		w.Header().Set("X-Host", r.Host)
 		w.Header().Set("X-Path", r.URL.RequestURI())
@@ -256,26 +175,7 @@ func startApp(t testing.TB, name string) netip.AddrPort {
 func startEcho(t testing.TB) netip.AddrPort {
 	t.Helper()
 	lis := testutil.Listen(t)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := lis.Accept()
-			if err != nil {
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				echo(c)
-			}()
-		}
-	}()
-	t.Cleanup(func() {
-		_ = lis.Close()
-		testutil.Wait(t, testutil.StopWithin, "the echo server", wg.Wait)
-	})
+	testutil.ServeConns(t, lis, "the echo server", echo)
 	return addrPort(t, lis.Addr())
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/meridian-mesh/meridian/internal/testutil"
+	"github.com/meridian-mesh/meridian/proxy/internal/proxytest"
 	"github.com/meridian-mesh/meridian/proxy/metrics"
 	"github.com/meridian-mesh/meridian/proxy/transportheader"
 )
@@ -33,12 +34,12 @@ func h2Client(t testing.TB, addr string) *http.Client {
 }
 
 func TestMeshedOpaqueTransport(t *testing.T) {
-	p := newPKI(t)
+	p := testutil.NewPKI(t)
 	stub := startInbound(t, p, webID, "web-1")
 	r := newFakeResolver()
 	r.target(webAuth, stub.endpoint(webID, 8080, true))
 	reg := prometheus.NewRegistry()
-	_, addr := startProxy(t, testConfig(), Deps{Resolver: r, TLS: p.config(t, clientID), Metrics: metrics.New(reg)})
+	_, addr := startProxy(t, testConfig(), Deps{Resolver: r, TLS: proxytest.TLS(t, p, clientID), Metrics: metrics.New(reg)})
 
 	res, body := get(t, proxyClient(t, addr), "http://"+webAuth+"/")
 	if res.StatusCode != 200 || body != "web-1 HTTP/1.1" {
@@ -74,11 +75,11 @@ func TestMeshedOpaqueTransport(t *testing.T) {
 }
 
 func TestMeshedOpaqueTransportTCP(t *testing.T) {
-	p := newPKI(t)
+	p := testutil.NewPKI(t)
 	stub := startInbound(t, p, webID, "web-1")
 	r := newFakeResolver()
 	r.target("db.shop.svc.cluster.local:5432", stub.endpoint(webID, 5432, true))
-	_, addr := startProxy(t, testConfig(), Deps{Resolver: r, TLS: p.config(t, clientID)})
+	_, addr := startProxy(t, testConfig(), Deps{Resolver: r, TLS: proxytest.TLS(t, p, clientID)})
 
 	got := connectEcho(t, addr, "db.shop.svc.cluster.local:5432", "\x00\x00\x00\x08binary")
 	if got != "\x00\x00\x00\x08binary" {
@@ -123,11 +124,11 @@ func connectEcho(t testing.TB, proxyAddr, target, msg string) string {
 func TestMeshedDirectTLS(t *testing.T) {
 	// Without an opaque-transport port: TLS to the endpoint's own port, ALPN by protocol,
 	// no header.
-	p := newPKI(t)
+	p := testutil.NewPKI(t)
 	stub := startInbound(t, p, webID, "web-1")
 	r := newFakeResolver()
 	r.target(webAuth, stub.endpoint(webID, 0, false))
-	_, addr := startProxy(t, testConfig(), Deps{Resolver: r, TLS: p.config(t, clientID)})
+	_, addr := startProxy(t, testConfig(), Deps{Resolver: r, TLS: proxytest.TLS(t, p, clientID)})
 
 	if res, body := get(t, proxyClient(t, addr), "http://"+webAuth+"/"); res.StatusCode != 200 || body != "web-1 HTTP/1.1" {
 		t.Fatalf("HTTP/1: %d %q", res.StatusCode, body)
@@ -142,12 +143,12 @@ func TestMeshedDirectTLS(t *testing.T) {
 }
 
 func TestMeshedIdentityIsVerified(t *testing.T) {
-	p := newPKI(t)
+	p := testutil.NewPKI(t)
 	impostor := startInbound(t, p, apiID, "api-1") // discovery says web, the peer proves api
 	r := newFakeResolver()
 	r.target(webAuth, impostor.endpoint(webID, 8080, true))
 	r.target("db.shop.svc.cluster.local:5432", impostor.endpoint(webID, 5432, true))
-	_, addr := startProxy(t, testConfig(), Deps{Resolver: r, TLS: p.config(t, clientID)})
+	_, addr := startProxy(t, testConfig(), Deps{Resolver: r, TLS: proxytest.TLS(t, p, clientID)})
 
 	res, _ := get(t, proxyClient(t, addr), "http://"+webAuth+"/")
 	if res.StatusCode != http.StatusBadGateway || res.Header.Get("L5d-Proxy-Error") == "" {
@@ -162,7 +163,7 @@ func TestMeshedIdentityIsVerified(t *testing.T) {
 	})
 
 	// Another trust root: refused as well.
-	stranger := startInbound(t, newPKI(t), webID, "web-x")
+	stranger := startInbound(t, testutil.NewPKI(t), webID, "web-x")
 	r.target(webAuth, stranger.endpoint(webID, 8080, true))
 	res, _ = waitStatus(t, proxyClient(t, addr), "http://"+webAuth+"/", http.StatusBadGateway)
 	if res.StatusCode != http.StatusBadGateway {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/meridian-mesh/meridian/internal/testutil"
+	"github.com/meridian-mesh/meridian/proxy/internal/proxytest"
 )
 
 // blockingApp answers each request once release is closed (or the request ends), after
@@ -19,7 +20,7 @@ func blockingApp(t testing.TB) (addr string, arrived chan struct{}, release chan
 	t.Helper()
 	arrived, release = make(chan struct{}, 16), make(chan struct{})
 	lis := testutil.Listen(t)
-	serveHTTP(t, lis, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	proxytest.ServeHTTP(t, lis, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		arrived <- struct{}{}
 		select {
 		case <-release:

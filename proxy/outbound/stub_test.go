@@ -15,6 +15,7 @@ import (
 	"github.com/meridian-mesh/meridian/internal/testutil"
 	"github.com/meridian-mesh/meridian/internal/tlsid"
 	"github.com/meridian-mesh/meridian/proxy/discovery"
+	"github.com/meridian-mesh/meridian/proxy/internal/proxytest"
 	"github.com/meridian-mesh/meridian/proxy/transportheader"
 )
 
@@ -41,12 +42,12 @@ type stubConn struct {
 type stubConnKey struct{}
 
 // startInbound runs a stub with the given identity until t ends.
-func startInbound(t testing.TB, p *pki, identity, name string) *inboundStub {
+func startInbound(t testing.TB, p *testutil.PKI, identity, name string) *inboundStub {
 	t.Helper()
 	s := &inboundStub{name: name}
 	lis := testutil.Listen(t)
 	s.addr = addrPort(t, lis.Addr())
-	cfg := p.config(t, identity).Server(transportheader.ALPN, "h2", "http/1.1")
+	cfg := proxytest.TLS(t, p, identity).Server(transportheader.ALPN, "h2", "http/1.1")
 
 	hl := newConnListener(lis.Addr())
 	var pr http.Protocols

@@ -1,0 +1,14 @@
+// Package proxytest is test-only: what the data plane's tests share (proxy/inbound,
+// proxy/outbound, proxy/discovery, proxy/e2e). It holds the tlsid configuration of a
+// workload from a test PKI (TLS), applications on loopback (ServeHTTP and Serve: net/http
+// servers stopped and waited for when the test ends; Scripted: an HTTP/1.1 server answering
+// raw bytes and recording what it read; RawServer: a benchmark upstream that allocates
+// nothing per request), the client side of raw HTTP/1.1 (Exchange, ReadRawResponse,
+// BenchRaw), and Gathered, a sum of Prometheus series by labels.
+//
+// It owns nothing beyond a test: every server stops and is waited for when its test ends.
+// It imports internal/testutil, internal/tlsid, proxy/transportheader, the Prometheus client
+// and the standard library; it must not import `proxy`, `proxy/inbound/...`,
+// `proxy/outbound/...`, `proxy/discovery/...`, `shard/...`, `identity/...`, `bench/...` or
+// `cmd/...` (the packages whose tests use it, and the control plane).
+package proxytest

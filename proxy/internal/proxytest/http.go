@@ -1,0 +1,123 @@
+package proxytest
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/meridian-mesh/meridian/internal/testutil"
+)
+
+// Wait bounds the waits of these helpers on a peer: a connection's deadline.
+const Wait = 20 * time.Second
+
+// Serve runs srv on lis until t ends, then closes it and waits for Serve to return.
+func Serve(t testing.TB, srv *http.Server, lis net.Listener) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Serve(lis) }()
+	t.Cleanup(func() {
+		_ = srv.Close()
+		testutil.Wait(t, testutil.StopWithin, "the test HTTP server to stop", func() { <-done })
+	})
+}
+
+// ServeHTTP serves h on lis (HTTP/1.1, and HTTP/2 with prior knowledge) until t ends.
+func ServeHTTP(t testing.TB, lis net.Listener, h http.Handler) {
+	t.Helper()
+	var p http.Protocols
+	p.SetHTTP1(true)
+	p.SetUnencryptedHTTP2(true)
+	Serve(t, &http.Server{Handler: h, Protocols: &p, ReadHeaderTimeout: 10 * time.Second}, lis)
+}
+
+// Scripted is an HTTP/1.1 server that answers each request it reads (with net/http's
+// parser) with the next of its responses, raw bytes, closing the connection after those
+// marked close. It records what it read of each request and counts connections and
+// requests.
+type Scripted struct {
+	Addr     net.Addr
+	Conns    atomic.Int64
+	Requests atomic.Int64
+	mu       sync.Mutex
+	seen     []string
+}
+
+// StartScripted runs a Scripted server on loopback until t ends: respond gets the number of
+// the request (from 1) and its method.
+func StartScripted(t testing.TB, respond func(n int64, method string) (resp string, closeAfter bool)) *Scripted {
+	t.Helper()
+	s := &Scripted{}
+	lis := testutil.Listen(t)
+	s.Addr = lis.Addr()
+	testutil.ServeConns(t, lis, "the scripted server", func(c net.Conn) {
+		s.Conns.Add(1)
+		_ = c.SetDeadline(time.Now().Add(Wait))
+		br := bufio.NewReader(c)
+		for {
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			body, _ := io.ReadAll(req.Body)
+			var head strings.Builder
+			_ = req.Header.Write(&head)
+			s.mu.Lock()
+			s.seen = append(s.seen, req.Method+" "+req.RequestURI+" "+req.Host+"\n"+head.String()+string(body))
+			s.mu.Unlock()
+			resp, closeAfter := respond(s.Requests.Add(1), req.Method)
+			if _, err := io.WriteString(c, resp); err != nil || closeAfter {
+				return
+			}
+		}
+	})
+	return s
+}
+
+// Port is the server's port.
+func (s *Scripted) Port() uint16 { return uint16(s.Addr.(*net.TCPAddr).Port) }
+
+// Last is what the server read of the last request: "METHOD request-URI host\n", the
+// header fields as net/http writes them, then the body; "" before the first.
+func (s *Scripted) Last() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.seen) == 0 {
+		return ""
+	}
+	return s.seen[len(s.seen)-1]
+}
+
+// Exchange writes raw on c and reads n final responses to requests of method (interim
+// responses are skipped), each with its body read into memory.
+func Exchange(t testing.TB, c net.Conn, raw string, n int, method string) []*http.Response {
+	t.Helper()
+	_ = c.SetDeadline(time.Now().Add(Wait))
+	if _, err := io.WriteString(c, raw); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	var out []*http.Response
+	for range n {
+		res, err := http.ReadResponse(br, &http.Request{Method: method})
+		for err == nil && res.StatusCode < 200 { // interim responses: the final one follows
+			res, err = http.ReadResponse(br, &http.Request{Method: method})
+		}
+		if err != nil {
+			t.Fatalf("response %d: %v", len(out)+1, err)
+		}
+		b, err := io.ReadAll(res.Body)
+		if err != nil {
+			t.Fatalf("response %d body: %v", len(out)+1, err)
+		}
+		res.Body = io.NopCloser(strings.NewReader(string(b)))
+		out = append(out, res)
+	}
+	return out
+}
