@@ -1,18 +1,15 @@
 package inbound
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strconv"
-	"sync"
 	"testing"
 
 	"github.com/meridian-mesh/meridian/internal/testutil"
+	"github.com/meridian-mesh/meridian/proxy/internal/proxytest"
 	"github.com/meridian-mesh/meridian/proxy/transportheader"
 	"go.uber.org/zap"
 )
@@ -25,13 +22,13 @@ import (
 func BenchmarkHTTP1(b *testing.B) {
 	lis := testutil.Listen(b)
 	body := []byte("ok")
-	serveHTTPApp(b, &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	proxytest.Serve(b, &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header()["Content-Length"] = []string{"2"}
 		_, _ = w.Write(body)
 	})}, lis)
 	port := uint16(lis.Addr().(*net.TCPAddr).Port)
-	pki := newPKI(b)
-	p := startProxy(b, Config{DefaultPort: port, Identity: serverID}, Deps{TLS: pki.tlsFor(b, serverID), Logger: zap.NewNop()})
+	pki := testutil.NewPKI(b)
+	p := startProxy(b, Config{DefaultPort: port, Identity: serverID}, Deps{TLS: proxytest.TLS(b, pki, serverID), Logger: zap.NewNop()})
 
 	direct := &http.Client{Transport: &http.Transport{DisableCompression: true}}
 	b.Cleanup(direct.CloseIdleConnections)
@@ -42,7 +39,7 @@ func BenchmarkHTTP1(b *testing.B) {
 	}{
 		{"direct", direct, "http://127.0.0.1:" + strconv.Itoa(int(port)) + "/"},
 		{"inbound", client{proxy: p.addr}.httpClient(b, 0), "http://web/"},
-		{"inbound-mtls-header", client{proxy: p.addr, tls: pki.tlsFor(b, gatewayID)}.httpClient(b, port), "http://web/"},
+		{"inbound-mtls-header", client{proxy: p.addr, tls: proxytest.TLS(b, pki, gatewayID)}.httpClient(b, port), "http://web/"},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, bc.url, nil)
@@ -71,16 +68,16 @@ func BenchmarkHTTP1(b *testing.B) {
 //
 //	go test -run XXX -bench HTTP1Raw -benchmem ./proxy/inbound/
 func BenchmarkHTTP1Raw(b *testing.B) {
-	port := rawApp(b)
-	pki := newPKI(b)
-	p := startProxy(b, Config{DefaultPort: port, Identity: serverID}, Deps{TLS: pki.tlsFor(b, serverID), Logger: zap.NewNop()})
+	port := uint16(proxytest.RawServer(b, nil).Port)
+	pki := testutil.NewPKI(b)
+	p := startProxy(b, Config{DefaultPort: port, Identity: serverID}, Deps{TLS: proxytest.TLS(b, pki, serverID), Logger: zap.NewNop()})
 	for _, bc := range []struct {
 		name string
 		c    client
 		h    *transportheader.Header
 	}{
 		{"raw-plain", client{proxy: p.addr}, nil},
-		{"raw-mtls-header", client{proxy: p.addr, tls: pki.tlsFor(b, gatewayID)}, &transportheader.Header{Port: port, Protocol: transportheader.HTTP1}},
+		{"raw-mtls-header", client{proxy: p.addr, tls: proxytest.TLS(b, pki, gatewayID)}, &transportheader.Header{Port: port, Protocol: transportheader.HTTP1}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			c, err := bc.c.dial(context.Background(), "http/1.1", bc.h)
@@ -88,85 +85,7 @@ func BenchmarkHTTP1Raw(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer c.Close()
-			br := bufio.NewReader(c)
-			req := []byte("GET /x?y=1 HTTP/1.1\r\nHost: web.shop.svc.cluster.local:8080\r\nUser-Agent: bench\r\nAccept: */*\r\n\r\n")
-			exchange := func() {
-				if _, err := c.Write(req); err != nil {
-					b.Fatal(err)
-				}
-				if err := readRawResponse(br); err != nil {
-					b.Fatal(err)
-				}
-			}
-			exchange()
-			b.ReportAllocs()
-			b.ResetTimer()
-			for b.Loop() {
-				exchange()
-			}
+			proxytest.BenchRaw(b, c, []byte("GET /x?y=1 HTTP/1.1\r\nHost: web.shop.svc.cluster.local:8080\r\nUser-Agent: bench\r\nAccept: */*\r\n\r\n"))
 		})
 	}
-}
-
-var rawResponse = []byte("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 12\r\n\r\nhello world\n")
-
-// readRawResponse reads one response: a 200 whose head is followed by a 12-byte body.
-func readRawResponse(br *bufio.Reader) error {
-	first := true
-	for {
-		line, err := br.ReadSlice('\n')
-		if err != nil {
-			return err
-		}
-		if first && !bytes.HasPrefix(line, []byte("HTTP/1.1 200 ")) {
-			return fmt.Errorf("status line %q", line)
-		}
-		first = false
-		if len(line) == 2 {
-			break
-		}
-	}
-	_, err := br.Discard(12)
-	return err
-}
-
-// rawApp answers every request head with rawResponse.
-func rawApp(b *testing.B) uint16 {
-	lis := testutil.Listen(b)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := lis.Accept()
-			if err != nil {
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				br := bufio.NewReader(c)
-				for {
-					for {
-						line, err := br.ReadSlice('\n')
-						if err != nil {
-							return
-						}
-						if len(line) == 2 {
-							break
-						}
-					}
-					if _, err := c.Write(rawResponse); err != nil {
-						return
-					}
-				}
-			}()
-		}
-	}()
-	b.Cleanup(func() {
-		_ = lis.Close()
-		testutil.Wait(b, testutil.StopWithin, "the raw application", wg.Wait)
-	})
-	return uint16(lis.Addr().(*net.TCPAddr).Port)
 }

@@ -8,109 +8,19 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/meridian-mesh/meridian/internal/testutil"
 	"github.com/meridian-mesh/meridian/proxy/h1"
+	"github.com/meridian-mesh/meridian/proxy/internal/proxytest"
 	"github.com/meridian-mesh/meridian/proxy/transportheader"
 )
 
-// scriptedApp answers each request it reads (with net/http's parser) with the next of its
-// responses (raw bytes), closing the connection after those marked close. It records what
-// it saw of each request and counts connections.
-type scriptedApp struct {
-	port     uint16
-	conns    atomic.Int64
-	requests atomic.Int64
-	mu       sync.Mutex
-	seen     []string
-}
-
-func startScriptedApp(t *testing.T, respond func(n int64) (resp string, closeAfter bool)) *scriptedApp {
+// startScriptedApp runs a scripted application (proxytest.Scripted) until t ends.
+func startScriptedApp(t *testing.T, respond func(n int64) (resp string, closeAfter bool)) *proxytest.Scripted {
 	t.Helper()
-	a := &scriptedApp{}
-	lis := testutil.Listen(t)
-	a.port = uint16(lis.Addr().(*net.TCPAddr).Port)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := lis.Accept()
-			if err != nil {
-				return
-			}
-			a.conns.Add(1)
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				_ = c.SetDeadline(time.Now().Add(wait))
-				br := bufio.NewReader(c)
-				for {
-					req, err := http.ReadRequest(br)
-					if err != nil {
-						return
-					}
-					body, _ := io.ReadAll(req.Body)
-					var head strings.Builder
-					_ = req.Header.Write(&head)
-					a.mu.Lock()
-					a.seen = append(a.seen, req.Method+" "+req.RequestURI+" "+req.Host+"\n"+head.String()+string(body))
-					a.mu.Unlock()
-					resp, closeAfter := respond(a.requests.Add(1))
-					if _, err := io.WriteString(c, resp); err != nil || closeAfter {
-						return
-					}
-				}
-			}()
-		}
-	}()
-	t.Cleanup(func() {
-		_ = lis.Close()
-		testutil.Wait(t, testutil.StopWithin, "the scripted application", wg.Wait)
-	})
-	return a
-}
-
-func (a *scriptedApp) last() string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if len(a.seen) == 0 {
-		return ""
-	}
-	return a.seen[len(a.seen)-1]
-}
-
-// exchange writes raw on conn and reads n responses (the final ones; interim responses are
-// skipped), with their bodies.
-func exchange(t *testing.T, c net.Conn, raw string, n int, method string) []*http.Response {
-	t.Helper()
-	_ = c.SetDeadline(time.Now().Add(wait))
-	if _, err := io.WriteString(c, raw); err != nil {
-		t.Fatal(err)
-	}
-	br := bufio.NewReader(c)
-	var out []*http.Response
-	for range n {
-		res, err := http.ReadResponse(br, &http.Request{Method: method})
-		for err == nil && res.StatusCode < 200 {
-			res, err = http.ReadResponse(br, &http.Request{Method: method})
-		}
-		if err != nil {
-			t.Fatalf("response %d: %v", len(out)+1, err)
-		}
-		b, err := io.ReadAll(res.Body)
-		if err != nil {
-			t.Fatalf("response %d body: %v", len(out)+1, err)
-		}
-		res.Body = io.NopCloser(strings.NewReader(string(b)))
-		out = append(out, res)
-	}
-	return out
+	return proxytest.StartScripted(t, func(n int64, _ string) (string, bool) { return respond(n) })
 }
 
 func dialPlain(t *testing.T, addr string) net.Conn {
@@ -136,31 +46,31 @@ const okResponse = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
 // client's identity set instead; Connection: close from the client is honoured.
 func TestLeanRequestForwarding(t *testing.T) {
 	app := startScriptedApp(t, func(int64) (string, bool) { return okResponse, false })
-	pki := newPKI(t)
-	p := startProxy(t, Config{DefaultPort: app.port, Identity: serverID}, Deps{TLS: pki.tlsFor(t, serverID)})
+	pki := testutil.NewPKI(t)
+	p := startProxy(t, Config{DefaultPort: app.Port(), Identity: serverID}, Deps{TLS: proxytest.TLS(t, pki, serverID)})
 	raw := "POST /form?a=1 HTTP/1.1\r\nHost: web:8080\r\nContent-Length: 5\r\nL5d-Client-Id: spoofed\r\n\r\nhello" +
 		"GET /x HTTP/1.1\r\nHost: web:8080\r\nConnection: X-Private, close\r\nX-Private: 1\r\nX-Keep: 2\r\nTE: trailers\r\n\r\n"
-	res := exchange(t, dialPlain(t, p.addr), raw, 2, http.MethodGet)
+	res := proxytest.Exchange(t, dialPlain(t, p.addr), raw, 2, http.MethodGet)
 	if !res[1].Close || bodyOf(res[0]) != "ok" {
 		t.Errorf("responses: close %v, body %q", res[1].Close, bodyOf(res[0]))
 	}
-	if app.requests.Load() != 2 || app.conns.Load() != 1 {
-		t.Errorf("%d requests on %d application connections, want 2 on 1", app.requests.Load(), app.conns.Load())
+	if app.Requests.Load() != 2 || app.Conns.Load() != 1 {
+		t.Errorf("%d requests on %d application connections, want 2 on 1", app.Requests.Load(), app.Conns.Load())
 	}
-	got := app.last()
+	got := app.Last()
 	if !strings.HasPrefix(got, "GET /x web:8080\n") || strings.Contains(got, "X-Private") || strings.Contains(got, "Te:") ||
 		!strings.Contains(got, "X-Keep: 2") || strings.Contains(got, "Connection") || strings.Contains(got, "L5d-Client-Id") {
 		t.Errorf("the application saw %q", got)
 	}
 
-	c, err := client{proxy: p.addr, tls: pki.tlsFor(t, gatewayID)}.dial(context.Background(), "",
-		&transportheader.Header{Port: app.port, Protocol: transportheader.HTTP1})
+	c, err := client{proxy: p.addr, tls: proxytest.TLS(t, pki, gatewayID)}.dial(context.Background(), "",
+		&transportheader.Header{Port: app.Port(), Protocol: transportheader.HTTP1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	exchange(t, c, "POST /form HTTP/1.1\r\nHost: web:8080\r\nL5d-Client-Id: spoofed\r\nContent-Length: 3\r\n\r\nabc", 1, http.MethodPost)
-	if got := app.last(); !strings.Contains(got, "L5d-Client-Id: "+gatewayID+"\r\n") || strings.Contains(got, "spoofed") || !strings.HasSuffix(got, "abc") {
+	proxytest.Exchange(t, c, "POST /form HTTP/1.1\r\nHost: web:8080\r\nL5d-Client-Id: spoofed\r\nContent-Length: 3\r\n\r\nabc", 1, http.MethodPost)
+	if got := app.Last(); !strings.Contains(got, "L5d-Client-Id: "+gatewayID+"\r\n") || strings.Contains(got, "spoofed") || !strings.HasSuffix(got, "abc") {
 		t.Errorf("over mTLS the application saw %q", got)
 	}
 }
@@ -184,9 +94,9 @@ func TestLeanResponseFramings(t *testing.T) {
 		}
 		return "HTTP/1.1 200 OK\r\nX-Close: 1\r\n\r\nuntil the end", true
 	})
-	p := startProxy(t, Config{DefaultPort: app.port}, Deps{})
+	p := startProxy(t, Config{DefaultPort: app.Port()}, Deps{})
 	get := "GET / HTTP/1.1\r\nHost: web\r\n\r\n"
-	res := exchange(t, dialPlain(t, p.addr), get+get+get, 3, http.MethodGet)
+	res := proxytest.Exchange(t, dialPlain(t, p.addr), get+get+get, 3, http.MethodGet)
 	if b := bodyOf(res[0]); b != "hello world" || res[0].Trailer.Get("X-Sum") != "42" {
 		t.Errorf("chunked: %q, trailers %v", b, res[0].Trailer)
 	}
@@ -196,15 +106,15 @@ func TestLeanResponseFramings(t *testing.T) {
 	if res[2].StatusCode != 204 || res[2].Header.Get("X-A") != "1" {
 		t.Errorf("204: %v", res[2])
 	}
-	res = exchange(t, dialPlain(t, p.addr), "HEAD / HTTP/1.1\r\nHost: web\r\n\r\n", 1, http.MethodHead)
+	res = proxytest.Exchange(t, dialPlain(t, p.addr), "HEAD / HTTP/1.1\r\nHost: web\r\n\r\n", 1, http.MethodHead)
 	if res[0].ContentLength != 100 {
 		t.Errorf("HEAD: Content-Length %d", res[0].ContentLength)
 	}
-	res = exchange(t, dialPlain(t, p.addr), get, 1, http.MethodGet)
+	res = proxytest.Exchange(t, dialPlain(t, p.addr), get, 1, http.MethodGet)
 	if h := res[0].Header; res[0].Proto != "HTTP/1.1" || h.Get("X-Hop") != "" || h.Get("Keep-Alive") != "" || h.Get("X-End") != "2" || bodyOf(res[0]) != "abc" {
 		t.Errorf("hop-by-hop: %s %v", res[0].Proto, h)
 	}
-	res = exchange(t, dialPlain(t, p.addr), get, 1, http.MethodGet)
+	res = proxytest.Exchange(t, dialPlain(t, p.addr), get, 1, http.MethodGet)
 	if bodyOf(res[0]) != "until the end" || !res[0].Close {
 		t.Errorf("close-delimited: %q, close %v", bodyOf(res[0]), res[0].Close)
 	}
@@ -229,7 +139,7 @@ func TestLeanFallsBackToNetHTTP(t *testing.T) {
 		if strings.Contains(name, "1.0") {
 			second, n = "", 1
 		}
-		res := exchange(t, dialPlain(t, p.addr), raw+second, n, http.MethodPost)
+		res := proxytest.Exchange(t, dialPlain(t, p.addr), raw+second, n, http.MethodPost)
 		want := strconv.Itoa(len("hello"))
 		if name == "large body" {
 			want = strconv.Itoa(len(big))
@@ -247,7 +157,7 @@ func TestLeanFallsBackToNetHTTP(t *testing.T) {
 // response, without saying so, still answers every GET.
 func TestLeanStaleConnectionIsRetried(t *testing.T) {
 	app := startScriptedApp(t, func(int64) (string, bool) { return okResponse, true })
-	p := startProxy(t, Config{DefaultPort: app.port}, Deps{})
+	p := startProxy(t, Config{DefaultPort: app.Port()}, Deps{})
 	hc := client{proxy: p.addr}.httpClient(t, 0)
 	for i := range 5 {
 		if res, b := get(t, hc, "/", nil); res.StatusCode != 200 || b != "ok" {
@@ -270,10 +180,10 @@ func TestLeanAppFailures(t *testing.T) {
 		}
 		return "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", true
 	})
-	p := startProxy(t, Config{DefaultPort: app.port}, Deps{})
+	p := startProxy(t, Config{DefaultPort: app.Port()}, Deps{})
 	post := "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n" // not retried
 	for i := range 2 {
-		if res := exchange(t, dialPlain(t, p.addr), post, 1, http.MethodPost); res[0].StatusCode != http.StatusBadGateway ||
+		if res := proxytest.Exchange(t, dialPlain(t, p.addr), post, 1, http.MethodPost); res[0].StatusCode != http.StatusBadGateway ||
 			res[0].Header.Get("L5d-Proxy-Error") == "" {
 			t.Errorf("bad response %d: %d %v, want 502 with l5d-proxy-error", i+1, res[0].StatusCode, res[0].Header)
 		}
@@ -301,7 +211,7 @@ func TestLeanDrainClosesIdleConnections(t *testing.T) {
 	port := httpApp(t)
 	in, cancel, r := runUntil(t, Config{DefaultPort: port}, Deps{})
 	c := dialPlain(t, in.Addr().String())
-	res := exchange(t, c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n", 1, http.MethodGet)
+	res := proxytest.Exchange(t, c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n", 1, http.MethodGet)
 	if res[0].StatusCode != 200 {
 		t.Fatalf("status %d", res[0].StatusCode)
 	}

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/meridian-mesh/meridian/internal/testutil"
+	"github.com/meridian-mesh/meridian/proxy/internal/proxytest"
 )
 
 // seenHealth is a health service that answers with what it saw of each call's metadata
@@ -37,9 +38,9 @@ func TestLeanHTTP2(t *testing.T) {
 	addr := testutil.ServeGRPC(t, func(s *grpc.Server) { healthpb.RegisterHealthServer(s, seenHealth{}) })
 	_, ps, _ := net.SplitHostPort(addr)
 	port := uint16(mustAtoi(t, ps))
-	pki := newPKI(t)
-	p := startProxy(t, Config{DefaultPort: port, Identity: serverID}, Deps{TLS: pki.tlsFor(t, serverID)})
-	hc := healthpb.NewHealthClient(client{proxy: p.addr, tls: pki.tlsFor(t, gatewayID)}.grpcConn(t, port))
+	pki := testutil.NewPKI(t)
+	p := startProxy(t, Config{DefaultPort: port, Identity: serverID}, Deps{TLS: proxytest.TLS(t, pki, serverID)})
+	hc := healthpb.NewHealthClient(client{proxy: p.addr, tls: proxytest.TLS(t, pki, gatewayID)}.grpcConn(t, port))
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	for range 5 {
@@ -62,7 +63,7 @@ func TestLeanHTTP2(t *testing.T) {
 	lis := testutil.Listen(t)
 	down := uint16(lis.Addr().(*net.TCPAddr).Port)
 	_ = lis.Close()
-	_, err := healthpb.NewHealthClient(client{proxy: p.addr, tls: pki.tlsFor(t, gatewayID)}.grpcConn(t, down)).Check(ctx, &healthpb.HealthCheckRequest{})
+	_, err := healthpb.NewHealthClient(client{proxy: p.addr, tls: proxytest.TLS(t, pki, gatewayID)}.grpcConn(t, down)).Check(ctx, &healthpb.HealthCheckRequest{})
 	if st, _ := status.FromError(err); st.Code() != codes.Unavailable || !strings.Contains(st.Message(), "application") {
 		t.Errorf("an application that is down: %v, want UNAVAILABLE", err)
 	}
@@ -74,7 +75,7 @@ func TestLeanHTTP2Plain(t *testing.T) {
 	lis := testutil.Listen(t)
 	var h2c http.Protocols
 	h2c.SetUnencryptedHTTP2(true)
-	serveHTTPApp(t, &http.Server{Protocols: &h2c, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	proxytest.Serve(t, &http.Server{Protocols: &h2c, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Seen-Client-Id", strings.Join(r.Header.Values("L5d-Client-Id"), ","))
 		w.Header().Set("X-Seen-Proto", r.Proto)
 		_, _ = io.WriteString(w, "path="+r.URL.Path)
@@ -114,7 +115,7 @@ func TestLeanHTTP2Drain(t *testing.T) {
 	arrived, release := make(chan struct{}, 1), make(chan struct{})
 	var h2c http.Protocols
 	h2c.SetUnencryptedHTTP2(true)
-	serveHTTPApp(t, &http.Server{Protocols: &h2c, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	proxytest.Serve(t, &http.Server{Protocols: &h2c, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		arrived <- struct{}{}
 		<-release
 		_, _ = io.WriteString(w, "done")

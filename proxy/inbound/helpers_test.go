@@ -3,11 +3,7 @@ package inbound
 import (
 	"bufio"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -16,18 +12,16 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/meridian-mesh/meridian/identity"
 	"github.com/meridian-mesh/meridian/internal/testutil"
 	"github.com/meridian-mesh/meridian/internal/tlsid"
+	"github.com/meridian-mesh/meridian/proxy/internal/proxytest"
 	"github.com/meridian-mesh/meridian/proxy/metrics"
 	"github.com/meridian-mesh/meridian/proxy/transportheader"
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/zap/zaptest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -45,68 +39,6 @@ const (
 	gatewayID = "api-gateway.shop.serviceaccount.identity.linkerd.cluster.local"
 	otherID   = "other.shop.serviceaccount.identity.linkerd.cluster.local"
 )
-
-// testPKI is a real install (identity.GenerateInstall) whose issuer mints leaves.
-type testPKI struct {
-	issuer *identity.Issuer
-	roots  *x509.CertPool
-}
-
-func newPKI(t testing.TB) *testPKI {
-	t.Helper()
-	g, err := identity.GenerateInstall("cluster.local", "linkerd", 24*time.Hour, time.Now(), false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	is, err := identity.LoadIssuer(g.Material, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &testPKI{issuer: is, roots: is.Anchors}
-}
-
-type staticCerts struct{ c *tls.Certificate }
-
-func (s staticCerts) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) { return s.c, nil }
-func (s staticCerts) GetClientCertificate(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
-	return s.c, nil
-}
-
-// leaf mints a certificate for id, as the identity service would.
-func (p *testPKI) leaf(t testing.TB, id string) *tls.Certificate {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	csrDER, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{DNSNames: []string{id}}, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	csr, err := x509.ParseCertificateRequest(csrDER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	der, _, err := p.issuer.Issue(csr, id, time.Now(), time.Hour, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &tls.Certificate{Certificate: append([][]byte{der}, p.issuer.Chain...), PrivateKey: key}
-}
-
-// tlsFor is the tlsid configuration of a workload with identity id ("" for none).
-func (p *testPKI) tlsFor(t testing.TB, id string) *tlsid.Config {
-	t.Helper()
-	var certs tlsid.Certs
-	if id != "" {
-		certs = staticCerts{p.leaf(t, id)}
-	}
-	c, err := tlsid.New(certs, p.roots)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
 
 // proxy is a running inbound proxy.
 type proxy struct {
@@ -142,35 +74,7 @@ func startProxy(t testing.TB, cfg Config, deps Deps) *proxy {
 // counter sums the samples of family name whose labels include want.
 func (p *proxy) counter(t testing.TB, name string, want map[string]string) float64 {
 	t.Helper()
-	mfs, err := p.reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	total := 0.0
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if hasLabels(m, want) {
-				total += m.GetCounter().GetValue() + m.GetGauge().GetValue()
-			}
-		}
-	}
-	return total
-}
-
-func hasLabels(m *dto.Metric, want map[string]string) bool {
-	got := map[string]string{}
-	for _, l := range m.GetLabel() {
-		got[l.GetName()] = l.GetValue()
-	}
-	for k, v := range want {
-		if got[k] != v {
-			return false
-		}
-	}
-	return true
+	return proxytest.Gathered(t, p.reg, name, want)
 }
 
 // httpApp is an HTTP/1.1 application that answers with what it saw: the l5d-client-id
@@ -185,20 +89,8 @@ func httpApp(t testing.TB) (port uint16) {
 		w.Header().Set("X-Seen-Body-Len", strconv.FormatInt(n, 10))
 		_, _ = io.WriteString(w, "path="+r.URL.Path)
 	})}
-	serveHTTPApp(t, srv, lis)
+	proxytest.Serve(t, srv, lis)
 	return uint16(lis.Addr().(*net.TCPAddr).Port)
-}
-
-func serveHTTPApp(t testing.TB, srv *http.Server, lis net.Listener) {
-	t.Helper()
-	done := make(chan struct{})
-	go func() { defer close(done); _ = srv.Serve(lis) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), wait)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-		<-done
-	})
 }
 
 // grpcApp is a gRPC (h2c) application with the health service.
@@ -215,46 +107,16 @@ func grpcApp(t testing.TB) uint16 {
 func echoApp(t testing.TB) uint16 {
 	t.Helper()
 	lis := testutil.Listen(t)
-	var (
-		mu    sync.Mutex
-		conns = map[net.Conn]struct{}{}
-		wg    sync.WaitGroup
-	)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	testutil.ServeConns(t, lis, "the echo application", func(c net.Conn) {
+		r := bufio.NewReader(c)
 		for {
-			c, err := lis.Accept()
+			line, err := r.ReadString('\n')
 			if err != nil {
+				_, _ = io.WriteString(c, "bye\n")
 				return
 			}
-			mu.Lock()
-			conns[c] = struct{}{}
-			mu.Unlock()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer func() { mu.Lock(); delete(conns, c); mu.Unlock(); c.Close() }()
-				r := bufio.NewReader(c)
-				for {
-					line, err := r.ReadString('\n')
-					if err != nil {
-						_, _ = io.WriteString(c, "bye\n")
-						return
-					}
-					_, _ = io.WriteString(c, line)
-				}
-			}()
+			_, _ = io.WriteString(c, line)
 		}
-	}()
-	t.Cleanup(func() {
-		_ = lis.Close()
-		mu.Lock()
-		for c := range conns {
-			_ = c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
 	})
 	return uint16(lis.Addr().(*net.TCPAddr).Port)
 }

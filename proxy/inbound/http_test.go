@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/meridian-mesh/meridian/internal/testutil"
+	"github.com/meridian-mesh/meridian/proxy/internal/proxytest"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
@@ -46,7 +47,7 @@ func TestDetectedHTTP2(t *testing.T) {
 // ways, and the client's l5d-client-id is stripped on it too.
 func TestUpgrade(t *testing.T) {
 	lis := testutil.Listen(t)
-	serveHTTPApp(t, &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	proxytest.Serve(t, &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Upgrade") != "echo" || r.Header.Get("L5d-Client-Id") != "" {
 			http.Error(w, "bad upgrade request", http.StatusBadRequest)
 			return

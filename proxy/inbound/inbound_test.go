@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/meridian-mesh/meridian/internal/testutil"
+	"github.com/meridian-mesh/meridian/proxy/internal/proxytest"
 	"github.com/meridian-mesh/meridian/proxy/transportheader"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
@@ -14,12 +16,12 @@ import (
 // l5d-client-id, whatever the client sent in that header; a plaintext client or a TLS
 // client without a certificate proves none.
 func TestClientIdentity(t *testing.T) {
-	pki := newPKI(t)
+	pki := testutil.NewPKI(t)
 	app := httpApp(t)
-	p := startProxy(t, Config{DefaultPort: app, Identity: serverID}, Deps{TLS: pki.tlsFor(t, serverID)})
+	p := startProxy(t, Config{DefaultPort: app, Identity: serverID}, Deps{TLS: proxytest.TLS(t, pki, serverID)})
 	spoof := map[string]string{"L5d-Client-Id": "spoofed.identity"}
 
-	mtls := client{proxy: p.addr, tls: pki.tlsFor(t, gatewayID)}.httpClient(t, 0)
+	mtls := client{proxy: p.addr, tls: proxytest.TLS(t, pki, gatewayID)}.httpClient(t, 0)
 	for _, hdr := range []map[string]string{nil, spoof} {
 		res, body := get(t, mtls, "/hello", hdr)
 		if res.StatusCode != http.StatusOK || body != "path=/hello" || res.Header.Get("X-Seen-Client-Id") != gatewayID {
@@ -28,7 +30,7 @@ func TestClientIdentity(t *testing.T) {
 	}
 	for name, c := range map[string]client{
 		"plaintext":          {proxy: p.addr},
-		"TLS without a cert": {proxy: p.addr, tls: pki.tlsFor(t, "")},
+		"TLS without a cert": {proxy: p.addr, tls: proxytest.TLS(t, pki, "")},
 	} {
 		res, _ := get(t, c.httpClient(t, 0), "/", spoof)
 		if res.StatusCode != http.StatusOK || res.Header.Get("X-Seen-Client-Id") != "" {
@@ -48,10 +50,10 @@ func TestClientIdentity(t *testing.T) {
 // session protocol: HTTP/1, HTTP/2 (a gRPC call) and opaque TCP all reach their
 // application, which no default port would have found.
 func TestTransportHeader(t *testing.T) {
-	pki := newPKI(t)
+	pki := testutil.NewPKI(t)
 	httpPort, grpcPort, echoPort := httpApp(t), grpcApp(t), echoApp(t)
-	p := startProxy(t, Config{Identity: serverID}, Deps{TLS: pki.tlsFor(t, serverID)})
-	c := client{proxy: p.addr, tls: pki.tlsFor(t, gatewayID)}
+	p := startProxy(t, Config{Identity: serverID}, Deps{TLS: proxytest.TLS(t, pki, serverID)})
+	c := client{proxy: p.addr, tls: proxytest.TLS(t, pki, gatewayID)}
 
 	res, body := get(t, c.httpClient(t, httpPort), "/h1", map[string]string{"L5d-Client-Id": "x"})
 	if res.StatusCode != http.StatusOK || body != "path=/h1" || res.Header.Get("X-Seen-Client-Id") != gatewayID ||

@@ -11,6 +11,7 @@ import (
 	"github.com/meridian-mesh/meridian/internal/testutil"
 	mpolicy "github.com/meridian-mesh/meridian/policy"
 	"github.com/meridian-mesh/meridian/policy/compute"
+	"github.com/meridian-mesh/meridian/proxy/internal/proxytest"
 	"go.uber.org/zap/zaptest"
 	"google.golang.org/grpc"
 )
@@ -114,8 +115,8 @@ func applyYAML(t *testing.T, idx *mpolicy.Index, docs ...string) {
 }
 
 // policyProxy is a proxy for web-0 asking ctl for its policy.
-func policyProxy(t *testing.T, pki *testPKI, policyAddr, defaultPolicy string, defaultPort uint16) *proxy {
+func policyProxy(t *testing.T, pki *testutil.PKI, policyAddr, defaultPolicy string, defaultPort uint16) *proxy {
 	t.Helper()
 	cfg := Config{Identity: serverID, Workload: workload, DefaultPolicy: defaultPolicy, DefaultPort: defaultPort}
-	return startProxy(t, cfg, Deps{TLS: pki.tlsFor(t, serverID), PolicyConn: testutil.DialGRPC(t, policyAddr)})
+	return startProxy(t, cfg, Deps{TLS: proxytest.TLS(t, pki, serverID), PolicyConn: testutil.DialGRPC(t, policyAddr)})
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/meridian-mesh/meridian/internal/testutil"
+	"github.com/meridian-mesh/meridian/proxy/internal/proxytest"
 	"github.com/meridian-mesh/meridian/proxy/transportheader"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -21,12 +22,12 @@ const clientAddr = "127.0.0.2"
 // TestPolicy: the policy from Meridian's policy service is enforced per request and per
 // connection, and counted.
 func TestPolicy(t *testing.T) {
-	pki := newPKI(t)
+	pki := testutil.NewPKI(t)
 	httpPort, echoPort, grpcPort := httpApp(t), echoApp(t), grpcApp(t)
 	ctl := startController(t, meshYAML(httpPort, echoPort, grpcPort))
 	p := policyProxy(t, pki, ctl.addr, "all-unauthenticated", httpPort)
-	gateway := client{proxy: p.addr, tls: pki.tlsFor(t, gatewayID), from: clientAddr}
-	other := client{proxy: p.addr, tls: pki.tlsFor(t, otherID), from: clientAddr}
+	gateway := client{proxy: p.addr, tls: proxytest.TLS(t, pki, gatewayID), from: clientAddr}
+	other := client{proxy: p.addr, tls: proxytest.TLS(t, pki, otherID), from: clientAddr}
 	plain := client{proxy: p.addr, from: clientAddr}
 
 	// HTTP: per request.
@@ -121,12 +122,12 @@ func TestPolicy(t *testing.T) {
 // TestPolicyServiceDown: while the policy service is unreachable the last policy received
 // still applies, and a proxy that never got one applies its configured default.
 func TestPolicyServiceDown(t *testing.T) {
-	pki := newPKI(t)
+	pki := testutil.NewPKI(t)
 	httpPort, echoPort := httpApp(t), echoApp(t)
 	ctl := startController(t, meshYAML(httpPort, echoPort, 1))
 	p := policyProxy(t, pki, ctl.addr, "all-unauthenticated", httpPort)
-	other := client{proxy: p.addr, tls: pki.tlsFor(t, otherID), from: clientAddr}
-	gateway := client{proxy: p.addr, tls: pki.tlsFor(t, gatewayID), from: clientAddr}
+	other := client{proxy: p.addr, tls: proxytest.TLS(t, pki, otherID), from: clientAddr}
+	gateway := client{proxy: p.addr, tls: proxytest.TLS(t, pki, gatewayID), from: clientAddr}
 	if res, _ := get(t, other.httpClient(t, httpPort), "/", nil); res.StatusCode != http.StatusForbidden {
 		t.Fatalf("with the service up: %d", res.StatusCode)
 	}
@@ -151,7 +152,7 @@ func TestPolicyServiceDown(t *testing.T) {
 	if got := deny.counter(t, "inbound_http_authz_deny_total", map[string]string{"srv_name": "deny"}); got != 1 {
 		t.Errorf("default deny counted %v denies", got)
 	}
-	conn, err := client{proxy: deny.addr, tls: pki.tlsFor(t, gatewayID), from: clientAddr}.dial(context.Background(), "", &transportheader.Header{Port: echoPort})
+	conn, err := client{proxy: deny.addr, tls: proxytest.TLS(t, pki, gatewayID), from: clientAddr}.dial(context.Background(), "", &transportheader.Header{Port: echoPort})
 	if err != nil {
 		t.Fatal(err)
 	}

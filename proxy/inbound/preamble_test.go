@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meridian-mesh/meridian/internal/testutil"
+	"github.com/meridian-mesh/meridian/proxy/internal/proxytest"
 	"github.com/meridian-mesh/meridian/proxy/transportheader"
 	"go.uber.org/zap"
 )
@@ -72,8 +74,8 @@ func FuzzServerName(f *testing.F) {
 // FuzzPreamble: the preamble (TLS sniff, handshake, transport header) ends on any bytes, with
 // a session or an error, and never panics.
 func FuzzPreamble(f *testing.F) {
-	pki := newPKI(f)
-	in, err := New(Config{Identity: serverID, DefaultPort: 80, DetectTimeout: 2 * time.Second}, Deps{TLS: pki.tlsFor(f, serverID), Logger: zap.NewNop()})
+	pki := testutil.NewPKI(f)
+	in, err := New(Config{Identity: serverID, DefaultPort: 80, DetectTimeout: 2 * time.Second}, Deps{TLS: proxytest.TLS(f, pki, serverID), Logger: zap.NewNop()})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -105,16 +107,16 @@ func FuzzPreamble(f *testing.F) {
 // TestTLSPassthrough: TLS for a server name other than the proxy's is the application's:
 // the proxy forwards it untouched, and the client completes its handshake with the app.
 func TestTLSPassthrough(t *testing.T) {
-	pki := newPKI(t)
+	pki := testutil.NewPKI(t)
 	const appName = "app.example.com"
-	lis := tls.NewListener(newLoopback(t), &tls.Config{Certificates: []tls.Certificate{*pki.leaf(t, appName)}})
-	serveHTTPApp(t, &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	lis := tls.NewListener(newLoopback(t), &tls.Config{Certificates: []tls.Certificate{*pki.Leaf(t, appName)}})
+	proxytest.Serve(t, &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "app tls")
 	})}, lis)
 	port := uint16(lis.Addr().(*net.TCPAddr).Port)
-	p := startProxy(t, Config{Identity: serverID, DefaultPort: port}, Deps{TLS: pki.tlsFor(t, serverID)})
+	p := startProxy(t, Config{Identity: serverID, DefaultPort: port}, Deps{TLS: proxytest.TLS(t, pki, serverID)})
 	tr := &http.Transport{
-		TLSClientConfig: &tls.Config{ServerName: appName, RootCAs: pki.roots},
+		TLSClientConfig: &tls.Config{ServerName: appName, RootCAs: pki.Roots},
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return (&net.Dialer{}).DialContext(ctx, "tcp", p.addr)
 		},

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/meridian-mesh/meridian/internal/testutil"
+	"github.com/meridian-mesh/meridian/proxy/internal/proxytest"
 	"github.com/meridian-mesh/meridian/proxy/transportheader"
 	"go.uber.org/zap/zaptest"
 )
@@ -19,7 +20,7 @@ func slowApp(t *testing.T) (port uint16, entered chan struct{}, release chan str
 	t.Helper()
 	entered, release = make(chan struct{}, 8), make(chan struct{})
 	lis := testutil.Listen(t)
-	serveHTTPApp(t, &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	proxytest.Serve(t, &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/slow" {
 			entered <- struct{}{}
 			select {
@@ -102,15 +103,15 @@ func getAsync(hc *http.Client, url string) chan result {
 // TestShutdownDrains: when Run's context ends the proxy accepts nothing new, lets the
 // request and the TCP connection in flight finish, and returns once they have.
 func TestShutdownDrains(t *testing.T) {
-	pki := newPKI(t)
+	pki := testutil.NewPKI(t)
 	httpPort, entered, release := slowApp(t)
 	echoPort := echoApp(t)
-	in, cancel, done := runUntil(t, Config{DefaultPort: httpPort, Identity: serverID, Grace: wait}, Deps{TLS: pki.tlsFor(t, serverID)})
+	in, cancel, done := runUntil(t, Config{DefaultPort: httpPort, Identity: serverID, Grace: wait}, Deps{TLS: proxytest.TLS(t, pki, serverID)})
 	addr := in.Addr().String()
 	hc := client{proxy: addr}.httpClient(t, 0)
 	slow := getAsync(hc, "http://web/slow")
 	testutil.Recv(t, entered, wait, "the slow request at the app")
-	conn, err := client{proxy: addr, tls: pki.tlsFor(t, gatewayID)}.dial(context.Background(), "", &transportheader.Header{Port: echoPort})
+	conn, err := client{proxy: addr, tls: proxytest.TLS(t, pki, gatewayID)}.dial(context.Background(), "", &transportheader.Header{Port: echoPort})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,14 +159,14 @@ func TestShutdownDrains(t *testing.T) {
 
 // TestShutdownGrace: what is still open when the grace period ends is closed.
 func TestShutdownGrace(t *testing.T) {
-	pki := newPKI(t)
+	pki := testutil.NewPKI(t)
 	httpPort, entered, _ := slowApp(t)
 	echoPort := echoApp(t)
-	in, cancel, done := runUntil(t, Config{DefaultPort: httpPort, Identity: serverID, Grace: 100 * time.Millisecond}, Deps{TLS: pki.tlsFor(t, serverID)})
+	in, cancel, done := runUntil(t, Config{DefaultPort: httpPort, Identity: serverID, Grace: 100 * time.Millisecond}, Deps{TLS: proxytest.TLS(t, pki, serverID)})
 	addr := in.Addr().String()
 	slow := getAsync(client{proxy: addr}.httpClient(t, 0), "http://web/slow")
 	testutil.Recv(t, entered, wait, "the slow request at the app")
-	conn, err := client{proxy: addr, tls: pki.tlsFor(t, gatewayID)}.dial(context.Background(), "", &transportheader.Header{Port: echoPort})
+	conn, err := client{proxy: addr, tls: proxytest.TLS(t, pki, gatewayID)}.dial(context.Background(), "", &transportheader.Header{Port: echoPort})
 	if err != nil {
 		t.Fatal(err)
 	}
