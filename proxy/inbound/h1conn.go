@@ -218,39 +218,6 @@ func (l leanHeader) Values(name string) []string {
 	return out
 }
 
-// pools are the lean path's idle connections, one pool per application address.
-type pools struct {
-	mu sync.Mutex
-	m  map[string]*h1.Pool
-}
-
-func (p *pools) get(addr string) *h1.Pool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.m == nil {
-		p.m = map[string]*h1.Pool{}
-	}
-	pl := p.m[addr]
-	if pl == nil {
-		pl = &h1.Pool{}
-		p.m[addr] = pl
-	}
-	return pl
-}
-
-// each calls f for every pool.
-func (p *pools) each(f func(*h1.Pool)) {
-	p.mu.Lock()
-	all := make([]*h1.Pool, 0, len(p.m))
-	for _, pl := range p.m {
-		all = append(all, pl)
-	}
-	p.mu.Unlock()
-	for _, pl := range all {
-		f(pl)
-	}
-}
-
 // leanConns tracks the connections on the lean path between requests, so that the drain
 // closes them at once (a busy one closes after its request).
 type leanConns struct {

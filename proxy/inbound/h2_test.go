@@ -127,11 +127,11 @@ func TestLeanHTTP2Drain(t *testing.T) {
 		return client{proxy: in.Addr().String()}.dial(ctx, "", nil)
 	}}
 	defer tr.CloseIdleConnections()
-	got := getAsync(&http.Client{Transport: tr, Timeout: wait}, "http://web/slow")
+	got := proxytest.GetAsync(&http.Client{Transport: tr, Timeout: wait}, "http://web/slow")
 	testutil.Recv(t, arrived, wait, "the request to reach the application")
 	cancel()
 	close(release)
-	if res := testutil.Recv(t, got, wait, "the response"); res.err != nil || res.body != "done" {
+	if res := testutil.Recv(t, got, wait, "the response"); res.Err != nil || res.Body != "done" {
 		t.Errorf("the request in flight: %+v", res)
 	}
 	r.wait(t, "Run to return")

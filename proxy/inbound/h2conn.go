@@ -256,38 +256,6 @@ func (i *Inbound) h2dial(pool *h2.Pool, addr string) (*h2.Conn, error) {
 	return nil, h2.ErrConnClosed
 }
 
-// h2pools are the relay's connections to the applications, one pool per address.
-type h2pools struct {
-	mu sync.Mutex
-	m  map[string]*h2.Pool
-}
-
-func (p *h2pools) get(addr string) *h2.Pool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.m == nil {
-		p.m = map[string]*h2.Pool{}
-	}
-	pl := p.m[addr]
-	if pl == nil {
-		pl = &h2.Pool{}
-		p.m[addr] = pl
-	}
-	return pl
-}
-
-func (p *h2pools) each(f func(*h2.Pool)) {
-	p.mu.Lock()
-	all := make([]*h2.Pool, 0, len(p.m))
-	for _, pl := range p.m {
-		all = append(all, pl)
-	}
-	p.mu.Unlock()
-	for _, pl := range all {
-		f(pl)
-	}
-}
-
 // h2served are the relay's client connections, which the drain tells to go away.
 type h2served struct {
 	mu       sync.Mutex

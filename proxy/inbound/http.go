@@ -102,7 +102,7 @@ func (i *Inbound) serveNetHTTP(s *session, port *policy.Port, target string) {
 	if s.client.Identity != "" {
 		hc.id = []string{s.client.Identity}
 	}
-	if !i.httpLis.push(hc) {
+	if !i.httpLis.Handoff(hc) {
 		_ = hc.Close() // shutting down
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/meridian-mesh/meridian/proxy/h1"
 	"github.com/meridian-mesh/meridian/proxy/h2"
 	"github.com/meridian-mesh/meridian/proxy/inbound/policy"
+	"github.com/meridian-mesh/meridian/proxy/internal/handoff"
 	"github.com/meridian-mesh/meridian/proxy/metrics"
 	"go.uber.org/zap"
 )
@@ -31,13 +32,13 @@ type Inbound struct {
 
 	h1, h2  *http.Transport // to the application: HTTP/1.1 keep-alive, h2c
 	httpSrv *http.Server
-	httpLis *connListener
-	pools   pools     // the lean HTTP/1.1 path's connections to the application
-	lean    leanConns // the lean path's client connections between requests
-	epoch   time.Time // the pools' clock starts here
+	httpLis *handoff.Listener
+	pools   pools[h1.Pool] // the lean HTTP/1.1 path's connections to the application
+	lean    leanConns      // the lean path's client connections between requests
+	epoch   time.Time      // the pools' clock starts here
 
 	h2cfg    h2.Config      // the lean HTTP/2 relay's connections
-	h2pools  h2pools        // its connections to the application
+	h2pools  pools[h2.Pool] // its connections to the application
 	h2served h2served       // its client connections
 	h2wg     sync.WaitGroup // its upstream read loops, dials and net/http fallbacks
 
@@ -100,7 +101,7 @@ func (i *Inbound) Listen() error {
 		return fmt.Errorf("inbound: listen on %s: %w", i.cfg.ListenAddr, err)
 	}
 	i.lis = lis
-	i.httpLis = newConnListener(lis.Addr())
+	i.httpLis = handoff.New(lis.Addr())
 	return nil
 }
 
@@ -370,38 +371,4 @@ func (c *trackedConn) CloseWrite() error {
 		return cw.CloseWrite()
 	}
 	return errors.ErrUnsupported
-}
-
-// connListener hands the HTTP connections to the http.Server.
-type connListener struct {
-	addr net.Addr
-	ch   chan net.Conn
-	done chan struct{}
-	once sync.Once
-}
-
-func newConnListener(addr net.Addr) *connListener {
-	return &connListener{addr: addr, ch: make(chan net.Conn), done: make(chan struct{})}
-}
-
-func (l *connListener) Accept() (net.Conn, error) {
-	select {
-	case c := <-l.ch:
-		return c, nil
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
-}
-
-func (l *connListener) Close() error   { l.once.Do(func() { close(l.done) }); return nil }
-func (l *connListener) Addr() net.Addr { return l.addr }
-
-// push hands c to the server; false once the server stopped accepting.
-func (l *connListener) push(c net.Conn) bool {
-	select {
-	case l.ch <- c:
-		return true
-	case <-l.done:
-		return false
-	}
 }

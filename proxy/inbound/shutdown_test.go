@@ -79,27 +79,6 @@ func runUntil(t *testing.T, cfg Config, deps Deps) (*Inbound, context.CancelFunc
 	return in, cancel, r
 }
 
-type result struct {
-	status int
-	body   string
-	err    error
-}
-
-func getAsync(hc *http.Client, url string) chan result {
-	out := make(chan result, 1)
-	go func() {
-		res, err := hc.Get(url)
-		if err != nil {
-			out <- result{err: err}
-			return
-		}
-		defer res.Body.Close()
-		b, err := io.ReadAll(res.Body)
-		out <- result{status: res.StatusCode, body: string(b), err: err}
-	}()
-	return out
-}
-
 // TestShutdownDrains: when Run's context ends the proxy accepts nothing new, lets the
 // request and the TCP connection in flight finish, and returns once they have.
 func TestShutdownDrains(t *testing.T) {
@@ -109,7 +88,7 @@ func TestShutdownDrains(t *testing.T) {
 	in, cancel, done := runUntil(t, Config{DefaultPort: httpPort, Identity: serverID, Grace: wait}, Deps{TLS: proxytest.TLS(t, pki, serverID)})
 	addr := in.Addr().String()
 	hc := client{proxy: addr}.httpClient(t, 0)
-	slow := getAsync(hc, "http://web/slow")
+	slow := proxytest.GetAsync(hc, "http://web/slow")
 	testutil.Recv(t, entered, wait, "the slow request at the app")
 	conn, err := client{proxy: addr, tls: proxytest.TLS(t, pki, gatewayID)}.dial(context.Background(), "", &transportheader.Header{Port: echoPort})
 	if err != nil {
@@ -147,7 +126,7 @@ func TestShutdownDrains(t *testing.T) {
 	})
 	line("during\n")
 	close(release)
-	if r := testutil.Recv(t, slow, wait, "the slow response"); r.err != nil || r.status != http.StatusOK || r.body != "done" {
+	if r := testutil.Recv(t, slow, wait, "the slow response"); r.Err != nil || r.Status != http.StatusOK || r.Body != "done" {
 		t.Fatalf("in-flight request: %+v", r)
 	}
 	got, err := echo(t, conn, "last\n")
@@ -164,7 +143,7 @@ func TestShutdownGrace(t *testing.T) {
 	echoPort := echoApp(t)
 	in, cancel, done := runUntil(t, Config{DefaultPort: httpPort, Identity: serverID, Grace: 100 * time.Millisecond}, Deps{TLS: proxytest.TLS(t, pki, serverID)})
 	addr := in.Addr().String()
-	slow := getAsync(client{proxy: addr}.httpClient(t, 0), "http://web/slow")
+	slow := proxytest.GetAsync(client{proxy: addr}.httpClient(t, 0), "http://web/slow")
 	testutil.Recv(t, entered, wait, "the slow request at the app")
 	conn, err := client{proxy: addr, tls: proxytest.TLS(t, pki, gatewayID)}.dial(context.Background(), "", &transportheader.Header{Port: echoPort})
 	if err != nil {
@@ -173,7 +152,7 @@ func TestShutdownGrace(t *testing.T) {
 	defer conn.Close()
 	cancel()
 	done.wait(t, "Run to return after the grace period")
-	if r := testutil.Recv(t, slow, wait, "the slow request to fail"); r.err == nil && r.status == http.StatusOK {
+	if r := testutil.Recv(t, slow, wait, "the slow request to fail"); r.Err == nil && r.Status == http.StatusOK {
 		t.Fatalf("a request outlived the grace period: %+v", r)
 	}
 	_ = conn.SetReadDeadline(time.Now().Add(wait))

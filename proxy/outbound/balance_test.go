@@ -89,28 +89,8 @@ func TestRemovedEndpointGetsNoRequests(t *testing.T) {
 	}
 	// Its pooled connections are closed.
 	testutil.Eventually(t, 10*time.Second, "the removed endpoint's connections to close", func() bool {
-		return gauge(t, reg, "tcp_open_connections", map[string]string{"dst_pod": "b"}) == 0
+		return proxytest.Gathered(t, reg, "tcp_open_connections", map[string]string{"dst_pod": "b"}) == 0
 	})
-}
-
-// gauge sums the samples of a gauge family whose labels include want.
-func gauge(t testing.TB, reg *prometheus.Registry, name string, want map[string]string) float64 {
-	t.Helper()
-	fams, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := 0.0
-	for _, f := range fams {
-		if f.GetName() == name {
-			for _, m := range f.GetMetric() {
-				if hasLabels(m, want) {
-					sum += m.GetGauge().GetValue()
-				}
-			}
-		}
-	}
-	return sum
 }
 
 func TestSlowEndpointGetsFewerRequests(t *testing.T) {

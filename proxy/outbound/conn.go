@@ -12,13 +12,14 @@ import (
 
 	"github.com/meridian-mesh/meridian/proxy/detect"
 	"github.com/meridian-mesh/meridian/proxy/h2"
+	"github.com/meridian-mesh/meridian/proxy/internal/handoff"
 )
 
 // serveConn takes an accepted connection: it reads the original destination; a connection
 // detected as HTTP/1 goes to the lean HTTP/1.1 path, one detected as HTTP/2 to the lean
 // HTTP/2 relay, an explicit one that is neither to the HTTP server (which refuses it); a transparent connection to an opaque port or
 // target, or detected as opaque, becomes a tunnel to its original destination.
-func (o *Outbound) serveConn(raw net.Conn, hl *connListener) {
+func (o *Outbound) serveConn(raw net.Conn, hl *handoff.Listener) {
 	entry := o.conns.add(raw)
 	if entry == nil {
 		_ = raw.Close()
@@ -100,8 +101,8 @@ func isListener(od netip.AddrPort, local net.Addr) bool {
 
 // handoff gives a connection to the HTTP server (closing it when the server is shutting
 // down).
-func (o *Outbound) handoff(hl *connListener, cc *clientConn) {
-	if !hl.handoff(cc) {
+func (o *Outbound) handoff(hl *handoff.Listener, cc *clientConn) {
+	if !hl.Handoff(cc) {
 		_ = cc.Close()
 	}
 }
@@ -141,45 +142,6 @@ func (c *clientConn) CloseWrite() error {
 		return cw.CloseWrite()
 	}
 	return errors.ErrUnsupported
-}
-
-// connListener is the listener the HTTP server accepts from: the connections serveConn hands
-// to it.
-type connListener struct {
-	addr net.Addr
-	ch   chan net.Conn
-	done chan struct{}
-	once sync.Once
-}
-
-func newConnListener(addr net.Addr) *connListener {
-	return &connListener{addr: addr, ch: make(chan net.Conn), done: make(chan struct{})}
-}
-
-func (l *connListener) Accept() (net.Conn, error) {
-	select {
-	case c := <-l.ch:
-		return c, nil
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
-}
-
-func (l *connListener) Close() error {
-	l.once.Do(func() { close(l.done) })
-	return nil
-}
-
-func (l *connListener) Addr() net.Addr { return l.addr }
-
-// handoff passes c to the server's Accept; false once the listener is closed.
-func (l *connListener) handoff(c net.Conn) bool {
-	select {
-	case l.ch <- c:
-		return true
-	case <-l.done:
-		return false
-	}
 }
 
 // connState is what an accepted connection outside the HTTP server is doing.

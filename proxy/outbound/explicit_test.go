@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/meridian-mesh/meridian/proxy/httpproxy"
+	"github.com/meridian-mesh/meridian/proxy/internal/proxytest"
 	"github.com/meridian-mesh/meridian/proxy/metrics"
 )
 
@@ -66,50 +66,16 @@ func TestExplicitAbsoluteForm(t *testing.T) {
 	}
 
 	want := map[string]string{"direction": "outbound", "authority": webAuth, "tls": "no_identity", "dst_service": "web", "dst_namespace": "shop"}
-	if n := counter(t, reg, "request_total", want); n != 3 {
+	if n := proxytest.Gathered(t, reg, "request_total", want); n != 3 {
 		t.Errorf("request_total%v = %v, want 3", want, n)
 	}
 	want["status_code"], want["classification"] = "200", "success"
-	if n := counter(t, reg, "response_total", want); n != 3 {
+	if n := proxytest.Gathered(t, reg, "response_total", want); n != 3 {
 		t.Errorf("response_total%v = %v, want 3", want, n)
 	}
-	if n := counter(t, reg, "tcp_open_total", map[string]string{"authority": webAuth}); n != 1 {
+	if n := proxytest.Gathered(t, reg, "tcp_open_total", map[string]string{"authority": webAuth}); n != 1 {
 		t.Errorf("tcp_open_total = %v upstream connections, want 1 (pooled)", n)
 	}
-}
-
-// counter sums the samples of a counter family whose labels include want.
-func counter(t testing.TB, reg *prometheus.Registry, name string, want map[string]string) float64 {
-	t.Helper()
-	fams, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := 0.0
-	for _, f := range fams {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			if hasLabels(m, want) {
-				sum += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return sum
-}
-
-func hasLabels(m *dto.Metric, want map[string]string) bool {
-	got := map[string]string{}
-	for _, l := range m.GetLabel() {
-		got[l.GetName()] = l.GetValue()
-	}
-	for k, v := range want {
-		if got[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 func TestExplicitConnect(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"github.com/meridian-mesh/meridian/proxy/detect"
 	"github.com/meridian-mesh/meridian/proxy/h1"
 	"github.com/meridian-mesh/meridian/proxy/httpproxy"
+	"github.com/meridian-mesh/meridian/proxy/internal/handoff"
 )
 
 // The lean HTTP/1.1 path serves the common request, an HTTP/1.1 request in absolute-form or
@@ -53,7 +54,7 @@ type h1session struct {
 
 // serveH1 serves a client connection on the lean path until it closes, must close, or hands
 // a request to net/http.
-func (o *Outbound) serveH1(cc *clientConn, entry *connEntry, hl *connListener) {
+func (o *Outbound) serveH1(cc *clientConn, entry *connEntry, hl *handoff.Listener) {
 	s := &h1session{o: o, cc: cc, entry: entry, br: bufio.NewReaderSize(cc.Conn, 4<<10), bw: bufio.NewWriterSize(cc.raw, 4<<10)}
 	handedOff := false
 	defer func() {
@@ -108,7 +109,7 @@ func (o *Outbound) serveH1(cc *clientConn, entry *connEntry, hl *connListener) {
 
 // handOff gives the connection to net/http's server, replaying the request head read and
 // whatever else is buffered.
-func (s *h1session) handOff(hl *connListener) {
+func (s *h1session) handOff(hl *handoff.Listener) {
 	replay := make([]byte, 0, len(s.req.Raw)+s.br.Buffered())
 	replay = append(replay, s.req.Raw...)
 	b, _ := s.br.Peek(s.br.Buffered())

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/meridian-mesh/meridian/internal/testutil"
+	"github.com/meridian-mesh/meridian/proxy/internal/proxytest"
 	"github.com/meridian-mesh/meridian/proxy/metrics"
 )
 
@@ -55,10 +56,10 @@ func TestLeanHTTP2GRPC(t *testing.T) {
 		t.Errorf("Check of an unknown service: %v, want NotFound", err)
 	}
 	testutil.Eventually(t, 10*time.Second, "the responses counted", func() bool {
-		return counter(t, reg, "response_total", map[string]string{"direction": "outbound", "authority": webAuth, "grpc_status": "0", "classification": "success"}) == 10 &&
-			counter(t, reg, "response_total", map[string]string{"grpc_status": "5", "classification": "failure"}) == 1
+		return proxytest.Gathered(t, reg, "response_total", map[string]string{"direction": "outbound", "authority": webAuth, "grpc_status": "0", "classification": "success"}) == 10 &&
+			proxytest.Gathered(t, reg, "response_total", map[string]string{"grpc_status": "5", "classification": "failure"}) == 1
 	})
-	if n := counter(t, reg, "tcp_open_total", map[string]string{"direction": "outbound", "authority": webAuth}); n != 1 {
+	if n := proxytest.Gathered(t, reg, "tcp_open_total", map[string]string{"direction": "outbound", "authority": webAuth}); n != 1 {
 		t.Errorf("%v connections to the endpoint, want 1 (multiplexed)", n)
 	}
 }
@@ -137,11 +138,11 @@ func TestLeanHTTP2Drain(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr, cancel, served := serve(t, o)
-	got := getAsync(h2Client(t, addr), "http://"+webAuth+"/")
+	got := proxytest.GetAsync(h2Client(t, addr), "http://"+webAuth+"/")
 	testutil.Recv(t, arrived, 10*time.Second, "the request to reach the app")
 	cancel()
 	close(release)
-	if res := testutil.Recv(t, got, 10*time.Second, "the response"); res.err != nil || res.body != "done" {
+	if res := testutil.Recv(t, got, 10*time.Second, "the response"); res.Err != nil || res.Body != "done" {
 		t.Errorf("the request in flight: %+v", res)
 	}
 	if err := testutil.Recv(t, served, 10*time.Second, "Serve to return"); err != nil {

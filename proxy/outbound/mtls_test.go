@@ -66,10 +66,10 @@ func TestMeshedOpaqueTransport(t *testing.T) {
 		}
 	}
 	labels := map[string]string{"authority": webAuth, "tls": "true", "server_id": webID, "dst_pod": "web-1"}
-	if n := counter(t, reg, "response_total", labels); n != 2 {
+	if n := proxytest.Gathered(t, reg, "response_total", labels); n != 2 {
 		t.Errorf("response_total%v = %v, want 2", labels, n)
 	}
-	if n := counter(t, reg, "response_total", map[string]string{"grpc_status": "0"}); n != 1 {
+	if n := proxytest.Gathered(t, reg, "response_total", map[string]string{"grpc_status": "0"}); n != 1 {
 		t.Errorf("grpc responses = %v, want 1", n)
 	}
 }

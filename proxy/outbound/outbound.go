@@ -16,6 +16,7 @@ import (
 
 	"github.com/meridian-mesh/meridian/internal/tlsid"
 	"github.com/meridian-mesh/meridian/proxy/h2"
+	"github.com/meridian-mesh/meridian/proxy/internal/handoff"
 	"github.com/meridian-mesh/meridian/proxy/metrics"
 	"github.com/meridian-mesh/meridian/proxy/origdst"
 )
@@ -141,7 +142,7 @@ func (o *Outbound) Serve(ctx context.Context, lis net.Listener) error {
 	defer o.cancel()
 	addr := lis.Addr()
 	o.addr.Store(&addr)
-	hl := newConnListener(addr)
+	hl := handoff.New(addr)
 	srv := o.httpServer()
 	srvDone := make(chan struct{})
 	go func() {
@@ -206,7 +207,7 @@ func (o *Outbound) drain(srv *http.Server) {
 
 // accept hands every accepted connection to its own goroutine (counted in conns) until lis
 // fails; it returns nil when lis was closed.
-func (o *Outbound) accept(ctx context.Context, lis net.Listener, hl *connListener, conns *sync.WaitGroup) error {
+func (o *Outbound) accept(ctx context.Context, lis net.Listener, hl *handoff.Listener, conns *sync.WaitGroup) error {
 	var backoff time.Duration
 	for {
 		c, err := lis.Accept()

@@ -38,27 +38,6 @@ func blockingApp(t testing.TB) (addr string, arrived chan struct{}, release chan
 	return lis.Addr().String(), arrived, release
 }
 
-type result struct {
-	status int
-	body   string
-	err    error
-}
-
-func getAsync(c *http.Client, url string) chan result {
-	ch := make(chan result, 1)
-	go func() {
-		res, err := c.Get(url)
-		if err != nil {
-			ch <- result{err: err}
-			return
-		}
-		b, err := io.ReadAll(res.Body)
-		_ = res.Body.Close()
-		ch <- result{status: res.StatusCode, body: string(b), err: err}
-	}()
-	return ch
-}
-
 // serve runs o on a loopback listener until the returned cancel; served reports Serve's end.
 func serve(t testing.TB, o *Outbound) (addr string, cancel context.CancelFunc, served chan error) {
 	t.Helper()
@@ -96,7 +75,7 @@ func TestShutdownDrainsInFlightRequests(t *testing.T) {
 	if o.Addr().String() != addr {
 		t.Errorf("Addr() = %v, want %s", o.Addr(), addr)
 	}
-	got := getAsync(proxyClient(t, addr), "http://"+webAuth+"/")
+	got := proxytest.GetAsync(proxyClient(t, addr), "http://"+webAuth+"/")
 	testutil.Recv(t, arrived, 10*time.Second, "the request to reach the app")
 
 	cancel()
@@ -111,7 +90,7 @@ func TestShutdownDrainsInFlightRequests(t *testing.T) {
 		t.Error("Ready while draining")
 	}
 	close(release)
-	if res := testutil.Recv(t, got, 10*time.Second, "the in-flight response"); res.err != nil || res.status != 200 || res.body != "done" {
+	if res := testutil.Recv(t, got, 10*time.Second, "the in-flight response"); res.Err != nil || res.Status != 200 || res.Body != "done" {
 		t.Errorf("the in-flight request: %+v, want 200 done", res)
 	}
 	if err := testutil.Recv(t, served, 10*time.Second, "Serve to return"); err != nil {
@@ -132,7 +111,7 @@ func TestShutdownClosesWhatOutlivesTheGrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr, cancel, served := serve(t, o)
-	got := getAsync(proxyClient(t, addr), "http://"+webAuth+"/")
+	got := proxytest.GetAsync(proxyClient(t, addr), "http://"+webAuth+"/")
 	testutil.Recv(t, arrived, 10*time.Second, "the request to reach the app")
 
 	// A tunnel that stays open.
@@ -152,7 +131,7 @@ func TestShutdownClosesWhatOutlivesTheGrace(t *testing.T) {
 	if err := testutil.Recv(t, served, testutil.StopWithin, "Serve to return after the grace period"); err != nil {
 		t.Errorf("Serve: %v", err)
 	}
-	if res := testutil.Recv(t, got, 10*time.Second, "the cut request"); res.err == nil && res.status == 200 && res.body == "done" {
+	if res := testutil.Recv(t, got, 10*time.Second, "the cut request"); res.Err == nil && res.Status == 200 && res.Body == "done" {
 		t.Errorf("a request outliving the grace period completed: %+v", res)
 	}
 	var ne net.Error

@@ -15,6 +15,7 @@ import (
 	"github.com/meridian-mesh/meridian/internal/testutil"
 	"github.com/meridian-mesh/meridian/internal/tlsid"
 	"github.com/meridian-mesh/meridian/proxy/discovery"
+	"github.com/meridian-mesh/meridian/proxy/internal/handoff"
 	"github.com/meridian-mesh/meridian/proxy/internal/proxytest"
 	"github.com/meridian-mesh/meridian/proxy/transportheader"
 )
@@ -49,7 +50,7 @@ func startInbound(t testing.TB, p *testutil.PKI, identity, name string) *inbound
 	s.addr = addrPort(t, lis.Addr())
 	cfg := proxytest.TLS(t, p, identity).Server(transportheader.ALPN, "h2", "http/1.1")
 
-	hl := newConnListener(lis.Addr())
+	hl := handoff.New(lis.Addr())
 	var pr http.Protocols
 	pr.SetHTTP1(true)
 	pr.SetUnencryptedHTTP2(true)
@@ -83,7 +84,7 @@ func startInbound(t testing.TB, p *testutil.PKI, identity, name string) *inbound
 	return s
 }
 
-func (s *inboundStub) handle(c net.Conn, cfg *tls.Config, hl *connListener) {
+func (s *inboundStub) handle(c net.Conn, cfg *tls.Config, hl *handoff.Listener) {
 	tc := tls.Server(c, cfg)
 	_ = tc.SetDeadline(time.Now().Add(5 * time.Second))
 	if err := tc.Handshake(); err != nil {
@@ -116,7 +117,7 @@ func (s *inboundStub) handle(c net.Conn, cfg *tls.Config, hl *connListener) {
 		echo(tc)
 		return
 	}
-	if !hl.handoff(&stubConn{Conn: tc, client: id, port: port}) {
+	if !hl.Handoff(&stubConn{Conn: tc, client: id, port: port}) {
 		_ = tc.Close()
 	}
 }

@@ -121,3 +121,28 @@ func Exchange(t testing.TB, c net.Conn, raw string, n int, method string) []*htt
 	}
 	return out
 }
+
+// Result is the outcome of a GET sent by GetAsync: the status and body, or the error.
+type Result struct {
+	Status int
+	Body   string
+	Err    error
+}
+
+// GetAsync sends GET url with hc on a goroutine of its own and delivers the Result on the
+// channel returned (buffered: the goroutine ends whether or not anyone receives). hc's
+// timeout bounds it.
+func GetAsync(hc *http.Client, url string) <-chan Result {
+	out := make(chan Result, 1)
+	go func() {
+		res, err := hc.Get(url)
+		if err != nil {
+			out <- Result{Err: err}
+			return
+		}
+		defer res.Body.Close()
+		b, err := io.ReadAll(res.Body)
+		out <- Result{Status: res.StatusCode, Body: string(b), Err: err}
+	}()
+	return out
+}
