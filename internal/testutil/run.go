@@ -2,6 +2,7 @@ package testutil
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 )
@@ -43,4 +44,27 @@ func Wait(t testing.TB, within time.Duration, what string, wait func()) {
 	case <-timer.C:
 		t.Fatalf("timed out after %v waiting for %s", within, what)
 	}
+}
+
+// GoAll runs each of fns on its own goroutine with one context, until the test ends or it
+// calls the stop returned (then the cleanup does nothing more); stop cancels the context
+// and waits, within twice StopWithin, for every fn to return. Their errors are ignored:
+// GoAll runs servers a test may stop in any way. what names them in the failure.
+func GoAll(t testing.TB, what string, fns ...func(context.Context) error) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, fn := range fns {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = fn(ctx) }()
+	}
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			Wait(t, 2*StopWithin, what+" to stop", wg.Wait)
+		})
+	}
+	t.Cleanup(stop)
+	return stop
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/meridian-mesh/meridian/internal/grpcserver"
 	"github.com/meridian-mesh/meridian/internal/testutil"
+	"github.com/meridian-mesh/meridian/proxy/internal/proxytest"
 	"github.com/meridian-mesh/meridian/ring"
 	"github.com/meridian-mesh/meridian/shard"
 	"github.com/meridian-mesh/meridian/shard/source"
@@ -143,29 +144,9 @@ func startNode(t *testing.T, c *cluster, name string, lis net.Listener, ringed b
 	if n.members != nil {
 		fns = append(fns, n.members.Run)
 	}
-	n.stop = serveAll(t, fns...)
+	n.stop = testutil.GoAll(t, "a replica", fns...)
 	testutil.EventuallyNoError(t, within, name+" ready", r.Ready)
 	return n
-}
-
-// serveAll runs fns until the returned stop is called or the test ends; stop closes a
-// ring member without a leave first, then waits for all of them (within 20 s).
-func serveAll(t *testing.T, fns ...func(context.Context) error) (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	for _, fn := range fns {
-		wg.Add(1)
-		go func() { defer wg.Done(); _ = fn(ctx) }()
-	}
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			testutil.Wait(t, 20*time.Second, "a replica to stop", wg.Wait)
-		})
-	}
-	t.Cleanup(stop)
-	return stop
 }
 
 // kill crashes n: its gossip stops without a leave (the others detect the failure), then the
@@ -216,57 +197,23 @@ func owner(nodes []*node, ns, name string) *node {
 	return nil
 }
 
-// metric returns the sum of the values of family name on reg whose labels include want.
-func metric(t *testing.T, reg prometheus.Gatherer, name string, want map[string]string) float64 {
-	t.Helper()
-	fams, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := 0.0
-	for _, f := range fams {
-		if f.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range f.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			for k, v := range want {
-				if labels[k] != v {
-					continue metrics
-				}
-			}
-			switch {
-			case m.GetCounter() != nil:
-				sum += m.GetCounter().GetValue()
-			case m.GetGauge() != nil:
-				sum += m.GetGauge().GetValue()
-			}
-		}
-	}
-	return sum
-}
-
 // sumMetric sums metric over nodes.
 func sumMetric(t *testing.T, nodes []*node, name string, want map[string]string) float64 {
 	total := 0.0
 	for _, n := range nodes {
-		total += metric(t, n.reg, name, want)
+		total += proxytest.Gathered(t, n.reg, name, want)
 	}
 	return total
 }
 
 // getStreams is the number of open Get streams n serves.
 func getStreams(t *testing.T, n *node) float64 {
-	return metric(t, n.reg, "destination_streams", map[string]string{"method": "get"})
+	return proxytest.Gathered(t, n.reg, "destination_streams", map[string]string{"method": "get"})
 }
 
 // startedGets is the number of Get streams n has been asked for.
 func startedGets(t *testing.T, n *node) float64 {
-	return metric(t, n.reg, "grpc_server_started_total", map[string]string{"grpc_method": "Get"})
+	return proxytest.Gathered(t, n.reg, "grpc_server_started_total", map[string]string{"grpc_method": "Get"})
 }
 
 // newResolver runs a resolver asking addr over plaintext connections until the test ends.

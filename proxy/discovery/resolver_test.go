@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/meridian-mesh/meridian/internal/testutil"
+	"github.com/meridian-mesh/meridian/proxy/internal/proxytest"
 	"github.com/meridian-mesh/meridian/shard"
 )
 
@@ -127,7 +128,7 @@ func TestIdleTargetDropped(t *testing.T) {
 	h2.Release()
 	testutil.Eventually(t, within, "the idle target to be dropped", func() bool { return r.numTargets() == 0 })
 	testutil.Eventually(t, within, "its streams to end", func() bool {
-		return getStreams(t, n) == 0 && metric(t, n.reg, "destination_streams", map[string]string{"method": "get_profile"}) == 0
+		return getStreams(t, n) == 0 && proxytest.Gathered(t, n.reg, "destination_streams", map[string]string{"method": "get_profile"}) == 0
 	})
 	// The snapshot of a dropped target still reads; a new Resolve starts new streams.
 	if got := addrs(h2.Snapshot()); !slices.Equal(got, endpointsOf(8080, "10.0.0.1")) {
@@ -171,7 +172,7 @@ func TestConcurrentResolveSharesStreams(t *testing.T) {
 	if got := startedGets(t, n); got != 1 {
 		t.Fatalf("%v Get streams for one authority", got)
 	}
-	if got := metric(t, n.reg, "grpc_server_started_total", map[string]string{"grpc_method": "GetProfile"}); got != 1 {
+	if got := proxytest.Gathered(t, n.reg, "grpc_server_started_total", map[string]string{"grpc_method": "GetProfile"}); got != 1 {
 		t.Fatalf("%v GetProfile streams for one authority", got)
 	}
 	r.mu.Lock()

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/meridian-mesh/meridian/internal/testutil"
+	"github.com/meridian-mesh/meridian/proxy/internal/proxytest"
 	"github.com/meridian-mesh/meridian/shard"
 )
 
@@ -189,7 +190,7 @@ func TestForwardModeNoRedirects(t *testing.T) {
 		t.Fatalf("an owner %q remembered without a redirect", got)
 	}
 	testutil.Eventually(t, within, "r0 to relay the streams", func() bool {
-		return metric(t, nodes[0].reg, "destination_forwarded_streams", nil) == 2
+		return proxytest.Gathered(t, nodes[0].reg, "destination_forwarded_streams", nil) == 2
 	})
 	s2 := ringSvc(i, 3, 3)
 	c.write(s2)

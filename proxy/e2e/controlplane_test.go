@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 	"github.com/meridian-mesh/meridian/internal/grpcserver"
 	"github.com/meridian-mesh/meridian/internal/testutil"
 	"github.com/meridian-mesh/meridian/policy"
+	"github.com/meridian-mesh/meridian/proxy/internal/proxytest"
 	"github.com/meridian-mesh/meridian/ring"
 	"github.com/meridian-mesh/meridian/shard"
 	"github.com/meridian-mesh/meridian/shard/source"
@@ -107,7 +107,7 @@ func (cp *controlPlane) startIdentity() {
 	svc.Register(gs)
 	lis := cp.opts.listen()
 	cp.identityAddr = lis.Addr().String()
-	serveAll(t, svc.Run, func(ctx context.Context) error { return grpcserver.Serve(ctx, gs, lis, time.Second) })
+	testutil.GoAll(t, "a control-plane component", svc.Run, func(ctx context.Context) error { return grpcserver.Serve(ctx, gs, lis, time.Second) })
 	testutil.EventuallyNoError(t, within, "identity ready", svc.Ready)
 }
 
@@ -140,7 +140,7 @@ func (cp *controlPlane) startPolicy() {
 	ctl.Register(gs)
 	lis := cp.opts.listen()
 	cp.policyAddr = lis.Addr().String()
-	serveAll(t, ctl.Run, func(ctx context.Context) error { return grpcserver.Serve(ctx, gs, lis, time.Second) })
+	testutil.GoAll(t, "a control-plane component", ctl.Run, func(ctx context.Context) error { return grpcserver.Serve(ctx, gs, lis, time.Second) })
 	testutil.EventuallyNoError(t, within, "policy ready", ctl.Ready)
 }
 
@@ -180,7 +180,7 @@ func (cp *controlPlane) startReplica(name string, gossipKey []byte, seeds ...str
 	r.replica = rep
 	gs := grpcserver.New(r.reg)
 	rep.Register(gs)
-	r.stop = serveAll(t, rep.Run, members.Run, func(ctx context.Context) error { return grpcserver.Serve(ctx, gs, lis, time.Second) })
+	r.stop = testutil.GoAll(t, "a control-plane component", rep.Run, members.Run, func(ctx context.Context) error { return grpcserver.Serve(ctx, gs, lis, time.Second) })
 	return r
 }
 
@@ -221,25 +221,5 @@ func waitRing(t *testing.T, replicas []*replica) {
 
 // getStreams is the number of Get streams r serves.
 func (r *replica) getStreams(t *testing.T) float64 {
-	return gathered(t, r.reg, "destination_streams", map[string]string{"method": "get"})
-}
-
-// serveAll runs fns until the returned stop is called or the test ends; stop waits for all
-// of them (within 20 s).
-func serveAll(t *testing.T, fns ...func(context.Context) error) (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	for _, fn := range fns {
-		wg.Add(1)
-		go func() { defer wg.Done(); _ = fn(ctx) }()
-	}
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			testutil.Wait(t, 20*time.Second, "a control-plane component to stop", wg.Wait)
-		})
-	}
-	t.Cleanup(stop)
-	return stop
+	return proxytest.Gathered(t, r.reg, "destination_streams", map[string]string{"method": "get"})
 }

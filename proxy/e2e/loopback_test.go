@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/meridian-mesh/meridian/internal/testutil"
+	"github.com/meridian-mesh/meridian/proxy/internal/proxytest"
 	"github.com/meridian-mesh/meridian/translator"
 )
 
@@ -132,7 +133,7 @@ func (m *loopbackMesh) testMTLS(t *testing.T) {
 	})
 	var redirects float64
 	for _, r := range m.cp.replicas {
-		redirects += gathered(t, r.reg, "destination_redirects_total", nil)
+		redirects += proxytest.Gathered(t, r.reg, "destination_redirects_total", nil)
 	}
 	if redirects == 0 {
 		t.Errorf("no replica redirected a stream; the proxies ask %s, which does not own web", m.dest.name)
@@ -332,7 +333,7 @@ func (m *loopbackMesh) testEndpointRemoved(t *testing.T) {
 	removes := func() float64 {
 		sum := 0.0
 		for _, r := range m.cp.replicas {
-			sum += gathered(t, r.reg, "destination_updates_sent_total", map[string]string{"kind": "remove"})
+			sum += proxytest.Gathered(t, r.reg, "destination_updates_sent_total", map[string]string{"kind": "remove"})
 		}
 		return sum
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/meridian-mesh/meridian/internal/testutil"
 	"github.com/meridian-mesh/meridian/proxy"
 	"github.com/meridian-mesh/meridian/proxy/config"
+	"github.com/meridian-mesh/meridian/proxy/internal/proxytest"
 )
 
 // meshProxy is one pod's proxy, in process (proxy.New and a run.Group, as `meridian proxy`
@@ -69,43 +70,7 @@ func (cp *controlPlane) startProxy(p pod, destination string) *meshProxy {
 
 // metric sums the proxy's series of family name whose labels include want.
 func (mp *meshProxy) metric(t *testing.T, name string, want map[string]string) float64 {
-	return gathered(t, mp.reg, name, want)
-}
-
-// gathered sums the values of family name on g whose labels include want.
-func gathered(t *testing.T, g prometheus.Gatherer, name string, want map[string]string) float64 {
-	t.Helper()
-	fams, err := g.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := 0.0
-	for _, f := range fams {
-		if f.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range f.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			for k, v := range want {
-				if labels[k] != v {
-					continue series
-				}
-			}
-			switch {
-			case m.GetCounter() != nil:
-				sum += m.GetCounter().GetValue()
-			case m.GetGauge() != nil:
-				sum += m.GetGauge().GetValue()
-			case m.GetHistogram() != nil:
-				sum += float64(m.GetHistogram().GetSampleCount())
-			}
-		}
-	}
-	return sum
+	return proxytest.Gathered(t, mp.reg, name, want)
 }
 
 // client is an application using a proxy's outbound as its explicit HTTP proxy (curl -x).

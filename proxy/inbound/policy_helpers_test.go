@@ -1,19 +1,11 @@
 package inbound
 
 import (
-	"context"
 	"fmt"
-	"net"
-	"strings"
 	"testing"
 
-	"github.com/linkerd/linkerd2-proxy-api/go/inbound"
 	"github.com/meridian-mesh/meridian/internal/testutil"
-	mpolicy "github.com/meridian-mesh/meridian/policy"
-	"github.com/meridian-mesh/meridian/policy/compute"
 	"github.com/meridian-mesh/meridian/proxy/internal/proxytest"
-	"go.uber.org/zap/zaptest"
-	"google.golang.org/grpc"
 )
 
 const workload = `{"ns":"shop","pod":"web-0"}`
@@ -68,50 +60,11 @@ spec:
 `, sa)
 }
 
-// controller is Meridian's policy service, in process, on loopback.
-type controller struct {
-	idx  *mpolicy.Index
-	addr string
-	stop func()
-}
-
-func startController(t *testing.T, docs ...string) *controller {
+// startController runs Meridian's policy service, in process, on loopback with the
+// manifests docs.
+func startController(t *testing.T, docs ...string) *proxytest.PolicyService {
 	t.Helper()
-	cfg := compute.DefaultConfig()
-	idx := mpolicy.NewIndex(&cfg, zaptest.NewLogger(t), nil)
-	applyYAML(t, idx, docs...)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	srv := grpc.NewServer()
-	inbound.RegisterInboundServerPoliciesServer(srv, mpolicy.NewServer(idx, zaptest.NewLogger(t), ctx.Done()))
-	done := make(chan struct{})
-	go func() { defer close(done); _ = srv.Serve(lis) }()
-	c := &controller{idx: idx, addr: lis.Addr().String()}
-	stopped := false
-	c.stop = func() {
-		if !stopped {
-			stopped = true
-			cancel()
-			srv.Stop()
-			<-done
-		}
-	}
-	t.Cleanup(c.stop)
-	return c
-}
-
-func applyYAML(t *testing.T, idx *mpolicy.Index, docs ...string) {
-	t.Helper()
-	rs, errs := mpolicy.DecodeManifests("test", []byte(strings.Join(docs, "\n---\n")))
-	if len(errs) > 0 {
-		t.Fatalf("manifests: %v", errs)
-	}
-	for _, r := range rs {
-		idx.Apply(r)
-	}
+	return proxytest.ServePolicy(t, proxytest.NewPolicyIndex(t, docs...), "127.0.0.1:0")
 }
 
 // policyProxy is a proxy for web-0 asking ctl for its policy.

@@ -25,7 +25,7 @@ func TestPolicy(t *testing.T) {
 	pki := testutil.NewPKI(t)
 	httpPort, echoPort, grpcPort := httpApp(t), echoApp(t), grpcApp(t)
 	ctl := startController(t, meshYAML(httpPort, echoPort, grpcPort))
-	p := policyProxy(t, pki, ctl.addr, "all-unauthenticated", httpPort)
+	p := policyProxy(t, pki, ctl.Addr, "all-unauthenticated", httpPort)
 	gateway := client{proxy: p.addr, tls: proxytest.TLS(t, pki, gatewayID), from: clientAddr}
 	other := client{proxy: p.addr, tls: proxytest.TLS(t, pki, otherID), from: clientAddr}
 	plain := client{proxy: p.addr, from: clientAddr}
@@ -110,7 +110,7 @@ func TestPolicy(t *testing.T) {
 	if _, err := io.ReadFull(conn, buf); err != nil || string(buf) != "one\n" {
 		t.Fatalf("before the change: %q %v", buf, err)
 	}
-	applyYAML(t, ctl.idx, authorize("web"))
+	proxytest.ApplyPolicy(t, ctl.Index, authorize("web"))
 	if _, err := conn.Read(buf); err == nil {
 		t.Fatal("the connection is still open after the policy stopped allowing it")
 	}
@@ -125,14 +125,14 @@ func TestPolicyServiceDown(t *testing.T) {
 	pki := testutil.NewPKI(t)
 	httpPort, echoPort := httpApp(t), echoApp(t)
 	ctl := startController(t, meshYAML(httpPort, echoPort, 1))
-	p := policyProxy(t, pki, ctl.addr, "all-unauthenticated", httpPort)
+	p := policyProxy(t, pki, ctl.Addr, "all-unauthenticated", httpPort)
 	other := client{proxy: p.addr, tls: proxytest.TLS(t, pki, otherID), from: clientAddr}
 	gateway := client{proxy: p.addr, tls: proxytest.TLS(t, pki, gatewayID), from: clientAddr}
 	if res, _ := get(t, other.httpClient(t, httpPort), "/", nil); res.StatusCode != http.StatusForbidden {
 		t.Fatalf("with the service up: %d", res.StatusCode)
 	}
 
-	ctl.stop()
+	ctl.Stop()
 	testutil.Eventually(t, wait, "a warning for the stale policy", func() bool {
 		w := strings.Join(p.Warnings(), "\n")
 		return strings.Contains(w, "unavailable") && strings.Contains(w, "the last policy received (server web-http)")
@@ -145,7 +145,7 @@ func TestPolicyServiceDown(t *testing.T) {
 	}
 
 	// Fresh proxies that never reach the service: the default policy of their config.
-	deny := policyProxy(t, pki, ctl.addr, "deny", httpPort)
+	deny := policyProxy(t, pki, ctl.Addr, "deny", httpPort)
 	if res, _ := get(t, client{proxy: deny.addr, from: clientAddr}.httpClient(t, 0), "/", nil); res.StatusCode != http.StatusForbidden {
 		t.Errorf("default deny: %d", res.StatusCode)
 	}
@@ -159,7 +159,7 @@ func TestPolicyServiceDown(t *testing.T) {
 	if got, err := echo(t, conn, "x\n"); got != "" || (err != nil && !closedByPeer(err)) {
 		t.Errorf("default deny, TCP: %q %v", got, err)
 	}
-	allow := policyProxy(t, pki, ctl.addr, "all-unauthenticated", httpPort)
+	allow := policyProxy(t, pki, ctl.Addr, "all-unauthenticated", httpPort)
 	if res, _ := get(t, client{proxy: allow.addr, from: clientAddr}.httpClient(t, 0), "/", nil); res.StatusCode != http.StatusOK {
 		t.Errorf("default all-unauthenticated: %d", res.StatusCode)
 	}

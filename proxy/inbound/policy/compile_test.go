@@ -12,6 +12,7 @@ import (
 	"github.com/linkerd/linkerd2-proxy-api/go/inbound"
 	"github.com/linkerd/linkerd2-proxy-api/go/meta"
 	pnet "github.com/linkerd/linkerd2-proxy-api/go/net"
+	"github.com/meridian-mesh/meridian/proxy/internal/proxytest"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
@@ -40,7 +41,7 @@ func request(method, target string) *http.Request {
 // TestControllerPolicies compiles what Meridian's policy controller sends for the seed mesh
 // and evaluates it as linkerd2-proxy would.
 func TestControllerPolicies(t *testing.T) {
-	idx := newIndex(t, seedYAML(t))
+	idx := proxytest.NewPolicyIndex(t, seedYAML(t))
 
 	web, err := Compile(controllerPolicy(t, idx, "web-0", 8080))
 	if err != nil {
@@ -229,7 +230,7 @@ func routeWith(ms ...*httproute.HttpRouteMatch) *inbound.HttpRoute {
 func FuzzCompile(f *testing.F) {
 	seed, _ := proto.Marshal(validServer())
 	f.Add(seed)
-	idx := newIndex(f, seedYAML(f))
+	idx := proxytest.NewPolicyIndex(f, seedYAML(f))
 	for _, port := range []uint32{8080, 9000} {
 		b, _ := proto.Marshal(controllerPolicy(f, idx, "web-0", port))
 		f.Add(b)

@@ -1,8 +1,6 @@
 package policy
 
 import (
-	"context"
-	"net"
 	"os"
 	"strings"
 	"testing"
@@ -41,26 +39,6 @@ func seedYAML(t testing.TB) string {
 	return b.String()
 }
 
-// newIndex is the policy controller's index holding the manifests docs.
-func newIndex(t testing.TB, docs ...string) *mpolicy.Index {
-	t.Helper()
-	cfg := compute.DefaultConfig()
-	idx := mpolicy.NewIndex(&cfg, zaptest.NewLogger(t), nil)
-	apply(t, idx, docs...)
-	return idx
-}
-
-func apply(t testing.TB, idx *mpolicy.Index, docs ...string) {
-	t.Helper()
-	rs, errs := mpolicy.DecodeManifests("test", []byte(strings.Join(docs, "\n---\n")))
-	if len(errs) > 0 {
-		t.Fatalf("manifests: %v", errs)
-	}
-	for _, r := range rs {
-		idx.Apply(r)
-	}
-}
-
 // controllerPolicy is what the policy controller sends for a pod port.
 func controllerPolicy(t testing.TB, idx *mpolicy.Index, pod string, port uint32) *inbound.Server {
 	t.Helper()
@@ -69,41 +47,6 @@ func controllerPolicy(t testing.TB, idx *mpolicy.Index, pod string, port uint32)
 		t.Fatal(err)
 	}
 	return res.Server
-}
-
-// controller serves an index's WatchPort on loopback, as the policy controller does.
-type controller struct {
-	idx  *mpolicy.Index
-	addr string
-	stop func()
-}
-
-// serve starts the gRPC service on addr ("127.0.0.1:0" for a free port); stop ends it (also
-// at the end of the test).
-func serve(t *testing.T, idx *mpolicy.Index, addr string) *controller {
-	t.Helper()
-	lis, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	srv := grpc.NewServer()
-	inbound.RegisterInboundServerPoliciesServer(srv, mpolicy.NewServer(idx, zaptest.NewLogger(t), ctx.Done()))
-	done := make(chan struct{})
-	go func() { defer close(done); _ = srv.Serve(lis) }()
-	c := &controller{idx: idx, addr: lis.Addr().String()}
-	stopped := false
-	c.stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		srv.Stop()
-		waitClosed(t, done, wait, "the policy service to stop")
-	}
-	t.Cleanup(c.stop)
-	return c
 }
 
 func runWatcher(t *testing.T, cfg WatchConfig, conn grpc.ClientConnInterface, fallback *Server) *Watcher {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/linkerd/linkerd2-proxy-api/go/inbound"
 	"github.com/meridian-mesh/meridian/internal/testutil"
+	"github.com/meridian-mesh/meridian/proxy/internal/proxytest"
 	"google.golang.org/grpc"
 )
 
@@ -42,9 +43,9 @@ func hasWarning(w *Watcher, parts ...string) bool {
 // change reaches the port, and while the service is down the last policy stays in force
 // (and Warnings say so) until the service is back.
 func TestWatcherFollowsTheService(t *testing.T) {
-	idx := newIndex(t, seedYAML(t))
-	ctl := serve(t, idx, "127.0.0.1:0")
-	w := runWatcher(t, fastConfig(), testutil.DialGRPC(t, ctl.addr), mustDefault(t, DefaultAllUnauthenticated))
+	idx := proxytest.NewPolicyIndex(t, seedYAML(t))
+	ctl := proxytest.ServePolicy(t, idx, "127.0.0.1:0")
+	w := runWatcher(t, fastConfig(), testutil.DialGRPC(t, ctl.Addr), mustDefault(t, DefaultAllUnauthenticated))
 
 	p := w.Lookup(context.Background(), 8080)
 	defer p.Release()
@@ -57,11 +58,11 @@ func TestWatcherFollowsTheService(t *testing.T) {
 	}
 
 	changed := p.Changed()
-	apply(t, idx, gatewayPolicyAlt)
+	proxytest.ApplyPolicy(t, idx, gatewayPolicyAlt)
 	waitClosed(t, changed, wait, "the policy change")
 	testutil.Eventually(t, wait, "web allowed after the change", func() bool { return allowed(fromWeb) })
 
-	ctl.stop()
+	ctl.Stop()
 	testutil.Eventually(t, wait, "a warning for the stale policy", func() bool {
 		return hasWarning(w, "port 8080", "unavailable", "the last policy received (server web-http)")
 	})
@@ -71,8 +72,8 @@ func TestWatcherFollowsTheService(t *testing.T) {
 
 	// The service comes back on the same address without the new policy: the stream
 	// reconnects and the port follows it again.
-	idx2 := newIndex(t, seedYAML(t))
-	serve(t, idx2, ctl.addr)
+	idx2 := proxytest.NewPolicyIndex(t, seedYAML(t))
+	proxytest.ServePolicy(t, idx2, ctl.Addr)
 	testutil.Eventually(t, wait, "the policy from the restarted service", func() bool { return !allowed(fromWeb) && allowed(fromGateway) })
 	testutil.Eventually(t, wait, "the warning cleared", func() bool { return !hasWarning(w, "port 8080") })
 }
@@ -165,11 +166,11 @@ func TestWatcherInvalidPolicy(t *testing.T) {
 // TestWatcherIdleAndBounds: a port nobody holds is dropped after the idle timeout (a
 // configured one never is), and a port beyond MaxPorts authorizes nothing.
 func TestWatcherIdleAndBounds(t *testing.T) {
-	idx := newIndex(t, seedYAML(t))
-	ctl := serve(t, idx, "127.0.0.1:0")
+	idx := proxytest.NewPolicyIndex(t, seedYAML(t))
+	ctl := proxytest.ServePolicy(t, idx, "127.0.0.1:0")
 	cfg := fastConfig()
 	cfg.Ports, cfg.MaxPorts, cfg.IdleTimeout = []uint16{9000}, 2, 20*time.Millisecond
-	w := runWatcher(t, cfg, testutil.DialGRPC(t, ctl.addr), mustDefault(t, DefaultAllUnauthenticated))
+	w := runWatcher(t, cfg, testutil.DialGRPC(t, ctl.Addr), mustDefault(t, DefaultAllUnauthenticated))
 	watched := func(port uint16) bool {
 		w.mu.RLock()
 		defer w.mu.RUnlock()

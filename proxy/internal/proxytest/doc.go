@@ -4,11 +4,15 @@
 // servers stopped and waited for when the test ends; Scripted: an HTTP/1.1 server answering
 // raw bytes and recording what it read; RawServer: a benchmark upstream that allocates
 // nothing per request), the client side of raw HTTP/1.1 (Exchange, ReadRawResponse,
-// BenchRaw), and Gathered, a sum of Prometheus series by labels.
+// BenchRaw), GetAsync (a GET whose result arrives on a channel), Gathered (a sum of
+// Prometheus series by labels), and Meridian's policy controller in process
+// (NewPolicyIndex, ApplyPolicy, ServePolicy).
 //
 // It owns nothing beyond a test: every server stops and is waited for when its test ends.
-// It imports internal/testutil, internal/tlsid, proxy/transportheader, the Prometheus client
-// and the standard library; it must not import `proxy`, `proxy/inbound/...`,
+// It imports internal/testutil, internal/tlsid, proxy/transportheader, the policy
+// controller (policy, policy/compute), the proxy API, grpc, zap, the Prometheus client and
+// the standard library; it must not import `proxy`, `proxy/inbound/...`,
 // `proxy/outbound/...`, `proxy/discovery/...`, `shard/...`, `identity/...`, `bench/...` or
-// `cmd/...` (the packages whose tests use it, and the control plane).
+// `cmd/...` (the packages whose tests use it, and of the control plane all but the policy
+// controller).
 package proxytest
