@@ -1,43 +1,14 @@
 package bench
 
 import (
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
+
+	"github.com/meridian-mesh/meridian/bench/internal/schedstat"
 )
 
 // runqueueWait returns the seconds the threads of process pid (0: this process) have spent
-// runnable but waiting for a CPU, from /proc/PID/task/*/schedstat; ok is false when it cannot
-// be read. A large figure next to a small CPU time means the host, not Meridian, set the pace.
-func runqueueWait(pid int) (float64, bool) {
-	dir := "/proc/self/task"
-	if pid != 0 {
-		dir = "/proc/" + strconv.Itoa(pid) + "/task"
-	}
-	tasks, err := os.ReadDir(dir)
-	if err != nil {
-		return 0, false
-	}
-	var ns float64
-	for _, t := range tasks {
-		b, err := os.ReadFile(filepath.Join(dir, t.Name(), "schedstat"))
-		if err != nil {
-			continue // the thread ended
-		}
-		f := strings.Fields(string(b))
-		if len(f) < 2 {
-			return 0, false
-		}
-		v, err := strconv.ParseFloat(f[1], 64)
-		if err != nil {
-			return 0, false
-		}
-		ns += v
-	}
-	return ns / 1e9, true
-}
+// runnable but waiting for a CPU (schedstat.RunqueueWait).
+func runqueueWait(pid int) (float64, bool) { return schedstat.RunqueueWait(pid) }
 
 // selfCPUSeconds returns this process's user and system CPU time.
 func selfCPUSeconds() (float64, bool) {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/meridian-mesh/meridian/bench/internal/schedstat"
 	"go.uber.org/zap"
 )
 
@@ -197,9 +198,9 @@ func (c *cluster) segment(ctx context.Context, vr *variantRun) error {
 		}
 	}
 	stop := sampleRSS(vr.meters, 200*time.Millisecond)
-	wait0, _ := runqueueWait(0)
+	wait0, _ := schedstat.RunqueueWait(0)
 	seg := runSegment(ctx, vr.senders, c.cfg.Rate, c.cfg.Segment)
-	wait1, _ := runqueueWait(0)
+	wait1, _ := schedstat.RunqueueWait(0)
 	stop()
 	for i, m := range vr.meters {
 		after, err := m.read(ctx)
