@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/meridian-mesh/meridian/internal/logging"
-	"github.com/meridian-mesh/meridian/internal/serve"
 	"github.com/meridian-mesh/meridian/proxy"
 	"github.com/meridian-mesh/meridian/proxy/config"
 	"go.uber.org/zap"
@@ -47,19 +46,7 @@ func runProxy(ctx context.Context, args []string) error {
 	// not bugs: no stack traces under them, whatever the format.
 	log = log.WithOptions(zap.AddStacktrace(zapcore.DPanicLevel))
 	defer func() { _ = log.Sync() }()
-	p := serve.New(log, cfg.AdminAddr)
-	p.Pprof = cfg.EnablePprof
-	p.Group.StopTimeout = cfg.ShutdownGracePeriod + serve.StopMargin
-	px, err := proxy.New(cfg, proxy.Deps{Registerer: p.Registry, Logger: log})
-	if err != nil {
-		return err
-	}
-	px.Add(&p.Group)
-	if err := p.Listen(); err != nil {
-		return err
-	}
-	defer p.Close()
-	return p.Run(ctx)
+	return proxy.Serve(ctx, cfg, log)
 }
 
 // proxyLogLevel reads linkerd2-proxy's log filter ("warn,linkerd=info"): the level given for

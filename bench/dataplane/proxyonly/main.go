@@ -21,7 +21,6 @@ import (
 	"syscall"
 
 	"github.com/meridian-mesh/meridian/internal/logging"
-	"github.com/meridian-mesh/meridian/internal/serve"
 	"github.com/meridian-mesh/meridian/proxy"
 	"github.com/meridian-mesh/meridian/proxy/config"
 )
@@ -58,19 +57,7 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer func() { _ = log.Sync() }()
-	p := serve.New(log, cfg.AdminAddr)
-	p.Pprof = cfg.EnablePprof
-	p.Group.StopTimeout = cfg.ShutdownGracePeriod + serve.StopMargin
-	px, err := proxy.New(cfg, proxy.Deps{Registerer: p.Registry, Logger: log})
-	if err != nil {
-		return err
-	}
-	px.Add(&p.Group)
-	if err := p.Listen(); err != nil {
-		return err
-	}
-	defer p.Close()
-	return p.Run(ctx)
+	return proxy.Serve(ctx, cfg, log)
 }
 
 // level is the first bare level of a linkerd2-proxy log filter ("warn,linkerd=info").
