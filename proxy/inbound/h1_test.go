@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -23,21 +22,6 @@ func startScriptedApp(t *testing.T, respond func(n int64) (resp string, closeAft
 	return proxytest.StartScripted(t, func(n int64, _ string) (string, bool) { return respond(n) })
 }
 
-func dialPlain(t *testing.T, addr string) net.Conn {
-	t.Helper()
-	c, err := net.DialTimeout("tcp", addr, wait)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
-}
-
-func bodyOf(res *http.Response) string {
-	b, _ := io.ReadAll(res.Body)
-	return string(b)
-}
-
 const okResponse = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
 
 // TestLeanRequestForwarding: pipelined requests go to the application on one pooled
@@ -50,9 +34,9 @@ func TestLeanRequestForwarding(t *testing.T) {
 	p := startProxy(t, Config{DefaultPort: app.Port(), Identity: serverID}, Deps{TLS: proxytest.TLS(t, pki, serverID)})
 	raw := "POST /form?a=1 HTTP/1.1\r\nHost: web:8080\r\nContent-Length: 5\r\nL5d-Client-Id: spoofed\r\n\r\nhello" +
 		"GET /x HTTP/1.1\r\nHost: web:8080\r\nConnection: X-Private, close\r\nX-Private: 1\r\nX-Keep: 2\r\nTE: trailers\r\n\r\n"
-	res := proxytest.Exchange(t, dialPlain(t, p.addr), raw, 2, http.MethodGet)
-	if !res[1].Close || bodyOf(res[0]) != "ok" {
-		t.Errorf("responses: close %v, body %q", res[1].Close, bodyOf(res[0]))
+	res := proxytest.Exchange(t, proxytest.Dial(t, p.addr), raw, 2, http.MethodGet)
+	if !res[1].Close || proxytest.Body(res[0]) != "ok" {
+		t.Errorf("responses: close %v, body %q", res[1].Close, proxytest.Body(res[0]))
 	}
 	if app.Requests.Load() != 2 || app.Conns.Load() != 1 {
 		t.Errorf("%d requests on %d application connections, want 2 on 1", app.Requests.Load(), app.Conns.Load())
@@ -96,27 +80,27 @@ func TestLeanResponseFramings(t *testing.T) {
 	})
 	p := startProxy(t, Config{DefaultPort: app.Port()}, Deps{})
 	get := "GET / HTTP/1.1\r\nHost: web\r\n\r\n"
-	res := proxytest.Exchange(t, dialPlain(t, p.addr), get+get+get, 3, http.MethodGet)
-	if b := bodyOf(res[0]); b != "hello world" || res[0].Trailer.Get("X-Sum") != "42" {
+	res := proxytest.Exchange(t, proxytest.Dial(t, p.addr), get+get+get, 3, http.MethodGet)
+	if b := proxytest.Body(res[0]); b != "hello world" || res[0].Trailer.Get("X-Sum") != "42" {
 		t.Errorf("chunked: %q, trailers %v", b, res[0].Trailer)
 	}
-	if res[1].StatusCode != 200 || bodyOf(res[1]) != "ok" {
+	if res[1].StatusCode != 200 || proxytest.Body(res[1]) != "ok" {
 		t.Errorf("after 103: %d", res[1].StatusCode)
 	}
 	if res[2].StatusCode != 204 || res[2].Header.Get("X-A") != "1" {
 		t.Errorf("204: %v", res[2])
 	}
-	res = proxytest.Exchange(t, dialPlain(t, p.addr), "HEAD / HTTP/1.1\r\nHost: web\r\n\r\n", 1, http.MethodHead)
+	res = proxytest.Exchange(t, proxytest.Dial(t, p.addr), "HEAD / HTTP/1.1\r\nHost: web\r\n\r\n", 1, http.MethodHead)
 	if res[0].ContentLength != 100 {
 		t.Errorf("HEAD: Content-Length %d", res[0].ContentLength)
 	}
-	res = proxytest.Exchange(t, dialPlain(t, p.addr), get, 1, http.MethodGet)
-	if h := res[0].Header; res[0].Proto != "HTTP/1.1" || h.Get("X-Hop") != "" || h.Get("Keep-Alive") != "" || h.Get("X-End") != "2" || bodyOf(res[0]) != "abc" {
+	res = proxytest.Exchange(t, proxytest.Dial(t, p.addr), get, 1, http.MethodGet)
+	if h := res[0].Header; res[0].Proto != "HTTP/1.1" || h.Get("X-Hop") != "" || h.Get("Keep-Alive") != "" || h.Get("X-End") != "2" || proxytest.Body(res[0]) != "abc" {
 		t.Errorf("hop-by-hop: %s %v", res[0].Proto, h)
 	}
-	res = proxytest.Exchange(t, dialPlain(t, p.addr), get, 1, http.MethodGet)
-	if bodyOf(res[0]) != "until the end" || !res[0].Close {
-		t.Errorf("close-delimited: %q, close %v", bodyOf(res[0]), res[0].Close)
+	res = proxytest.Exchange(t, proxytest.Dial(t, p.addr), get, 1, http.MethodGet)
+	if proxytest.Body(res[0]) != "until the end" || !res[0].Close {
+		t.Errorf("close-delimited: %q, close %v", proxytest.Body(res[0]), res[0].Close)
 	}
 }
 
@@ -139,15 +123,15 @@ func TestLeanFallsBackToNetHTTP(t *testing.T) {
 		if strings.Contains(name, "1.0") {
 			second, n = "", 1
 		}
-		res := proxytest.Exchange(t, dialPlain(t, p.addr), raw+second, n, http.MethodPost)
+		res := proxytest.Exchange(t, proxytest.Dial(t, p.addr), raw+second, n, http.MethodPost)
 		want := strconv.Itoa(len("hello"))
 		if name == "large body" {
 			want = strconv.Itoa(len(big))
 		}
-		if res[0].StatusCode != 200 || res[0].Header.Get("X-Seen-Body-Len") != want || bodyOf(res[0]) != "path=/a" {
-			t.Errorf("%s: %d, body length %s, %q", name, res[0].StatusCode, res[0].Header.Get("X-Seen-Body-Len"), bodyOf(res[0]))
+		if res[0].StatusCode != 200 || res[0].Header.Get("X-Seen-Body-Len") != want || proxytest.Body(res[0]) != "path=/a" {
+			t.Errorf("%s: %d, body length %s, %q", name, res[0].StatusCode, res[0].Header.Get("X-Seen-Body-Len"), proxytest.Body(res[0]))
 		}
-		if n == 2 && (res[1].StatusCode != 200 || bodyOf(res[1]) != "path=/b") {
+		if n == 2 && (res[1].StatusCode != 200 || proxytest.Body(res[1]) != "path=/b") {
 			t.Errorf("%s: the next request: %d", name, res[1].StatusCode)
 		}
 	}
@@ -183,7 +167,7 @@ func TestLeanAppFailures(t *testing.T) {
 	p := startProxy(t, Config{DefaultPort: app.Port()}, Deps{})
 	post := "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n" // not retried
 	for i := range 2 {
-		if res := proxytest.Exchange(t, dialPlain(t, p.addr), post, 1, http.MethodPost); res[0].StatusCode != http.StatusBadGateway ||
+		if res := proxytest.Exchange(t, proxytest.Dial(t, p.addr), post, 1, http.MethodPost); res[0].StatusCode != http.StatusBadGateway ||
 			res[0].Header.Get("L5d-Proxy-Error") == "" {
 			t.Errorf("bad response %d: %d %v, want 502 with l5d-proxy-error", i+1, res[0].StatusCode, res[0].Header)
 		}
@@ -192,7 +176,7 @@ func TestLeanAppFailures(t *testing.T) {
 		t.Errorf("502s counted %v times, want 2 (counted before the answer leaves)", got)
 	}
 	for i := range 2 {
-		c := dialPlain(t, p.addr)
+		c := proxytest.Dial(t, p.addr)
 		_ = c.SetDeadline(time.Now().Add(wait))
 		_, _ = io.WriteString(c, post)
 		res, err := http.ReadResponse(bufio.NewReader(c), nil)
@@ -210,7 +194,7 @@ func TestLeanAppFailures(t *testing.T) {
 func TestLeanDrainClosesIdleConnections(t *testing.T) {
 	port := httpApp(t)
 	in, cancel, r := runUntil(t, Config{DefaultPort: port}, Deps{})
-	c := dialPlain(t, in.Addr().String())
+	c := proxytest.Dial(t, in.Addr().String())
 	res := proxytest.Exchange(t, c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n", 1, http.MethodGet)
 	if res[0].StatusCode != 200 {
 		t.Fatalf("status %d", res[0].StatusCode)

@@ -186,24 +186,10 @@ func TestNoRetryAfterTheRequestWasSent(t *testing.T) {
 	// The first endpoint reads the request and hangs up without answering.
 	lis := testutil.Listen(t)
 	var hungUp atomic.Int64
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := lis.Accept()
-			if err != nil {
-				return
-			}
-			_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-			_, _ = http.ReadRequest(bufio.NewReader(c))
-			hungUp.Add(1)
-			_ = c.Close()
-		}
-	}()
-	t.Cleanup(func() {
-		_ = lis.Close()
-		testutil.Wait(t, testutil.StopWithin, "the hang-up server", wg.Wait)
+	testutil.ServeConns(t, lis, "the hang-up server", func(c net.Conn) {
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		_, _ = http.ReadRequest(bufio.NewReader(c))
+		hungUp.Add(1)
 	})
 	live := startCountingApp(t, "live", 0)
 	r := newFakeResolver()

@@ -18,17 +18,7 @@ import (
 // rawExchange writes raw to a new connection to the proxy and reads n responses.
 func rawExchange(t testing.TB, addr, raw string, n int, method string) []*http.Response {
 	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return proxytest.Exchange(t, c, raw, n, method)
-}
-
-func body(res *http.Response) string {
-	b, _ := io.ReadAll(res.Body)
-	return string(b)
+	return proxytest.Exchange(t, proxytest.Dial(t, addr), raw, n, method)
 }
 
 func TestLeanResponseFramings(t *testing.T) {
@@ -54,10 +44,10 @@ func TestLeanResponseFramings(t *testing.T) {
 
 	get := "GET http://" + webAuth + "/ HTTP/1.1\r\nHost: " + webAuth + "\r\n\r\n"
 	res := rawExchange(t, addr, get+get+get, 3, http.MethodGet)
-	if b := body(res[0]); b != "hello world" || res[0].Trailer.Get("X-Sum") != "42" {
+	if b := proxytest.Body(res[0]); b != "hello world" || res[0].Trailer.Get("X-Sum") != "42" {
 		t.Errorf("chunked: %q, trailers %v", b, res[0].Trailer)
 	}
-	if res[1].StatusCode != 200 || body(res[1]) != "ok" {
+	if res[1].StatusCode != 200 || proxytest.Body(res[1]) != "ok" {
 		t.Errorf("after 103: %d", res[1].StatusCode)
 	}
 	if res[2].StatusCode != 204 || res[2].Header.Get("X-A") != "1" {
@@ -68,12 +58,12 @@ func TestLeanResponseFramings(t *testing.T) {
 		t.Errorf("HEAD: Content-Length %d", res[0].ContentLength)
 	}
 	res = rawExchange(t, addr, get, 1, http.MethodGet)
-	if h := res[0].Header; res[0].Proto != "HTTP/1.1" || h.Get("X-Hop") != "" || h.Get("Keep-Alive") != "" || h.Get("X-End") != "2" || body(res[0]) != "abc" {
+	if h := res[0].Header; res[0].Proto != "HTTP/1.1" || h.Get("X-Hop") != "" || h.Get("Keep-Alive") != "" || h.Get("X-End") != "2" || proxytest.Body(res[0]) != "abc" {
 		t.Errorf("hop-by-hop: %s %v", res[0].Proto, h)
 	}
 	res = rawExchange(t, addr, get, 1, http.MethodGet)
-	if body(res[0]) != "until the end" || !res[0].Close {
-		t.Errorf("close-delimited: %q, close %v", body(res[0]), res[0].Close)
+	if proxytest.Body(res[0]) != "until the end" || !res[0].Close {
+		t.Errorf("close-delimited: %q, close %v", proxytest.Body(res[0]), res[0].Close)
 	}
 }
 
@@ -125,7 +115,7 @@ func TestLeanFallsBackToNetHTTP(t *testing.T) {
 		if name == "large body" {
 			want = big
 		}
-		if b := body(res[0]); res[0].StatusCode != 200 || b != want {
+		if b := proxytest.Body(res[0]); res[0].StatusCode != 200 || b != want {
 			t.Errorf("%s: %d, %d bytes", name, res[0].StatusCode, len(b))
 		}
 		if n == 2 && res[1].StatusCode != 200 {

@@ -146,3 +146,20 @@ func GetAsync(hc *http.Client, url string) <-chan Result {
 	}()
 	return out
 }
+
+// Dial connects to addr over TCP; the connection is closed when t ends.
+func Dial(t testing.TB, addr string) net.Conn {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, Wait)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// Body reads what is left of res's body (a read error ends it).
+func Body(res *http.Response) string {
+	b, _ := io.ReadAll(res.Body)
+	return string(b)
+}
