@@ -21,50 +21,16 @@ func rawExchange(t testing.TB, addr, raw string, n int, method string) []*http.R
 	return proxytest.Exchange(t, proxytest.Dial(t, addr), raw, n, method)
 }
 
+// TestLeanResponseFramings: chunked bodies with extensions and trailers, interim responses,
+// 204, HEAD, hop-by-hop fields and a body delimited by the connection's close all reach
+// the client as the application sent them.
 func TestLeanResponseFramings(t *testing.T) {
-	srv := proxytest.StartScripted(t, func(n int64, method string) (string, bool) {
-		switch n {
-		case 1: // chunked with an extension and trailers
-			return "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-Sum\r\n\r\n5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nX-Sum: 42\r\n\r\n", false
-		case 2: // interim responses first
-			return "HTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", false
-		case 3:
-			return "HTTP/1.1 204 No Content\r\nX-A: 1\r\n\r\n", false
-		case 4: // a HEAD's Content-Length describes the GET it stands for
-			return "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n", false
-		case 5: // hop-by-hop fields are dropped, the version is the proxy's
-			return "HTTP/1.0 200 OK\r\nConnection: keep-alive, X-Hop\r\nKeep-Alive: timeout=5\r\nX-Hop: 1\r\nX-End: 2\r\nContent-Length: 3\r\n\r\nabc", false
-		}
-		// the body ends with the connection
-		return "HTTP/1.1 200 OK\r\nX-Close: 1\r\n\r\nuntil the end", true
-	})
+	srv := proxytest.StartScripted(t, proxytest.ResponseFramings)
 	r := newFakeResolver()
 	r.target(webAuth, plainEndpoint(addrPort(t, srv.Addr)))
 	_, addr := startProxy(t, testConfig(), Deps{Resolver: r})
-
-	get := "GET http://" + webAuth + "/ HTTP/1.1\r\nHost: " + webAuth + "\r\n\r\n"
-	res := rawExchange(t, addr, get+get+get, 3, http.MethodGet)
-	if b := proxytest.Body(res[0]); b != "hello world" || res[0].Trailer.Get("X-Sum") != "42" {
-		t.Errorf("chunked: %q, trailers %v", b, res[0].Trailer)
-	}
-	if res[1].StatusCode != 200 || proxytest.Body(res[1]) != "ok" {
-		t.Errorf("after 103: %d", res[1].StatusCode)
-	}
-	if res[2].StatusCode != 204 || res[2].Header.Get("X-A") != "1" {
-		t.Errorf("204: %v", res[2])
-	}
-	res = rawExchange(t, addr, "HEAD http://"+webAuth+"/ HTTP/1.1\r\nHost: x\r\n\r\n", 1, http.MethodHead)
-	if res[0].ContentLength != 100 {
-		t.Errorf("HEAD: Content-Length %d", res[0].ContentLength)
-	}
-	res = rawExchange(t, addr, get, 1, http.MethodGet)
-	if h := res[0].Header; res[0].Proto != "HTTP/1.1" || h.Get("X-Hop") != "" || h.Get("Keep-Alive") != "" || h.Get("X-End") != "2" || proxytest.Body(res[0]) != "abc" {
-		t.Errorf("hop-by-hop: %s %v", res[0].Proto, h)
-	}
-	res = rawExchange(t, addr, get, 1, http.MethodGet)
-	if proxytest.Body(res[0]) != "until the end" || !res[0].Close {
-		t.Errorf("close-delimited: %q, close %v", proxytest.Body(res[0]), res[0].Close)
-	}
+	proxytest.CheckResponseFramings(t, func() net.Conn { return proxytest.Dial(t, addr) },
+		"GET http://"+webAuth+"/ HTTP/1.1\r\nHost: "+webAuth+"\r\n\r\n", "HEAD http://"+webAuth+"/ HTTP/1.1\r\nHost: x\r\n\r\n")
 }
 
 func TestLeanRequestForwarding(t *testing.T) {

@@ -4,7 +4,8 @@
 // servers stopped and waited for when the test ends; Scripted: an HTTP/1.1 server answering
 // raw bytes and recording what it read; RawServer: a benchmark upstream that allocates
 // nothing per request), the client side of raw HTTP/1.1 (Exchange, ReadRawResponse,
-// BenchRaw), GetAsync (a GET whose result arrives on a channel), Gathered (a sum of
+// BenchRaw, Dial, Body), one check both proxies' lean HTTP/1.1 paths pass
+// (ResponseFramings and CheckResponseFramings: the framings of responses), GetAsync (a GET whose result arrives on a channel), Gathered (a sum of
 // Prometheus series by labels), and Meridian's policy controller in process
 // (NewPolicyIndex, ApplyPolicy, ServePolicy).
 //
