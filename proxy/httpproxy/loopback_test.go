@@ -21,30 +21,7 @@ import (
 func miniProxy(t *testing.T) string {
 	t.Helper()
 	lis := testutil.Listen(t)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	conns := map[net.Conn]bool{}
-	wg.Go(func() {
-		for {
-			c, err := lis.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns[c] = true
-			mu.Unlock()
-			wg.Go(func() { serveProxyConn(c) })
-		}
-	})
-	t.Cleanup(func() {
-		_ = lis.Close()
-		mu.Lock()
-		for c := range conns {
-			_ = c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
+	testutil.ServeConns(t, lis, "the mini proxy", serveProxyConn)
 	return lis.Addr().String()
 }
 
