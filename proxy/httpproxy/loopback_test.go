@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -103,16 +102,7 @@ func TestLoopbackHTTPClientThroughProxy(t *testing.T) {
 
 func TestLoopbackConnectTunnel(t *testing.T) {
 	echo := testutil.Listen(t)
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		c, err := echo.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		_, _ = io.Copy(c, c)
-	})
-	t.Cleanup(func() { _ = echo.Close(); wg.Wait() })
+	testutil.ServeConns(t, echo, "the echo server", func(c net.Conn) { _, _ = io.Copy(c, c) })
 
 	c, err := net.Dial("tcp", miniProxy(t))
 	if err != nil {
