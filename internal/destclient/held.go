@@ -2,7 +2,6 @@ package destclient
 
 import (
 	"errors"
-	"hash/maphash"
 	"net/netip"
 	"slices"
 
@@ -28,15 +27,14 @@ type Held struct {
 // NewHeld returns the state of a client that has received nothing.
 func NewHeld() *Held { return &Held{addrs: map[wire.AddrKey]uint64{}} }
 
-var seed = maphash.MakeSeed()
-
-// fingerprint identifies an address's metadata; equal messages give equal fingerprints.
+// fingerprint identifies an address's metadata; equal messages give equal fingerprints, and
+// the same as wire.Fingerprint of an encoding of the message (ApplyRaw).
 func fingerprint(a *pb.WeightedAddr) uint64 {
-	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(a)
+	b, err := proto.Marshal(a)
 	if err != nil {
 		return 0
 	}
-	return maphash.Bytes(seed, b)
+	return wire.Fingerprint(b)
 }
 
 // Len returns the number of addresses held.
@@ -79,6 +77,38 @@ func (h *Held) Apply(u *pb.Update) error {
 		return errors.New("update of unknown kind")
 	}
 	return nil
+}
+
+// ApplyRaw is Apply of an encoded update, read without decoding it (wire.ScanUpdate); it
+// returns the update's kind. An update that is not canonically encoded is refused with
+// wire.ErrNonCanonical before anything is recorded: decode it and Apply it.
+func (h *Held) ApplyRaw(b []byte) (wire.UpdateKind, error) {
+	kind, exists, err := wire.ScanUpdate(b, func(k wire.AddrKey, wa []byte) error {
+		h.started = true
+		if wa != nil { // an Add's address
+			h.addrs[k] = wire.Fingerprint(wa)
+			return nil
+		}
+		if _, ok := h.addrs[k]; !ok {
+			return errors.New("remove of " + k.AddrPort().String() + ", which was never added")
+		}
+		delete(h.addrs, k)
+		return nil
+	})
+	if err != nil {
+		return kind, err
+	}
+	h.started = true
+	switch kind {
+	case wire.UpdateAdd:
+		h.empty, h.exists = false, true
+	case wire.UpdateNoEndpoints:
+		h.empty, h.exists = true, exists
+		clear(h.addrs)
+	case wire.UpdateNone:
+		return kind, errors.New("update of unknown kind")
+	}
+	return kind, nil
 }
 
 // Reconcile takes the first update of a new stream for the same target (the full state: one
