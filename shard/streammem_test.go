@@ -19,6 +19,7 @@ import (
 	pb "github.com/linkerd/linkerd2-proxy-api/go/destination"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 	discoveryv1 "k8s.io/api/discovery/v1"
 
 	"github.com/meridian-mesh/meridian/internal/grpcserver"
@@ -53,7 +54,11 @@ func startBenchReplica(tb testing.TB, ms Membership, lis net.Listener) *benchRep
 	if err != nil {
 		tb.Fatal(err)
 	}
-	gs := grpcserver.New(reg)
+	var opts []grpc.ServerOption
+	if os.Getenv("MERIDIAN_STREAMMEM_POOLED") == "" {
+		opts = ServerOptions()
+	}
+	gs := grpcserver.New(reg, opts...)
 	r.Register(gs)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
