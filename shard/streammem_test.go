@@ -138,14 +138,15 @@ func heapAfterGC() uint64 {
 	return ms.HeapAlloc
 }
 
-// writeHeapProfile saves the heap profile to $MERIDIAN_STREAMMEM_PROFILE-{local,relayed}
-// when that is set (to see where a stream's bytes go).
-func writeHeapProfile(tb testing.TB, relayed bool) {
+// writeHeapProfile saves the heap profile (as of the last collection) to
+// $MERIDIAN_STREAMMEM_PROFILE-{local,relayed}-suffix when that is set (to see where a
+// stream's bytes go).
+func writeHeapProfile(tb testing.TB, relayed bool, suffix string) {
 	base := os.Getenv("MERIDIAN_STREAMMEM_PROFILE")
 	if base == "" {
 		return
 	}
-	f, err := os.Create(base + map[bool]string{false: "-local", true: "-relayed"}[relayed])
+	f, err := os.Create(base + map[bool]string{false: "-local-", true: "-relayed-"}[relayed] + suffix)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -278,8 +279,9 @@ func BenchmarkStreamMemory(b *testing.B) {
 				before := heapAfterGC()
 				stop := startStreamClients(b, front.addr, 4, services, names)
 				after := heapAfterGC()
+				writeHeapProfile(b, relayed, "gc1")
 				after2 := heapAfterGC()
-				writeHeapProfile(b, relayed)
+				writeHeapProfile(b, relayed, "gc2")
 				perStream2 = (float64(after2) - float64(before)) / services
 				stop()
 				perStream = (float64(after) - float64(before)) / services
