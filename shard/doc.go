@@ -25,8 +25,11 @@
 //   - Server (server.go) is the gRPC service. Each stream is served in segments, each either
 //     local (local.go: from the index's snapshots) or relayed (relay.go: one generic relay of
 //     a server stream to the owner, shared by Get and GetProfile, cancelled by a ring change,
-//     guarded against loops by ForwardedHeader) or refused with a redirect to the owner;
-//     a Get that moves receives only the difference from what it holds. GetProfile builds
+//     guarded against loops by ForwardedHeader; rawrelay.go: a relayed Get's updates pass
+//     through as the owner encoded them, the relay recording only what a handover needs)
+//     or refused with a redirect to the owner; a Get that moves receives only the
+//     difference from what it holds. ServerOptions (codec.go) are the options of the
+//     server the replica registers on. GetProfile builds
 //     its profile from the Service and its ServiceProfile (profile.go); for an IP
 //     (ipprofile.go), a cluster IP follows its service's owner (relayed by name), any other
 //     address the replica that owns the address.

@@ -10,8 +10,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/meridian-mesh/meridian/internal/destclient"
+	"github.com/meridian-mesh/meridian/internal/wire"
 	"github.com/meridian-mesh/meridian/ring"
 )
 
@@ -37,46 +39,69 @@ func isForwarded(ctx context.Context) bool {
 }
 
 // get relays a Get to owner until the stream ends or k changes owner (errMoved). The
-// owner's first update is reconciled with what the client holds (view, nil when it holds
-// nothing), so that a stream that moved receives only the difference. It returns the view the
-// client then holds.
+// owner's updates go to the client as the owner encoded them (out.raw), while the relay
+// records in view what the client then holds (nil when it holds nothing yet). A stream that
+// moved here from elsewhere has its first update decoded and reconciled with view, so that it
+// receives only the difference. It returns the view the client then holds.
 func (rl *relay) get(ctx context.Context, req *pb.GetDestination, k ServiceKey, owner ring.Member, v *ringView,
-	view *destclient.Held, send func(*pb.Update) error) (*destclient.Held, error) {
+	view *destclient.Held, out getSender) (*destclient.Held, error) {
 	if view == nil {
 		view = destclient.NewHeld()
 	}
-	first := true
+	reconcile := view.Started()
 	err := relayStream(rl, ctx, k, owner, v,
-		func(ctx context.Context, c pb.DestinationClient) (grpc.ServerStreamingClient[pb.Update], error) {
-			return c.Get(ctx, req)
+		func(ctx context.Context, conn *grpc.ClientConn) (receiver[rawUpdate], error) {
+			return openRawGet(ctx, conn, req)
 		},
-		func(u *pb.Update) error {
-			ups := []*pb.Update{u}
-			if first {
-				first = false
-				var err error
-				if ups, err = view.Reconcile(u); err != nil {
-					return status.Errorf(codes.Internal, "reconcile with owner %s: %v", owner.Addr, err)
+		func(m *rawUpdate) error {
+			defer m.free()
+			b := m.bytes()
+			if !reconcile {
+				kind, err := view.ApplyRaw(b)
+				if err == nil {
+					return out.raw(b, kind)
 				}
-			} else if err := view.Apply(u); err != nil {
-				return status.Errorf(codes.Internal, "update from owner %s: %v", owner.Addr, err)
-			}
-			for _, u := range ups {
-				if err := send(u); err != nil {
-					return err
+				if !errors.Is(err, wire.ErrNonCanonical) {
+					return status.Errorf(codes.Internal, "update from owner %s: %v", owner.Addr, err)
 				}
 			}
-			return nil
+			return rl.decoded(b, view, &reconcile, owner, out)
 		})
 	return view, err
+}
+
+// decoded relays an update of the owner's that the relay decodes: the first of a stream that
+// moved here (*reconcile: reconciled with view, what the client holds), or one not
+// canonically encoded.
+func (rl *relay) decoded(b []byte, view *destclient.Held, reconcile *bool, owner ring.Member, out getSender) error {
+	u := &pb.Update{}
+	if err := proto.Unmarshal(b, u); err != nil {
+		return status.Errorf(codes.Internal, "update from owner %s: %v", owner.Addr, err)
+	}
+	ups := []*pb.Update{u}
+	if *reconcile {
+		*reconcile = false
+		var err error
+		if ups, err = view.Reconcile(u); err != nil {
+			return status.Errorf(codes.Internal, "reconcile with owner %s: %v", owner.Addr, err)
+		}
+	} else if err := view.Apply(u); err != nil {
+		return status.Errorf(codes.Internal, "update from owner %s: %v", owner.Addr, err)
+	}
+	for _, u := range ups {
+		if err := out.send(u); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // profile relays a GetProfile to owner until the stream ends or k changes owner (errMoved).
 func (rl *relay) profile(ctx context.Context, req *pb.GetDestination, k ServiceKey, owner ring.Member, v *ringView,
 	send func(*pb.DestinationProfile) error) error {
 	return relayStream(rl, ctx, k, owner, v,
-		func(ctx context.Context, c pb.DestinationClient) (grpc.ServerStreamingClient[pb.DestinationProfile], error) {
-			return c.GetProfile(ctx, req)
+		func(ctx context.Context, conn *grpc.ClientConn) (receiver[pb.DestinationProfile], error) {
+			return pb.NewDestinationClient(conn).GetProfile(ctx, req)
 		}, send)
 }
 
@@ -88,7 +113,7 @@ func (rl *relay) profile(ctx context.Context, req *pb.GetDestination, k ServiceK
 // One goroutine per relayed stream watches the ring and the replica's stop beside the
 // blocking Recv, and cancels the relayed call with the reason; relayStream waits for it.
 func relayStream[T any](rl *relay, ctx context.Context, k ServiceKey, owner ring.Member, v *ringView,
-	open func(context.Context, pb.DestinationClient) (grpc.ServerStreamingClient[T], error),
+	open func(context.Context, *grpc.ClientConn) (receiver[T], error),
 	recv func(*T) error) error {
 	conn, err := rl.conns.get(owner.Addr)
 	if err != nil {
@@ -104,7 +129,7 @@ func relayStream[T any](rl *relay, ctx context.Context, k ServiceKey, owner ring
 		rl.watch(rctx, cancel, k, owner, v)
 	}()
 	defer func() { cancel(nil); <-watched }()
-	rs, err := open(rctx, pb.NewDestinationClient(conn))
+	rs, err := open(rctx, conn)
 	for err == nil {
 		var msg *T
 		if msg, err = rs.Recv(); err == nil {
@@ -123,6 +148,9 @@ func relayStream[T any](rl *relay, ctx context.Context, k ServiceKey, owner ring
 	}
 	return err
 }
+
+// receiver is the receiving side of a relayed server stream.
+type receiver[T any] interface{ Recv() (*T, error) }
 
 // watch cancels a relayed call to owner when the replica stops or the ring gives k to
 // another member (or to this one), until rctx ends.

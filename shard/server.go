@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meridian-mesh/meridian/internal/destclient"
+	"github.com/meridian-mesh/meridian/internal/wire"
 	"github.com/meridian-mesh/meridian/ring"
 	"github.com/meridian-mesh/meridian/translator"
 )
@@ -60,23 +61,17 @@ func (s *Server) Get(req *pb.GetDestination, stream pb.Destination_GetServer) er
 	}
 	node := translator.ParseContextToken(req.GetContextToken()).NodeName
 	ctx := stream.Context()
-	send := func(u *pb.Update) error {
-		if err := stream.Send(u); err != nil {
-			return err
-		}
-		s.countSent(u)
-		return nil
-	}
+	out := getSender{stream: stream, m: s.m}
 	s.m.streams.WithLabelValues("get").Inc()
 	defer s.m.streams.WithLabelValues("get").Dec()
 	var view *destclient.Held // what the client holds, when a segment elsewhere served it
 	return s.follow(stream, k, func() bool { return view != nil && view.Started() },
 		func(v *ringView) (err error) {
-			view, err = s.local.get(ctx, t, k, node, v, view, send)
+			view, err = s.local.get(ctx, t, k, node, v, view, out.send)
 			return err
 		},
 		func(owner ring.Member, v *ringView) (err error) {
-			view, err = s.relay.get(ctx, req, k, owner, v, view, send)
+			view, err = s.relay.get(ctx, req, k, owner, v, view, out)
 			return err
 		})
 }
@@ -187,14 +182,45 @@ func (s *Server) follow(stream grpc.ServerStream, k ServiceKey, started func() b
 	}
 }
 
-func (s *Server) countSent(u *pb.Update) {
+// getSender sends a Get stream's updates to its client and counts them: updates built here
+// (send), and updates relayed as their owner encoded them (raw).
+type getSender struct {
+	stream grpc.ServerStream
+	m      *replicaMetrics
+}
+
+func (o getSender) send(u *pb.Update) error {
+	if err := o.stream.SendMsg(u); err != nil {
+		return err
+	}
 	switch u.GetUpdate().(type) {
 	case *pb.Update_Add:
-		s.m.updatesSent.WithLabelValues("add").Inc()
+		o.count(wire.UpdateAdd)
 	case *pb.Update_Remove:
-		s.m.updatesSent.WithLabelValues("remove").Inc()
+		o.count(wire.UpdateRemove)
 	case *pb.Update_NoEndpoints:
-		s.m.updatesSent.WithLabelValues("no_endpoints").Inc()
+		o.count(wire.UpdateNoEndpoints)
+	}
+	return nil
+}
+
+// raw sends an update of kind encoded as b.
+func (o getSender) raw(b []byte, kind wire.UpdateKind) error {
+	if err := o.stream.SendMsg(encodedMessage(b)); err != nil {
+		return err
+	}
+	o.count(kind)
+	return nil
+}
+
+func (o getSender) count(kind wire.UpdateKind) {
+	switch kind {
+	case wire.UpdateAdd:
+		o.m.updatesSent.WithLabelValues("add").Inc()
+	case wire.UpdateRemove:
+		o.m.updatesSent.WithLabelValues("remove").Inc()
+	case wire.UpdateNoEndpoints:
+		o.m.updatesSent.WithLabelValues("no_endpoints").Inc()
 	}
 }
 

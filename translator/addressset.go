@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"net/netip"
 	"slices"
+	"unique"
 
 	"github.com/meridian-mesh/meridian/snapshot"
 	corev1 "k8s.io/api/core/v1"
@@ -355,14 +356,9 @@ func (tc *templateContext) endpointTemplate(es *discoveryv1.EndpointSlice, ep *d
 	if ep.Zone != nil {
 		zone = *ep.Zone
 	}
-	unknown := snapshot.Label{Key: LabelKeyZoneLocality, Value: ZoneUnknown}
 	ref := ep.TargetRef
 	if ref == nil || ref.Kind != "Pod" {
-		labels := b.labelBuf(2)
-		if zone != "" {
-			labels = append(labels, snapshot.Label{Key: LabelKeyZone, Value: zone})
-		}
-		e.Labels = append(labels, unknown)
+		e.Labels = b.podlessLabels(zone)
 		mirrorEndpoint(&e, es, tc.port)
 		return e, true
 	}
@@ -495,12 +491,13 @@ func reservedLabel(k string) bool {
 // control_plane_ns, zone, zone_locality, pod_template_hash and the owner.
 const maxPodLabels = 7
 
-// labelsPerEndpoint is the label capacity endpointTemplate takes for ep.
+// labelsPerEndpoint is the label capacity endpointTemplate takes for ep: none for an address
+// without a pod, whose labels it shares (batch.podlessLabels).
 func labelsPerEndpoint(ep *discoveryv1.Endpoint) int {
 	if ep.TargetRef != nil && ep.TargetRef.Kind == "Pod" {
 		return maxPodLabels
 	}
-	return 2
+	return 0
 }
 
 // batch hands out the endpoints and label slices of one address set from a few large
@@ -512,14 +509,43 @@ type batch struct {
 	labels    []snapshot.Label
 	// The last identity built: the pods of a service mostly share one service account.
 	idSA, idNS, id string
+	// The labels of addresses without a pod, of the first few zones: they share them.
+	podless [][]snapshot.Label
 }
 
-// identity returns Identity(cfg, sa, ns), reusing the last one when it matches.
+// identity returns Identity(cfg, sa, ns), reusing the last one when it matches, and
+// interned (unique.Make): the sets of every service of a service account, and every set
+// computed again, share one copy of the string, which lives while any set holds it.
 func (b *batch) identity(cfg Config, sa, ns string) string {
 	if b.id == "" || b.idSA != sa || b.idNS != ns {
-		b.idSA, b.idNS, b.id = sa, ns, Identity(cfg, sa, ns)
+		b.idSA, b.idNS, b.id = sa, ns, unique.Make(Identity(cfg, sa, ns)).Value()
 	}
 	return b.id
+}
+
+// podlessLabels returns the labels of an address without a pod in zone ("": unknown): the
+// zone when known and zone_locality unknown. The addresses of a zone (of the first few zones
+// seen) share one slice, whose capacity is its length, so that an append copies it rather
+// than write into it.
+func (b *batch) podlessLabels(zone string) []snapshot.Label {
+	for _, ls := range b.podless {
+		if zone == "" && ls[0].Key == LabelKeyZoneLocality || zone != "" && ls[0].Key == LabelKeyZone && ls[0].Value == zone {
+			return ls
+		}
+	}
+	n := 1
+	if zone != "" {
+		n = 2
+	}
+	labels := b.labelBuf(n)
+	if zone != "" {
+		labels = append(labels, snapshot.Label{Key: LabelKeyZone, Value: zone})
+	}
+	labels = append(labels, snapshot.Label{Key: LabelKeyZoneLocality, Value: ZoneUnknown})
+	if len(b.podless) < 8 {
+		b.podless = append(b.podless, labels)
+	}
+	return labels
 }
 
 // endpoint returns a zero endpoint of the batch. A batch allocated with the exact count

@@ -2,6 +2,7 @@ package translator
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -137,4 +138,55 @@ func BenchmarkView(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkSetMemory reports the live heap of the address sets of many 100-endpoint services
+// (bytes/endpoint), their inputs excluded: services whose endpoints are meshed pods owned
+// by a ReplicaSet, and services without pods (the 5,000 x 100 cluster).
+func BenchmarkSetMemory(b *testing.B) {
+	const services, width = 500, 100
+	cfg := DefaultConfig()
+	for _, withPods := range []bool{true, false} {
+		b.Run(map[bool]string{true: "pods", false: "no-pods"}[withPods], func(b *testing.B) {
+			type input struct {
+				svc    *corev1.Service
+				slices []*discoveryv1.EndpointSlice
+				pods   podIndex
+			}
+			in := make([]input, services)
+			for i := range in {
+				svc, sl, pods := benchService(width)
+				svc.Name = fmt.Sprintf("web-%d", i)
+				for _, es := range sl {
+					es.Labels[LabelServiceName] = svc.Name
+					if !withPods {
+						for j := range es.Endpoints {
+							es.Endpoints[j].TargetRef = nil
+						}
+					}
+				}
+				in[i] = input{svc, sl, pods}
+			}
+			sets := make([]any, services)
+			var perEndpoint float64
+			for b.Loop() {
+				clear(sets)
+				before := heapAfterGC()
+				for i, x := range in {
+					sets[i] = AddressSet(cfg, x.svc, 80, x.slices, x.pods.lookup)
+				}
+				perEndpoint = (float64(heapAfterGC()) - float64(before)) / (services * width)
+			}
+			runtime.KeepAlive(sets)
+			runtime.KeepAlive(in)
+			b.ReportMetric(perEndpoint, "bytes/endpoint")
+		})
+	}
+}
+
+func heapAfterGC() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
 }

@@ -185,7 +185,9 @@ func runDestination(ctx context.Context, args []string) error {
 	}
 	defer id.Close()
 	srv.Group.Add("tls", id)
-	gs, err := srv.WithGRPCConfig(f.tls.grpc(f.addr, id, true))
+	gc := f.tls.grpc(f.addr, id, true)
+	gc.Options = shard.ServerOptions()
+	gs, err := srv.WithGRPCConfig(gc)
 	if err != nil {
 		return fmt.Errorf("--local-addr: %w", err)
 	}

@@ -2,7 +2,6 @@ package destclient
 
 import (
 	"errors"
-	"hash/maphash"
 	"net/netip"
 	"slices"
 
@@ -19,28 +18,27 @@ import (
 // another owner it can send the client the difference only, at a few dozen bytes per address
 // instead of the decoded messages. Not safe for concurrent use.
 type Held struct {
-	addrs   map[wire.AddrKey]uint64 // pointer-free keys: the collector skips the entries
+	addrs   heldSet
 	started bool
 	empty   bool // the last state was NoEndpoints
 	exists  bool
 }
 
 // NewHeld returns the state of a client that has received nothing.
-func NewHeld() *Held { return &Held{addrs: map[wire.AddrKey]uint64{}} }
+func NewHeld() *Held { return &Held{} }
 
-var seed = maphash.MakeSeed()
-
-// fingerprint identifies an address's metadata; equal messages give equal fingerprints.
+// fingerprint identifies an address's metadata; equal messages give equal fingerprints, and
+// the same as wire.Fingerprint of an encoding of the message (ApplyRaw).
 func fingerprint(a *pb.WeightedAddr) uint64 {
-	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(a)
+	b, err := proto.Marshal(a)
 	if err != nil {
 		return 0
 	}
-	return maphash.Bytes(seed, b)
+	return wire.Fingerprint(b)
 }
 
 // Len returns the number of addresses held.
-func (h *Held) Len() int { return len(h.addrs) }
+func (h *Held) Len() int { return h.addrs.len() }
 
 // Started reports whether anything was received.
 func (h *Held) Started() bool { return h.started }
@@ -53,32 +51,66 @@ func (h *Held) Apply(u *pb.Update) error {
 	case *pb.Update_Add:
 		h.empty = false
 		h.exists = true
+		add := make([]heldEntry, 0, len(x.Add.GetAddrs()))
 		for _, a := range x.Add.GetAddrs() {
 			ap, err := wire.ToAddrPort(a.GetAddr())
 			if err != nil {
+				h.addrs.putAll(add)
 				return err
 			}
-			h.addrs[wire.KeyOf(ap)] = fingerprint(a)
+			add = append(add, entryOf(wire.KeyOf(ap), fingerprint(a)))
 		}
+		h.addrs.putAll(add)
 	case *pb.Update_Remove:
+		keys := make([]wire.AddrKey, 0, len(x.Remove.GetAddrs()))
 		for _, a := range x.Remove.GetAddrs() {
 			ap, err := wire.ToAddrPort(a)
 			if err != nil {
 				return err
 			}
-			k := wire.KeyOf(ap)
-			if _, ok := h.addrs[k]; !ok {
-				return errors.New("remove of " + ap.String() + ", which was never added")
-			}
-			delete(h.addrs, k)
+			keys = append(keys, wire.KeyOf(ap))
 		}
+		return h.addrs.removeAll(keys)
 	case *pb.Update_NoEndpoints:
 		h.empty, h.exists = true, x.NoEndpoints.GetExists()
-		clear(h.addrs)
+		h.addrs.clear()
 	default:
 		return errors.New("update of unknown kind")
 	}
 	return nil
+}
+
+// ApplyRaw is Apply of an encoded update, read without decoding it (wire.ScanUpdate); it
+// returns the update's kind. An update that is not canonically encoded is refused with
+// wire.ErrNonCanonical before anything is recorded: decode it and Apply it.
+func (h *Held) ApplyRaw(b []byte) (wire.UpdateKind, error) {
+	var add []heldEntry
+	var remove []wire.AddrKey
+	kind, exists, err := wire.ScanUpdate(b, func(k wire.AddrKey, wa []byte) error {
+		if wa != nil { // an Add's address
+			add = append(add, entryOf(k, wire.Fingerprint(wa)))
+		} else {
+			remove = append(remove, k)
+		}
+		return nil
+	})
+	if err != nil {
+		return kind, err
+	}
+	h.started = true
+	switch kind {
+	case wire.UpdateAdd:
+		h.empty, h.exists = false, true
+		h.addrs.putAll(add)
+	case wire.UpdateRemove:
+		return kind, h.addrs.removeAll(remove)
+	case wire.UpdateNoEndpoints:
+		h.empty, h.exists = true, exists
+		h.addrs.clear()
+	case wire.UpdateNone:
+		return kind, errors.New("update of unknown kind")
+	}
+	return kind, nil
 }
 
 // Reconcile takes the first update of a new stream for the same target (the full state: one
@@ -89,7 +121,7 @@ func (h *Held) Reconcile(full *pb.Update) ([]*pb.Update, error) {
 	switch x := full.GetUpdate().(type) {
 	case *pb.Update_NoEndpoints:
 		exists := x.NoEndpoints.GetExists()
-		if !h.started || len(h.addrs) > 0 || !h.empty || h.exists != exists {
+		if !h.started || h.addrs.len() > 0 || !h.empty || h.exists != exists {
 			out = append(out, full)
 		}
 	case *pb.Update_Add:
@@ -102,16 +134,16 @@ func (h *Held) Reconcile(full *pb.Update) ([]*pb.Update, error) {
 			}
 			k := wire.KeyOf(ap)
 			next[k] = struct{}{}
-			if fp, ok := h.addrs[k]; !ok || fp != fingerprint(a) {
+			if fp, ok := h.addrs.get(k); !ok || fp != fingerprint(a) {
 				added = append(added, a)
 			}
 		}
 		var gone []netip.AddrPort
-		for k := range h.addrs {
+		h.addrs.each(func(k wire.AddrKey) {
 			if _, ok := next[k]; !ok {
 				gone = append(gone, k.AddrPort())
 			}
-		}
+		})
 		if len(gone) > 0 {
 			slices.SortFunc(gone, func(a, b netip.AddrPort) int { return a.Compare(b) })
 			rm := make([]*pbnet.TcpAddress, len(gone))

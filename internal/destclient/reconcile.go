@@ -29,10 +29,12 @@ func (v *View) Reconcile(full *pb.Update) ([]*pb.Update, error) {
 
 // held is the compact form of v.
 func (v *View) held() *Held {
-	h := &Held{addrs: make(map[wire.AddrKey]uint64, len(v.Addrs)), started: v.Started()}
+	h := &Held{started: v.Started()}
+	add := make([]heldEntry, 0, len(v.Addrs))
 	for ap, a := range v.Addrs {
-		h.addrs[wire.KeyOf(ap)] = fingerprint(a)
+		add = append(add, entryOf(wire.KeyOf(ap), fingerprint(a)))
 	}
+	h.addrs.putAll(add)
 	if v.NoEndpoints != nil {
 		h.empty, h.exists = true, v.NoEndpoints.GetExists()
 	} else {

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 )
@@ -21,6 +22,9 @@ type GRPC struct {
 	// `kubectl port-forward`, which connects to the pod's loopback interface. Only a process
 	// in the same network namespace reaches it, so it must be a loopback address.
 	LocalAddr string
+	// Options are the component's own gRPC server options, after Meridian's defaults (the
+	// destination replica's codec: shard.ServerOptions).
+	Options []grpc.ServerOption
 }
 
 // CheckLocalAddr refuses a local listener address whose host is not a loopback IP address or

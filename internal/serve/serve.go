@@ -85,7 +85,7 @@ func (p *Process) WithGRPCConfig(g GRPC) (*grpc.Server, error) {
 		creds = insecure.NewCredentials()
 	}
 	p.grpcAddr, p.localAddr = g.Addr, g.LocalAddr
-	p.grpc = grpcserver.New(p.Registry, grpc.Creds(localAware{creds}))
+	p.grpc = grpcserver.New(p.Registry, append([]grpc.ServerOption{grpc.Creds(localAware{creds})}, g.Options...)...)
 	return p.grpc, nil
 }
 

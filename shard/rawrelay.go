@@ -1,0 +1,93 @@
+package shard
+
+import (
+	"context"
+
+	pb "github.com/linkerd/linkerd2-proxy-api/go/destination"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/encoding"
+	gproto "google.golang.org/grpc/encoding/proto"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/emptypb"
+)
+
+// A relayed Get passes the owner's updates to its client as the owner encoded them: the
+// relay reads of each only what a handover needs (its addresses and their fingerprints, into
+// a destclient.Held) and never decodes it into messages, nor encodes it again.
+
+// rawUpdate is one Update as the owner encoded it: a reference to gRPC's receive buffers,
+// which free releases.
+type rawUpdate struct{ data mem.BufferSlice }
+
+// bytes returns the encoded update (valid until free).
+func (m *rawUpdate) bytes() []byte {
+	if len(m.data) == 1 {
+		return m.data[0].ReadOnlyData()
+	}
+	return m.data.Materialize()
+}
+
+func (m *rawUpdate) free() {
+	m.data.Free()
+	m.data = nil
+}
+
+// relayCodec is the codec of a relayed Get (grpc.ForceCodecV2): the request is encoded by
+// gRPC's proto codec, and a *rawUpdate response keeps the encoded bytes. It names itself
+// "proto", so the owner decodes the request as any other.
+type relayCodec struct{}
+
+var protoCodec = encoding.GetCodecV2(gproto.Name)
+
+func (relayCodec) Marshal(v any) (mem.BufferSlice, error) { return protoCodec.Marshal(v) }
+
+func (relayCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	if m, ok := v.(*rawUpdate); ok {
+		data.Ref() // gRPC frees data when Unmarshal returns; the relay frees it after sending
+		m.data = data
+		return nil
+	}
+	return protoCodec.Unmarshal(data, v)
+}
+
+func (relayCodec) Name() string { return gproto.Name }
+
+// rawGet is a Get to an owner whose updates are received encoded. Recv's update is valid
+// until the next Recv, and must be freed before it.
+type rawGet struct {
+	cs  grpc.ClientStream
+	cur rawUpdate
+}
+
+// openRawGet sends req to the owner on conn as a Get whose updates are received encoded.
+func openRawGet(ctx context.Context, conn grpc.ClientConnInterface, req *pb.GetDestination) (*rawGet, error) {
+	cs, err := conn.NewStream(ctx, &pb.Destination_ServiceDesc.Streams[0], pb.Destination_Get_FullMethodName,
+		grpc.ForceCodecV2(relayCodec{}))
+	if err != nil {
+		return nil, err
+	}
+	if err := cs.SendMsg(req); err != nil {
+		return nil, err
+	}
+	if err := cs.CloseSend(); err != nil {
+		return nil, err
+	}
+	return &rawGet{cs: cs}, nil
+}
+
+func (g *rawGet) Recv() (*rawUpdate, error) {
+	if err := g.cs.RecvMsg(&g.cur); err != nil {
+		return nil, err
+	}
+	return &g.cur, nil
+}
+
+// encodedMessage is a message that any proto codec writes as b, verbatim: an Empty whose
+// unknown fields are b. It lets a server stream send bytes encoded elsewhere; b must stay
+// valid until SendMsg returns (which encodes it at once).
+func encodedMessage(b []byte) proto.Message {
+	e := &emptypb.Empty{}
+	e.ProtoReflect().SetUnknown(b)
+	return e
+}

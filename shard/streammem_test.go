@@ -1,0 +1,343 @@
+package shard
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	pb "github.com/linkerd/linkerd2-proxy-api/go/destination"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	discoveryv1 "k8s.io/api/discovery/v1"
+
+	"github.com/meridian-mesh/meridian/internal/grpcserver"
+	"github.com/meridian-mesh/meridian/internal/testutil"
+	"github.com/meridian-mesh/meridian/ring"
+	"github.com/meridian-mesh/meridian/snapshot"
+)
+
+// The benchmarks here measure what a stream costs a replica: the heap per open stream (the
+// clients run in a child process of the test binary, so that only the replicas' heap is
+// counted) and the allocations of serving and relaying a stream's messages.
+
+const (
+	benchNS    = "bench"
+	benchWidth = 100 // endpoints per service, as in the 5,000 x 100 cluster
+)
+
+// benchReplica is a replica serving gRPC on 127.0.0.1, fed by a pushSource.
+type benchReplica struct {
+	src  *pushSource
+	rep  *Replica
+	addr string
+}
+
+// startBenchReplica starts a replica on lis; with ms, as a member of a static ring. It stops
+// when tb ends.
+func startBenchReplica(tb testing.TB, ms Membership, lis net.Listener) *benchReplica {
+	tb.Helper()
+	src := newPushSource()
+	reg := prometheus.NewRegistry()
+	r, err := NewReplica(DefaultConfig(), Deps{Source: src, Membership: ms, Registerer: reg, Logger: zap.NewNop()})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var opts []grpc.ServerOption
+	if os.Getenv("MERIDIAN_STREAMMEM_POOLED") == "" {
+		opts = ServerOptions()
+	}
+	gs := grpcserver.New(reg, opts...)
+	r.Register(gs)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, fn := range []func(context.Context) error{
+		r.Run,
+		func(ctx context.Context) error { return grpcserver.Serve(ctx, gs, lis, time.Second) },
+	} {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = fn(ctx) }()
+	}
+	tb.Cleanup(func() { cancel(); wg.Wait() })
+	select {
+	case <-src.ready:
+	case <-time.After(10 * time.Second):
+		tb.Fatal("source not started")
+	}
+	return &benchReplica{src: src, rep: r, addr: lis.Addr().String()}
+}
+
+// benchSlice is service i's slice at generation gen: benchWidth endpoints, whose addresses
+// move by benchWidth with each generation (so that consecutive generations share none).
+func benchSlice(i int, name string, gen int) *discoveryv1.EndpointSlice {
+	eps := make([]epSpec, benchWidth)
+	for j := range eps {
+		id := j + (gen%2)*benchWidth
+		eps[j] = epSpec{ip: fmt.Sprintf("10.%d.%d.%d", i/250%250, i%250, id+1), ready: true}
+	}
+	return sliceObj(benchNS, name, name+"-a", 8080, eps...)
+}
+
+// benchCluster starts the replicas of a benchmark. With relayed, two in a static ring: the
+// replica clients connect to ("a", front) relays to the owner of n services ("b"); else one
+// replica without a ring, which is both. Each service has benchWidth endpoints; the names
+// are returned once every service's snapshot is published.
+func benchCluster(tb testing.TB, relayed bool, n int) (front, owner *benchReplica, names []string) {
+	tb.Helper()
+	la, lb := testutil.Listen(tb), testutil.Listen(tb)
+	var r *ring.Ring
+	if relayed {
+		members := []ring.Member{{Name: "a", Addr: la.Addr().String()}, {Name: "b", Addr: lb.Addr().String()}}
+		r = ring.Build(members, ring.DefaultHashConfig())
+		front = startBenchReplica(tb, staticMembership{r, members[0]}, la)
+		owner = startBenchReplica(tb, staticMembership{r, members[1]}, lb)
+	} else {
+		_ = la.Close()
+		owner = startBenchReplica(tb, nil, lb)
+		front = owner
+	}
+	for i := 0; len(names) < n; i++ {
+		name := fmt.Sprintf("svc-%d", i)
+		if r != nil && r.OwnerOfHash(NewServiceKey(benchNS, name).Hash()).Name != "b" {
+			continue
+		}
+		names = append(names, name)
+		owner.src.OnService(svcObj(benchNS, name), false)
+		owner.src.OnEndpointSlice(benchSlice(len(names)-1, name, 0), false)
+	}
+	store := owner.rep.Store()
+	testutil.Eventually(tb, time.Minute, "every service published", func() bool {
+		for _, name := range names {
+			if s := store.Load(snapshot.Key{Namespace: benchNS, Name: name, Port: 80}); s == nil || s.Set.Len() != benchWidth {
+				return false
+			}
+		}
+		return true
+	})
+	return front, owner, names
+}
+
+func benchPath(name string) string { return name + "." + benchNS + ".svc.cluster.local:80" }
+
+// heapAfterGC is the live heap after a forced collection, as the bench reads a replica's.
+func heapAfterGC() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+// writeHeapProfile saves the heap profile (as of the last collection) to
+// $MERIDIAN_STREAMMEM_PROFILE-{local,relayed}-suffix when that is set (to see where a
+// stream's bytes go).
+func writeHeapProfile(tb testing.TB, relayed bool, suffix string) {
+	base := os.Getenv("MERIDIAN_STREAMMEM_PROFILE")
+	if base == "" {
+		return
+	}
+	f, err := os.Create(base + map[bool]string{false: "-local-", true: "-relayed-"}[relayed] + suffix)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// streamClientEnv tells the test binary to be the client process of BenchmarkStreamMemory:
+// "addr|connections|streams|name,name,...".
+const streamClientEnv = "MERIDIAN_STREAMMEM_CLIENT"
+
+// TestStreamClientProcess is the client process of BenchmarkStreamMemory, not a test: it
+// opens the streams, prints "ready" once each has received its first update, keeps reading
+// until its stdin closes, then ends them.
+func TestStreamClientProcess(t *testing.T) {
+	spec := os.Getenv(streamClientEnv)
+	if spec == "" {
+		t.Skip("the client process of BenchmarkStreamMemory")
+	}
+	f := strings.SplitN(spec, "|", 4)
+	if len(f) != 4 {
+		t.Fatalf("%s: want addr|connections|streams|names", streamClientEnv)
+	}
+	nconn, err1 := strconv.Atoi(f[1])
+	nstreams, err2 := strconv.Atoi(f[2])
+	names := strings.Split(f[3], ",")
+	if err1 != nil || err2 != nil || nconn < 1 || len(names) == 0 {
+		t.Fatalf("%s: bad spec %.40q", streamClientEnv, spec)
+	}
+	clients := make([]pb.DestinationClient, nconn)
+	for i := range clients {
+		clients[i] = pb.NewDestinationClient(testutil.DialGRPC(t, f[0]))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	first := make(chan error, nstreams)
+	for i := range nstreams {
+		s, err := clients[i%nconn].Get(ctx, &pb.GetDestination{Scheme: "k8s", Path: benchPath(names[i%len(names)])})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := s.Recv()
+			first <- err
+			for err == nil {
+				_, err = s.Recv()
+			}
+		}()
+	}
+	for range nstreams {
+		if err := testutil.Recv(t, first, 2*time.Minute, "first update"); err != nil {
+			t.Fatalf("stream: %v", err)
+		}
+	}
+	fmt.Println("ready")
+	_, _ = io.Copy(io.Discard, os.Stdin)
+}
+
+// startStreamClients runs the client process with streams Get streams over conns
+// connections to addr, spread over names, and returns once each stream has received its
+// first update. stop ends the process and waits for it.
+func startStreamClients(tb testing.TB, addr string, conns, streams int, names []string) (stop func()) {
+	tb.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cmd := exec.Command(exe, "-test.run=^TestStreamClientProcess$", "-test.count=1")
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s|%d|%d|%s", streamClientEnv, addr, conns, streams, strings.Join(names, ",")))
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	ready, read := make(chan bool, 1), make(chan struct{})
+	go func() {
+		defer close(read)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if sc.Text() == "ready" {
+				ready <- true
+				_, _ = io.Copy(io.Discard, stdout)
+				return
+			}
+		}
+		ready <- false
+	}()
+	stop = func() {
+		_ = stdin.Close()
+		<-read
+		_ = cmd.Wait()
+	}
+	select {
+	case ok := <-ready:
+		if !ok {
+			stop()
+			tb.Fatal("stream client process exited before its streams were ready")
+		}
+	case <-time.After(3 * time.Minute):
+		_ = cmd.Process.Kill()
+		stop()
+		tb.Fatal("stream client process not ready within 3m")
+	}
+	return stop
+}
+
+// BenchmarkStreamMemory reports the live heap each open Get stream adds to the replicas
+// (bytes/stream), one stream per service of benchWidth endpoints, on 4 connections: local
+// (a replica that owns the services) and relayed (a replica relaying to the owner; the
+// figure is both replicas', so the relay's own share is relayed minus local).
+func BenchmarkStreamMemory(b *testing.B) {
+	const services = 1000
+	for _, relayed := range []bool{false, true} {
+		b.Run(map[bool]string{false: "local", true: "relayed"}[relayed], func(b *testing.B) {
+			front, _, names := benchCluster(b, relayed, services)
+			var perStream, perStream2 float64
+			for b.Loop() {
+				before := heapAfterGC()
+				stop := startStreamClients(b, front.addr, 4, services, names)
+				after := heapAfterGC()
+				writeHeapProfile(b, relayed, "gc1")
+				after2 := heapAfterGC()
+				writeHeapProfile(b, relayed, "gc2")
+				perStream2 = (float64(after2) - float64(before)) / services
+				stop()
+				perStream = (float64(after) - float64(before)) / services
+			}
+			b.ReportMetric(perStream, "bytes/stream")
+			b.ReportMetric(perStream2, "bytes/stream-2gc")
+		})
+	}
+}
+
+// BenchmarkRelay measures a Get served directly by the owner and relayed through another
+// replica, with an in-process client over 127.0.0.1: stream opens a stream, receives its
+// first update (benchWidth endpoints) and ends it; churn replaces every endpoint of the
+// service and receives the Remove and the Add. The relay's own cost per op is relayed
+// minus direct.
+func BenchmarkRelay(b *testing.B) {
+	for _, relayed := range []bool{false, true} {
+		mode := map[bool]string{false: "direct", true: "relayed"}[relayed]
+		front, owner, names := benchCluster(b, relayed, 1)
+		client := pb.NewDestinationClient(testutil.DialGRPC(b, front.addr))
+		req := &pb.GetDestination{Scheme: "k8s", Path: benchPath(names[0])}
+		b.Run(mode+"/stream", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				ctx, cancel := context.WithCancel(context.Background())
+				s, err := client.Get(ctx, req)
+				if err == nil {
+					_, err = s.Recv()
+				}
+				cancel()
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(mode+"/churn", func(b *testing.B) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			s, err := client.Get(ctx, req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := s.Recv(); err != nil {
+				b.Fatal(err)
+			}
+			gen := 0
+			b.ReportAllocs()
+			for b.Loop() {
+				gen++
+				owner.src.OnEndpointSlice(benchSlice(0, names[0], gen), false)
+				for got := 0; got < 2; got++ { // the Remove of the old endpoints, the Add of the new
+					if _, err := s.Recv(); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
+	}
+}
