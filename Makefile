@@ -2,6 +2,7 @@
 GO        ?= go
 BIN       := bin
 MERIDIAN  := $(BIN)/meridian
+PROXY     := $(BIN)/meridian-proxy
 FUZZTIME  ?= 3s
 GOFLAGS_TEST ?=
 
@@ -9,11 +10,16 @@ GOFLAGS_TEST ?=
 
 all: build
 
-build: $(MERIDIAN)
+build: $(MERIDIAN) $(PROXY)
 
 $(MERIDIAN): FORCE
 	@mkdir -p $(BIN)
 	$(GO) build -o $(MERIDIAN) ./cmd/meridian
+
+# The proxy built alone (what pods run): the same code as `meridian proxy`, a smaller RSS.
+$(PROXY): FORCE
+	@mkdir -p $(BIN)
+	$(GO) build -o $(PROXY) ./cmd/meridian-proxy
 
 FORCE:
 
@@ -54,16 +60,15 @@ bench: build
 
 # The data-plane benchmark (issue 13): the proxy pair against direct traffic and a pair of nginx
 # (Debian's nginx must be installed), 2,000 requests/s of HTTP/1.1 and of gRPC, interleaved in
-# one run; again with the proxy built alone (bench/dataplane/proxyonly: the same proxy without
+# one run; again with the proxy built alone (cmd/meridian-proxy: the same proxy without
 # the rest of the binary, whose pages count in a process's RSS); then the proxies'
 # micro-benchmarks (allocations per request on the hot paths). BENCH_PROXY_FLAGS adds flags
 # (e.g. --profile-dir prof); on a shared machine, run it under nice -n -10 (as root) so that
 # other work disturbs it less.
 BENCH_PROXY_FLAGS ?=
 bench-proxy: build
-	$(GO) build -o $(BIN)/meridian-proxy-only ./bench/dataplane/proxyonly
 	$(MERIDIAN) bench proxy --json bench-proxy.json $(BENCH_PROXY_FLAGS)
-	$(MERIDIAN) bench proxy --variants direct,meridian --proxy-binary $(BIN)/meridian-proxy-only \
+	$(MERIDIAN) bench proxy --variants direct,meridian --proxy-binary $(PROXY) \
 		--json bench-proxy-only.json $(BENCH_PROXY_FLAGS)
 	$(GO) test -run '^$$' -bench . -benchmem ./proxy/h1 ./proxy/h2 ./proxy/inbound ./proxy/outbound
 

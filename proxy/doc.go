@@ -14,11 +14,13 @@
 //
 // New opens nothing; Add puts the components in a group: identity, discovery, inbound,
 // outbound, and the control-plane connections, which are closed once the components using
-// them have stopped. Serve runs them as the process does (`meridian proxy`, and the
-// benchmark's proxyonly): in an internal/serve process with its admin server. The end-to-end tests of the assembly are in proxy/e2e.
+// them have stopped. Serve runs them as the process does: in an internal/serve process with
+// its admin server. Command is the whole process (environment, flags, log, Serve), shared
+// by `meridian proxy` and `meridian-proxy` (cmd/meridian-proxy, the proxy built alone). The
+// end-to-end tests of the assembly are in proxy/e2e.
 //
 // It owns the control-plane connections and the components it builds. It imports
-// identity/client, the proxy/* packages, internal/run, internal/serve and the generated
+// identity/client, the proxy/* packages, internal/run, internal/serve, internal/logging and the generated
 // API; it must not import `shard/...`, `policy/...`, `identity`, `injector/...`,
 // `bench/...` or `cmd/...`.
 package proxy

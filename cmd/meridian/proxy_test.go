@@ -219,19 +219,3 @@ func TestProxyConfigErrors(t *testing.T) {
 		})
 	}
 }
-
-func TestProxyLogLevel(t *testing.T) {
-	for filter, want := range map[string]string{
-		"warn,linkerd=info":                  "info",
-		"linkerd=debug,warn":                 "debug",
-		"warn":                               "warn",
-		"":                                   "info",
-		"linkerd2_proxy=trace,info":          "debug",
-		"off":                                "error",
-		"hyper=warn,linkerd_proxy_http=warn": "warn",
-	} {
-		if got := proxyLogLevel(filter); got != want {
-			t.Errorf("proxyLogLevel(%q) = %q, want %q", filter, got, want)
-		}
-	}
-}

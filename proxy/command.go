@@ -1,0 +1,73 @@
+package proxy
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"strings"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/meridian-mesh/meridian/internal/logging"
+	"github.com/meridian-mesh/meridian/proxy/config"
+)
+
+// Command runs the proxy as a process: the LINKERD2_PROXY_* environment (lookup), overridden
+// by the flags registered on fs, which parse then parses (returning its error as it is: a
+// usage error, or flag.ErrHelp); the log of LINKERD2_PROXY_LOG and _LOG_FORMAT; then Serve
+// until ctx ends. `meridian proxy` and `meridian-proxy` (the proxy built alone, which pods
+// run) are this function with their own command-line conventions.
+func Command(ctx context.Context, lookup func(string) (string, bool), fs *flag.FlagSet, parse func() error) error {
+	cfg, err := config.FromEnv(lookup)
+	if err != nil {
+		return err
+	}
+	cfg.Flags(fs)
+	if err := parse(); err != nil {
+		return err
+	}
+	format := "console"
+	if cfg.LogFormat == "json" {
+		format = "json"
+	}
+	log, err := logging.New(LogLevel(cfg.Log), format)
+	if err != nil {
+		return fmt.Errorf("LINKERD2_PROXY_LOG=%q: %w", cfg.Log, err)
+	}
+	// The proxy's warnings (a control-plane service unreachable, retrying) are operational,
+	// not bugs: no stack traces under them, whatever the format.
+	log = log.WithOptions(zap.AddStacktrace(zapcore.DPanicLevel))
+	defer func() { _ = log.Sync() }()
+	return Serve(ctx, cfg, log)
+}
+
+// LogLevel reads linkerd2-proxy's log filter ("warn,linkerd=info"): the level given for
+// linkerd (the proxy's own code), else the first bare level, else info.
+func LogLevel(filter string) string {
+	level := "info"
+	first := true
+	for _, part := range strings.Split(filter, ",") {
+		part = strings.TrimSpace(part)
+		if target, lvl, ok := strings.Cut(part, "="); ok {
+			if strings.HasPrefix(target, "linkerd") {
+				return normLevel(lvl)
+			}
+			continue
+		}
+		if first && part != "" {
+			level, first = normLevel(part), false
+		}
+	}
+	return level
+}
+
+func normLevel(s string) string {
+	switch s = strings.ToLower(strings.TrimSpace(s)); s {
+	case "trace", "debug":
+		return "debug"
+	case "off":
+		return "error"
+	}
+	return s
+}
