@@ -163,6 +163,14 @@ func (w *kubeWorld) createPod(ctx context.Context, i int, s uint32) error {
 		return fmt.Errorf("no pod of serial %d", s)
 	}
 	status := pod.Status
+	// What validation asks of a Pod that gen leaves out (no garbage collector runs, so the
+	// owner need not exist).
+	for j := range pod.OwnerReferences {
+		pod.OwnerReferences[j].UID = types.UID("bench-" + pod.OwnerReferences[j].Name)
+	}
+	for j := range pod.Spec.Containers {
+		pod.Spec.Containers[j].Image = "bench.invalid/app"
+	}
 	pods := w.client.CoreV1().Pods(ns)
 	got, err := pods.Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {

@@ -59,6 +59,11 @@ func TestReplicaArgs(t *testing.T) {
 	if a[0] != "destination" || !slices.Contains(a, "feed:127.0.0.1:1") || slices.Contains(a, "--gossip-addr") || !slices.Contains(a, "--enable-pprof") || !slices.Contains(a, "--plaintext") {
 		t.Errorf("without ring: %v", a)
 	}
+	k := s
+	k.Kubeconfig = "/d/kubeconfig"
+	if a := ReplicaArgs(k); !slices.Contains(a, "kubernetes") || !slices.Contains(a, "/d/kubeconfig") || slices.Contains(a, "feed:127.0.0.1:1") || !slices.Contains(a, "--plaintext") {
+		t.Errorf("kubernetes source: %v", a)
+	}
 	s.Ring = true
 	a = ReplicaArgs(s)
 	for _, want := range []string{"--node-name", "shard2", "--gossip-addr", "127.0.0.1:4", "--join", "127.0.0.1:5", "--gossip-key-file", "/k/gossip.key", "--non-owner", "forward"} {
@@ -85,6 +90,11 @@ func TestValidate(t *testing.T) {
 		func(c *Config) { c.ReplicaCPUs = -2 },
 		func(c *Config) { c.MaxKillConverge = -time.Second },
 		func(c *Config) { c.MaxKillConverge = 5 * time.Second }, // without a kill
+		func(c *Config) { c.Source = "etcd" },
+		func(c *Config) { c.KubePods = true },                                // with the feed
+		func(c *Config) { c.Source, c.DeliverPods = SourceKubernetes, true }, // a feed option
+		func(c *Config) { c.ScaleShare = 1.5 },
+		func(c *Config) { c.CreateConcurrency = 0 },
 	} {
 		c := DefaultConfig()
 		c.Binary = "x"
