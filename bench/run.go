@@ -60,8 +60,9 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) (*Result, error) {
 // DriverGOGC is the harness's GOGC while it runs.
 const DriverGOGC = 400
 
-// runOne runs the workload with n replicas: it starts the feed server and the replicas
-// (startReplicas), opens the streams (openStreams), applies churn with the storm, join and
+// runOne runs the workload with n replicas: it starts the feed server (unless shared, the
+// API server's world, is given) and the replicas (startReplicas), measures their idle heap
+// (measureIdle), opens the streams (openStreams), applies churn with the storm, join and
 // kill on the way (churn), waits for every stream to reach the truth (settle), and measures
 // the replicas and itself (measure, collect). When the streams took longer than
 // cfg.MaxKillConverge to recover from the kill, it returns what it measured with an error.
