@@ -90,6 +90,9 @@ func tableCells(res *Result) [][]string {
 	}
 	out := [][]string{head}
 	for _, rw := range rows() {
+		if hideWhenZero[rw.name] && allZero(res.Runs, rw.val) {
+			continue
+		}
 		cells := []string{rw.name}
 		for _, r := range res.Runs {
 			cells = append(cells, rw.fmt(rw.val(r)))
@@ -104,6 +107,19 @@ func tableCells(res *Result) [][]string {
 		out = append(out, cells)
 	}
 	return out
+}
+
+// hideWhenZero names the rows left out of the table when every configuration has 0 there
+// (the API server's figures, with the feed source).
+var hideWhenZero = map[string]bool{"API server RSS": true, "etcd RSS": true}
+
+func allZero(runs []RunResult, val func(RunResult) float64) bool {
+	for _, r := range runs {
+		if val(r) != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // WriteTable writes the summary table.

@@ -176,6 +176,18 @@ func TestTableAndHTML(t *testing.T) {
 	if !strings.Contains(out, "4/1") || !regexp.MustCompile(`heap per shard, mean.*0\.26`).MatchString(out) {
 		t.Errorf("table:\n%s", out)
 	}
+	if strings.Contains(out, "API server RSS") {
+		t.Errorf("the feed source's table has the API server's rows:\n%s", out)
+	}
+	kres := sampleResult()
+	kres.Runs[1].APIServerRSSBytes, kres.Runs[0].IdleHeapBytesPerShard = 500<<20, []uint64{300 << 20}
+	b.Reset()
+	if err := WriteTable(&b, kres); err != nil {
+		t.Fatal(err)
+	}
+	if out := b.String(); !regexp.MustCompile(`API server RSS.*500\.0 MiB`).MatchString(out) || !regexp.MustCompile(`idle heap per shard, mean.*300\.0 MiB`).MatchString(out) {
+		t.Errorf("table with the API server's figures:\n%s", out)
+	}
 	p := filepath.Join(t.TempDir(), "r.html")
 	if err := WriteHTML(p, res); err != nil {
 		t.Fatal(err)
