@@ -44,6 +44,7 @@ type kubeWorld struct {
 
 	mu      sync.Mutex // guards cluster; held from a change to its request's start
 	cluster *gen.Cluster
+	patches *patcher
 }
 
 // startKubeWorld starts the API server (with the chart's CRDs), writes a kubeconfig for the
@@ -64,6 +65,7 @@ func startKubeWorld(ctx context.Context, cfg Config, log *zap.Logger) (_ *kubeWo
 		return nil, err
 	}
 	w := &kubeWorld{env: env, cfg: cfg, cluster: cluster}
+	w.patches = newPatcher(w)
 	defer func() {
 		if err != nil {
 			w.stop(log)
@@ -90,8 +92,9 @@ func startKubeWorld(ctx context.Context, cfg Config, log *zap.Logger) (_ *kubeWo
 	return w, nil
 }
 
-// stop stops the API server and etcd and removes the kubeconfig.
+// stop ends the patcher, stops the API server and etcd and removes the kubeconfig.
 func (w *kubeWorld) stop(log *zap.Logger) {
+	w.patches.stop()
 	if err := w.env.Stop(); err != nil {
 		log.Warn("stop the API server", zap.Error(err))
 	}
@@ -230,10 +233,9 @@ func (w *kubeWorld) runBounded(ctx context.Context, desc string, jobs []func(con
 func (w *kubeWorld) source(s *ReplicaSpec) { s.Kubeconfig = w.kubeconfig }
 
 // apply makes one change to the truth (a patch of an endpoint's readiness or a replacement,
-// or, cfg.ScaleShare of the time, a scale-up or scale-down of the slice) and sends the
-// changed slice's endpoints to the API server as a JSON merge patch (which replaces the
-// list); with cfg.KubePods, the pod of an endpoint it adds is created first. pre is called
-// just before the patch, post once it has returned. Only churn's goroutine calls it.
+// or, cfg.ScaleShare of the time, a scale-up or scale-down of the slice), calls pre, and
+// queues the changed slice's endpoints for the API server as a JSON merge patch (which
+// replaces the list; see patcher), whose return calls post. Only churn's goroutine calls it.
 func (w *kubeWorld) apply(ctx context.Context, rng *rand.Rand, busy func(uint32) bool, pre, post func(gen.Change, time.Time)) error {
 	w.mu.Lock()
 	var ch gen.Change
@@ -256,23 +258,14 @@ func (w *kubeWorld) apply(ctx context.Context, rng *rand.Rand, busy func(uint32)
 	if err != nil {
 		return err
 	}
-	if w.cfg.KubePods && (ch.Kind == gen.Replace || ch.Kind == gen.ScaleUp) {
-		// The new endpoint's pod exists before the slice names it, as a controller's would.
-		if err := w.createPod(ctx, ch.Service, ch.New); err != nil {
-			return err
-		}
-	}
 	// Only this goroutine changes the truth, and busy reads what pre records: recording the
 	// change after the lock is released loses nothing.
 	pre(ch, time.Now())
-	// Changes are made one at a time (churn's goroutine), so the patches of a slice reach
-	// the API server in the order of the truth's changes.
-	if _, err := w.client.DiscoveryV1().EndpointSlices(sl.Namespace).Patch(ctx, sl.Name, types.MergePatchType, body, metav1.PatchOptions{}); err != nil {
-		return fmt.Errorf("patch %s/%s (%s): %w", sl.Namespace, sl.Name, ch.Kind, err)
-	}
-	post(ch, time.Now())
-	return nil
+	return w.patches.enqueue(patchJob{ctx: ctx, ch: ch, ns: sl.Namespace, name: sl.Name, body: body, post: post})
 }
+
+// flush waits for the patches in flight.
+func (w *kubeWorld) flush() error { return w.patches.flush() }
 
 func (w *kubeWorld) read(fn func(*gen.Cluster)) {
 	w.mu.Lock()

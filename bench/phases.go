@@ -92,6 +92,10 @@ func (r *run) churn() error {
 	}
 	ph := newPhase(r.cfg, max(r.cfg.Duration.Milliseconds(), 1), fmt.Sprintf("shards=%d: churn %g/s", r.n, r.cfg.Churn), "ms")
 	churnErr, err := r.churnLoop(ph)
+	// The changes still on their way to the API server are sent before settling.
+	if ferr := r.world.flush(); churnErr == nil {
+		churnErr = ferr
+	}
 	if err != nil {
 		_ = stopProfiles() // the run was cancelled: so were the replicas' profiles
 		return err

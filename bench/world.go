@@ -22,6 +22,9 @@ type world interface {
 	// apply makes one churn change: pre is called with the change before any replica can see
 	// it, post (when the change went through an API) once the API server has answered.
 	apply(ctx context.Context, rng *rand.Rand, busy func(uint32) bool, pre, post func(gen.Change, time.Time)) error
+	// flush waits until every change applied has been sent (and post called), and returns
+	// the first failure of one.
+	flush() error
 	// read calls fn with the truth, which does not change meanwhile.
 	read(fn func(*gen.Cluster))
 	// resyncs counts the times a replica's feed fell behind and got the whole state.
@@ -65,6 +68,8 @@ func (w *feedWorld) apply(_ context.Context, rng *rand.Rand, busy func(uint32) b
 	_, _, err := w.srv.Apply(rng, busy, pre)
 	return err
 }
+
+func (w *feedWorld) flush() error { return nil }
 
 func (w *feedWorld) read(fn func(*gen.Cluster)) { w.srv.Read(fn) }
 func (w *feedWorld) resyncs() uint64            { return w.srv.Resyncs() }
