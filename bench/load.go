@@ -82,7 +82,7 @@ func (t *timeline) record(at time.Time, d time.Duration) {
 // pendingChange is a change not yet seen by every stream of its service.
 type pendingChange struct {
 	// at is when the change was made (UnixNano): when it was sent to the feed, or when the
-	// API server's answer to it came back (from the request until then).
+	// API server's answer to it came back (until then, when it was recorded).
 	at   atomic.Int64
 	kind gen.Kind
 	left atomic.Int32 // measured streams still to see it
@@ -171,7 +171,7 @@ func (l *load) recordChange(ch gen.Change, at time.Time) {
 
 // changeReturned moves the time of a change recorded before its API request to the time the
 // API server answered: propagation is measured from there. A stream that saw the change
-// before then counts from the request.
+// before then counts from when it was recorded.
 func (l *load) changeReturned(ch gen.Change, at time.Time) {
 	l.recordChanged(ch, at)
 	if p, ok := l.pending.Load(ch.New); ok {
