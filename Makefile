@@ -6,7 +6,7 @@ PROXY     := $(BIN)/meridian-proxy
 FUZZTIME  ?= 3s
 GOFLAGS_TEST ?=
 
-.PHONY: all build run test vet unit fuzz bench bench-proxy clean kube-bin
+.PHONY: all build run test vet unit fuzz bench bench-kube bench-proxy clean kube-bin
 
 all: build
 
@@ -48,15 +48,28 @@ unit:
 fuzz:
 	FUZZTIME=$(FUZZTIME) ./hack/fuzz.sh
 
-# Micro-benchmarks, then the full-size harness run (10k services x 100 endpoints, 1 vs 4 shards),
-# then the data-plane benchmark.
-bench: build
+# Micro-benchmarks, then the full-size harness runs on the feed source (10k services x 100
+# endpoints, 1 vs 4 shards), then on a real API server (issue 15: 5,000 services x 100
+# endpoints, 5,000 streams, 50 slice patches, scale-ups and scale-downs a second, a storm of
+# 5,000 Gets and 5,000 GetProfiles; 1 vs 4 shards), each forwarding and redirecting, then the
+# data-plane benchmark.
+bench: build kube-bin
 	$(GO) test -run '^$$' -bench . -benchmem ./snapshot ./ring ./translator ./shard
 	$(MERIDIAN) bench --services 10000 --endpoints-per-service 100 --compare-shards 1,4 \
 		--streams 20000 --churn 1000 --duration 60s --json bench.json --report bench.html
 	$(MERIDIAN) bench --services 10000 --endpoints-per-service 100 --compare-shards 1,4 --non-owner redirect \
 		--streams 20000 --churn 1000 --duration 60s --json bench-redirect.json --report bench-redirect.html
+	$(MAKE) bench-kube
 	$(MAKE) bench-proxy
+
+# The harness on the kube-apiserver and etcd of `make kube-bin` (--source kubernetes), forward
+# and redirect mode. BENCH_KUBE_FLAGS adds flags (e.g. --profile-dir prof).
+BENCH_KUBE_FLAGS ?=
+BENCH_KUBE_RUN = $(MERIDIAN) bench --source kubernetes --services 5000 --endpoints-per-service 100 \
+	--compare-shards 1,4 --streams 5000 --churn 50 --duration 30s --storm 5000 $(BENCH_KUBE_FLAGS)
+bench-kube: build kube-bin
+	$(BENCH_KUBE_RUN) --json bench-kube.json --report bench-kube.html
+	$(BENCH_KUBE_RUN) --non-owner redirect --json bench-kube-redirect.json --report bench-kube-redirect.html
 
 # The data-plane benchmark (issue 13): the proxy pair against direct traffic and a pair of nginx
 # (Debian's nginx must be installed), 2,000 requests/s of HTTP/1.1 and of gRPC, interleaved in

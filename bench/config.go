@@ -7,11 +7,28 @@ import (
 	"time"
 
 	"github.com/meridian-mesh/meridian/bench/gen"
+	"github.com/meridian-mesh/meridian/internal/quote"
 )
 
 // Config configures a bench invocation.
 type Config struct {
+	// Source is where the replicas read the cluster: SourceFeed (the harness's own feed
+	// server, bench/feed) or SourceKubernetes (a kube-apiserver and etcd the harness starts,
+	// the cluster created through client-go, replicas run with --source kubernetes).
+	Source  string
 	Cluster gen.Config
+	// KubeAssets is the directory of kube-apiserver and etcd for SourceKubernetes (""
+	// kubeenv.DefaultAssetsDir).
+	KubeAssets string
+	// ScaleShare is, with SourceKubernetes, the fraction of churn changes that scale a slice
+	// up or down (half each); the others patch an endpoint's readiness or replace it.
+	ScaleShare float64
+	// KubePods makes, with SourceKubernetes, a running Pod for every endpoint, named by the
+	// endpoint's targetRef (two requests per pod: sizes of tens of thousands). Without it
+	// endpoints have no targetRef, and so no pod metadata.
+	KubePods bool
+	// CreateConcurrency bounds the API requests in flight while the cluster is created.
+	CreateConcurrency int
 	// Shards lists the replica counts to run the workload at, in order (--compare-shards, or
 	// just --shards).
 	Shards []int
@@ -66,18 +83,27 @@ type Config struct {
 	KeepLogs bool
 }
 
+// The sources of Config.Source.
+const (
+	SourceFeed       = "feed"
+	SourceKubernetes = "kubernetes"
+)
+
 // DefaultConfig returns a small, quick workload.
 func DefaultConfig() Config {
 	return Config{
-		Cluster:        gen.DefaultConfig(),
-		Shards:         []int{1},
-		Streams:        1000,
-		StreamsPerConn: 100,
-		NonOwner:       "forward",
-		Churn:          100,
-		Duration:       10 * time.Second,
-		Settle:         30 * time.Second,
-		ReadyTimeout:   10 * time.Minute,
+		Source:            SourceFeed,
+		ScaleShare:        0.2,
+		CreateConcurrency: 16,
+		Cluster:           gen.DefaultConfig(),
+		Shards:            []int{1},
+		Streams:           1000,
+		StreamsPerConn:    100,
+		NonOwner:          "forward",
+		Churn:             100,
+		Duration:          10 * time.Second,
+		Settle:            30 * time.Second,
+		ReadyTimeout:      10 * time.Minute,
 	}
 }
 
@@ -120,6 +146,21 @@ func (c Config) Validate() error {
 	}
 	if c.ReplicaCPUs < -1 {
 		errs = append(errs, fmt.Errorf("replica CPUs %d: want -1 (Go's default), 0 (shared out) or a count", c.ReplicaCPUs))
+	}
+	if c.Source != SourceFeed && c.Source != SourceKubernetes {
+		errs = append(errs, fmt.Errorf("source %s: want %s or %s", quote.String(c.Source), SourceFeed, SourceKubernetes))
+	}
+	if c.Source == SourceKubernetes && c.DeliverPods {
+		errs = append(errs, errors.New("--deliver-pods is for the feed source"))
+	}
+	if c.Source != SourceKubernetes && c.KubePods {
+		errs = append(errs, errors.New("--kube-pods is for the kubernetes source"))
+	}
+	if c.ScaleShare < 0 || c.ScaleShare > 1 {
+		errs = append(errs, fmt.Errorf("scale share %g outside 0..1", c.ScaleShare))
+	}
+	if c.CreateConcurrency < 1 || c.CreateConcurrency > 256 {
+		errs = append(errs, fmt.Errorf("create concurrency %d outside 1..256", c.CreateConcurrency))
 	}
 	if c.NonOwner != "forward" && c.NonOwner != "redirect" {
 		errs = append(errs, fmt.Errorf("non-owner mode %q: want forward or redirect", c.NonOwner))

@@ -59,8 +59,9 @@ func (f *fleet) stop() {
 
 // spec returns replica i's spec on fresh ports.
 func (r *run) spec(i int) (ReplicaSpec, error) {
-	s := ReplicaSpec{Index: i, FeedAddr: r.lis.Addr().String(), Ring: r.ring, NonOwner: r.cfg.NonOwner, GOMAXPROCS: r.res.ReplicaGOMAXPROCS,
+	s := ReplicaSpec{Index: i, Ring: r.ring, NonOwner: r.cfg.NonOwner, GOMAXPROCS: r.res.ReplicaGOMAXPROCS,
 		GossipKeyFile: r.gossipKey}
+	r.world.source(&s)
 	var errs [3]error
 	s.Addr, errs[0] = freeAddr()
 	s.AdminAddr, errs[1] = freeAddr()

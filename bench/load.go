@@ -81,7 +81,9 @@ func (t *timeline) record(at time.Time, d time.Duration) {
 
 // pendingChange is a change not yet seen by every stream of its service.
 type pendingChange struct {
-	at   time.Time
+	// at is when the change was made (UnixNano): when it was sent to the feed, or when the
+	// API server's answer to it came back (until then, when it was recorded).
+	at   atomic.Int64
 	kind gen.Kind
 	left atomic.Int32 // measured streams still to see it
 }
@@ -115,6 +117,7 @@ type load struct {
 	bytes, updates       atomic.Int64
 	closed, closedByKill atomic.Int64
 	applyErrors          atomic.Int64
+	kinds                [8]atomic.Int64 // changes made, by gen.Kind
 	redirects            atomic.Int64
 	firstErr             atomic.Pointer[error]
 
@@ -153,13 +156,27 @@ func (l *load) busy(serial uint32) bool {
 // recordChange registers a change before any stream can see it.
 func (l *load) recordChange(ch gen.Change, at time.Time) {
 	l.recordChanged(ch, at)
+	if int(ch.Kind) < len(l.kinds) {
+		l.kinds[ch.Kind].Add(1)
+	}
 	n := l.subsPerSvc[ch.Service]
 	if n == 0 {
 		return
 	}
-	p := &pendingChange{at: at, kind: ch.Kind}
+	p := &pendingChange{kind: ch.Kind}
+	p.at.Store(at.UnixNano())
 	p.left.Store(n)
 	l.pending.Store(ch.New, p)
+}
+
+// changeReturned moves the time of a change recorded before its API request to the time the
+// API server answered: propagation is measured from there. A stream that saw the change
+// before then counts from when it was recorded.
+func (l *load) changeReturned(ch gen.Change, at time.Time) {
+	l.recordChanged(ch, at)
+	if p, ok := l.pending.Load(ch.New); ok {
+		p.at.Store(at.UnixNano())
+	}
 }
 
 // missed returns the observations still outstanding.
@@ -178,11 +195,12 @@ func (l *load) observe(ap netip.AddrPort, wantAdd bool, now time.Time) {
 		return
 	}
 	p, ok := l.pending.Load(serial)
-	if !ok || (p.kind == gen.NotReady) == wantAdd {
+	if !ok || p.kind.Removes() == wantAdd {
 		return
 	}
-	l.latency.record(now.Sub(p.at))
-	l.timeline.record(p.at, now.Sub(p.at))
+	at := time.Unix(0, p.at.Load())
+	l.latency.record(now.Sub(at))
+	l.timeline.record(at, now.Sub(at))
 	if p.left.Add(-1) <= 0 {
 		l.pending.Compute(serial, func(old *pendingChange, loaded bool) (*pendingChange, bool) {
 			return old, loaded && old == p

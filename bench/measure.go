@@ -12,6 +12,8 @@ import (
 	"sync"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/meridian-mesh/meridian/bench/gen"
 	"go.uber.org/zap"
 )
 
@@ -66,7 +68,21 @@ func (r *run) measure() error {
 		}
 	}
 	res.CPUSecondsChurn = cpu - r.baseline.replicaCPU
+	r.world.measure(res)
 	r.measureDriver()
+	return nil
+}
+
+// measureIdle reads every replica's live heap (after a forced collection) once it is ready
+// and before any stream is open.
+func (r *run) measureIdle() error {
+	for _, rep := range r.reps.list() {
+		st, err := rep.scrape(r.ctx, "")
+		if err != nil {
+			return err
+		}
+		r.res.IdleHeapBytesPerShard = append(r.res.IdleHeapBytesPerShard, st.HeapAlloc)
+	}
 	return nil
 }
 
@@ -111,7 +127,15 @@ func (r *run) collect() {
 	res.StreamsClosedByKill = ld.closedByKill.Load()
 	res.ApplyErrors = ld.applyErrors.Load()
 	res.Redirects = ld.redirects.Load()
-	res.FeedResyncs = r.srv.Resyncs()
+	res.FeedResyncs = r.world.resyncs()
+	for k := range ld.kinds {
+		if n := ld.kinds[k].Load(); n > 0 {
+			if res.ChangesByKind == nil {
+				res.ChangesByKind = map[string]int64{}
+			}
+			res.ChangesByKind[gen.Kind(k).String()] = n
+		}
+	}
 	fillLatency(res, ld)
 	if p := ld.firstErr.Load(); p != nil {
 		r.log.Warn("first stream error", zap.Error(*p))

@@ -92,6 +92,10 @@ func (r *run) churn() error {
 	}
 	ph := newPhase(r.cfg, max(r.cfg.Duration.Milliseconds(), 1), fmt.Sprintf("shards=%d: churn %g/s", r.n, r.cfg.Churn), "ms")
 	churnErr, err := r.churnLoop(ph)
+	// The changes still on their way to the API server are sent before settling.
+	if ferr := r.world.flush(); churnErr == nil {
+		churnErr = ferr
+	}
 	if err != nil {
 		_ = stopProfiles() // the run was cancelled: so were the replicas' profiles
 		return err
@@ -179,7 +183,7 @@ func (r *run) fire(ev *events, el, stormAt time.Duration, ph *phase) {
 func (r *run) applyDue(rng *rand.Rand, el time.Duration) error {
 	due := int64(el.Seconds() * r.cfg.Churn)
 	for k := 0; r.res.ChangesApplied < due && k < 10000; k++ {
-		if _, _, err := r.srv.Apply(rng, r.ld.busy, r.ld.recordChange); err != nil {
+		if err := r.world.apply(r.ctx, rng, r.ld.busy, r.ld.recordChange, r.ld.changeReturned); err != nil {
 			return err
 		}
 		r.res.ChangesApplied++
@@ -236,7 +240,7 @@ func (r *run) settle() error {
 func (r *run) truth() map[int]map[netip.AddrPort]struct{} {
 	out := map[int]map[netip.AddrPort]struct{}{}
 	var buf []netip.AddrPort
-	r.srv.Read(func(c *gen.Cluster) {
+	r.world.read(func(c *gen.Cluster) {
 		for _, st := range r.ld.all() {
 			if _, ok := out[st.svc]; ok || st.profile {
 				continue

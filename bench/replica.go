@@ -21,8 +21,10 @@ import (
 
 // ReplicaSpec is what one replica process is started with.
 type ReplicaSpec struct {
-	Index                       int
-	FeedAddr                    string
+	Index int
+	// FeedAddr is the harness's feed server (--source feed:ADDR); Kubeconfig, when set
+	// instead, a kubeconfig file of the API server (--source kubernetes).
+	FeedAddr, Kubeconfig        string
 	Addr, AdminAddr, GossipAddr string
 	// Seed is the gossip address of replica 0, which every replica joins.
 	Seed string
@@ -40,9 +42,12 @@ type ReplicaSpec struct {
 // ReplicaArgs returns the arguments of `meridian` for one replica. This is the one place
 // that knows the destination subcommand's flags.
 func ReplicaArgs(s ReplicaSpec) []string {
-	args := []string{
-		"destination",
-		"--source", "feed:" + s.FeedAddr,
+	src := []string{"--source", "feed:" + s.FeedAddr}
+	if s.Kubeconfig != "" {
+		src = []string{"--source", "kubernetes", "--kubeconfig", s.Kubeconfig}
+	}
+	args := append([]string{"destination"}, src...)
+	args = append(args,
 		"--addr", s.Addr,
 		"--admin-addr", s.AdminAddr,
 		"--log-level", "warn",
@@ -56,7 +61,7 @@ func ReplicaArgs(s ReplicaSpec) []string {
 		// way (a handshake per connection, then AES-GCM, which the control plane's mTLS adds
 		// in a cluster). The replicas list it in /ready's warnings.
 		"--plaintext",
-	}
+	)
 	if s.Ring {
 		nonOwner := s.NonOwner
 		if nonOwner == "" {

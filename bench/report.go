@@ -48,9 +48,13 @@ func rows() []row {
 		{fmt.Sprintf("seconds with a sample over %d ms", SlowMs), func(r RunResult) float64 { return float64(r.SlowSeconds) }, n0, false},
 		{"latency samples", func(r RunResult) float64 { return float64(r.LatencySamples) }, n0, false},
 		{"latency missed", func(r RunResult) float64 { return float64(r.LatencyMissed) }, n0, false},
+		{"idle heap per shard, mean", func(r RunResult) float64 { return meanU(r.IdleHeapBytesPerShard) }, mib, true},
+		{"idle heap per shard, max", func(r RunResult) float64 { return maxU(r.IdleHeapBytesPerShard) }, mib, true},
 		{"heap per shard, mean", RunResult.HeapMean, mib, true},
 		{"heap per shard, max", RunResult.HeapMax, mib, true},
 		{"RSS per shard, mean", func(r RunResult) float64 { return meanU(r.RSSBytesPerShard) }, mib, true},
+		{"API server RSS", func(r RunResult) float64 { return float64(r.APIServerRSSBytes) }, mib, false},
+		{"etcd RSS", func(r RunResult) float64 { return float64(r.EtcdRSSBytes) }, mib, false},
 		{"driver heap", func(r RunResult) float64 { return float64(r.DriverHeapBytes) }, mib, false},
 		{"CPU seconds in churn (all shards)", func(r RunResult) float64 { return r.CPUSecondsChurn }, f1, true},
 		{"driver CPU seconds in churn", func(r RunResult) float64 { return r.DriverCPUSecondsChurn }, f1, false},
@@ -86,6 +90,9 @@ func tableCells(res *Result) [][]string {
 	}
 	out := [][]string{head}
 	for _, rw := range rows() {
+		if hideWhenZero[rw.name] && allZero(res.Runs, rw.val) {
+			continue
+		}
 		cells := []string{rw.name}
 		for _, r := range res.Runs {
 			cells = append(cells, rw.fmt(rw.val(r)))
@@ -100,6 +107,19 @@ func tableCells(res *Result) [][]string {
 		out = append(out, cells)
 	}
 	return out
+}
+
+// hideWhenZero names the rows left out of the table when every configuration has 0 there
+// (the API server's figures, with the feed source).
+var hideWhenZero = map[string]bool{"API server RSS": true, "etcd RSS": true}
+
+func allZero(runs []RunResult, val func(RunResult) float64) bool {
+	for _, r := range runs {
+		if val(r) != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // WriteTable writes the summary table.

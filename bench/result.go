@@ -8,13 +8,18 @@ import (
 
 // Result is what one bench invocation measured: one Run per shard count.
 type Result struct {
-	Cluster        gen.Config  `json:"cluster"`
-	Streams        int         `json:"streams"`
-	StreamsPerConn int         `json:"streams_per_conn"`
-	ChurnPerSecond float64     `json:"churn_per_second"`
-	DurationS      float64     `json:"duration_seconds"`
-	Storm          int         `json:"storm"`
-	Runs           []RunResult `json:"runs"`
+	// Source is where the replicas read the cluster: SourceFeed or SourceKubernetes.
+	Source string `json:"source"`
+	// ClusterCreateSeconds is, with SourceKubernetes, the time the harness took to create the
+	// cluster's objects through the API server.
+	ClusterCreateSeconds float64     `json:"cluster_create_seconds,omitempty"`
+	Cluster              gen.Config  `json:"cluster"`
+	Streams              int         `json:"streams"`
+	StreamsPerConn       int         `json:"streams_per_conn"`
+	ChurnPerSecond       float64     `json:"churn_per_second"`
+	DurationS            float64     `json:"duration_seconds"`
+	Storm                int         `json:"storm"`
+	Runs                 []RunResult `json:"runs"`
 }
 
 // RunResult is what one configuration (a shard count) measured. The JSON names are documented in
@@ -48,6 +53,12 @@ type RunResult struct {
 	StormMaxMs    float64 `json:"storm_first_batch_max_ms"`
 	SyncSeconds   float64 `json:"sync_seconds"`
 	StreamsOpened int     `json:"streams_opened"`
+	// IdleHeapBytesPerShard is each replica's live heap, after a forced garbage collection,
+	// once it was ready and before any stream was open.
+	IdleHeapBytesPerShard []uint64 `json:"idle_heap_bytes_per_shard"`
+	// With SourceKubernetes, the RSS of the API server and of etcd at the end of the run.
+	APIServerRSSBytes uint64 `json:"apiserver_rss_bytes,omitempty"`
+	EtcdRSSBytes      uint64 `json:"etcd_rss_bytes,omitempty"`
 	// Per replica, after a forced garbage collection at the end of the run.
 	HeapBytesPerShard  []uint64  `json:"heap_bytes_per_shard"`
 	HeapInuseBytes     []uint64  `json:"heap_inuse_bytes_per_shard"`
@@ -69,6 +80,9 @@ type RunResult struct {
 	BytesReceived       int64  `json:"bytes_received"`
 	UpdatesReceived     int64  `json:"updates_received"`
 	ChangesApplied      int64  `json:"changes_applied"`
+	// ChangesByKind counts the changes made by kind (replace, not-ready, ready, scale-up,
+	// scale-down).
+	ChangesByKind map[string]int64 `json:"changes_by_kind,omitempty"`
 	// FinalStateMismatches counts Get streams whose final set differs from the truth.
 	FinalStateMismatches int    `json:"final_state_mismatches"`
 	Coalescings          uint64 `json:"coalescings"`

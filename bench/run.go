@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -13,9 +12,6 @@ import (
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
-
-	"github.com/meridian-mesh/meridian/bench/feed"
-	"github.com/meridian-mesh/meridian/bench/gen"
 )
 
 // Run runs the workload at each of cfg.Shards in turn and returns what it measured. On error
@@ -33,11 +29,24 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) (*Result, error) {
 	// quarter as often keeps that out of the figures; the heap it takes is reported.
 	defer debug.SetGCPercent(debug.SetGCPercent(DriverGOGC))
 	res := &Result{
+		Source:  cfg.Source,
 		Cluster: cfg.Cluster, Streams: cfg.Streams, StreamsPerConn: cfg.StreamsPerConn,
 		ChurnPerSecond: cfg.Churn, DurationS: cfg.Duration.Seconds(), Storm: cfg.Storm,
 	}
+	// The feed source gets a fresh cluster per run; a real API server is started, and its
+	// cluster created, once for all runs (they start from where the last one's churn left it).
+	var shared world
+	if cfg.Source == SourceKubernetes {
+		kw, err := startKubeWorld(ctx, cfg, log)
+		if err != nil {
+			return nil, err
+		}
+		defer kw.stop(log)
+		res.ClusterCreateSeconds = kw.createSeconds
+		shared = kw
+	}
 	for _, n := range cfg.Shards {
-		r, err := runOne(ctx, cfg, n, log.With(zap.Int("shards", n)))
+		r, err := runOne(ctx, cfg, shared, n, log.With(zap.Int("shards", n)))
 		if r != nil {
 			res.Runs = append(res.Runs, *r)
 		}
@@ -51,27 +60,29 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) (*Result, error) {
 // DriverGOGC is the harness's GOGC while it runs.
 const DriverGOGC = 400
 
-// runOne runs the workload with n replicas: it starts the feed server and the replicas
-// (startReplicas), opens the streams (openStreams), applies churn with the storm, join and
+// runOne runs the workload with n replicas: it starts the feed server (unless shared, the
+// API server's world, is given) and the replicas (startReplicas), measures their idle heap
+// (measureIdle), opens the streams (openStreams), applies churn with the storm, join and
 // kill on the way (churn), waits for every stream to reach the truth (settle), and measures
 // the replicas and itself (measure, collect). When the streams took longer than
 // cfg.MaxKillConverge to recover from the kill, it returns what it measured with an error.
-func runOne(parent context.Context, cfg Config, n int, log *zap.Logger) (_ *RunResult, err error) {
+func runOne(parent context.Context, cfg Config, shared world, n int, log *zap.Logger) (_ *RunResult, err error) {
 	if cfg.KillAt > 0 && n < 2 {
 		return nil, errors.New("--kill-at needs at least 2 shards")
 	}
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
-	r, err := newRun(ctx, cfg, n, log)
-	if err != nil {
-		return nil, err
-	}
+	r := newRun(ctx, cfg, n, log)
 	// What the run starts stops in the reverse order: the streams, their connections, the
 	// replicas and their logs; then ctx ends and bg's goroutines (the feed server, a joining
 	// replica) are waited for.
 	defer r.bg.Wait()
 	defer cancel()
-	r.serveFeed()
+	if r.world = shared; r.world == nil {
+		if r.world, err = newFeedWorld(ctx, cfg, &r.bg, log); err != nil {
+			return nil, err
+		}
+	}
 	if r.dir, err = os.MkdirTemp("", "meridian-bench-"); err != nil {
 		return nil, err
 	}
@@ -82,7 +93,7 @@ func runOne(parent context.Context, cfg Config, n int, log *zap.Logger) (_ *RunR
 	defer r.reps.stop()
 	defer r.closeConns()
 	defer r.stopStreams()
-	for _, step := range []func() error{r.startReplicas, r.openStreams, r.readBaseline, r.churn, r.settle, r.measure} {
+	for _, step := range []func() error{r.startReplicas, r.measureIdle, r.openStreams, r.readBaseline, r.churn, r.settle, r.measure} {
 		if err := step(); err != nil {
 			return nil, err
 		}
@@ -106,11 +117,10 @@ type run struct {
 	ctx  context.Context // ends when runOne returns
 	res  *RunResult
 
-	srv  *feed.Server
-	lis  net.Listener
-	dir  string // the replicas' logs
-	reps fleet
-	seed string // replica 0's gossip address, which every replica joins
+	world world
+	dir   string // the replicas' logs
+	reps  fleet
+	seed  string // replica 0's gossip address, which every replica joins
 	// gossipKey is the file of the run's gossip key, in dir.
 	gossipKey string
 	bg        sync.WaitGroup
@@ -123,36 +133,16 @@ type run struct {
 	kill       *killWatch // from the kill, when there is one
 }
 
-// newRun builds the synthetic cluster, its feed server and the listener it will serve on.
-func newRun(ctx context.Context, cfg Config, n int, log *zap.Logger) (*run, error) {
-	cluster, err := gen.NewCluster(cfg.Cluster)
-	if err != nil {
-		return nil, err
-	}
-	srv := feed.NewServer(cluster, feed.ServerConfig{QueueFrames: feed.DefaultQueueFrames, DeliverPods: cfg.DeliverPods}, log)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
+// newRun returns the state of a run of n replicas (its world is set by runOne).
+func newRun(ctx context.Context, cfg Config, n int, log *zap.Logger) *run {
 	r := &run{
 		cfg: cfg, n: n, ring: cfg.Ring || n > 1 || cfg.JoinAt > 0, log: log, ctx: ctx,
 		res: &RunResult{Shards: n, NonOwner: cfg.NonOwner, ReplicaGOMAXPROCS: cfg.replicaProcs(n, runtime.NumCPU())},
-		srv: srv, lis: lis, ld: newLoad(cfg.Cluster, n),
+		ld:  newLoad(cfg.Cluster, n),
 	}
 	r.ld.conns = make([][]*grpc.ClientConn, n)
 	r.sctx, r.cancelSctx = context.WithCancel(ctx)
-	return r, nil
-}
-
-// serveFeed serves the feed on r.lis until r.ctx ends (owned by bg).
-func (r *run) serveFeed() {
-	r.bg.Add(1)
-	go func() {
-		defer r.bg.Done()
-		if err := r.srv.Serve(r.ctx, r.lis); err != nil {
-			r.log.Warn("feed server", zap.Error(err))
-		}
-	}()
+	return r
 }
 
 // dropLogs removes the replicas' log directory after a successful run (unless asked to keep

@@ -59,6 +59,11 @@ func TestReplicaArgs(t *testing.T) {
 	if a[0] != "destination" || !slices.Contains(a, "feed:127.0.0.1:1") || slices.Contains(a, "--gossip-addr") || !slices.Contains(a, "--enable-pprof") || !slices.Contains(a, "--plaintext") {
 		t.Errorf("without ring: %v", a)
 	}
+	k := s
+	k.Kubeconfig = "/d/kubeconfig"
+	if a := ReplicaArgs(k); !slices.Contains(a, "kubernetes") || !slices.Contains(a, "/d/kubeconfig") || slices.Contains(a, "feed:127.0.0.1:1") || !slices.Contains(a, "--plaintext") {
+		t.Errorf("kubernetes source: %v", a)
+	}
 	s.Ring = true
 	a = ReplicaArgs(s)
 	for _, want := range []string{"--node-name", "shard2", "--gossip-addr", "127.0.0.1:4", "--join", "127.0.0.1:5", "--gossip-key-file", "/k/gossip.key", "--non-owner", "forward"} {
@@ -85,6 +90,11 @@ func TestValidate(t *testing.T) {
 		func(c *Config) { c.ReplicaCPUs = -2 },
 		func(c *Config) { c.MaxKillConverge = -time.Second },
 		func(c *Config) { c.MaxKillConverge = 5 * time.Second }, // without a kill
+		func(c *Config) { c.Source = "etcd" },
+		func(c *Config) { c.KubePods = true },                                // with the feed
+		func(c *Config) { c.Source, c.DeliverPods = SourceKubernetes, true }, // a feed option
+		func(c *Config) { c.ScaleShare = 1.5 },
+		func(c *Config) { c.CreateConcurrency = 0 },
 	} {
 		c := DefaultConfig()
 		c.Binary = "x"
@@ -165,6 +175,18 @@ func TestTableAndHTML(t *testing.T) {
 	out := b.String()
 	if !strings.Contains(out, "4/1") || !regexp.MustCompile(`heap per shard, mean.*0\.26`).MatchString(out) {
 		t.Errorf("table:\n%s", out)
+	}
+	if strings.Contains(out, "API server RSS") {
+		t.Errorf("the feed source's table has the API server's rows:\n%s", out)
+	}
+	kres := sampleResult()
+	kres.Runs[1].APIServerRSSBytes, kres.Runs[0].IdleHeapBytesPerShard = 500<<20, []uint64{300 << 20}
+	b.Reset()
+	if err := WriteTable(&b, kres); err != nil {
+		t.Fatal(err)
+	}
+	if out := b.String(); !regexp.MustCompile(`API server RSS.*500\.0 MiB`).MatchString(out) || !regexp.MustCompile(`idle heap per shard, mean.*300\.0 MiB`).MatchString(out) {
+		t.Errorf("table with the API server's figures:\n%s", out)
 	}
 	p := filepath.Join(t.TempDir(), "r.html")
 	if err := WriteHTML(p, res); err != nil {

@@ -29,9 +29,17 @@ const (
 	NotReady
 	// Ready marks a not-ready endpoint ready again: its address returns.
 	Ready
+	// ScaleUp adds an endpoint (a new pod, ready) to a slice.
+	ScaleUp
+	// ScaleDown removes an endpoint from a slice.
+	ScaleDown
 )
 
-var kindNames = [...]string{Replace: "replace", NotReady: "not-ready", Ready: "ready"}
+var kindNames = [...]string{Replace: "replace", NotReady: "not-ready", Ready: "ready", ScaleUp: "scale-up", ScaleDown: "scale-down"}
+
+// Removes reports whether the change's observable effect is the removal of an address (Old,
+// which is then also New), rather than the addition of New.
+func (k Kind) Removes() bool { return k == NotReady || k == ScaleDown }
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) && kindNames[k] != "" {
@@ -45,8 +53,8 @@ type Change struct {
 	Service int
 	Slice   int
 	Kind    Kind
-	// Old is the serial of the endpoint changed (removed by Replace); New the serial added by
-	// Replace, or Old again for NotReady and Ready.
+	// Old is the serial of the endpoint changed (removed by Replace and ScaleDown); New the
+	// serial added by Replace and ScaleUp, or Old again for NotReady, Ready and ScaleDown.
 	Old, New uint32
 }
 
@@ -144,21 +152,10 @@ func (c *Cluster) Clone() *Cluster {
 // true; busy may be nil). A not-ready endpoint becomes ready; a ready one is replaced (three
 // times in four) or becomes not ready.
 func (c *Cluster) Apply(rng *rand.Rand, busy func(serial uint32) bool) (Change, error) {
-	if c.cfg.EndpointsPerService == 0 {
-		return Change{}, ErrNoEndpoints
+	ch, e, err := c.pick(rng, busy)
+	if err != nil {
+		return ch, err
 	}
-	var ch Change
-	var e *Endpoint
-	for try := 0; try < 16; try++ {
-		ch.Service = rng.IntN(len(c.svcs))
-		j := rng.IntN(c.cfg.EndpointsPerService)
-		ch.Slice = j / MaxSliceEndpoints
-		e = &c.svcs[ch.Service][ch.Slice][j%MaxSliceEndpoints]
-		if busy == nil || !busy(e.Serial) {
-			break
-		}
-	}
-	ch.Old, ch.New = e.Serial, e.Serial
 	switch {
 	case !e.Ready:
 		ch.Kind = Ready
@@ -174,6 +171,66 @@ func (c *Cluster) Apply(rng *rand.Rand, busy func(serial uint32) bool) (Change, 
 		ch.New = c.next
 		c.next++
 		*e = Endpoint{Serial: ch.New, Ready: true}
+	}
+	return ch, nil
+}
+
+// pick chooses the endpoint a change applies to, as Apply describes, and returns the change
+// with its service, slice and serial (Old and New) filled in. Before any scale change every
+// slice is full, and the draws are those Apply has always made; after one, an index past the
+// end of a shrunk slice wraps around it.
+func (c *Cluster) pick(rng *rand.Rand, busy func(serial uint32) bool) (Change, *Endpoint, error) {
+	if c.cfg.EndpointsPerService == 0 {
+		return Change{}, nil, ErrNoEndpoints
+	}
+	var ch Change
+	var e *Endpoint
+	for try := 0; try < 16; try++ {
+		ch.Service = rng.IntN(len(c.svcs))
+		j := rng.IntN(c.cfg.EndpointsPerService)
+		ch.Slice = j / MaxSliceEndpoints
+		sl := c.svcs[ch.Service][ch.Slice]
+		if len(sl) == 0 {
+			continue
+		}
+		e = &sl[j%MaxSliceEndpoints%len(sl)]
+		if busy == nil || !busy(e.Serial) {
+			break
+		}
+	}
+	if e == nil {
+		return Change{}, nil, ErrNoEndpoints
+	}
+	ch.Old, ch.New = e.Serial, e.Serial
+	return ch, e, nil
+}
+
+// Scale adds a new ready endpoint to a slice (up) or removes one from it (down), chosen as
+// Apply chooses. A slice is never scaled down below one endpoint: that draw scales it up
+// instead.
+func (c *Cluster) Scale(rng *rand.Rand, busy func(serial uint32) bool, up bool) (Change, error) {
+	ch, _, err := c.pick(rng, busy)
+	if err != nil {
+		return ch, err
+	}
+	sl := c.svcs[ch.Service][ch.Slice]
+	if up || len(sl) < 2 {
+		if c.next > MaxSerial {
+			return Change{}, ErrSerialsExhausted
+		}
+		ch.Kind, ch.Old, ch.New = ScaleUp, c.next, c.next
+		c.next++
+		// A slice shares its service's backing array with the next one only up to its
+		// capacity, which is its length: append copies it.
+		c.svcs[ch.Service][ch.Slice] = append(sl, Endpoint{Serial: ch.New, Ready: true})
+		return ch, nil
+	}
+	ch.Kind = ScaleDown
+	for j := range sl {
+		if sl[j].Serial == ch.Old {
+			c.svcs[ch.Service][ch.Slice] = append(sl[:j:j], sl[j+1:]...)
+			break
+		}
 	}
 	return ch, nil
 }

@@ -218,3 +218,71 @@ func BenchmarkPod(b *testing.B) {
 		}
 	}
 }
+
+// Scale changes add and remove endpoints; mixed with Apply's changes, ReadyAddrs follows
+// them, and no slice shrinks below one endpoint.
+func TestScaleKeepsTruth(t *testing.T) {
+	cfg := testConfig()
+	c, _ := NewCluster(cfg)
+	rng := rand.New(rand.NewPCG(2, 2))
+	ready := map[netip.AddrPort]bool{}
+	for i := range cfg.Services {
+		for _, a := range c.ReadyAddrs(nil, i) {
+			ready[a] = true
+		}
+	}
+	kinds := map[Kind]int{}
+	for n := range 3000 {
+		var ch Change
+		var err error
+		switch n % 3 {
+		case 0:
+			ch, err = c.Apply(rng, nil)
+		default:
+			ch, err = c.Scale(rng, nil, n%3 == 1)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		kinds[ch.Kind]++
+		oldA, newA := netip.AddrPortFrom(SerialAddr(ch.Old), TargetPort), netip.AddrPortFrom(SerialAddr(ch.New), TargetPort)
+		switch ch.Kind {
+		case Replace:
+			delete(ready, oldA)
+			ready[newA] = true
+		case Ready, ScaleUp:
+			ready[newA] = true
+		case NotReady, ScaleDown:
+			if ch.Old != ch.New {
+				t.Fatalf("%+v: a removal names two serials", ch)
+			}
+			delete(ready, oldA)
+		}
+		if ch.Kind.Removes() != (ch.Kind == NotReady || ch.Kind == ScaleDown) {
+			t.Fatalf("%s.Removes() = %v", ch.Kind, ch.Kind.Removes())
+		}
+	}
+	if kinds[ScaleUp] == 0 || kinds[ScaleDown] == 0 {
+		t.Fatalf("kinds %v: want scale-ups and scale-downs", kinds)
+	}
+	got := map[netip.AddrPort]bool{}
+	for i := range cfg.Services {
+		for k := range c.Slices(i) {
+			if len(c.Endpoints(i, k)) == 0 {
+				t.Fatalf("service %d slice %d is empty", i, k)
+			}
+			if n := len(c.EndpointSlice(i, k).Endpoints); n != len(c.Endpoints(i, k)) {
+				t.Fatalf("service %d slice %d: %d endpoints synthesized, %d held", i, k, n, len(c.Endpoints(i, k)))
+			}
+		}
+		for _, a := range c.ReadyAddrs(nil, i) {
+			got[a] = true
+		}
+	}
+	if !reflect.DeepEqual(got, ready) {
+		t.Fatalf("ready addresses: %d held, %d expected from the changes", len(got), len(ready))
+	}
+	if cl := c.Clone(); !reflect.DeepEqual(cl.svcs, c.svcs) {
+		t.Fatal("clone of scaled slices differs")
+	}
+}

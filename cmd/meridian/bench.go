@@ -46,6 +46,11 @@ func runBench(ctx context.Context, args []string) error {
 	}
 	cfg := bench.DefaultConfig()
 	fs := newFlagSet("bench")
+	fs.StringVar(&cfg.Source, "source", cfg.Source, "where the replicas read the cluster: feed (the harness serves it) or kubernetes (the harness starts the kube-apiserver and etcd that make kube-bin builds, creates the cluster through the API and runs replicas with --source kubernetes)")
+	fs.StringVar(&cfg.KubeAssets, "kube-assets", cfg.KubeAssets, "with --source kubernetes: directory of kube-apiserver and etcd (default: $KUBEBUILDER_ASSETS, else .cache/kube/<version>/bin of the source tree or the working directory)")
+	fs.Float64Var(&cfg.ScaleShare, "scale-share", cfg.ScaleShare, "with --source kubernetes: fraction of churn changes that scale a slice up or down (half each); the others patch readiness or replace an endpoint")
+	fs.BoolVar(&cfg.KubePods, "kube-pods", cfg.KubePods, "with --source kubernetes: create a running Pod for every endpoint, named by its targetRef (else endpoints have no targetRef)")
+	fs.IntVar(&cfg.CreateConcurrency, "create-concurrency", cfg.CreateConcurrency, "with --source kubernetes: API requests in flight while the cluster is created")
 	fs.IntVar(&cfg.Cluster.Services, "services", cfg.Cluster.Services, "services in the synthetic cluster")
 	fs.IntVar(&cfg.Cluster.EndpointsPerService, "endpoints-per-service", cfg.Cluster.EndpointsPerService, "endpoints per service (EndpointSlices of at most 100)")
 	fs.IntVar(&cfg.Cluster.Namespaces, "namespaces", cfg.Cluster.Namespaces, "namespaces the services are spread over")

@@ -1,5 +1,5 @@
-// Package kubetest starts a real kube-apiserver and etcd (controller-runtime's envtest) for a
-// test binary and hands tests a client to it. Every package whose behaviour depends on
+// Package kubetest starts a real kube-apiserver and etcd (internal/kubeenv, which the bench
+// harness uses too) for a test binary and hands tests a client to it. Every package whose behaviour depends on
 // Kubernetes uses it: informers, TokenReview, admission webhooks, CRDs, the Helm chart.
 //
 // The binaries are built from source by `make kube-bin` (hack/kube-bin.sh, with the wrapper
@@ -14,6 +14,8 @@
 // finishes deleting namespaces. Env.Restart restarts the API server in place to cut watches.
 //
 // kubetest owns the server processes and their temporary directories. It is test-only:
-// nothing outside _test.go files may import it, and it must not import
-// `github.com/meridian-mesh/meridian/...`.
+// nothing outside _test.go files may import it. Of Meridian's packages it imports
+// internal/kubeenv only: it must not import `shard/...`, `cmd/...`, `bench/...`, `proxy/...`,
+// `policy/...`, `identity/...`, `injector/...`, `translator/...`, `snapshot/...`, `ring/...` or
+// `internal/kube/...`.
 package kubetest

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,12 +17,13 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/meridian-mesh/meridian/internal/kubeenv"
 )
 
 // KubeVersion is the Kubernetes release whose kube-apiserver the tests run; hack/kubetools
 // builds exactly this one.
-const KubeVersion = "v1.37.2"
+const KubeVersion = kubeenv.KubeVersion
 
 // Env is a running API server shared by the tests of one test binary.
 type Env struct {
@@ -31,8 +32,7 @@ type Env struct {
 	Dynamic dynamic.Interface
 	APIExt  apiextclient.Interface
 
-	env     *envtest.Environment
-	certDir string
+	env *kubeenv.Env
 }
 
 var (
@@ -43,15 +43,12 @@ var (
 )
 
 // RepoRoot returns the repository root (the directory holding go.mod), found from this file.
-func RepoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
-}
+func RepoRoot() string { return kubeenv.RepoRoot() }
 
 // AssetsDir returns the directory expected to hold kube-apiserver and etcd:
 // $KUBEBUILDER_ASSETS when set, else .cache/kube/<KubeVersion>/bin in the repository.
 func AssetsDir() string {
-	if d := os.Getenv("KUBEBUILDER_ASSETS"); d != "" {
+	if d := os.Getenv(kubeenv.AssetsEnv); d != "" {
 		return d
 	}
 	return filepath.Join(RepoRoot(), ".cache", "kube", KubeVersion, "bin")
@@ -59,11 +56,8 @@ func AssetsDir() string {
 
 // Available reports whether the API server binaries exist, and if not, why.
 func Available() (bool, string) {
-	dir := AssetsDir()
-	for _, b := range []string{"kube-apiserver", "etcd"} {
-		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
-			return false, fmt.Sprintf("real API server binaries not found in %s (%s missing); run `make kube-bin` to build them (make test does)", dir, b)
-		}
+	if err := kubeenv.CheckAssets(AssetsDir()); err != nil {
+		return false, err.Error()
 	}
 	return true, ""
 }
@@ -108,52 +102,38 @@ func Start(t testing.TB) *Env {
 }
 
 func start() (_ *Env, err error) {
-	// The API server's directory (serving certificate, its CA, the ServiceAccount signing key)
-	// is ours rather than envtest's throwaway one, so that Restart keeps it: clients keep
-	// trusting the server and ServiceAccount tokens issued before a restart stay valid.
-	certDir, err := os.MkdirTemp("", "kubetest-apiserver-")
+	// kubeenv keeps the API server's directory (serving certificate, its CA, the
+	// ServiceAccount signing key) across Restart: clients keep trusting the server and
+	// ServiceAccount tokens issued before a restart stay valid.
+	cfg := kubeenv.Config{AssetsDir: AssetsDir(), StartTimeout: 2 * time.Minute, StopTimeout: time.Minute}
+	crds := filepath.Join(RepoRoot(), "deploy", "charts", "meridian", "crds")
+	if _, err := os.Stat(crds); err == nil {
+		cfg.CRDs = os.DirFS(crds)
+	}
+	if v, _ := strconv.ParseBool(os.Getenv("KUBEBUILDER_ATTACH_CONTROL_PLANE_OUTPUT")); v {
+		cfg.Output = os.Stderr
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	ke, err := kubeenv.Start(ctx, cfg)
 	if err != nil {
 		return nil, err
-	}
-	te := &envtest.Environment{
-		BinaryAssetsDirectory:    AssetsDir(),
-		ErrorIfCRDPathMissing:    false,
-		ControlPlaneStartTimeout: 2 * time.Minute,
-		ControlPlaneStopTimeout:  time.Minute,
 	}
 	defer func() {
 		if err != nil {
-			// Start may fail after etcd or the API server is up (CRD install): stop them.
-			_ = te.Stop()
-			_ = os.RemoveAll(certDir)
+			_ = ke.Stop()
 		}
 	}()
-	crds := filepath.Join(RepoRoot(), "deploy", "charts", "meridian", "crds")
-	if _, err := os.Stat(crds); err == nil {
-		te.CRDDirectoryPaths = []string{crds}
-		te.ErrorIfCRDPathMissing = true
-	}
-	api := te.ControlPlane.GetAPIServer()
-	api.CertDir = certDir
-	api.Configure().
-		Set("advertise-address", "127.0.0.1").
-		Set("endpoint-reconciler-type", "none").
-		// On SIGTERM, drain ordinary requests, then give open watches 2 s (not the default
-		// request timeout, 60 s, which an informer's watch always uses up) to see GOAWAY.
-		Set("shutdown-send-retry-after", "true")
-	cfg, err := te.Start()
-	if err != nil {
+	rc := rest.CopyConfig(ke.Config)
+	rc.QPS, rc.Burst = 1000, 2000
+	e := &Env{Config: rc, env: ke}
+	if e.Client, err = kubernetes.NewForConfig(rc); err != nil {
 		return nil, err
 	}
-	cfg.QPS, cfg.Burst = 1000, 2000
-	e := &Env{Config: cfg, env: te, certDir: certDir}
-	if e.Client, err = kubernetes.NewForConfig(cfg); err != nil {
+	if e.Dynamic, err = dynamic.NewForConfig(rc); err != nil {
 		return nil, err
 	}
-	if e.Dynamic, err = dynamic.NewForConfig(cfg); err != nil {
-		return nil, err
-	}
-	if e.APIExt, err = apiextclient.NewForConfig(cfg); err != nil {
+	if e.APIExt, err = apiextclient.NewForConfig(rc); err != nil {
 		return nil, err
 	}
 	return e, nil
@@ -169,7 +149,6 @@ func Main(m *testing.M) int {
 		if err := shared.env.Stop(); err != nil {
 			fmt.Fprintf(os.Stderr, "kubetest: stop API server: %v\n", err)
 		}
-		_ = os.RemoveAll(shared.certDir)
 		shared = nil
 	}
 	return code
@@ -206,13 +185,10 @@ func (e *Env) Restart(t testing.TB) {
 	t.Helper()
 	mu.Lock()
 	defer mu.Unlock()
-	api := e.env.ControlPlane.GetAPIServer()
-	if err := api.Stop(); err != nil {
-		failure = fmt.Errorf("restart: stop: %w", err)
-		t.Fatalf("stop API server: %v", err)
-	}
-	if err := api.Start(); err != nil {
-		failure = fmt.Errorf("restart: %w", err) // later Start calls fail fast instead of hanging
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := e.env.RestartAPIServer(ctx); err != nil {
+		failure = err // later Start calls fail fast instead of hanging
 		t.Fatalf("restart API server: %v", err)
 	}
 }
