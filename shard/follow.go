@@ -58,18 +58,22 @@ func (f *follower) apply(ctx context.Context, prev, cur *ring.Ring) {
 	f.idx.SetOwns(ownsFunc(cur, self))
 	if gained {
 		f.replaying.Add(1)
-		f.replay(ctx)
+		f.replay(ctx, prev)
 		f.replaying.Add(-1)
 	}
 	f.own.swap(cur)
 	dropped := f.idx.DropUnowned()
+	if sl, ok := f.src.(source.ShareLoader); ok {
+		sl.Release()
+	}
 	f.m.ownershipChanges.Inc()
 	f.log.Info("ring changed", zap.Int("members", cur.Len()), zap.Bool("gained", gained), zap.Int("released", dropped), zap.Int("owned", f.idx.Len()))
 }
 
-// replay hands the source's objects to the index again, once its initial delivery (filtered
-// by an older ring) has finished.
-func (f *follower) replay(ctx context.Context) {
+// replay hands the index what it gained from ring prev, once the source's initial delivery
+// (filtered by an older ring) has finished: a source that keeps only what the index wants
+// (source.ShareLoader) loads the gained share from the API server; any other replays.
+func (f *follower) replay(ctx context.Context, prev *ring.Ring) {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for !f.src.Synced() && ctx.Err() == nil {
@@ -78,7 +82,14 @@ func (f *follower) replay(ctx context.Context) {
 		case <-tick.C:
 		}
 	}
-	if err := f.src.Replay(ctx); err != nil && ctx.Err() == nil {
+	var err error
+	if sl, ok := f.src.(source.ShareLoader); ok && prev != nil {
+		self := f.own.self
+		err = sl.Gain(ctx, func(namespace, name string) bool { return prev.OwnsHash(NewServiceKey(namespace, name).Hash(), self) })
+	} else {
+		err = f.src.Replay(ctx)
+	}
+	if err != nil && ctx.Err() == nil {
 		f.log.Error("replay of the source after a ring change failed; gained services may be incomplete", zap.Error(err))
 	}
 }

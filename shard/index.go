@@ -150,7 +150,10 @@ func (x *Index) OnService(svc *corev1.Service, deleted bool) {
 		x.known.Store(k, struct{}{})
 	}
 	x.ips.setService(k, svc, deleted)
-	if !x.Owns(k) {
+	if !x.Owns(k) || (!deleted && source.IsClusterIPsOnly(svc)) {
+		// Of a Service a filtering source reduced (it was not owned when read), the index
+		// keeps the cluster IPs only, even when it owns the service by now: the source
+		// delivers the whole Service with the gained share (source.ShareLoader).
 		return
 	}
 	s := x.getOrCreate(k)

@@ -86,10 +86,25 @@ func deliver(h Handler, obj any, deleted bool) {
 // a slice's metadata, whether to decode the rest, and drop the slice when the answer is no:
 // the handler would drop it anyway. Because a source may have dropped them, a handler that
 // starts wanting more services must call Source.Replay afterwards (a replica does: it keeps
-// nothing of the services it does not own). Services and Pods are always delivered.
+// nothing of the services it does not own). Pods are always delivered, and Services too, but
+// of a Service it does not want a source may deliver the cluster IPs only (IsClusterIPsOnly).
 // WantsService must be cheap and safe for concurrent use.
 type ServiceFilter interface {
 	WantsService(namespace, name string) bool
+}
+
+// ShareLoader is implemented by a source that keeps only what its handler's ServiceFilter
+// admits (the Kubernetes source): when the handler starts wanting more services, Gain loads
+// them rather than Replay delivering everything again, and when it wants fewer, Release lets
+// its caches drop the rest. A replica's ring follower calls Gain (after the filter admits
+// the gained services) before it releases the lost ones, and Release after.
+type ShareLoader interface {
+	// Gain reads and delivers the Services and EndpointSlices of the services the filter
+	// admits now and before did not (before: the filter as it was), and the ServiceProfiles
+	// the handler wants, and returns when it has. It must not be called from a Handler method.
+	Gain(ctx context.Context, before func(namespace, service string) bool) error
+	// Release drops from the source's caches what the filter no longer admits.
+	Release()
 }
 
 // Source delivers Services, EndpointSlices and Pods to a Handler, and, to a handler that
