@@ -55,7 +55,11 @@ func (f *follower) apply(ctx context.Context, prev, cur *ring.Ring) {
 			}
 		}
 	}
-	f.idx.SetOwns(ownsFunc(cur, self))
+	key := f.own.key
+	f.idx.SetOwns(ownsFunc(cur, self, key))
+	if key == ShardByNamespace {
+		f.idx.SetShardSelector(ownedSelector(cur, self))
+	}
 	if gained {
 		f.replaying.Add(1)
 		f.replay(ctx, prev)
@@ -84,8 +88,14 @@ func (f *follower) replay(ctx context.Context, prev *ring.Ring) {
 	}
 	var err error
 	if sl, ok := f.src.(source.ShareLoader); ok && prev != nil {
-		self := f.own.self
-		err = sl.Gain(ctx, func(namespace, name string) bool { return prev.OwnsHash(NewServiceKey(namespace, name).Hash(), self) })
+		self, key := f.own.self, f.own.key
+		g := source.Gained{Before: func(namespace, name string) bool {
+			return prev.OwnsHash(key.hash(NewServiceKey(namespace, name)), self)
+		}}
+		if key == ShardByNamespace {
+			g.ShardSelector = gainedSelector(prev, f.members.Ring(), self)
+		}
+		err = sl.Gain(ctx, g)
 	} else {
 		err = f.src.Replay(ctx)
 	}

@@ -32,6 +32,9 @@ type Index struct {
 	store *snapshot.Store
 	m     *replicaMetrics
 	owns  atomic.Pointer[OwnsFunc]
+	// shardSel is the API server's shard selector of the namespaces the replica owns (a ring
+	// keyed by namespace), "" for every namespace.
+	shardSel atomic.Pointer[string]
 
 	services *xsync.MapOf[ServiceKey, *service]
 	// known holds the key of every Service the source has shown, owned or not (a few bytes
@@ -68,6 +71,8 @@ var (
 	_ source.ServerHandler  = (*Index)(nil)
 	_ source.ProfileHandler = (*Index)(nil)
 	_ source.ProfileFilter  = (*Index)(nil)
+
+	_ source.NamespaceSharder = (*Index)(nil)
 )
 
 // NewIndex returns an index publishing to store, looking pods up with pods (the source keeps
@@ -93,6 +98,19 @@ func NewIndex(cfg Config, store *snapshot.Store, pods translator.PodLookup, m *r
 
 // SetOwns replaces the ownership filter (the ring calls it on every membership change).
 func (x *Index) SetOwns(f OwnsFunc) { x.owns.Store(&f) }
+
+// SetShardSelector replaces the shard selector of the namespaces the replica owns (the ring
+// follower sets it with the filter, in a ring keyed by namespace).
+func (x *Index) SetShardSelector(s string) { x.shardSel.Store(&s) }
+
+// ShardSelector implements source.NamespaceSharder: "" (every namespace) unless the ring is
+// keyed by namespace.
+func (x *Index) ShardSelector() string {
+	if s := x.shardSel.Load(); s != nil {
+		return *s
+	}
+	return ""
+}
 
 // Owns reports whether the replica owns k now.
 func (x *Index) Owns(k ServiceKey) bool { return (*x.owns.Load())(k) }

@@ -74,6 +74,10 @@ func NewReplica(cfg Config, deps Deps) (*Replica, error) {
 	if _, err := ParseNonOwnerMode(string(cfg.NonOwner)); err != nil {
 		return nil, fmt.Errorf("destination replica: %w", err)
 	}
+	key, err := ParseShardKey(string(cfg.ShardKey))
+	if err != nil {
+		return nil, fmt.Errorf("destination replica: %w", err)
+	}
 	log := deps.Logger
 	if log == nil {
 		log = zap.NewNop()
@@ -90,11 +94,14 @@ func NewReplica(cfg Config, deps Deps) (*Replica, error) {
 	r := &Replica{log: log, src: deps.Source, store: store, idx: idx, m: m, members: deps.Membership,
 		conns: newConnPool(deps.RelayCreds), stop: make(chan struct{})}
 	if deps.Membership == nil {
-		r.own = newOwnership(standaloneName, nil)
+		r.own = newOwnership(standaloneName, key, nil)
 	} else {
 		self, cur := deps.Membership.Self().Name, deps.Membership.Ring()
-		idx.SetOwns(ownsFunc(cur, self))
-		r.own = newOwnership(self, cur)
+		idx.SetOwns(ownsFunc(cur, self, key))
+		if key == ShardByNamespace {
+			idx.SetShardSelector(ownedSelector(cur, self))
+		}
+		r.own = newOwnership(self, key, cur)
 		r.follow = &follower{members: deps.Membership, own: r.own, idx: idx, src: deps.Source, m: m, log: log}
 	}
 	r.srv = &Server{
@@ -177,7 +184,7 @@ func (r *Replica) RingHandler() http.Handler {
 		keys := r.idx.KnownServices()
 		shares := make(map[string]int)
 		for _, k := range keys {
-			shares[v.ring.OwnerOfHash(k.Hash()).Name]++
+			shares[v.ring.OwnerOfHash(v.key.hash(k)).Name]++
 		}
 		st := v.ring.Status()
 		out.Self, out.ID, out.Services = v.self, st.ID, len(keys)

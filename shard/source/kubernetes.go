@@ -95,6 +95,9 @@ type Kubernetes struct {
 	// gainDeleted holds the keys the watch deleted while Gain runs (nil otherwise).
 	gainMu      sync.Mutex
 	gainDeleted map[string]struct{}
+	// noShards is set once the API server answered a list sent with a shard selector
+	// without echoing it (ShardedListAndWatch off); sharded once it echoed one.
+	noShards, sharded atomic.Bool
 
 	// deliverMu serialises handler calls, so that Replay, which delivers each object as the
 	// cache holds it now, never delivers it after a newer version or its deletion: the cache
@@ -335,7 +338,8 @@ func (k *Kubernetes) serviceInformers(factory informers.SharedInformerFactory, h
 	if !ok {
 		return factory.Core().V1().Services().Informer(), factory.Discovery().V1().EndpointSlices().Informer(), nil
 	}
-	services, slices, err := k.shareInformers(f.WantsService)
+	sharder, _ := h.(NamespaceSharder)
+	services, slices, err := k.shareInformers(f.WantsService, sharder)
 	if err != nil {
 		return nil, nil, err
 	}

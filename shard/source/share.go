@@ -21,13 +21,18 @@ const gainPageSize = 500
 
 // shareInformers returns the informers on Services and EndpointSlices that decode only what
 // want admits (shareLW), with the source's transform.
-func (k *Kubernetes) shareInformers(want func(namespace, service string) bool) (services, slices *shareInformer, err error) {
+func (k *Kubernetes) shareInformers(want func(namespace, service string) bool, sharder NamespaceSharder) (services, slices *shareInformer, err error) {
 	rc := k.clients.Typed.CoreV1().RESTClient()
 	mk := func(kind shareKind, obj runtime.Object) (*shareInformer, error) {
 		lw := &shareLW{client: rc, kind: kind, echo: k.shardEcho}
 		lw.want.Store(&want)
-		if sel := k.shardSelector(); sel != "" {
-			lw.selector.Store(&sel)
+		if sharder != nil && kind.kind == "EndpointSlice" {
+			lw.selector = func() string {
+				if !k.serverShards() {
+					return ""
+				}
+				return sharder.ShardSelector()
+			}
 		}
 		inf := cache.NewSharedIndexInformer(lw, obj, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 		if err := inf.SetTransform(slimObject); err != nil {
@@ -49,7 +54,8 @@ func (k *Kubernetes) shareInformers(want func(namespace, service string) bool) (
 // delivers them, then reads the ServiceProfiles the handler wants again. Objects the watch
 // has delivered since the filter changed are newer than the list and are not delivered again,
 // nor are those it has deleted meanwhile. Without a filter it replays the caches (Replay).
-func (k *Kubernetes) Gain(ctx context.Context, before func(namespace, service string) bool) error {
+func (k *Kubernetes) Gain(ctx context.Context, g Gained) error {
+	before := g.Before
 	k.mu.Lock()
 	h, shares, profiles := k.handler, k.shares, k.profiles
 	k.mu.Unlock()
@@ -70,7 +76,16 @@ func (k *Kubernetes) Gain(ctx context.Context, before func(namespace, service st
 	for _, s := range shares {
 		want := s.lw.wants
 		gained := func(ns, svc string) bool { return want(ns, svc) && !before(ns, svc) }
-		if err := k.gainKind(ctx, h, s, gained); err != nil {
+		sel := ""
+		if s.lw.selector != nil {
+			// The watch asks for the new share from now on (it resumes where it was, so
+			// nothing that changes meanwhile is missed); the list asks for the gained part.
+			s.lw.restartWatch()
+			if k.serverShards() {
+				sel = g.ShardSelector
+			}
+		}
+		if err := k.gainKind(ctx, h, s, gained, sel); err != nil {
 			return err
 		}
 	}
@@ -81,8 +96,8 @@ func (k *Kubernetes) Gain(ctx context.Context, before func(namespace, service st
 }
 
 // gainKind lists one kind's gained objects page by page and delivers them.
-func (k *Kubernetes) gainKind(ctx context.Context, h Handler, s *shareInformer, gained func(ns, svc string) bool) error {
-	opts := metav1.ListOptions{Limit: gainPageSize}
+func (k *Kubernetes) gainKind(ctx context.Context, h Handler, s *shareInformer, gained func(ns, svc string) bool, selector string) error {
+	opts := metav1.ListOptions{Limit: gainPageSize, ShardSelector: selector}
 	for {
 		items, parts, err := s.lw.list(ctx, opts, gained)
 		if err != nil {

@@ -114,7 +114,7 @@ func TestShareFilterKubernetes(t *testing.T) {
 
 	// Gain b: the change made while it was not wanted arrives with it.
 	rec.set("a", "b")
-	if err := src.Gain(ctx, func(_, name string) bool { return strings.HasPrefix(name, "a") }); err != nil {
+	if err := src.Gain(ctx, Gained{Before: func(_, name string) bool { return strings.HasPrefix(name, "a") }}); err != nil {
 		t.Fatal(err)
 	}
 	if es, _ := rec.get(keyB).(*discoveryv1.EndpointSlice); es == nil || len(es.Endpoints) != 2 {

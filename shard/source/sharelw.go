@@ -63,10 +63,14 @@ type shareLW struct {
 	kind   shareKind
 	// want is the filter (nil: everything is wanted).
 	want atomic.Pointer[func(namespace, service string) bool]
-	// selector is the server-side shard selector ("" none), and echo receives every list
-	// response's shardInfo (sharded: whether it was echoed).
-	selector atomic.Pointer[string]
-	echo     func(selector string, sharded bool)
+	// selector returns the server-side shard selector to send ("" none; nil: never), and
+	// echo receives, for every list sent with one, whether the response echoed shardInfo.
+	selector func() string
+	echo     func(sent string, sharded bool)
+	// current is the decoder of the watch in progress (restartWatch ends it).
+	current atomic.Pointer[shareDecoder]
+	// read counts the objects read from the wire (lists and watch events), decoded or not.
+	read atomic.Int64
 }
 
 // IsWatchListSemanticsUnSupported tells the reflector to list and then watch, rather than
@@ -80,9 +84,11 @@ func (lw *shareLW) wants(namespace, service string) bool {
 	return true
 }
 
+// request is a GET of the collection with opts; without opts.ShardSelector, with the
+// selector's.
 func (lw *shareLW) request(opts metav1.ListOptions) *rest.Request {
-	if s := lw.selector.Load(); s != nil && *s != "" {
-		opts.ShardSelector = *s
+	if opts.ShardSelector == "" && lw.selector != nil {
+		opts.ShardSelector = lw.selector()
 	}
 	return lw.client.Get().AbsPath(lw.kind.path).
 		SetHeader("Accept", protobufType).
@@ -101,6 +107,9 @@ func (lw *shareLW) ListWithContext(ctx context.Context, opts metav1.ListOptions)
 // list lists with opts and returns the objects want admits, decoded, and what is kept of the
 // others (shareKind.unwanted), read no further than needed, with the list's parts.
 func (lw *shareLW) list(ctx context.Context, opts metav1.ListOptions, want func(ns, svc string) bool) ([]runtime.Object, listParts, error) {
+	if opts.ShardSelector == "" && lw.selector != nil {
+		opts.ShardSelector = lw.selector()
+	}
 	body, err := lw.request(opts).Do(ctx).Raw()
 	if err != nil {
 		return nil, listParts{}, err
@@ -113,9 +122,10 @@ func (lw *shareLW) list(ctx context.Context, opts metav1.ListOptions, want func(
 	if err != nil {
 		return nil, listParts{}, fmt.Errorf("list %s: %w", lw.kind.path, err)
 	}
-	if lw.echo != nil {
-		lw.echo(parts.shardSelector, parts.sharded)
+	if lw.echo != nil && opts.ShardSelector != "" {
+		lw.echo(opts.ShardSelector, parts.sharded)
 	}
+	lw.read.Add(int64(len(parts.items)))
 	items := make([]runtime.Object, 0, len(parts.items))
 	for _, raw := range parts.items {
 		o, err := lw.decode(raw, want)
@@ -154,15 +164,27 @@ func (lw *shareLW) WatchWithContext(ctx context.Context, opts metav1.ListOptions
 	if err != nil {
 		return nil, err
 	}
-	return watch.NewStreamWatcher(&shareDecoder{lw: lw, body: body},
+	d := &shareDecoder{lw: lw, body: body}
+	lw.current.Store(d)
+	return watch.NewStreamWatcher(d,
 		apierrors.NewClientErrorReporter(http.StatusInternalServerError, "GET", "ClientWatchDecoding")), nil
+}
+
+// restartWatch ends the watch in progress as if the API server had closed it, so that the
+// reflector watches again from where it was, with the selector as it is now.
+func (lw *shareLW) restartWatch() {
+	if d := lw.current.Load(); d != nil {
+		d.restarted.Store(true)
+		_ = d.body.Close()
+	}
 }
 
 // shareDecoder reads a protobuf watch stream: length-prefixed frames of WatchEvents.
 type shareDecoder struct {
-	lw   *shareLW
-	body io.ReadCloser
-	buf  []byte
+	lw        *shareLW
+	body      io.ReadCloser
+	buf       []byte
+	restarted atomic.Bool // restartWatch closed the body: the watch ends as closed normally
 }
 
 // Decode implements watch.Decoder: it returns the next event the filter keeps, skipping the
@@ -171,8 +193,12 @@ func (d *shareDecoder) Decode() (watch.EventType, runtime.Object, error) {
 	for {
 		frame, err := d.frame()
 		if err != nil {
+			if d.restarted.Load() {
+				return "", nil, io.EOF
+			}
 			return "", nil, err
 		}
+		d.lw.read.Add(1)
 		typ, obj, err := d.event(frame)
 		if err != nil {
 			return "", nil, fmt.Errorf("watch %s: %w", d.lw.kind.path, err)
@@ -266,7 +292,10 @@ func (d *shareDecoder) event(frame []byte) (watch.EventType, runtime.Object, err
 }
 
 // Close implements watch.Decoder.
-func (d *shareDecoder) Close() { _ = d.body.Close() }
+func (d *shareDecoder) Close() {
+	_ = d.body.Close()
+	d.lw.current.CompareAndSwap(d, nil)
+}
 
 // List implements cache.Lister; the reflector calls ListWithContext.
 func (lw *shareLW) List(opts metav1.ListOptions) (runtime.Object, error) {

@@ -100,11 +100,33 @@ type ServiceFilter interface {
 // the gained services) before it releases the lost ones, and Release after.
 type ShareLoader interface {
 	// Gain reads and delivers the Services and EndpointSlices of the services the filter
-	// admits now and before did not (before: the filter as it was), and the ServiceProfiles
-	// the handler wants, and returns when it has. It must not be called from a Handler method.
-	Gain(ctx context.Context, before func(namespace, service string) bool) error
+	// admits now and before did not, and the ServiceProfiles the handler wants, and returns
+	// when it has. It must not be called from a Handler method.
+	Gain(ctx context.Context, g Gained) error
 	// Release drops from the source's caches what the filter no longer admits.
 	Release()
+}
+
+// Gained describes what a handler gained, for ShareLoader.Gain.
+type Gained struct {
+	// Before is the filter as it was (ServiceFilter.WantsService before the change).
+	Before func(namespace, service string) bool
+	// ShardSelector, for a NamespaceSharder, selects (a superset of) the gained namespaces
+	// on the API server ("" none: the list is of every namespace, filtered here).
+	ShardSelector string
+}
+
+// NamespaceSharder is implemented by a ServiceFilter that admits services by their
+// namespace's place in the FNV-1a-64 hash space, the hash the API server's shard selectors
+// use (KEP-5866, the ShardedListAndWatch feature gate): a source may then ask the API server
+// for the EndpointSlices of those namespaces only, with the selector ShardSelector returns,
+// and filters what arrives as before (the selector may select more). When the API server
+// does not echo the selector in shardInfo (the gate is off), the source stops sending it and
+// filters on its side alone. ShardSelector must be cheap and safe for concurrent use; "" asks
+// for every namespace. Services are read from every namespace either way (their cluster IPs
+// are resolved on every replica).
+type NamespaceSharder interface {
+	ShardSelector() string
 }
 
 // Source delivers Services, EndpointSlices and Pods to a Handler, and, to a handler that
