@@ -99,6 +99,7 @@ func (f *follower) replay(ctx context.Context, prev *ring.Ring) {
 	} else {
 		err = f.src.Replay(ctx)
 	}
+	f.idx.settle(ctx)
 	if err != nil && ctx.Err() == nil {
 		f.log.Error("replay of the source after a ring change failed; gained services may be incomplete", zap.Error(err))
 	}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/puzpuzpuz/xsync/v3"
 	"go.uber.org/zap"
@@ -57,6 +58,8 @@ type Index struct {
 	refsPeak int
 
 	queue workqueue.TypedInterface[ServiceKey]
+	// busy counts the services being recomputed (settle waits for none).
+	busy atomic.Int32
 }
 
 type svcRef struct {
@@ -147,9 +150,36 @@ func (x *Index) processNext() bool {
 	if quit {
 		return false
 	}
+	x.busy.Add(1)
+	defer x.busy.Add(-1)
 	defer x.queue.Done(k)
 	x.recompute(k)
 	return true
+}
+
+// settle waits until no service is waiting to be recomputed or being recomputed, or ctx
+// ends: what the index was handed is then published. The ring follower settles after loading
+// a gained share, so that the streams moving in find its snapshots complete.
+func (x *Index) settle(ctx context.Context) {
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for (x.queue.Len() > 0 || x.busy.Load() > 0) && ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+		case <-tick.C:
+		}
+	}
+}
+
+// hasSlices reports whether the index holds an EndpointSlice of k.
+func (x *Index) hasSlices(k ServiceKey) bool {
+	s, ok := x.services.Load(k)
+	if !ok {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.slices) > 0
 }
 
 func (x *Index) getOrCreate(k ServiceKey) *service {

@@ -27,7 +27,8 @@ import (
 type kubeRing struct {
 	t       *testing.T
 	env     *kubetest.Env
-	ns      string
+	nss     []string // service i is in nss[i%len(nss)]
+	key     ShardKey
 	n       int
 	mu      sync.Mutex
 	version map[int]int
@@ -39,10 +40,12 @@ func (c *kubeRing) addrs(i, v int) []string {
 	return []string{fmt.Sprintf("10.%d.0.1", i), fmt.Sprintf("10.%d.%d.2", i, v)}
 }
 
+func (c *kubeRing) ns(i int) string { return c.nss[i%len(c.nss)] }
+
 func (c *kubeRing) slice(i, v int) *discoveryv1.EndpointSlice {
 	name := fmt.Sprintf("svc%d", i)
 	es := &discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Namespace: c.ns, Name: name + "-a", Labels: map[string]string{discoveryv1.LabelServiceName: name}},
+		ObjectMeta:  metav1.ObjectMeta{Namespace: c.ns(i), Name: name + "-a", Labels: map[string]string{discoveryv1.LabelServiceName: name}},
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Ports:       []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr(int32(8080))}},
 	}
@@ -52,17 +55,20 @@ func (c *kubeRing) slice(i, v int) *discoveryv1.EndpointSlice {
 	return es
 }
 
-func newKubeRing(t *testing.T, n int) *kubeRing {
-	env := kubetest.Start(t)
-	c := &kubeRing{t: t, env: env, ns: env.Namespace(t, nil), n: n, version: map[int]int{}}
+// newKubeRing creates n services over namespaces fresh namespaces of env.
+func newKubeRing(t *testing.T, env *kubetest.Env, key ShardKey, n, namespaces int) *kubeRing {
+	c := &kubeRing{t: t, env: env, key: key, n: n, version: map[int]int{}}
+	for range namespaces {
+		c.nss = append(c.nss, env.Namespace(t, nil))
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for i := range n {
-		svc := svcObj(c.ns, fmt.Sprintf("svc%d", i))
-		if _, err := env.Client.CoreV1().Services(c.ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		svc := svcObj(c.ns(i), fmt.Sprintf("svc%d", i))
+		if _, err := env.Client.CoreV1().Services(c.ns(i)).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := env.Client.DiscoveryV1().EndpointSlices(c.ns).Create(ctx, c.slice(i, 0), metav1.CreateOptions{}); err != nil {
+		if _, err := env.Client.DiscoveryV1().EndpointSlices(c.ns(i)).Create(ctx, c.slice(i, 0), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -75,12 +81,12 @@ func (c *kubeRing) bump(v int) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for i := range c.n {
-		es, err := c.env.Client.DiscoveryV1().EndpointSlices(c.ns).Get(ctx, fmt.Sprintf("svc%d-a", i), metav1.GetOptions{})
+		es, err := c.env.Client.DiscoveryV1().EndpointSlices(c.ns(i)).Get(ctx, fmt.Sprintf("svc%d-a", i), metav1.GetOptions{})
 		if err != nil {
 			c.t.Fatal(err)
 		}
 		es.Endpoints = c.slice(i, v).Endpoints
-		if _, err := c.env.Client.DiscoveryV1().EndpointSlices(c.ns).Update(ctx, es, metav1.UpdateOptions{}); err != nil {
+		if _, err := c.env.Client.DiscoveryV1().EndpointSlices(c.ns(i)).Update(ctx, es, metav1.UpdateOptions{}); err != nil {
 			c.t.Fatal(err)
 		}
 		c.mu.Lock()
@@ -100,7 +106,9 @@ func (c *kubeRing) truth(i int) string {
 	return strings.Join(out, ",")
 }
 
-func startKubeShard(t *testing.T, c *kubeRing, name string, seeds ...string) *shardNode {
+// startKubeShard starts a replica on c's API server. With one namespace it reads that one;
+// with more, every namespace.
+func startKubeShard(t *testing.T, c *kubeRing, name string, seeds ...string) (*shardNode, *source.Kubernetes) {
 	t.Helper()
 	lis := testutil.Listen(t)
 	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).Named(name)
@@ -113,14 +121,20 @@ func startKubeShard(t *testing.T, c *kubeRing, name string, seeds ...string) *sh
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	src := source.NewKubernetes(c.env.Client, source.KubernetesConfig{Namespace: c.ns}, reg, log)
-	r, err := NewReplica(DefaultConfig(), Deps{Source: src, Membership: members, Registerer: reg, Logger: log})
+	scfg := source.DefaultKubernetesConfig()
+	if len(c.nss) == 1 {
+		scfg.Namespace = c.nss[0]
+	}
+	src := source.NewKubernetes(c.env.Client, scfg, reg, log)
+	cfg := DefaultConfig()
+	cfg.ShardKey = c.key
+	r, err := NewReplica(cfg, Deps{Source: src, Membership: members, Registerer: reg, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
 	n := &shardNode{name: name, cluster: members, replica: r, addr: lis.Addr().String()}
 	n.stop = serveReplica(t, r, reg, lis, members.Run)
-	return n
+	return n, src
 }
 
 // handoverWatcher follows one service and records whether its set was ever empty after it
@@ -147,7 +161,7 @@ func watchKube(t *testing.T, ctx context.Context, wg *sync.WaitGroup, c *kubeRin
 	client := pb.NewDestinationClient(testutil.DialGRPC(t, n.addr))
 	var ws []*handoverWatcher
 	for i := range c.n {
-		s, err := client.Get(ctx, &pb.GetDestination{Path: fmt.Sprintf("svc%d.%s.svc.cluster.local:80", i, c.ns)})
+		s, err := client.Get(ctx, &pb.GetDestination{Path: fmt.Sprintf("svc%d.%s.svc.cluster.local:80", i, c.ns(i))})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -195,8 +209,8 @@ func checkHoldsOwned(t *testing.T, c *kubeRing, nodes []*shardNode) {
 		for _, n := range nodes {
 			r := n.cluster.Ring()
 			for i := range c.n {
-				k := NewServiceKey(c.ns, fmt.Sprintf("svc%d", i))
-				owns, holds := r.OwnsHash(k.Hash(), n.name), n.replica.Index().Service(k) != nil
+				k := NewServiceKey(c.ns(i), fmt.Sprintf("svc%d", i))
+				owns, holds := r.OwnsHash(c.key.hash(k), n.name), n.replica.Index().Service(k) != nil
 				if owns != holds {
 					return fmt.Errorf("%s: service %d owned %v, held %v", n.name, i, owns, holds)
 				}
@@ -211,8 +225,33 @@ func checkHoldsOwned(t *testing.T, c *kubeRing, nodes []*shardNode) {
 // before the other lets it go, and when it crashes, the other loads it back; streams through
 // the first replica follow every change and never see an empty set.
 func TestKubeRingHandover(t *testing.T) {
-	c := newKubeRing(t, 16)
-	r0 := startKubeShard(t, c, "k0")
+	testKubeRingHandover(t, newKubeRing(t, kubetest.Start(t), ShardByService, 16, 1), nil)
+}
+
+// TestKubeRingHandoverByNamespace is TestKubeRingHandover in a ring keyed by namespace, on an
+// API server with the ShardedListAndWatch gate (each replica asks it for its namespaces'
+// slices only) and on one without (each filters alone).
+func TestKubeRingHandoverByNamespace(t *testing.T) {
+	for _, gate := range []bool{true, false} {
+		t.Run(fmt.Sprintf("gate=%v", gate), func(t *testing.T) {
+			opts := kubetest.Options{}
+			if gate {
+				opts.FeatureGates = "ShardedListAndWatch=true"
+			}
+			c := newKubeRing(t, kubetest.StartWith(t, opts), ShardByNamespace, 16, 8)
+			testKubeRingHandover(t, c, func(src *source.Kubernetes) {
+				// The joining replica owned everything until it joined; then it asks for its
+				// share, and finds out whether the API server shards.
+				testutil.Eventually(t, 30*time.Second, "the source to find out whether the API server shards", func() bool {
+					return src.ServerSharded() == gate && (gate || strings.Contains(strings.Join(src.Warnings(), ";"), "ShardedListAndWatch"))
+				})
+			})
+		})
+	}
+}
+
+func testKubeRingHandover(t *testing.T, c *kubeRing, check func(*source.Kubernetes)) {
+	r0, _ := startKubeShard(t, c, "k0")
 	waitConverged(t, []*shardNode{r0}, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -220,12 +259,15 @@ func TestKubeRingHandover(t *testing.T) {
 	ws := watchKube(t, ctx, &wg, c, r0)
 	waitKubeTruth(t, "first", c, ws)
 
-	r1 := startKubeShard(t, c, "k1", r0.gossip())
+	r1, src1 := startKubeShard(t, c, "k1", r0.gossip())
 	nodes := []*shardNode{r0, r1}
 	waitConverged(t, nodes, 2)
 	checkHoldsOwned(t, c, nodes)
 	if r1.replica.Index().Len() == 0 || r0.replica.Index().Len() == c.n {
 		t.Fatalf("k1 owns %d of %d services", r1.replica.Index().Len(), c.n)
+	}
+	if check != nil {
+		check(src1)
 	}
 	waitKubeTruth(t, "joined", c, ws)
 	c.bump(1)

@@ -1,6 +1,12 @@
 package source
 
-import "go.uber.org/zap"
+import (
+	"context"
+	"time"
+
+	"go.uber.org/zap"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
 
 // serverShards reports whether the share list/watch sends its shard selector: until the API
 // server answers one without echoing it.
@@ -22,5 +28,18 @@ func (k *Kubernetes) shardEcho(sent string, sharded bool) {
 	}
 	if !k.noShards.Swap(true) {
 		k.warn("the API server did not echo the shard selector (is its ShardedListAndWatch feature gate on?): EndpointSlices of every namespace are read, and filtered by the replica")
+	}
+}
+
+// probeShards lists one object of lw with its shard selector, when the API server's support
+// for selectors is not known yet, so that shardEcho learns it.
+func (k *Kubernetes) probeShards(lw *shareLW) {
+	if k.sharded.Load() || k.noShards.Load() || lw.selector() == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, _, err := lw.list(ctx, metav1.ListOptions{Limit: 1}, func(string, string) bool { return false }); err != nil {
+		k.log.Warn("cannot ask the API server whether it shards lists", zap.Error(err))
 	}
 }

@@ -153,10 +153,20 @@ func (k *Kubernetes) noteDeleted(obj any) {
 // It changes the informers' stores directly, which client-go leaves to the informer: an
 // event of such an object that was read before the ring changed and is applied after
 // Release puts it back, until its next change (which the filter turns into its removal).
+//
+// The watch that sends a shard selector is restarted (it resumes where it was) so that it
+// asks for the share as it is now, and while the API server's support for selectors is not
+// known yet, one list of a single object finds out (ServerSharded).
 func (k *Kubernetes) Release() {
 	k.mu.Lock()
 	shares := k.shares
 	k.mu.Unlock()
+	for _, s := range shares {
+		if s.lw.selector != nil {
+			s.lw.restartWatch()
+			k.probeShards(s.lw)
+		}
+	}
 	for _, s := range shares {
 		store := s.informer.GetStore()
 		for _, obj := range store.List() {
