@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -18,7 +19,7 @@ import (
 )
 
 // BenchmarkKubeShareHeap reports the live heap of a replica on the Kubernetes source of a
-// real API server holding 500 Services of one 100-endpoint slice each: alone (it owns
+// real API server holding 500 (headless) Services of one 100-endpoint slice each: alone (it owns
 // everything) and as one shard of a ring of 4, without streams. Run it with
 // -bench KubeShareHeap -benchtime 1x.
 func BenchmarkKubeShareHeap(b *testing.B) {
@@ -33,7 +34,9 @@ func BenchmarkKubeShareHeap(b *testing.B) {
 		wg.Go(func() {
 			for i := w; i < services; i += 8 {
 				name := fmt.Sprintf("svc%d", i)
-				if _, err := env.Client.CoreV1().Services(ns).Create(ctx, svcObj(ns, name), metav1.CreateOptions{}); err != nil {
+				svc := svcObj(ns, name)
+				svc.Spec.ClusterIP = corev1.ClusterIPNone // the test API server has 256 cluster IPs
+				if _, err := env.Client.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 					errs <- err
 					return
 				}
