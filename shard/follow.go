@@ -23,6 +23,11 @@ type follower struct {
 	log     *zap.Logger
 
 	replaying atomic.Int32 // replays of the source in progress after a ring change
+	// filtered is the ring the index's filter follows; started is set when the source
+	// starts (Replica.awaitRing), which waits for filtered to be the ring joined: a gain
+	// before then needs no replay, the source's first list being filtered already.
+	filtered atomic.Pointer[ring.Ring]
+	started  atomic.Bool
 }
 
 // Run applies every ring change until ctx ends: it first takes the services it gains (the
@@ -60,7 +65,8 @@ func (f *follower) apply(ctx context.Context, prev, cur *ring.Ring) {
 	if key == ShardByNamespace {
 		f.idx.SetShardSelector(ownedSelector(cur, self))
 	}
-	if gained {
+	f.filtered.Store(cur)
+	if gained && f.started.Load() {
 		f.replaying.Add(1)
 		f.replay(ctx, prev)
 		f.replaying.Add(-1)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"time"
 
 	pb "github.com/linkerd/linkerd2-proxy-api/go/destination"
 	"github.com/prometheus/client_golang/prometheus"
@@ -103,6 +104,7 @@ func NewReplica(cfg Config, deps Deps) (*Replica, error) {
 		}
 		r.own = newOwnership(self, key, cur)
 		r.follow = &follower{members: deps.Membership, own: r.own, idx: idx, src: deps.Source, m: m, log: log}
+		r.follow.filtered.Store(cur)
 	}
 	r.srv = &Server{
 		cfg:   cfg,
@@ -155,11 +157,38 @@ func (r *Replica) Run(ctx context.Context) error {
 	defer r.once.Do(func() { close(r.stop) })
 	var g run.Group
 	g.Go("index", r.idx.Run)
-	g.Go("source", func(ctx context.Context) error { return r.src.Run(ctx, r.idx) })
+	g.Go("source", func(ctx context.Context) error {
+		if !r.awaitRing(ctx) {
+			return nil
+		}
+		return r.src.Run(ctx, r.idx)
+	})
 	if r.follow != nil {
 		g.Add("ring follower", r.follow)
 	}
 	return g.Run(ctx)
+}
+
+// awaitRing waits, for a replica in a ring, until it has joined and its index's filter
+// follows the ring it joined, so that the source's first list keeps only its share (a
+// replica alone in its ring before joining would own, and decode, the whole cluster); then
+// it marks the source started, after which the follower loads what a ring change gains. It
+// reports false when ctx ended first.
+func (r *Replica) awaitRing(ctx context.Context) bool {
+	if r.follow == nil {
+		return true
+	}
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for !r.members.Joined() || !r.follow.filtered.Load().Equal(r.members.Ring()) {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-tick.C:
+		}
+	}
+	r.follow.started.Store(true)
+	return true
 }
 
 // RingHandler serves the ring as this replica sees it, with the share of the known services
