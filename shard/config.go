@@ -21,6 +21,10 @@ type Config struct {
 	RetryTTL          time.Duration
 	// NonOwner says what to do with a stream for a service another replica owns.
 	NonOwner NonOwnerMode
+	// ShardKey says what places a service in the ring (every replica must use the same):
+	// ShardByService, or ShardByNamespace, in which a Kubernetes source asks the API
+	// server for the replica's namespaces only where it can (source.NamespaceSharder).
+	ShardKey ShardKey
 }
 
 // DefaultConfig returns Linkerd-compatible defaults.
@@ -33,6 +37,7 @@ func DefaultConfig() Config {
 		RetryMinPerSecond: 10,
 		RetryTTL:          10 * time.Second,
 		NonOwner:          Forward,
+		ShardKey:          ShardByService,
 	}
 }
 

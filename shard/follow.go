@@ -23,6 +23,11 @@ type follower struct {
 	log     *zap.Logger
 
 	replaying atomic.Int32 // replays of the source in progress after a ring change
+	// filtered is the ring the index's filter follows; started is set when the source
+	// starts (Replica.awaitRing), which waits for filtered to be the ring joined: a gain
+	// before then needs no replay, the source's first list being filtered already.
+	filtered atomic.Pointer[ring.Ring]
+	started  atomic.Bool
 }
 
 // Run applies every ring change until ctx ends: it first takes the services it gains (the
@@ -55,21 +60,30 @@ func (f *follower) apply(ctx context.Context, prev, cur *ring.Ring) {
 			}
 		}
 	}
-	f.idx.SetOwns(ownsFunc(cur, self))
-	if gained {
+	key := f.own.key
+	f.idx.SetOwns(ownsFunc(cur, self, key))
+	if key == ShardByNamespace {
+		f.idx.SetShardSelector(ownedSelector(cur, self))
+	}
+	f.filtered.Store(cur)
+	if gained && f.started.Load() {
 		f.replaying.Add(1)
-		f.replay(ctx)
+		f.replay(ctx, prev)
 		f.replaying.Add(-1)
 	}
 	f.own.swap(cur)
 	dropped := f.idx.DropUnowned()
+	if sl, ok := f.src.(source.ShareLoader); ok {
+		sl.Release()
+	}
 	f.m.ownershipChanges.Inc()
 	f.log.Info("ring changed", zap.Int("members", cur.Len()), zap.Bool("gained", gained), zap.Int("released", dropped), zap.Int("owned", f.idx.Len()))
 }
 
-// replay hands the source's objects to the index again, once its initial delivery (filtered
-// by an older ring) has finished.
-func (f *follower) replay(ctx context.Context) {
+// replay hands the index what it gained from ring prev, once the source's initial delivery
+// (filtered by an older ring) has finished: a source that keeps only what the index wants
+// (source.ShareLoader) loads the gained share from the API server; any other replays.
+func (f *follower) replay(ctx context.Context, prev *ring.Ring) {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for !f.src.Synced() && ctx.Err() == nil {
@@ -78,7 +92,21 @@ func (f *follower) replay(ctx context.Context) {
 		case <-tick.C:
 		}
 	}
-	if err := f.src.Replay(ctx); err != nil && ctx.Err() == nil {
+	var err error
+	if sl, ok := f.src.(source.ShareLoader); ok && prev != nil {
+		self, key := f.own.self, f.own.key
+		g := source.Gained{Before: func(namespace, name string) bool {
+			return prev.OwnsHash(key.hash(NewServiceKey(namespace, name)), self)
+		}}
+		if key == ShardByNamespace {
+			g.ShardSelector = gainedSelector(prev, f.members.Ring(), self)
+		}
+		err = sl.Gain(ctx, g)
+	} else {
+		err = f.src.Replay(ctx)
+	}
+	f.idx.settle(ctx)
+	if err != nil && ctx.Err() == nil {
 		f.log.Error("replay of the source after a ring change failed; gained services may be incomplete", zap.Error(err))
 	}
 }

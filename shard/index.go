@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/puzpuzpuz/xsync/v3"
 	"go.uber.org/zap"
@@ -32,6 +33,9 @@ type Index struct {
 	store *snapshot.Store
 	m     *replicaMetrics
 	owns  atomic.Pointer[OwnsFunc]
+	// shardSel is the API server's shard selector of the namespaces the replica owns (a ring
+	// keyed by namespace), "" for every namespace.
+	shardSel atomic.Pointer[string]
 
 	services *xsync.MapOf[ServiceKey, *service]
 	// known holds the key of every Service the source has shown, owned or not (a few bytes
@@ -54,6 +58,8 @@ type Index struct {
 	refsPeak int
 
 	queue workqueue.TypedInterface[ServiceKey]
+	// busy counts the services being recomputed (settle waits for none).
+	busy atomic.Int32
 }
 
 type svcRef struct {
@@ -68,6 +74,8 @@ var (
 	_ source.ServerHandler  = (*Index)(nil)
 	_ source.ProfileHandler = (*Index)(nil)
 	_ source.ProfileFilter  = (*Index)(nil)
+
+	_ source.NamespaceSharder = (*Index)(nil)
 )
 
 // NewIndex returns an index publishing to store, looking pods up with pods (the source keeps
@@ -93,6 +101,19 @@ func NewIndex(cfg Config, store *snapshot.Store, pods translator.PodLookup, m *r
 
 // SetOwns replaces the ownership filter (the ring calls it on every membership change).
 func (x *Index) SetOwns(f OwnsFunc) { x.owns.Store(&f) }
+
+// SetShardSelector replaces the shard selector of the namespaces the replica owns (the ring
+// follower sets it with the filter, in a ring keyed by namespace).
+func (x *Index) SetShardSelector(s string) { x.shardSel.Store(&s) }
+
+// ShardSelector implements source.NamespaceSharder: "" (every namespace) unless the ring is
+// keyed by namespace.
+func (x *Index) ShardSelector() string {
+	if s := x.shardSel.Load(); s != nil {
+		return *s
+	}
+	return ""
+}
 
 // Owns reports whether the replica owns k now.
 func (x *Index) Owns(k ServiceKey) bool { return (*x.owns.Load())(k) }
@@ -129,9 +150,36 @@ func (x *Index) processNext() bool {
 	if quit {
 		return false
 	}
+	x.busy.Add(1)
+	defer x.busy.Add(-1)
 	defer x.queue.Done(k)
 	x.recompute(k)
 	return true
+}
+
+// settle waits until no service is waiting to be recomputed or being recomputed, or ctx
+// ends: what the index was handed is then published. The ring follower settles after loading
+// a gained share, so that the streams moving in find its snapshots complete.
+func (x *Index) settle(ctx context.Context) {
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for (x.queue.Len() > 0 || x.busy.Load() > 0) && ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+		case <-tick.C:
+		}
+	}
+}
+
+// hasSlices reports whether the index holds an EndpointSlice of k.
+func (x *Index) hasSlices(k ServiceKey) bool {
+	s, ok := x.services.Load(k)
+	if !ok {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.slices) > 0
 }
 
 func (x *Index) getOrCreate(k ServiceKey) *service {
@@ -150,7 +198,10 @@ func (x *Index) OnService(svc *corev1.Service, deleted bool) {
 		x.known.Store(k, struct{}{})
 	}
 	x.ips.setService(k, svc, deleted)
-	if !x.Owns(k) {
+	if !x.Owns(k) || (!deleted && source.IsClusterIPsOnly(svc)) {
+		// Of a Service a filtering source reduced (it was not owned when read), the index
+		// keeps the cluster IPs only, even when it owns the service by now: the source
+		// delivers the whole Service with the gained share (source.ShareLoader).
 		return
 	}
 	s := x.getOrCreate(k)

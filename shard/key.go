@@ -2,6 +2,7 @@ package shard
 
 import (
 	"cmp"
+	"fmt"
 	"net/netip"
 	"strings"
 
@@ -49,3 +50,50 @@ func ipHash(a netip.Addr) uint64 {
 // indexes the pods that have it and answers GetProfile for it. Its namespace is empty, so it
 // is no service's key.
 func ipKey(a netip.Addr) ServiceKey { return ServiceKey{Name: a.String(), hash: ipHash(a)} }
+
+// ShardKey says what places a service in the ring. Every replica of a ring must use the same.
+type ShardKey string
+
+const (
+	// ShardByService places each service by its "namespace/name" (ring.ServiceHash).
+	ShardByService ShardKey = "service"
+	// ShardByNamespace places every service of a namespace together, by the FNV-1a-64 hash of
+	// the namespace's name (NamespaceHash): the hash of the API server's shardRange over
+	// object.metadata.namespace, so that a replica's share is ranges of it
+	// (ShardedListAndWatch) and the ring's partitions (contiguous ranges of the hash) map to
+	// them. Namespaces whose names differ only at the end hash close together and tend to
+	// share a partition, and so an owner.
+	ShardByNamespace ShardKey = "namespace"
+)
+
+// ParseShardKey parses the --shard-key flag ("" is ShardByService).
+func ParseShardKey(s string) (ShardKey, error) {
+	switch ShardKey(s) {
+	case "", ShardByService:
+		return ShardByService, nil
+	case ShardByNamespace:
+		return ShardByNamespace, nil
+	}
+	return "", fmt.Errorf("shard key %q: want service or namespace", s)
+}
+
+// hash returns k's place in the ring under m. A key with no namespace (an address's, ipKey)
+// is placed by its own hash in every mode. It does not allocate.
+func (m ShardKey) hash(k ServiceKey) uint64 {
+	if m == ShardByNamespace && k.Namespace != "" {
+		return NamespaceHash(k.Namespace)
+	}
+	return k.hash
+}
+
+// NamespaceHash returns the FNV-1a-64 hash of a namespace's name, as the API server's
+// shardRange computes it (k8s.io/apimachinery/pkg/sharding.HashField). It does not allocate.
+func NamespaceHash(ns string) uint64 {
+	const offset, prime = 14695981039346656037, 1099511628211
+	h := uint64(offset)
+	for i := 0; i < len(ns); i++ {
+		h ^= uint64(ns[i])
+		h *= prime
+	}
+	return h
+}

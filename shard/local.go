@@ -137,6 +137,12 @@ func (l *local) subscribe(t translator.Target, k ServiceKey, node string) (*snap
 	if translator.IsExternalName(svc) {
 		return nil, nil, externalName(t, svc)
 	}
+	if l.loading() && !l.idx.hasSlices(k) {
+		// While the replica loads (its first sync, or a share it gained), a service without
+		// slices may only be one whose slices have not arrived: a stream moving here keeps
+		// what it holds and retries, rather than being told there is nothing.
+		return nil, nil, status.Errorf(codes.Unavailable, "meridian: service %s is not loaded yet on this replica; retry", k)
+	}
 	sub, release := l.idx.Watch(k, t.Port, node)
 	if sub == nil {
 		if !l.idx.Owns(k) {

@@ -26,7 +26,8 @@ const standaloneName = "standalone"
 // change, so that lookups take no lock. The index has its own filter (Index.SetOwns), which
 // the ring follower moves first: a replica loads what it gains before its streams move.
 type ownership struct {
-	self string // this replica's member name
+	self string   // this replica's member name
+	key  ShardKey // what places a service in the ring
 	mu   sync.Mutex
 	cur  atomic.Pointer[ringView]
 }
@@ -36,14 +37,15 @@ type ownership struct {
 type ringView struct {
 	ring    *ring.Ring // nil without membership: this replica owns everything
 	self    string
+	key     ShardKey
 	changed chan struct{}
 }
 
 // newOwnership returns the ownership of the replica named self, starting with ring r (nil:
 // a replica without a ring, which owns everything).
-func newOwnership(self string, r *ring.Ring) *ownership {
-	o := &ownership{self: self}
-	o.cur.Store(&ringView{ring: r, self: self, changed: make(chan struct{})})
+func newOwnership(self string, key ShardKey, r *ring.Ring) *ownership {
+	o := &ownership{self: self, key: key}
+	o.cur.Store(&ringView{ring: r, self: self, key: key, changed: make(chan struct{})})
 	return o
 }
 
@@ -55,7 +57,7 @@ func (o *ownership) swap(r *ring.Ring) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	old := o.cur.Load()
-	o.cur.Store(&ringView{ring: r, self: o.self, changed: make(chan struct{})})
+	o.cur.Store(&ringView{ring: r, self: o.self, key: o.key, changed: make(chan struct{})})
 	close(old.changed)
 }
 
@@ -65,11 +67,12 @@ func (v *ringView) owner(k ServiceKey) (ring.Member, bool) {
 	if v.ring == nil {
 		return ring.Member{}, true
 	}
-	m := v.ring.OwnerOfHash(k.Hash())
+	m := v.ring.OwnerOfHash(v.key.hash(k))
 	return m, m.Name == v.self || m.Name == ""
 }
 
-// ownsFunc returns the index filter for ring r: the services the member self owns in it.
-func ownsFunc(r *ring.Ring, self string) OwnsFunc {
-	return func(k ServiceKey) bool { return r.OwnsHash(k.Hash(), self) }
+// ownsFunc returns the index filter for ring r: the services the member self owns in it,
+// placed by key.
+func ownsFunc(r *ring.Ring, self string, key ShardKey) OwnsFunc {
+	return func(k ServiceKey) bool { return r.OwnsHash(key.hash(k), self) }
 }

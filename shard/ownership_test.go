@@ -56,7 +56,7 @@ func BenchmarkOwns(b *testing.B) {
 // BenchmarkOwner is the streams' lookup of a service's owner in the current ring view.
 func BenchmarkOwner(b *testing.B) {
 	r, ms := benchRing()
-	own := newOwnership(ms[3].Name, r)
+	own := newOwnership(ms[3].Name, ShardByService, r)
 	benchLookup(b, func(k ServiceKey) bool { _, local := own.load().owner(k); return local })
 }
 
@@ -82,8 +82,8 @@ func benchLookup(b *testing.B, owns func(ServiceKey) bool) {
 func TestOwnershipAgreesWithRing(t *testing.T) {
 	r, ms := benchRing()
 	self := ms[3].Name
-	owns := ownsFunc(r, self)
-	own := newOwnership(self, r)
+	owns := ownsFunc(r, self, ShardByService)
+	own := newOwnership(self, ShardByService, r)
 	for _, c := range benchKeys {
 		for _, k := range keysOf(c.ns, c.svc) {
 			want := r.Owner(k.String())
@@ -100,7 +100,7 @@ func TestOwnershipAgreesWithRing(t *testing.T) {
 		t.Fatalf("ownership lookups allocate %.1f times per call, want 0", a)
 	}
 	// Without a ring, a replica owns everything.
-	if _, local := newOwnership(standaloneName, nil).load().owner(k); !local {
+	if _, local := newOwnership(standaloneName, ShardByService, nil).load().owner(k); !local {
 		t.Fatal("a replica without a ring must serve every service itself")
 	}
 }

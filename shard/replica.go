@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"time"
 
 	pb "github.com/linkerd/linkerd2-proxy-api/go/destination"
 	"github.com/prometheus/client_golang/prometheus"
@@ -74,6 +75,10 @@ func NewReplica(cfg Config, deps Deps) (*Replica, error) {
 	if _, err := ParseNonOwnerMode(string(cfg.NonOwner)); err != nil {
 		return nil, fmt.Errorf("destination replica: %w", err)
 	}
+	key, err := ParseShardKey(string(cfg.ShardKey))
+	if err != nil {
+		return nil, fmt.Errorf("destination replica: %w", err)
+	}
 	log := deps.Logger
 	if log == nil {
 		log = zap.NewNop()
@@ -90,12 +95,16 @@ func NewReplica(cfg Config, deps Deps) (*Replica, error) {
 	r := &Replica{log: log, src: deps.Source, store: store, idx: idx, m: m, members: deps.Membership,
 		conns: newConnPool(deps.RelayCreds), stop: make(chan struct{})}
 	if deps.Membership == nil {
-		r.own = newOwnership(standaloneName, nil)
+		r.own = newOwnership(standaloneName, key, nil)
 	} else {
 		self, cur := deps.Membership.Self().Name, deps.Membership.Ring()
-		idx.SetOwns(ownsFunc(cur, self))
-		r.own = newOwnership(self, cur)
+		idx.SetOwns(ownsFunc(cur, self, key))
+		if key == ShardByNamespace {
+			idx.SetShardSelector(ownedSelector(cur, self))
+		}
+		r.own = newOwnership(self, key, cur)
 		r.follow = &follower{members: deps.Membership, own: r.own, idx: idx, src: deps.Source, m: m, log: log}
+		r.follow.filtered.Store(cur)
 	}
 	r.srv = &Server{
 		cfg:   cfg,
@@ -148,11 +157,38 @@ func (r *Replica) Run(ctx context.Context) error {
 	defer r.once.Do(func() { close(r.stop) })
 	var g run.Group
 	g.Go("index", r.idx.Run)
-	g.Go("source", func(ctx context.Context) error { return r.src.Run(ctx, r.idx) })
+	g.Go("source", func(ctx context.Context) error {
+		if !r.awaitRing(ctx) {
+			return nil
+		}
+		return r.src.Run(ctx, r.idx)
+	})
 	if r.follow != nil {
 		g.Add("ring follower", r.follow)
 	}
 	return g.Run(ctx)
+}
+
+// awaitRing waits, for a replica in a ring, until it has joined and its index's filter
+// follows the ring it joined, so that the source's first list keeps only its share (a
+// replica alone in its ring before joining would own, and decode, the whole cluster); then
+// it marks the source started, after which the follower loads what a ring change gains. It
+// reports false when ctx ended first.
+func (r *Replica) awaitRing(ctx context.Context) bool {
+	if r.follow == nil {
+		return true
+	}
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for !r.members.Joined() || !r.follow.filtered.Load().Equal(r.members.Ring()) {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-tick.C:
+		}
+	}
+	r.follow.started.Store(true)
+	return true
 }
 
 // RingHandler serves the ring as this replica sees it, with the share of the known services
@@ -177,7 +213,7 @@ func (r *Replica) RingHandler() http.Handler {
 		keys := r.idx.KnownServices()
 		shares := make(map[string]int)
 		for _, k := range keys {
-			shares[v.ring.OwnerOfHash(k.Hash()).Name]++
+			shares[v.ring.OwnerOfHash(v.key.hash(k)).Name]++
 		}
 		st := v.ring.Status()
 		out.Self, out.ID, out.Services = v.self, st.ID, len(keys)

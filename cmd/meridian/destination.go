@@ -38,7 +38,7 @@ type destinationFlags struct {
 	ring, insecureGossip                       bool
 	join                                       stringList
 	nodeName, gossipAddr, advertise, gossipKey string
-	gossipKeysDir, nonOwner                    string
+	gossipKeysDir, nonOwner, shardKey          string
 	probeInterval                              time.Duration
 }
 
@@ -80,6 +80,7 @@ func (f *destinationFlags) parse(name string, args []string) error {
 	fs.DurationVar(&f.probeInterval, "gossip-probe-interval", ring.DefaultConfig().ProbeInterval, "memberlist's probe interval: a crashed replica is declared dead about 5 to 7 intervals later, and so is a live one that answers nothing for as long (a long pause on an overloaded node); longer tolerates longer pauses")
 	fs.BoolVar(&f.insecureGossip, "insecure-gossip", false, "allow --ring/--join without a gossip key: plaintext gossip that any process reaching the gossip port can join (tests and a local mesh only)")
 	fs.StringVar(&f.nonOwner, "non-owner", "forward", "for a service another replica owns: forward (relay the stream) or redirect (refuse, naming the owner)")
+	fs.StringVar(&f.shardKey, "shard-key", string(shard.ShardByService), "what places a service in the ring, the same on every replica: service (namespace/name) or namespace (every service of a namespace together; with --source kubernetes, the replica asks the API server for its namespaces' EndpointSlices only where the ShardedListAndWatch feature gate is on)")
 	f.log = serverLogFlags(fs, "log level: debug, info, warn, error")
 	f.tls = addTLSFlags(fs, "destination", false)
 	if err := parseFlags(fs, args); err != nil {
@@ -99,6 +100,9 @@ func (f *destinationFlags) parse(name string, args []string) error {
 		return err
 	}
 	f.cfg.NonOwner = mode
+	if f.cfg.ShardKey, err = shard.ParseShardKey(f.shardKey); err != nil {
+		return fmt.Errorf("--shard-key: %w", err)
+	}
 	for _, seed := range f.join {
 		if err := ring.CheckSeed(seed); err != nil {
 			return fmt.Errorf("--join %q: %w", seed, err)

@@ -231,3 +231,11 @@ func TestDestinationGossipOnAdvertiseHost(t *testing.T) {
 		return metricLine(t, admin, "ring_gossip_keys") == "ring_gossip_keys 2"
 	})
 }
+
+func TestDestinationShardKeyFlag(t *testing.T) {
+	args := []string{"destination", "--source", "dir:" + t.TempDir(), "--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--plaintext", "--shard-key", "tenant"}
+	code, _, errOut := capture(t, args...)
+	if code != 1 || !strings.Contains(errOut, `--shard-key: shard key "tenant": want service or namespace`) {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+}

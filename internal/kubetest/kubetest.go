@@ -40,7 +40,45 @@ var (
 	shared  *Env
 	failure error
 	nsSeq   atomic.Int64
+	// gated are the API servers started with feature gates (StartWith), by gates.
+	gated map[string]*Env
 )
+
+// Options start an API server other than the shared default one.
+type Options struct {
+	// FeatureGates is the API server's --feature-gates ("ShardedListAndWatch=true").
+	FeatureGates string
+}
+
+// StartWith is Start for an API server started with opts: one per distinct opts in the test
+// binary, shared by the tests that ask for the same, stopped by Main. The zero Options are
+// Start's server.
+func StartWith(t testing.TB, opts Options) *Env {
+	t.Helper()
+	if opts.FeatureGates == "" {
+		return Start(t)
+	}
+	if ok, why := Available(); !ok {
+		if Required() {
+			t.Fatalf("MERIDIAN_REQUIRE_KUBE is set but %s", why)
+		}
+		t.Skip(why)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if e := gated[opts.FeatureGates]; e != nil {
+		return e
+	}
+	e, err := start(opts)
+	if err != nil {
+		t.Fatalf("start API server with --feature-gates=%s: %v", opts.FeatureGates, err)
+	}
+	if gated == nil {
+		gated = map[string]*Env{}
+	}
+	gated[opts.FeatureGates] = e
+	return e
+}
 
 // RepoRoot returns the repository root (the directory holding go.mod), found from this file.
 func RepoRoot() string { return kubeenv.RepoRoot() }
@@ -92,7 +130,7 @@ func Start(t testing.TB) *Env {
 	if shared != nil {
 		return shared
 	}
-	e, err := start()
+	e, err := start(Options{})
 	if err != nil {
 		failure = err
 		t.Fatalf("start API server: %v", err)
@@ -101,11 +139,11 @@ func Start(t testing.TB) *Env {
 	return shared
 }
 
-func start() (_ *Env, err error) {
+func start(opts Options) (_ *Env, err error) {
 	// kubeenv keeps the API server's directory (serving certificate, its CA, the
 	// ServiceAccount signing key) across Restart: clients keep trusting the server and
 	// ServiceAccount tokens issued before a restart stay valid.
-	cfg := kubeenv.Config{AssetsDir: AssetsDir(), StartTimeout: 2 * time.Minute, StopTimeout: time.Minute}
+	cfg := kubeenv.Config{AssetsDir: AssetsDir(), StartTimeout: 2 * time.Minute, StopTimeout: time.Minute, FeatureGates: opts.FeatureGates}
 	crds := filepath.Join(RepoRoot(), "deploy", "charts", "meridian", "crds")
 	if _, err := os.Stat(crds); err == nil {
 		cfg.CRDs = os.DirFS(crds)
@@ -151,6 +189,12 @@ func Main(m *testing.M) int {
 		}
 		shared = nil
 	}
+	for gates, e := range gated {
+		if err := e.env.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "kubetest: stop API server (--feature-gates=%s): %v\n", gates, err)
+		}
+	}
+	gated = nil
 	return code
 }
 

@@ -7,7 +7,11 @@
 //     replaces each object by translator's projection before it is cached, and the informer lag
 //     histograms services_informer_lag_seconds, endpointslices_informer_lag_seconds,
 //     pods_informer_lag_seconds and servers_informer_lag_seconds. The API server is found by
-//     internal/kube (--kubeconfig, $KUBECONFIG, in-cluster, ~/.kube/config).
+//     internal/kube (--kubeconfig, $KUBECONFIG, in-cluster, ~/.kube/config). For a handler
+//     that is a ServiceFilter, Services and EndpointSlices are read as protobuf by the
+//     source's own list/watch, which decodes in full only what the filter admits (ShareLoader
+//     loads a gained share and releases a lost one; for a NamespaceSharder it also sends the
+//     API server's shard selector, ShardedListAndWatch, while the server echoes it).
 //   - Dir: Kubernetes YAML or JSON read from a local directory through internal/manifest
 //     (multi-document files and Lists; file notifications plus a periodic rescan),
 //     delivering only differences. Malformed files are reported as file:line: reason

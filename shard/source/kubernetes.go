@@ -89,6 +89,16 @@ type Kubernetes struct {
 	// profiles reads the ServiceProfiles the handler wants (nil: none are read).
 	profiles *profileFetcher
 
+	// shares are the informers on Services and EndpointSlices that read only what the
+	// handler's ServiceFilter admits (share.go); nil when the handler has no filter.
+	shares []*shareInformer
+	// gainDeleted holds the keys the watch deleted while Gain runs (nil otherwise).
+	gainMu      sync.Mutex
+	gainDeleted map[string]struct{}
+	// noShards is set once the API server answered a list sent with a shard selector
+	// without echoing it (ShardedListAndWatch off); sharded once it echoed one.
+	noShards, sharded atomic.Bool
+
 	// deliverMu serialises handler calls, so that Replay, which delivers each object as the
 	// cache holds it now, never delivers it after a newer version or its deletion: the cache
 	// is updated before the informer's callback for the change runs.
@@ -151,8 +161,9 @@ func (k *Kubernetes) Warnings() []string {
 }
 
 var (
-	_ Source     = (*Kubernetes)(nil)
-	_ run.Warner = (*Kubernetes)(nil)
+	_ Source      = (*Kubernetes)(nil)
+	_ ShareLoader = (*Kubernetes)(nil)
+	_ run.Warner  = (*Kubernetes)(nil)
 )
 
 // NewKubernetes returns a Kubernetes source reading Services, EndpointSlices and Pods through
@@ -261,10 +272,14 @@ func (k *Kubernetes) Run(ctx context.Context, h Handler) error {
 		go func() { defer close(fetched); f.run(fctx) }()
 		defer func() { stopFetch(); <-fetched }()
 	}
+	svcInf, sliceInf, err := k.serviceInformers(factory, h)
+	if err != nil {
+		return fmt.Errorf("kubernetes source: %w", err)
+	}
 	kinds = append(kinds,
 		informerKind{name: "pods", informer: factory.Core().V1().Pods().Informer(), handler: eventHandler(k, k.lagPods, h.OnPod)},
-		informerKind{name: "services", informer: factory.Core().V1().Services().Informer(), handler: eventHandler(k, k.lagServices, h.OnService)},
-		informerKind{name: "endpointslices", informer: factory.Discovery().V1().EndpointSlices().Informer(), handler: eventHandler(k, k.lagSlices, h.OnEndpointSlice)},
+		informerKind{name: "services", informer: svcInf, handler: eventHandler(k, k.lagServices, h.OnService)},
+		informerKind{name: "endpointslices", informer: sliceInf, handler: eventHandler(k, k.lagSlices, h.OnEndpointSlice)},
 	)
 	var regs []cache.ResourceEventHandlerRegistration
 	var stores []cache.Store
@@ -296,6 +311,11 @@ func (k *Kubernetes) Run(ctx context.Context, h Handler) error {
 	k.mu.Unlock()
 
 	factory.Start(ctx.Done())
+	var shareWG sync.WaitGroup
+	defer shareWG.Wait()
+	for _, si := range k.shares {
+		shareWG.Go(func() { si.informer.RunWithContext(ctx) })
+	}
 	for _, start := range starts {
 		start(ctx.Done())
 	}
@@ -308,6 +328,25 @@ func (k *Kubernetes) Run(ctx context.Context, h Handler) error {
 	}
 	<-ctx.Done()
 	return nil
+}
+
+// serviceInformers returns the informers on Services and EndpointSlices: when h is a
+// ServiceFilter, those that decode only what it admits (shareInformers, recorded for Gain and
+// Release), else the factory's.
+func (k *Kubernetes) serviceInformers(factory informers.SharedInformerFactory, h Handler) (svc, es cache.SharedIndexInformer, err error) {
+	f, ok := h.(ServiceFilter)
+	if !ok {
+		return factory.Core().V1().Services().Informer(), factory.Discovery().V1().EndpointSlices().Informer(), nil
+	}
+	sharder, _ := h.(NamespaceSharder)
+	services, slices, err := k.shareInformers(f.WantsService, sharder)
+	if err != nil {
+		return nil, nil, err
+	}
+	k.mu.Lock()
+	k.shares = []*shareInformer{services, slices}
+	k.mu.Unlock()
+	return services.informer, slices.informer, nil
 }
 
 // crdKinds returns the informers on Nodes (metadata only) and Servers the clients allow,
@@ -402,6 +441,10 @@ func eventHandler[T metav1.Object](k *Kubernetes, lag *kube.Lag, deliver func(T,
 			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = d.Obj
 			}
+			if isDropped(obj) {
+				return // an unwanted object leaving the cache: the handler never had it
+			}
+			k.noteDeleted(obj)
 			if o, ok := obj.(T); ok {
 				k.deliverMu.Lock()
 				deliver(o, true)

@@ -25,8 +25,13 @@ import (
 // come from the cache, projected already; one passed anyway carries its object projected.
 func slimObject(obj any) (any, error) {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		d.Obj = translator.Project(d.Obj)
+		if !isReduced(d.Obj) {
+			d.Obj = translator.Project(d.Obj)
+		}
 		return d, nil
+	}
+	if isReduced(obj) {
+		return obj, nil // a Service's cluster IPs only, or a placeholder (sharekinds.go)
 	}
 	return translator.Project(obj), nil
 }

@@ -86,10 +86,47 @@ func deliver(h Handler, obj any, deleted bool) {
 // a slice's metadata, whether to decode the rest, and drop the slice when the answer is no:
 // the handler would drop it anyway. Because a source may have dropped them, a handler that
 // starts wanting more services must call Source.Replay afterwards (a replica does: it keeps
-// nothing of the services it does not own). Services and Pods are always delivered.
+// nothing of the services it does not own). Pods are always delivered, and Services too, but
+// of a Service it does not want a source may deliver the cluster IPs only (IsClusterIPsOnly).
 // WantsService must be cheap and safe for concurrent use.
 type ServiceFilter interface {
 	WantsService(namespace, name string) bool
+}
+
+// ShareLoader is implemented by a source that keeps only what its handler's ServiceFilter
+// admits (the Kubernetes source): when the handler starts wanting more services, Gain loads
+// them rather than Replay delivering everything again, and when it wants fewer, Release lets
+// its caches drop the rest. A replica's ring follower calls Gain (after the filter admits
+// the gained services) before it releases the lost ones, and Release after.
+type ShareLoader interface {
+	// Gain reads and delivers the Services and EndpointSlices of the services the filter
+	// admits now and before did not, and the ServiceProfiles the handler wants, and returns
+	// when it has. It must not be called from a Handler method.
+	Gain(ctx context.Context, g Gained) error
+	// Release drops from the source's caches what the filter no longer admits.
+	Release()
+}
+
+// Gained describes what a handler gained, for ShareLoader.Gain.
+type Gained struct {
+	// Before is the filter as it was (ServiceFilter.WantsService before the change).
+	Before func(namespace, service string) bool
+	// ShardSelector, for a NamespaceSharder, selects (a superset of) the gained namespaces
+	// on the API server ("" none: the list is of every namespace, filtered here).
+	ShardSelector string
+}
+
+// NamespaceSharder is implemented by a ServiceFilter that admits services by their
+// namespace's place in the FNV-1a-64 hash space, the hash the API server's shard selectors
+// use (KEP-5866, the ShardedListAndWatch feature gate): a source may then ask the API server
+// for the EndpointSlices of those namespaces only, with the selector ShardSelector returns,
+// and filters what arrives as before (the selector may select more). When the API server
+// does not echo the selector in shardInfo (the gate is off), the source stops sending it and
+// filters on its side alone. ShardSelector must be cheap and safe for concurrent use; "" asks
+// for every namespace. Services are read from every namespace either way (their cluster IPs
+// are resolved on every replica).
+type NamespaceSharder interface {
+	ShardSelector() string
 }
 
 // Source delivers Services, EndpointSlices and Pods to a Handler, and, to a handler that

@@ -1,0 +1,287 @@
+package shard
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	pb "github.com/linkerd/linkerd2-proxy-api/go/destination"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/meridian-mesh/meridian/internal/destclient"
+	"github.com/meridian-mesh/meridian/internal/kubetest"
+	"github.com/meridian-mesh/meridian/internal/testutil"
+	"github.com/meridian-mesh/meridian/ring"
+	"github.com/meridian-mesh/meridian/shard/source"
+)
+
+// kubeRing is a set of services on a real API server, one namespace, each with one slice
+// whose endpoints are two addresses of its current version.
+type kubeRing struct {
+	t       *testing.T
+	env     *kubetest.Env
+	nss     []string // service i is in nss[i%len(nss)]
+	key     ShardKey
+	n       int
+	mu      sync.Mutex
+	version map[int]int
+}
+
+// addrs are service i's addresses at version v: one the same at every version (so that a
+// change never empties the set: Linkerd's deltas remove before they add), one of v.
+func (c *kubeRing) addrs(i, v int) []string {
+	return []string{fmt.Sprintf("10.%d.0.1", i), fmt.Sprintf("10.%d.%d.2", i, v)}
+}
+
+func (c *kubeRing) ns(i int) string { return c.nss[i%len(c.nss)] }
+
+func (c *kubeRing) slice(i, v int) *discoveryv1.EndpointSlice {
+	name := fmt.Sprintf("svc%d", i)
+	es := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: c.ns(i), Name: name + "-a", Labels: map[string]string{discoveryv1.LabelServiceName: name}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr(int32(8080))}},
+	}
+	for _, a := range c.addrs(i, v) {
+		es.Endpoints = append(es.Endpoints, discoveryv1.Endpoint{Addresses: []string{a}, Conditions: discoveryv1.EndpointConditions{Ready: ptr(true)}})
+	}
+	return es
+}
+
+// newKubeRing creates n services over namespaces fresh namespaces of env.
+func newKubeRing(t *testing.T, env *kubetest.Env, key ShardKey, n, namespaces int) *kubeRing {
+	c := &kubeRing{t: t, env: env, key: key, n: n, version: map[int]int{}}
+	for range namespaces {
+		c.nss = append(c.nss, env.Namespace(t, nil))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for i := range n {
+		svc := svcObj(c.ns(i), fmt.Sprintf("svc%d", i))
+		if _, err := env.Client.CoreV1().Services(c.ns(i)).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := env.Client.DiscoveryV1().EndpointSlices(c.ns(i)).Create(ctx, c.slice(i, 0), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c
+}
+
+// bump moves every service to version v.
+func (c *kubeRing) bump(v int) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for i := range c.n {
+		es, err := c.env.Client.DiscoveryV1().EndpointSlices(c.ns(i)).Get(ctx, fmt.Sprintf("svc%d-a", i), metav1.GetOptions{})
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		es.Endpoints = c.slice(i, v).Endpoints
+		if _, err := c.env.Client.DiscoveryV1().EndpointSlices(c.ns(i)).Update(ctx, es, metav1.UpdateOptions{}); err != nil {
+			c.t.Fatal(err)
+		}
+		c.mu.Lock()
+		c.version[i] = v
+		c.mu.Unlock()
+	}
+}
+
+func (c *kubeRing) truth(i int) string {
+	c.mu.Lock()
+	v := c.version[i]
+	c.mu.Unlock()
+	var out []string
+	for _, a := range c.addrs(i, v) {
+		out = append(out, a+":8080")
+	}
+	return strings.Join(out, ",")
+}
+
+// startKubeShard starts a replica on c's API server. With one namespace it reads that one;
+// with more, every namespace.
+func startKubeShard(t *testing.T, c *kubeRing, name string, seeds ...string) (*shardNode, *source.Kubernetes) {
+	t.Helper()
+	lis := testutil.Listen(t)
+	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).Named(name)
+	rc := ring.DefaultConfig()
+	rc.NodeName, rc.GossipAddr, rc.GRPCAddr, rc.Join, rc.Fast, rc.Logger = name, "127.0.0.1:0", lis.Addr().String(), seeds, true, log
+	rc.GossipKey = testGossipKey
+	rc.Registerer = prometheus.NewRegistry()
+	members, err := ring.New(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	scfg := source.DefaultKubernetesConfig()
+	if len(c.nss) == 1 {
+		scfg.Namespace = c.nss[0]
+	}
+	src := source.NewKubernetes(c.env.Client, scfg, reg, log)
+	cfg := DefaultConfig()
+	cfg.ShardKey = c.key
+	r, err := NewReplica(cfg, Deps{Source: src, Membership: members, Registerer: reg, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &shardNode{name: name, cluster: members, replica: r, addr: lis.Addr().String()}
+	n.stop = serveReplica(t, r, reg, lis, members.Run)
+	return n, src
+}
+
+// handoverWatcher follows one service and records whether its set was ever empty after it
+// first held endpoints.
+type handoverWatcher struct {
+	streamWatch
+	view    *destclient.View
+	full    bool
+	emptied bool
+	seen    []string // what each update was, for a failure's message
+}
+
+func (w *handoverWatcher) keys() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for _, a := range w.view.Sorted() {
+		out = append(out, a.String())
+	}
+	return strings.Join(out, ",")
+}
+
+func watchKube(t *testing.T, ctx context.Context, wg *sync.WaitGroup, c *kubeRing, n *shardNode) []*handoverWatcher {
+	client := pb.NewDestinationClient(testutil.DialGRPC(t, n.addr))
+	var ws []*handoverWatcher
+	for i := range c.n {
+		s, err := client.Get(ctx, &pb.GetDestination{Path: fmt.Sprintf("svc%d.%s.svc.cluster.local:80", i, c.ns(i))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := &handoverWatcher{streamWatch: streamWatch{svc: i}, view: destclient.NewView()}
+		read(ctx, wg, &w.streamWatch, s, func(u *pb.Update) error {
+			err := w.view.Apply(u)
+			w.seen = append(w.seen, fmt.Sprintf("%s%v->%d", kind(u), addrs(u), len(w.view.Sorted())))
+			if len(w.view.Sorted()) > 0 {
+				w.full = true
+			} else if w.full {
+				w.emptied = true
+			}
+			return err
+		})
+		ws = append(ws, w)
+	}
+	return ws
+}
+
+func waitKubeTruth(t *testing.T, phase string, c *kubeRing, ws []*handoverWatcher) {
+	t.Helper()
+	testutil.EventuallyNoError(t, 60*time.Second, "every stream to hold the truth", func() error {
+		for _, w := range ws {
+			if err := w.failure(); err != nil {
+				t.Fatalf("service %d: %v", w.svc, err)
+			}
+			w.mu.Lock()
+			emptied, seen := w.emptied, w.seen
+			w.mu.Unlock()
+			if emptied {
+				t.Fatalf("%s: service %d: the stream saw an empty set: %v", phase, w.svc, seen)
+			}
+			if got, want := w.keys(), c.truth(w.svc); got != want {
+				return fmt.Errorf("service %d holds %s, want %s", w.svc, got, want)
+			}
+		}
+		return nil
+	})
+}
+
+// checkHoldsOwned fails unless each node's index holds exactly the services it owns.
+func checkHoldsOwned(t *testing.T, c *kubeRing, nodes []*shardNode) {
+	t.Helper()
+	testutil.EventuallyNoError(t, 30*time.Second, "each replica to hold exactly what it owns", func() error {
+		for _, n := range nodes {
+			r := n.cluster.Ring()
+			for i := range c.n {
+				k := NewServiceKey(c.ns(i), fmt.Sprintf("svc%d", i))
+				owns, holds := r.OwnsHash(c.key.hash(k), n.name), n.replica.Index().Service(k) != nil
+				if owns != holds {
+					return fmt.Errorf("%s: service %d owned %v, held %v", n.name, i, owns, holds)
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// TestKubeRingHandover runs replicas on the Kubernetes source of a real API server: each
+// holds only the services it owns; when one joins, it loads its share from the API server
+// before the other lets it go, and when it crashes, the other loads it back; streams through
+// the first replica follow every change and never see an empty set.
+func TestKubeRingHandover(t *testing.T) {
+	testKubeRingHandover(t, newKubeRing(t, kubetest.Start(t), ShardByService, 16, 1), nil)
+}
+
+// TestKubeRingHandoverByNamespace is TestKubeRingHandover in a ring keyed by namespace, on an
+// API server with the ShardedListAndWatch gate (each replica asks it for its namespaces'
+// slices only) and on one without (each filters alone).
+func TestKubeRingHandoverByNamespace(t *testing.T) {
+	for _, gate := range []bool{true, false} {
+		t.Run(fmt.Sprintf("gate=%v", gate), func(t *testing.T) {
+			opts := kubetest.Options{}
+			if gate {
+				opts.FeatureGates = "ShardedListAndWatch=true"
+			}
+			c := newKubeRing(t, kubetest.StartWith(t, opts), ShardByNamespace, 16, 8)
+			testKubeRingHandover(t, c, func(src *source.Kubernetes) {
+				// The joining replica owned everything until it joined; then it asks for its
+				// share, and finds out whether the API server shards.
+				testutil.Eventually(t, 30*time.Second, "the source to find out whether the API server shards", func() bool {
+					return src.ServerSharded() == gate && (gate || strings.Contains(strings.Join(src.Warnings(), ";"), "ShardedListAndWatch"))
+				})
+			})
+		})
+	}
+}
+
+func testKubeRingHandover(t *testing.T, c *kubeRing, check func(*source.Kubernetes)) {
+	r0, _ := startKubeShard(t, c, "k0")
+	waitConverged(t, []*shardNode{r0}, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	ws := watchKube(t, ctx, &wg, c, r0)
+	waitKubeTruth(t, "first", c, ws)
+
+	r1, src1 := startKubeShard(t, c, "k1", r0.gossip())
+	nodes := []*shardNode{r0, r1}
+	waitConverged(t, nodes, 2)
+	checkHoldsOwned(t, c, nodes)
+	if r1.replica.Index().Len() == 0 || r0.replica.Index().Len() == c.n {
+		t.Fatalf("k1 owns %d of %d services", r1.replica.Index().Len(), c.n)
+	}
+	if check != nil {
+		check(src1)
+	}
+	waitKubeTruth(t, "joined", c, ws)
+	c.bump(1)
+	waitKubeTruth(t, "bumped", c, ws)
+
+	// k1 crashes: k0 loads its share back from the API server.
+	_ = r1.cluster.Close()
+	r1.stop()
+	start := time.Now()
+	testutil.Eventually(t, 30*time.Second, "k0 to drop k1", func() bool { return r0.cluster.Ring().Len() == 1 })
+	waitConverged(t, nodes[:1], 1)
+	t.Logf("k0 took over k1's share %v after k1 crashed (failure detection included)", time.Since(start))
+	checkHoldsOwned(t, c, nodes[:1])
+	waitKubeTruth(t, "took over", c, ws)
+	c.bump(2)
+	waitKubeTruth(t, "bumped again", c, ws)
+}

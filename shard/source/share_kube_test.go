@@ -1,0 +1,163 @@
+package source
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap/zaptest"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/meridian-mesh/meridian/internal/kubetest"
+	"github.com/meridian-mesh/meridian/internal/testutil"
+)
+
+// filterRecorder is a recorder that wants the services whose names start with one of its
+// prefixes (a ServiceFilter), and counts the times it is asked.
+type filterRecorder struct {
+	*recorder
+	prefixes atomic.Pointer[[]string]
+}
+
+func (r *filterRecorder) set(p ...string) { r.prefixes.Store(&p) }
+
+func (r *filterRecorder) WantsService(_, name string) bool {
+	for _, p := range *r.prefixes.Load() {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func startFiltered(t *testing.T, env *kubetest.Env, ns string, prefixes ...string) (*Kubernetes, *filterRecorder) {
+	t.Helper()
+	src := NewKubernetes(env.Client, KubernetesConfig{Namespace: ns}, prometheus.NewRegistry(), zaptest.NewLogger(t))
+	rec := &filterRecorder{recorder: newRecorder()}
+	rec.set(prefixes...)
+	testutil.Go(t, "Run", func(ctx context.Context) error { return src.Run(ctx, rec) })
+	testutil.Eventually(t, apiTimeout, "informers to sync", src.Synced)
+	return src, rec
+}
+
+func (k *Kubernetes) storeKeys(kind string) []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, s := range k.shares {
+		if s.lw.kind.kind == kind {
+			keys := s.informer.GetStore().ListKeys()
+			slices.Sort(keys)
+			return keys
+		}
+	}
+	return nil
+}
+
+func (k *Kubernetes) stored(kind, key string) any {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, s := range k.shares {
+		if s.lw.kind.kind == kind {
+			o, _, _ := s.informer.GetStore().GetByKey(key)
+			return o
+		}
+	}
+	return nil
+}
+
+// TestShareFilterKubernetes runs the source with a handler that wants some services only,
+// on a real API server: the slices of the others are never delivered nor cached, their
+// Services arrive as cluster IPs only, Gain loads a gained share whole (with what changed
+// while it was not wanted), and Release lets the caches drop what is no longer wanted.
+func TestShareFilterKubernetes(t *testing.T) {
+	env := kubetest.Start(t)
+	ns := env.Namespace(t, nil)
+	ctx := apiCtx(t)
+	create(t, ctx, env.Client, testService(ns, "a1"), testService(ns, "b1"),
+		testSlice(ns, "a1-s", "a1", "10.1.0.1"), testSlice(ns, "b1-s", "b1", "10.2.0.1"))
+	src, rec := startFiltered(t, env, ns, "a")
+
+	keyA, keyB := KindEndpointSlice+" "+ns+"/a1-s", KindEndpointSlice+" "+ns+"/b1-s"
+	if rec.get(keyA) == nil {
+		t.Fatal("the wanted slice was not delivered")
+	}
+	if rec.get(keyB) != nil {
+		t.Fatal("the unwanted slice was delivered")
+	}
+	if got := src.storeKeys("EndpointSlice"); !slices.Equal(got, []string{ns + "/a1-s"}) {
+		t.Fatalf("slice cache holds %v, want the wanted slice only", got)
+	}
+	b := rec.get(KindService + " " + ns + "/b1").(*corev1.Service)
+	if !IsClusterIPsOnly(b) || b.Spec.ClusterIP == "" || len(b.Spec.Ports) != 0 {
+		t.Fatalf("unwanted Service delivered as %+v, want its cluster IPs only", b)
+	}
+	if a := rec.get(KindService + " " + ns + "/a1").(*corev1.Service); IsClusterIPsOnly(a) || len(a.Spec.Ports) != 1 {
+		t.Fatalf("wanted Service delivered as %+v", a)
+	}
+
+	// Changes of the unwanted slice are not delivered: the wanted slice's later change
+	// arrives on the same watch, after them.
+	updateSlice(t, env, ns, "b1-s", "10.2.0.1", "10.2.0.2")
+	updateSlice(t, env, ns, "a1-s", "10.1.0.1", "10.1.0.2")
+	testutil.Eventually(t, apiTimeout, "the wanted slice's update", func() bool {
+		es, _ := rec.get(keyA).(*discoveryv1.EndpointSlice)
+		return es != nil && len(es.Endpoints) == 2
+	})
+	if rec.get(keyB) != nil || src.stored("EndpointSlice", ns+"/b1-s") != nil {
+		t.Fatal("an update of the unwanted slice was delivered or cached")
+	}
+
+	// Gain b: the change made while it was not wanted arrives with it.
+	rec.set("a", "b")
+	if err := src.Gain(ctx, Gained{Before: func(_, name string) bool { return strings.HasPrefix(name, "a") }}); err != nil {
+		t.Fatal(err)
+	}
+	if es, _ := rec.get(keyB).(*discoveryv1.EndpointSlice); es == nil || len(es.Endpoints) != 2 {
+		t.Fatalf("Gain delivered %v, want the gained slice with 2 endpoints", es)
+	}
+	if b := rec.get(KindService + " " + ns + "/b1").(*corev1.Service); IsClusterIPsOnly(b) || len(b.Spec.Ports) != 1 {
+		t.Fatalf("Gain delivered the Service as %+v, want it whole", b)
+	}
+
+	// Lose a: Release drops its slice from the cache and reduces its Service there; its
+	// changes and its deletion are no longer delivered.
+	rec.set("b")
+	src.Release()
+	if got := src.storeKeys("EndpointSlice"); slices.Contains(got, ns+"/a1-s") {
+		t.Fatalf("slice cache still holds the lost slice: %v", got)
+	}
+	if s, _ := src.stored("Service", ns+"/a1").(*corev1.Service); s == nil || !IsClusterIPsOnly(s) {
+		t.Fatalf("service cache holds %+v for the lost Service, want its cluster IPs only", s)
+	}
+	rec.Take()
+	updateSlice(t, env, ns, "a1-s", "10.1.0.9")
+	if err := env.Client.DiscoveryV1().EndpointSlices(ns).Delete(ctx, "a1-s", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	updateSlice(t, env, ns, "b1-s", "10.2.0.3")
+	testutil.Eventually(t, apiTimeout, "the wanted slice's update", func() bool {
+		es, _ := rec.get(keyB).(*discoveryv1.EndpointSlice)
+		return es != nil && len(es.Endpoints) == 1
+	})
+	if ev := rec.Take(); slices.Contains(ev, "+"+keyA) || slices.Contains(ev, "-"+keyA) {
+		t.Fatalf("a change or the deletion of the lost slice was delivered: %v", ev)
+	}
+}
+
+func updateSlice(t *testing.T, env *kubetest.Env, ns, name string, addrs ...string) {
+	t.Helper()
+	ctx := apiCtx(t)
+	es, err := env.Client.DiscoveryV1().EndpointSlices(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	es.Endpoints = testSlice(ns, name, "", addrs...).Endpoints
+	if _, err := env.Client.DiscoveryV1().EndpointSlices(ns).Update(ctx, es, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,130 @@
+package source
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/meridian-mesh/meridian/translator"
+)
+
+// AnnotationClusterIPsOnly marks a Service of which a filtering source kept only its name and
+// cluster IPs, because the handler does not want the service (ServiceFilter): every replica
+// resolves every cluster IP (GetProfile by IP), but only the owner reads the rest. A handler
+// must not take such a Service for the whole object (IsClusterIPsOnly).
+const AnnotationClusterIPsOnly = "meridian.io/cluster-ips-only"
+
+// annotationDropped marks the placeholder a filtering source deletes from its cache when an
+// object it does not want changes; handlers never see it.
+const annotationDropped = "meridian.io/dropped"
+
+// clusterIPsOnly and dropped are the annotations of every reduced object (shared: objects
+// passed to handlers are not modified).
+var (
+	clusterIPsOnly = map[string]string{AnnotationClusterIPsOnly: "true"}
+	dropped        = map[string]string{annotationDropped: "true"}
+)
+
+// IsClusterIPsOnly reports whether svc is the reduced form of a Service the handler does not
+// want: its name, namespace, resourceVersion and cluster IPs, nothing else.
+func IsClusterIPsOnly(svc *corev1.Service) bool {
+	return svc != nil && svc.Annotations[AnnotationClusterIPsOnly] != ""
+}
+
+// isReduced reports whether obj is a reduced Service or a placeholder, which the informers'
+// transform keeps as they are.
+func isReduced(obj any) bool {
+	m, ok := obj.(metav1.Object)
+	if !ok {
+		return false
+	}
+	a := m.GetAnnotations()
+	return a[AnnotationClusterIPsOnly] != "" || a[annotationDropped] != ""
+}
+
+// isDropped reports whether obj is the placeholder of an unwanted object.
+func isDropped(obj any) bool {
+	m, ok := obj.(metav1.Object)
+	return ok && m.GetAnnotations()[annotationDropped] != ""
+}
+
+func reducedMeta(m objMeta, annotations map[string]string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: m.name, Namespace: m.namespace, ResourceVersion: m.resourceVersion, Annotations: annotations}
+}
+
+// collectionPath is the path of a collection of group/version, in namespace ns ("" all).
+func collectionPath(groupVersion, resource, ns string) string {
+	p := "/apis/" + groupVersion
+	if groupVersion == "v1" {
+		p = "/api/v1"
+	}
+	if ns != "" {
+		p += "/namespaces/" + ns
+	}
+	return p + "/" + resource
+}
+
+// endpointSliceKind reads discovery.k8s.io/v1 EndpointSlices, keeping only those of the
+// services wanted; the others are read no further than their metadata.
+func endpointSliceKind(ns string) shareKind {
+	return shareKind{
+		path:    collectionPath("discovery.k8s.io/v1", "endpointslices", ns),
+		kind:    "EndpointSlice",
+		service: func(m objMeta) string { return m.service },
+		full: func(raw []byte) (runtime.Object, error) {
+			es := &discoveryv1.EndpointSlice{}
+			if err := es.Unmarshal(raw); err != nil {
+				return nil, err
+			}
+			return translator.ProjectEndpointSlice(es), nil
+		},
+		unwanted: func(objMeta, []byte) (runtime.Object, error) { return nil, nil },
+		list: func(rv, cont string, items []runtime.Object) runtime.Object {
+			l := &discoveryv1.EndpointSliceList{ListMeta: metav1.ListMeta{ResourceVersion: rv, Continue: cont}}
+			l.Items = make([]discoveryv1.EndpointSlice, len(items))
+			for i, o := range items {
+				l.Items[i] = *o.(*discoveryv1.EndpointSlice)
+			}
+			return l
+		},
+		placeholder: func(m objMeta) runtime.Object {
+			return &discoveryv1.EndpointSlice{ObjectMeta: reducedMeta(m, dropped)}
+		},
+	}
+}
+
+// serviceKind reads v1 Services: the projection of those wanted, and of the others their
+// cluster IPs only (IsClusterIPsOnly), read without decoding the rest.
+func serviceKind(ns string) shareKind {
+	return shareKind{
+		path:    collectionPath("v1", "services", ns),
+		kind:    "Service",
+		service: func(m objMeta) string { return m.name },
+		full: func(raw []byte) (runtime.Object, error) {
+			svc := &corev1.Service{}
+			if err := svc.Unmarshal(raw); err != nil {
+				return nil, err
+			}
+			return translator.ProjectService(svc), nil
+		},
+		unwanted: func(m objMeta, raw []byte) (runtime.Object, error) {
+			ip, ips, err := peekSpecIPs(raw)
+			if err != nil {
+				return nil, err
+			}
+			return &corev1.Service{ObjectMeta: reducedMeta(m, clusterIPsOnly), Spec: corev1.ServiceSpec{ClusterIP: ip, ClusterIPs: ips}}, nil
+		},
+		list: func(rv, cont string, items []runtime.Object) runtime.Object {
+			l := &corev1.ServiceList{ListMeta: metav1.ListMeta{ResourceVersion: rv, Continue: cont}}
+			l.Items = make([]corev1.Service, len(items))
+			for i, o := range items {
+				l.Items[i] = *o.(*corev1.Service)
+			}
+			return l
+		},
+		placeholder: func(m objMeta) runtime.Object {
+			return &corev1.Service{ObjectMeta: reducedMeta(m, dropped)}
+		},
+	}
+}
