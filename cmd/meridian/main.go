@@ -1,8 +1,3 @@
-// Command meridian is the single binary of the Meridian mesh: one subcommand per process
-// (destination, identity, policy, injector, proxy, demo, bench) and the CLI tools.
-//
-// This package only parses flags, handles signals and wires packages together. Each
-// subcommand lives in its own file and registers itself with register in an init func.
 package main
 
 import (
