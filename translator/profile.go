@@ -250,34 +250,38 @@ var (
 // the stack (the API server's own limit on nesting is higher than a profile ever needs).
 const maxMatchDepth = 64
 
+// checkConditions checks the all and any conditions of a match at depth with check, and
+// reports whether either is set (a present, even empty, list counts, as in Linkerd).
+func checkConditions[M any](all, anyOf []*M, depth int, check func(*M, int) error) (set bool, err error) {
+	for _, list := range []struct {
+		conds  []*M
+		errNil error
+	}{{all, errNilMatchAll}, {anyOf, errNilMatchAny}} {
+		if list.conds == nil {
+			continue
+		}
+		set = true
+		for _, c := range list.conds {
+			if c == nil {
+				return set, list.errNil
+			}
+			if err := check(c, depth+1); err != nil {
+				return set, err
+			}
+		}
+	}
+	return set, nil
+}
+
 func checkRequestMatch(m *RequestMatch) error { return checkRequestMatchAt(m, 0) }
 
 func checkRequestMatchAt(m *RequestMatch, depth int) error {
 	if depth > maxMatchDepth {
 		return fmt.Errorf("conditions nested deeper than %d", maxMatchDepth)
 	}
-	set := false
-	if m.All != nil {
-		set = true
-		for _, c := range m.All {
-			if c == nil {
-				return errNilMatchAll
-			}
-			if err := checkRequestMatchAt(c, depth+1); err != nil {
-				return err
-			}
-		}
-	}
-	if m.Any != nil {
-		set = true
-		for _, c := range m.Any {
-			if c == nil {
-				return errNilMatchAny
-			}
-			if err := checkRequestMatchAt(c, depth+1); err != nil {
-				return err
-			}
-		}
+	set, err := checkConditions(m.All, m.Any, depth, checkRequestMatchAt)
+	if err != nil {
+		return err
 	}
 	if m.Not != nil {
 		set = true
@@ -300,28 +304,9 @@ func checkResponseMatchAt(m *ResponseMatch, depth int) error {
 	if depth > maxMatchDepth {
 		return fmt.Errorf("conditions nested deeper than %d", maxMatchDepth)
 	}
-	set := false
-	if m.All != nil {
-		set = true
-		for _, c := range m.All {
-			if c == nil {
-				return errNilMatchAll
-			}
-			if err := checkResponseMatchAt(c, depth+1); err != nil {
-				return err
-			}
-		}
-	}
-	if m.Any != nil {
-		set = true
-		for _, c := range m.Any {
-			if c == nil {
-				return errNilMatchAny
-			}
-			if err := checkResponseMatchAt(c, depth+1); err != nil {
-				return err
-			}
-		}
+	set, err := checkConditions(m.All, m.Any, depth, checkResponseMatchAt)
+	if err != nil {
+		return err
 	}
 	if s := m.Status; s != nil {
 		switch {
