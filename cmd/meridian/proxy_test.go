@@ -134,28 +134,8 @@ func TestProxyLocalMesh(t *testing.T) {
 		})
 	}
 
-	testutil.Go(t, "meridian identity", func(ctx context.Context) error {
-		return runIdentity(ctx, []string{"--issuer-dir", idDir, "--tokens", "local", "--local-token-key", filepath.Join(idDir, "token-key.pem"),
-			"--addr", identityAddr, "--admin-addr", "127.0.0.1:0", "--log-level", "error"})
-	})
-	// Destination and policy serve mTLS under their Linkerd identities, with certificates
-	// from identity, as the proxies' *_SVC_NAME settings require.
-	cpTLS := func(sa string) []string {
-		return []string{"--identity-addr", identityAddr, "--identity-trust-anchors", filepath.Join(idDir, "ca-bundle.crt"), "--identity-token-file", token("linkerd", sa)}
-	}
-	dstTLS, policyTLS := cpTLS("linkerd-destination"), cpTLS("linkerd-policy")
-	dstAdmin, policyAdmin := freeAddr(t), freeAddr(t)
-	testutil.Go(t, "meridian destination", func(ctx context.Context) error {
-		return runDestination(ctx, append([]string{"--source", "dir:" + cluster, "--outbound-transport-mode", "transport-header",
-			"--addr", dstAddr, "--admin-addr", dstAdmin, "--log-level", "error"}, dstTLS...))
-	})
-	testutil.Go(t, "meridian policy", func(ctx context.Context) error {
-		return runPolicy(ctx, append([]string{"--source", "dir:" + cluster, "--grpc-addr", policyAddr, "--admin-addr", policyAdmin, "--log-level", "error"},
-			policyTLS...))
-	})
-	// Ready once their certificates came from identity and their sources are read.
-	waitReady(t, dstAdmin)
-	waitReady(t, policyAdmin)
+	startLocalControlPlane(t, localControlPlane{idDir: idDir, cluster: cluster, identity: identityAddr, destination: dstAddr, policy: policyAddr},
+		func(sa string) string { return token("linkerd", sa) })
 	for _, ip := range []string{webIP, curlIP} {
 		testutil.Eventually(t, 20*time.Second, "the proxy at "+ip+" to be ready", func() bool {
 			code, _ := get(t, "http://"+ip+":4191/ready")
@@ -218,4 +198,37 @@ func TestProxyConfigErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// localControlPlane is where TestProxyLocalMesh's control plane runs and what it reads.
+type localControlPlane struct{ idDir, cluster, identity, destination, policy string }
+
+// startLocalControlPlane starts identity, destination (transport-header mode) and policy as
+// the README's recipe does, destination and policy over mTLS under their Linkerd identities
+// (certificates from identity, tokens from token), and waits until both are ready.
+func startLocalControlPlane(t *testing.T, cp localControlPlane, token func(sa string) string) {
+	t.Helper()
+	idDir, cluster, identityAddr, dstAddr, policyAddr := cp.idDir, cp.cluster, cp.identity, cp.destination, cp.policy
+	testutil.Go(t, "meridian identity", func(ctx context.Context) error {
+		return runIdentity(ctx, []string{"--issuer-dir", idDir, "--tokens", "local", "--local-token-key", filepath.Join(idDir, "token-key.pem"),
+			"--addr", identityAddr, "--admin-addr", "127.0.0.1:0", "--log-level", "error"})
+	})
+	// Destination and policy serve mTLS under their Linkerd identities, with certificates
+	// from identity, as the proxies' *_SVC_NAME settings require.
+	cpTLS := func(sa string) []string {
+		return []string{"--identity-addr", identityAddr, "--identity-trust-anchors", filepath.Join(idDir, "ca-bundle.crt"), "--identity-token-file", token(sa)}
+	}
+	dstTLS, policyTLS := cpTLS("linkerd-destination"), cpTLS("linkerd-policy")
+	dstAdmin, policyAdmin := freeAddr(t), freeAddr(t)
+	testutil.Go(t, "meridian destination", func(ctx context.Context) error {
+		return runDestination(ctx, append([]string{"--source", "dir:" + cluster, "--outbound-transport-mode", "transport-header",
+			"--addr", dstAddr, "--admin-addr", dstAdmin, "--log-level", "error"}, dstTLS...))
+	})
+	testutil.Go(t, "meridian policy", func(ctx context.Context) error {
+		return runPolicy(ctx, append([]string{"--source", "dir:" + cluster, "--grpc-addr", policyAddr, "--admin-addr", policyAdmin, "--log-level", "error"},
+			policyTLS...))
+	})
+	// Ready once their certificates came from identity and their sources are read.
+	waitReady(t, dstAdmin)
+	waitReady(t, policyAdmin)
 }
