@@ -10,7 +10,7 @@
 set -euo pipefail
 
 # Pinned versions. KUBE_VERSION must match k8s.io/kubernetes in hack/kubetools/go.mod (whose
-# replace directives map the staging modules to v0.X.Y) and KubeVersion in internal/kubetest;
+# replace directives map the staging modules to v0.X.Y) and KubeVersion in internal/kubeenv;
 # ETCD_VERSION is the go.etcd.io/etcd/server/v3 that k8s.io/kubernetes itself requires.
 KUBE_VERSION=v1.37.2
 KUBE_BUILD_DATE=2026-10-27T12:01:04Z # the release's time as the module proxy reports it
@@ -37,8 +37,8 @@ staging=v0.${KUBE_VERSION#v1.}
 if grep -E '^[[:space:]]*k8s\.io/[a-z-]+ => ' "$tools/go.mod" | grep -vqE "=> k8s\.io/[a-z-]+ $staging\$"; then
 	die "hack/kubetools/go.mod replaces a staging module with something other than $staging"
 fi
-grep -qE "^const KubeVersion = \"$KUBE_VERSION\"\$" "$root/internal/kubetest/kubetest.go" ||
-	die "internal/kubetest.KubeVersion is not $KUBE_VERSION"
+grep -qE "^const KubeVersion = \"$KUBE_VERSION\"\$" "$root/internal/kubeenv/assets.go" ||
+	die "internal/kubeenv.KubeVersion is not $KUBE_VERSION"
 
 command -v go >/dev/null || die "go not found in PATH"
 # Module mode with the committed go.sum, no workspace, no VCS stamping (reproducible), static.
