@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"math/big"
 	"time"
+
+	"github.com/meridian-mesh/meridian/internal/quote"
 )
 
 // Material is the raw PEM an issuer is loaded from: the issuer certificate (optionally
@@ -61,22 +63,22 @@ func LoadIssuer(m Material, now time.Time) (*Issuer, error) {
 		return nil, fmt.Errorf("trust anchors: %w", err)
 	}
 	crt := certs[0]
-	subj := crt.Subject.String()
+	subj := quote.String(crt.Subject.String()) // a prefix: a subject can be as long as the certificate
 	type equaler interface{ Equal(crypto.PublicKey) bool }
 	if pub, ok := key.Public().(equaler); !ok || !pub.Equal(crt.PublicKey) {
-		return nil, fmt.Errorf("issuer key does not match the issuer certificate %q", subj)
+		return nil, fmt.Errorf("issuer key does not match the issuer certificate %s", subj)
 	}
 	if !crt.BasicConstraintsValid || !crt.IsCA {
-		return nil, fmt.Errorf("issuer certificate %q is not a CA (basic constraints CA=false); it cannot sign workload certificates", subj)
+		return nil, fmt.Errorf("issuer certificate %s is not a CA (basic constraints CA=false); it cannot sign workload certificates", subj)
 	}
 	if crt.KeyUsage != 0 && crt.KeyUsage&x509.KeyUsageCertSign == 0 {
-		return nil, fmt.Errorf("issuer certificate %q lacks the certSign key usage", subj)
+		return nil, fmt.Errorf("issuer certificate %s lacks the certSign key usage", subj)
 	}
 	if now.After(crt.NotAfter) {
-		return nil, fmt.Errorf("issuer certificate %q expired at %s", subj, crt.NotAfter.UTC().Format(time.RFC3339))
+		return nil, fmt.Errorf("issuer certificate %s expired at %s", subj, crt.NotAfter.UTC().Format(time.RFC3339))
 	}
 	if now.Before(crt.NotBefore) {
-		return nil, fmt.Errorf("issuer certificate %q is not valid before %s", subj, crt.NotBefore.UTC().Format(time.RFC3339))
+		return nil, fmt.Errorf("issuer certificate %s is not valid before %s", subj, crt.NotBefore.UTC().Format(time.RFC3339))
 	}
 	pool := x509.NewCertPool()
 	for _, a := range anchors {
@@ -93,7 +95,7 @@ func LoadIssuer(m Material, now time.Time) (*Issuer, error) {
 		KeyUsages:     []x509.ExtKeyUsage{x509.ExtKeyUsageAny},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("issuer certificate %q does not chain to the trust anchors: %w", subj, err)
+		return nil, fmt.Errorf("issuer certificate %s does not chain to the trust anchors: %w", subj, err)
 	}
 	notAfter := crt.NotAfter
 	for _, c := range paths[0] {

@@ -316,7 +316,7 @@ func FuzzDecode(f *testing.F) {
 	pass := testDecoder()
 	pass.PassUnknown = true
 	f.Fuzz(func(t *testing.T, data []byte) {
-		lines := strings.Count(string(data), "\n") + 1
+		lines := manifesttest.Lines(data)
 		for _, d := range []*Decoder{dec, pass} {
 			got := d.Decode("f.yaml", data)
 			manifesttest.CheckLocated(t, got.Errors, "f.yaml", data, Location)

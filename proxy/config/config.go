@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -302,6 +303,10 @@ func splitList(s string) []string {
 func parseDuration(s string) (time.Duration, error) {
 	s = strings.TrimSpace(s)
 	if n, err := strconv.ParseFloat(s, 64); err == nil && n >= 0 {
+		// Beyond time.Duration's range (about 292 years, or Inf) the conversion would wrap.
+		if n*float64(time.Second) >= math.MaxInt64 {
+			return 0, errors.New("want a duration under 292 years")
+		}
 		return time.Duration(n * float64(time.Second)), nil
 	}
 	d, err := time.ParseDuration(s)

@@ -104,11 +104,18 @@ func Seeds(f *testing.F, dir string, data ...string) {
 	}
 }
 
+// Lines is the number of lines of data as YAML counts them: CRLF, a lone CR and LF each end
+// a line (YAML 1.2, b-break), so a file with a lone CR has two lines.
+func Lines(data []byte) int {
+	s := strings.ReplaceAll(string(data), "\r\n", "\n")
+	return strings.Count(s, "\n") + strings.Count(s, "\r") + 1
+}
+
 // CheckLocated fails t unless locate (manifest.Location) places every error in file, at a
-// line of data.
+// line of data (as Lines counts them).
 func CheckLocated(t testing.TB, errs []error, file string, data []byte, locate func(error) (string, int, bool)) {
 	t.Helper()
-	lines := strings.Count(string(data), "\n") + 1
+	lines := Lines(data)
 	for _, e := range errs {
 		if f, line, ok := locate(e); !ok || f != file || line < 1 || line > lines {
 			t.Fatalf("error without a location in the file (%d lines): %#v", lines, e)
