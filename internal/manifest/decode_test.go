@@ -341,3 +341,19 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// TestLineBreaksAsYAMLCounts: the line breaks YAML's scanner counts besides LF (a lone CR,
+// NEL, LS, PS) give an error's line, and manifesttest.Lines counts them the same way.
+func TestLineBreaksAsYAMLCounts(t *testing.T) {
+	for _, brk := range []string{"\r", "\u0085", "\u2028", "\u2029"} {
+		data := []byte("a: 1" + brk + "b: [")
+		if got := manifesttest.Lines(data); got != 2 {
+			t.Errorf("Lines(%q) = %d, want 2", data, got)
+		}
+		res := testDecoder().Decode("f.yaml", data)
+		if len(res.Errors) == 0 {
+			t.Fatalf("%q decoded without an error", data)
+		}
+		manifesttest.CheckLocated(t, res.Errors, "f.yaml", data, Location)
+	}
+}

@@ -104,11 +104,16 @@ func Seeds(f *testing.F, dir string, data ...string) {
 	}
 }
 
-// Lines is the number of lines of data as YAML counts them: CRLF, a lone CR and LF each end
-// a line (YAML 1.2, b-break), so a file with a lone CR has two lines.
+// Lines is the number of lines of data as the YAML decoder counts them: CRLF, a lone CR and
+// LF each end a line, and so do NEL (U+0085), LS (U+2028) and PS (U+2029), which go-yaml's
+// scanner takes as line breaks too (YAML 1.1). So a file with a lone CR has two lines.
 func Lines(data []byte) int {
 	s := strings.ReplaceAll(string(data), "\r\n", "\n")
-	return strings.Count(s, "\n") + strings.Count(s, "\r") + 1
+	n := 1
+	for _, brk := range []string{"\n", "\r", "\u0085", "\u2028", "\u2029"} {
+		n += strings.Count(s, brk)
+	}
+	return n
 }
 
 // CheckLocated fails t unless locate (manifest.Location) places every error in file, at a
