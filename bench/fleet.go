@@ -22,7 +22,7 @@ func (f *fleet) add(rep *replica) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.stopped {
-		rep.kill()
+		rep.Kill()
 		return errors.New("the run ended while a replica started")
 	}
 	f.reps = append(f.reps, rep)
@@ -52,7 +52,7 @@ func (f *fleet) stop() {
 	var wg sync.WaitGroup
 	for _, rep := range f.reps {
 		wg.Add(1)
-		go func() { defer wg.Done(); rep.stop(5 * time.Second) }()
+		go func() { defer wg.Done(); rep.Stop(5 * time.Second) }()
 	}
 	wg.Wait()
 }
@@ -88,7 +88,7 @@ func (r *run) startReady(i int) error {
 			return err
 		}
 		if err = rep.waitReady(r.ctx, r.cfg.ReadyTimeout); err != nil {
-			rep.kill()
+			rep.Kill()
 			if attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
 				return err
 			}

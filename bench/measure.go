@@ -50,7 +50,7 @@ func (r *run) measure() error {
 	res := r.res
 	cpu := 0.0
 	for _, rep := range r.reps.list() {
-		if !rep.alive() {
+		if !rep.Alive() {
 			continue
 		}
 		prof := ""
@@ -63,7 +63,7 @@ func (r *run) measure() error {
 		}
 		res.addReplica(st)
 		cpu += st.CPUSeconds
-		if w, ok := runqueueWait(rep.cmd.Process.Pid); ok {
+		if w, ok := runqueueWait(rep.Pid()); ok {
 			res.RunqueueWaitSeconds = append(res.RunqueueWaitSeconds, w)
 		}
 	}

@@ -173,7 +173,7 @@ func (r *run) fire(ev *events, el, stormAt time.Duration, ph *phase) {
 		victim := r.n - 1
 		r.ld.dead[victim].Store(true)
 		at := time.Now()
-		r.reps.get(victim).kill() // a joining replica may be added meanwhile
+		r.reps.get(victim).Kill() // a joining replica may be added meanwhile
 		r.log.Info("killed a replica", zap.Int("replica", victim), zap.Time("at", at))
 		r.watchKill(at)
 	}

@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"github.com/meridian-mesh/meridian/bench/internal/child"
+
 	"bufio"
 	"context"
 	"crypto/rand"
@@ -11,11 +13,9 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -94,11 +94,8 @@ func writeGossipKey(dir string) (string, error) {
 
 // replica is a running replica process.
 type replica struct {
-	spec    ReplicaSpec
-	cmd     *exec.Cmd
-	logPath string
-	exited  chan struct{} // closed when the process has exited
-	err     error         // its exit status, once exited is closed
+	spec ReplicaSpec
+	*child.Proc
 }
 
 // freeAddr returns a 127.0.0.1 address with a port free at the time of the call.
@@ -113,75 +110,15 @@ func freeAddr() (string, error) {
 
 // startReplica starts a replica process whose output goes to dir/shardI.log.
 func startReplica(binary, dir string, spec ReplicaSpec, extra []string) (*replica, error) {
-	logPath := filepath.Join(dir, "shard"+strconv.Itoa(spec.Index)+".log")
-	f, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(binary, append(ReplicaArgs(spec), extra...)...)
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.Env = append(os.Environ(), "GOTRACEBACK=all")
+	var env []string
 	if spec.GOMAXPROCS > 0 {
-		cmd.Env = append(cmd.Env, "GOMAXPROCS="+strconv.Itoa(spec.GOMAXPROCS))
+		env = append(env, "GOMAXPROCS="+strconv.Itoa(spec.GOMAXPROCS))
 	}
-	setProcAttrs(cmd)
-	if err := cmd.Start(); err != nil {
-		f.Close()
+	p, err := child.Start(binary, append(ReplicaArgs(spec), extra...), env, filepath.Join(dir, "shard"+strconv.Itoa(spec.Index)+".log"))
+	if err != nil {
 		return nil, fmt.Errorf("start replica %d: %w", spec.Index, err)
 	}
-	r := &replica{spec: spec, cmd: cmd, logPath: logPath, exited: make(chan struct{})}
-	go func() {
-		r.err = cmd.Wait()
-		f.Close()
-		close(r.exited)
-	}()
-	return r, nil
-}
-
-// stop ends the process: SIGTERM, then SIGKILL after grace. It returns once the process has
-// exited.
-func (r *replica) stop(grace time.Duration) {
-	select {
-	case <-r.exited:
-		return
-	default:
-	}
-	_ = r.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-r.exited:
-		return
-	case <-time.After(grace):
-	}
-	_ = r.cmd.Process.Kill()
-	<-r.exited // SIGKILL cannot be ignored; Wait returns promptly
-}
-
-// kill ends the process at once, as a crash would.
-func (r *replica) kill() {
-	_ = r.cmd.Process.Kill()
-	<-r.exited
-}
-
-func (r *replica) alive() bool {
-	select {
-	case <-r.exited:
-		return false
-	default:
-		return true
-	}
-}
-
-// logTail returns the last lines of the replica's log, for error messages.
-func (r *replica) logTail() string {
-	b, err := os.ReadFile(r.logPath)
-	if err != nil {
-		return ""
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > 15 {
-		lines = lines[len(lines)-15:]
-	}
-	return strings.Join(lines, "\n")
+	return &replica{spec: spec, Proc: p}, nil
 }
 
 var httpClient = &http.Client{Timeout: 30 * time.Second}
@@ -202,10 +139,10 @@ func (r *replica) waitReady(ctx context.Context, timeout time.Duration) error {
 			}
 		}
 		select {
-		case <-r.exited:
-			return fmt.Errorf("replica %d exited before it was ready (%v); its log ends:\n%s", r.spec.Index, r.err, r.logTail())
+		case <-r.Exited():
+			return fmt.Errorf("replica %d exited before it was ready (%v); its log ends:\n%s", r.spec.Index, r.Err(), r.LogTail())
 		case <-ctx.Done():
-			return fmt.Errorf("replica %d not ready within %s: %w; its log ends:\n%s", r.spec.Index, timeout, ctx.Err(), r.logTail())
+			return fmt.Errorf("replica %d not ready within %s: %w; its log ends:\n%s", r.spec.Index, timeout, ctx.Err(), r.LogTail())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

@@ -217,7 +217,7 @@ func waitListening(ctx context.Context, p *proc, addrs []string, timeout time.Du
 				break
 			}
 			select {
-			case <-p.exited:
+			case <-p.Exited():
 				return p.failure("before it listened on " + a)
 			case <-ctx.Done():
 				return p.failure(fmt.Sprintf("not listening on %s within %s", a, timeout))
@@ -244,7 +244,7 @@ func (c *cluster) procs(v Variant) []*proc {
 func (c *cluster) close(ok bool) {
 	for _, p := range append(append([]*proc{c.client, c.server}, c.nginx...), c.destination, c.identity) {
 		if p != nil {
-			p.stop(stopGrace)
+			p.Stop(stopGrace)
 		}
 	}
 	if c.app != nil {

@@ -26,7 +26,7 @@ type meter struct {
 }
 
 // pids are the meter's processes: the process and its children (nginx's workers).
-func (m *meter) pids() []int { return append([]int{m.p.pid()}, children(m.p.pid())...) }
+func (m *meter) pids() []int { return append([]int{m.p.Pid()}, children(m.p.Pid())...) }
 
 // reading is the meter's counters at one time.
 type reading struct {

@@ -1,6 +1,8 @@
 package dataplane
 
 import (
+	"github.com/meridian-mesh/meridian/bench/internal/child"
+
 	"bufio"
 	"bytes"
 	"context"
@@ -9,89 +11,30 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
 
 // proc is a process the harness started: a control-plane component, a proxy or an nginx.
 type proc struct {
-	name    string
-	cmd     *exec.Cmd
-	logPath string
-	exited  chan struct{} // closed when the process has exited
-	err     error         // its exit status, once exited is closed
+	name string
+	*child.Proc
 }
 
 // startProc starts bin with args and env (added to the harness's), its output in
 // dir/NAME.log.
 func startProc(name, dir, bin string, args, env []string) (*proc, error) {
-	logPath := filepath.Join(dir, name+".log")
-	f, err := os.Create(logPath)
+	p, err := child.Start(bin, args, env, filepath.Join(dir, name+".log"))
 	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.Env = append(append(os.Environ(), "GOTRACEBACK=all"), env...)
-	setProcAttrs(cmd)
-	if err := cmd.Start(); err != nil {
-		f.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	p := &proc{name: name, cmd: cmd, logPath: logPath, exited: make(chan struct{})}
-	go func() { // owned by the process: it ends when the process does, and stop waits for it
-		p.err = cmd.Wait()
-		f.Close()
-		close(p.exited)
-	}()
-	return p, nil
-}
-
-func (p *proc) pid() int { return p.cmd.Process.Pid }
-
-// stop ends the process: SIGTERM, then SIGKILL after grace. It returns once it has exited.
-func (p *proc) stop(grace time.Duration) {
-	select {
-	case <-p.exited:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.exited:
-		return
-	case <-time.After(grace):
-	}
-	_ = p.cmd.Process.Kill()
-	<-p.exited
-}
-
-// logTail returns the last lines of the process's log, for error messages.
-func (p *proc) logTail() string {
-	b, err := os.ReadFile(p.logPath)
-	if err != nil {
-		return ""
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > 15 {
-		lines = lines[len(lines)-15:]
-	}
-	return strings.Join(lines, "\n")
+	return &proc{name: name, Proc: p}, nil
 }
 
 // failure describes the process's end or its log, for an error about it.
-func (p *proc) failure(what string) error {
-	select {
-	case <-p.exited:
-		return fmt.Errorf("%s exited (%v) %s; its log ends:\n%s", p.name, p.err, what, p.logTail())
-	default:
-		return fmt.Errorf("%s: %s; its log ends:\n%s", p.name, what, p.logTail())
-	}
-}
+func (p *proc) failure(what string) error { return p.Failure(p.name, what) }
 
 var adminClient = &http.Client{Timeout: 30 * time.Second}
 
@@ -114,7 +57,7 @@ func (p *proc) waitReady(ctx context.Context, url string, timeout time.Duration)
 			last = err.Error()
 		}
 		select {
-		case <-p.exited:
+		case <-p.Exited():
 			return p.failure("before it was ready")
 		case <-ctx.Done():
 			return p.failure(fmt.Sprintf("not ready within %s (%s)", timeout, last))

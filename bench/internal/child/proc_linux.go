@@ -1,11 +1,11 @@
-package bench
+package child
 
 import (
 	"os/exec"
 	"syscall"
 )
 
-// setProcAttrs makes the kernel kill a replica when the harness dies.
+// setProcAttrs makes the kernel kill the process when the harness dies.
 func setProcAttrs(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package dataplane
+package child
 
 import "os/exec"
 

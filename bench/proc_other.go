@@ -1,7 +1,0 @@
-//go:build !linux
-
-package bench
-
-import "os/exec"
-
-func setProcAttrs(*exec.Cmd) {}
