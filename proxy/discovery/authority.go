@@ -2,20 +2,35 @@ package discovery
 
 import (
 	"fmt"
+	"net/netip"
 	"strings"
 
 	"github.com/meridian-mesh/meridian/proxy/httpproxy"
 )
 
-// parseTarget normalises authority (host[:port], port defaultPort when absent) into the path
-// a GetDestination names, host:port, and the key of the service it belongs to
-// ("namespace/name") when it is a cluster name under clusterDomain, else "".
-func parseTarget(authority string, defaultPort uint16, clusterDomain string) (path, service string, err error) {
+// targetName is a normalised target authority: the path a GetDestination names (host:port),
+// the key of the service it belongs to ("namespace/name") when it is a cluster name, and its
+// address when the host is an IP.
+type targetName struct {
+	path    string
+	service string
+	ip      netip.AddrPort // valid for an IP host
+}
+
+// parseTarget normalises authority (host[:port], port defaultPort when absent); service is
+// set when it is a cluster name under clusterDomain, ip when the host is an IP address.
+func parseTarget(authority string, defaultPort uint16, clusterDomain string) (targetName, error) {
 	a, err := httpproxy.ParseAuthority(authority, defaultPort)
 	if err != nil {
-		return "", "", fmt.Errorf("%w: %v", ErrNotMeshName, err)
+		return targetName{}, fmt.Errorf("%w: %v", ErrNotMeshName, err)
 	}
-	return a.String(), serviceOf(a.Host, clusterDomain), nil
+	n := targetName{path: a.String()}
+	if ip, ok := a.Addr(); ok {
+		n.ip = netip.AddrPortFrom(ip.Unmap(), a.Port)
+	} else {
+		n.service = serviceOf(a.Host, clusterDomain)
+	}
+	return n, nil
 }
 
 // serviceOf returns "namespace/name" for a normalised host <name>.<namespace>.svc.<domain>

@@ -30,7 +30,7 @@
 //
 // It owns the streams' goroutines (Resolver.Run) and the per-target state. It imports the
 // generated destination API, grpc, internal/destclient, internal/wire, internal/run,
-// proxy/httpproxy (ParseAuthority) and zap; it must not import `shard/...`, `ring/...`,
+// internal/quote, proxy/httpproxy (ParseAuthority) and zap; it must not import `shard/...`, `ring/...`,
 // `snapshot/...`, `translator/...`, `policy/...`, `identity`, `injector/...`, `bench/...` or
 // `cmd/...`.
 package discovery

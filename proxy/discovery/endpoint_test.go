@@ -214,20 +214,27 @@ func FuzzParseTarget(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, in string) {
-		path, service, err := parseTarget(in, 80, "cluster.local")
+		n, err := parseTarget(in, 80, "cluster.local")
 		if err != nil {
-			if path != "" || service != "" {
-				t.Fatalf("error %v with a result %q %q", err, path, service)
+			if n != (targetName{}) {
+				t.Fatalf("error %v with a result %+v", err, n)
 			}
 			return
 		}
 		// The path is normal: parsing it again gives it back.
-		again, service2, err := parseTarget(path, 80, "cluster.local")
-		if err != nil || again != path || service2 != service {
-			t.Fatalf("%q -> %q %q -> %q %q %v", in, path, service, again, service2, err)
+		again, err := parseTarget(n.path, 80, "cluster.local")
+		if err != nil || again != n {
+			t.Fatalf("%q -> %+v -> %+v %v", in, n, again, err)
 		}
-		if service != "" && (strings.Count(service, "/") != 1 || !strings.Contains(path, ".svc.cluster.local:")) {
-			t.Fatalf("%q: service %q of path %q", in, service, path)
+		if n.service != "" && (strings.Count(n.service, "/") != 1 || !strings.Contains(n.path, ".svc.cluster.local:")) {
+			t.Fatalf("%q: service %q of path %q", in, n.service, n.path)
+		}
+		// An IP host is never a service, and its address is the path's (IPv4-mapped as IPv4).
+		if n.ip.IsValid() {
+			p := netip.MustParseAddrPort(n.path)
+			if n.service != "" || netip.AddrPortFrom(p.Addr().Unmap(), p.Port()) != n.ip {
+				t.Fatalf("%q: IP target %+v", in, n)
+			}
 		}
 	})
 }
@@ -280,7 +287,7 @@ func endpoints100(weight uint32) *pb.Update {
 }
 
 func benchTarget() *target {
-	return newTarget(NewResolver(DefaultConfig(), nil, nil), context.Background(), "web.shop.svc.cluster.local:80", "shop/web")
+	return newTarget(NewResolver(DefaultConfig(), nil, nil), context.Background(), targetName{path: "web.shop.svc.cluster.local:80", service: "shop/web"})
 }
 
 // The cost of applying a stream's Add of 100 endpoints and publishing the snapshot (each

@@ -49,6 +49,8 @@ type svc struct {
 	ips      []string
 	meshed   bool
 	noSlice  bool
+	// clusterIP, when set, is the Service's cluster IP.
+	clusterIP string
 }
 
 // write replaces the service's file atomically.
@@ -58,7 +60,11 @@ func (c *cluster) write(s svc) {
 		s.ports = []int32{80}
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "apiVersion: v1\nkind: Service\nmetadata: {namespace: %s, name: %s}\nspec:\n  ports:\n", s.ns, s.name)
+	fmt.Fprintf(&b, "apiVersion: v1\nkind: Service\nmetadata: {namespace: %s, name: %s}\nspec:\n", s.ns, s.name)
+	if s.clusterIP != "" {
+		fmt.Fprintf(&b, "  clusterIP: %s\n", s.clusterIP)
+	}
+	b.WriteString("  ports:\n")
 	for _, p := range s.ports {
 		fmt.Fprintf(&b, "  - {name: p%d, port: %d, targetPort: %d}\n", p, p, p+8000)
 	}
@@ -81,7 +87,7 @@ func (c *cluster) write(s svc) {
 	}
 	if s.meshed {
 		for i, ip := range s.ips {
-			fmt.Fprintf(&b, "---\napiVersion: v1\nkind: Pod\nmetadata: {namespace: %s, name: %s-%d, labels: {linkerd.io/control-plane-ns: linkerd}}\nspec: {serviceAccountName: %s}\nstatus: {podIP: %q, podIPs: [{ip: %q}]}\n", s.ns, s.name, i, s.name, ip, ip)
+			fmt.Fprintf(&b, "---\napiVersion: v1\nkind: Pod\nmetadata: {namespace: %s, name: %s-%d, labels: {linkerd.io/control-plane-ns: linkerd}}\nspec: {serviceAccountName: %s}\nstatus: {phase: Running, podIP: %q, podIPs: [{ip: %q}]}\n", s.ns, s.name, i, s.name, ip, ip)
 		}
 	}
 	file := fmt.Sprintf("svc-%s-%s.yaml", s.ns, s.name)

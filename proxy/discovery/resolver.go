@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"strconv"
 	"sync"
 	"time"
 
 	pb "github.com/linkerd/linkerd2-proxy-api/go/destination"
 	"go.uber.org/zap"
 
+	"github.com/meridian-mesh/meridian/internal/quote"
 	"github.com/meridian-mesh/meridian/internal/run"
 )
 
@@ -101,17 +104,46 @@ func (r *Resolver) Run(ctx context.Context) error {
 // finds the answer). Concurrent and later calls for the same authority share its streams.
 // The caller must Release the handle. It waits for Run to start.
 //
+// An IP address is looked up as Linkerd's proxy does, with GetProfile alone (no Get stream):
+// a profile naming an endpoint (a pod's address, or any address the destination knows no
+// Service for) makes the target that one endpoint, with its identity and hints; a profile
+// naming a Service (a cluster IP: fully_qualified_name without an endpoint) resolves that
+// Service's name at the address's port instead, so the handle is the name's. Resolve waits
+// for the first profile.
+//
 // An error wrapping ErrNotMeshName means the destination rejected the name (InvalidArgument,
-// or FailedPrecondition without a redirect) on its first resolution, or it is not an
-// authority: send the traffic to it directly. The rejection is remembered as long as the
-// target would be (the idle timeout after the last Resolve). A service the destination does
-// not know (NotFound) resolves, with Exists false and no endpoints, and is asked again with
-// backoff.
+// or FailedPrecondition without a redirect; for an IP address also NotFound and
+// Unimplemented) on its first resolution, or it is not an authority: send the traffic to it
+// directly. The rejection is remembered as long as the target would be (the idle timeout
+// after the last Resolve). A service the destination does not know (NotFound) resolves, with
+// Exists false and no endpoints, and is asked again with backoff.
 func (r *Resolver) Resolve(ctx context.Context, authority string) (*Target, error) {
-	path, service, err := parseTarget(authority, r.cfg.DefaultPort, r.cfg.ClusterDomain)
+	n, err := parseTarget(authority, r.cfg.DefaultPort, r.cfg.ClusterDomain)
 	if err != nil {
 		return nil, err
 	}
+	h, err := r.resolve(ctx, n)
+	if err != nil || !n.ip.IsValid() {
+		return h, err
+	}
+	fqn := h.t.serviceName()
+	if fqn == "" {
+		return h, nil
+	}
+	// A cluster IP: the Service's name, at the address's port.
+	name, err := parseTarget(net.JoinHostPort(fqn, strconv.Itoa(int(n.ip.Port()))), 0, r.cfg.ClusterDomain)
+	if err != nil || name.ip.IsValid() {
+		r.log.Debug("a profile names a service that is not a name; serving the address alone",
+			zap.String("target", n.path), zap.String("name", quote.String(fqn)))
+		return h, nil
+	}
+	h.Release()
+	return r.resolve(ctx, name)
+}
+
+// resolve is Resolve for a parsed target.
+func (r *Resolver) resolve(ctx context.Context, n targetName) (*Target, error) {
+	path := n.path
 	select {
 	case <-r.started:
 	case <-r.done:
@@ -119,7 +151,7 @@ func (r *Resolver) Resolve(ctx context.Context, authority string) (*Target, erro
 	case <-ctx.Done():
 		return nil, fmt.Errorf("discovery of %s: resolver not started: %w", path, ctx.Err())
 	}
-	t, err := r.acquire(path, service)
+	t, err := r.acquire(n)
 	if err != nil {
 		return nil, err
 	}
@@ -142,28 +174,32 @@ func (r *Resolver) Resolve(ctx context.Context, authority string) (*Target, erro
 	return &Target{t: t}, nil
 }
 
-// acquire returns the target of path with one more reference, creating it (and starting its
-// two stream goroutines) when there is none.
-func (r *Resolver) acquire(path, service string) (*target, error) {
+// acquire returns the target of n with one more reference, creating it (and starting its
+// stream goroutines: Get and GetProfile, or GetProfile alone for an IP address) when there
+// is none.
+func (r *Resolver) acquire(n targetName) (*target, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.stopped {
 		return nil, ErrStopped
 	}
-	t, ok := r.targets[path]
+	t, ok := r.targets[n.path]
 	if !ok {
-		t = newTarget(r, r.ctx, path, service)
-		r.targets[path] = t
-		if service != "" {
-			ref := r.services[service]
+		t = newTarget(r, r.ctx, n)
+		r.targets[n.path] = t
+		if n.service != "" {
+			ref := r.services[n.service]
 			if ref == nil {
 				ref = &ownerRef{}
-				r.services[service] = ref
+				r.services[n.service] = ref
 			}
 			ref.targets++
 		}
-		r.wg.Add(2)
-		go func() { defer r.wg.Done(); follow[pb.Update](t, getSession{t}) }()
+		if !t.byIP() {
+			r.wg.Add(1)
+			go func() { defer r.wg.Done(); follow[pb.Update](t, getSession{t}) }()
+		}
+		r.wg.Add(1)
 		go func() { defer r.wg.Done(); follow[pb.DestinationProfile](t, profileSession{t}) }()
 	}
 	t.refs++

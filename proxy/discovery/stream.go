@@ -277,20 +277,27 @@ func (p profileSession) message(m *pb.DestinationProfile) error {
 	t := p.t
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if !equalProfile(t.profile, prof) {
+	first := !t.profiled
+	t.profiled = true
+	// An IP target's first profile is its first state (Resolved), even when it says nothing.
+	if !equalProfile(t.profile, prof) || (first && t.byIP()) {
 		t.profile = prof
 		t.publishLocked()
 	}
-	t.profiled = true
 	t.checkReadyLocked()
 	return nil
 }
 
 // ended marks the profile answered (Resolve does not wait for a profile that fails), forgets
 // it when the service is not found, and stops when the destination rejects the name or does
-// not serve profiles.
-func (p profileSession) ended(e end, _ error) bool {
+// not serve profiles. For an IP target, whose profile is its whole state, a failure is only
+// recorded and retried, as the Get stream's are; a rejection (or NotFound) of its first
+// resolution makes the address not a mesh name.
+func (p profileSession) ended(e end, err error) bool {
 	t := p.t
+	if t.byIP() {
+		return p.endedIP(e, err)
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if e == endNotFound && !equalProfile(t.profile, Profile{}) {
@@ -300,4 +307,20 @@ func (p profileSession) ended(e end, _ error) bool {
 	t.profiled = true
 	t.checkReadyLocked()
 	return e == endRejected
+}
+
+func (p profileSession) endedIP(e end, err error) bool {
+	t := p.t
+	if e == endRejected || e == endNotFound {
+		t.mu.Lock()
+		first := !t.profiled
+		t.mu.Unlock()
+		if first {
+			t.reject(status.Convert(err).Message())
+			return true
+		}
+		// After a resolution: keep what we hold and ask again later.
+	}
+	t.failed(err)
+	return false
 }

@@ -2,6 +2,7 @@ package discovery
 
 import (
 	"context"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,8 +50,9 @@ type published struct {
 // profile, on goroutines Resolver.Run owns) are its only writers; they serialise on mu.
 type target struct {
 	r       *Resolver
-	path    string // the normalised authority
-	service string // "namespace/name", or "" when the authority is not a service name
+	path    string         // the normalised authority
+	service string         // "namespace/name", or "" when the authority is not a service name
+	ip      netip.AddrPort // the address, when the authority's host is an IP: GetProfile alone
 	req     *pb.GetDestination
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -64,6 +66,7 @@ type target struct {
 
 	// ready is closed once Resolve may return: the Get stream answered and the profile
 	// answered or failed, or discovery rejected the name (rejected set first).
+	// For an IP target: the profile answered.
 	ready     chan struct{}
 	readyOnce sync.Once
 	rejected  atomic.Pointer[string] // the destination's message, when it rejected the name
@@ -75,34 +78,67 @@ type target struct {
 	lastErr  error // the last stream failure, for Resolve's error when it times out
 }
 
-func newTarget(r *Resolver, ctx context.Context, path, service string) *target {
-	t := &target{r: r, path: path, service: service, ready: make(chan struct{}),
-		req: &pb.GetDestination{Scheme: "k8s", Path: path, ContextToken: r.cfg.ContextToken}}
+func newTarget(r *Resolver, ctx context.Context, n targetName) *target {
+	t := &target{r: r, path: n.path, service: n.service, ip: n.ip, ready: make(chan struct{}),
+		req: &pb.GetDestination{Scheme: "k8s", Path: n.path, ContextToken: r.cfg.ContextToken}}
 	t.ctx, t.cancel = context.WithCancel(ctx)
 	t.cur.Store(&published{snap: &Snapshot{}, changed: make(chan struct{})})
 	return t
 }
 
+// byIP reports whether the target is an IP address, resolved by its profile alone.
+func (t *target) byIP() bool { return t.ip.IsValid() }
+
 // publishLocked stores a new snapshot of the state and wakes the waiters of the previous
 // one. The caller holds t.mu.
 func (t *target) publishLocked() {
 	old := t.cur.Load()
-	t.cur.Store(&published{
-		snap: &Snapshot{
-			Version:   old.snap.Version + 1,
-			Resolved:  t.set.resolved,
-			Exists:    t.set.exists,
-			Endpoints: t.set.eps,
-			Profile:   t.profile,
-		},
-		changed: make(chan struct{}),
-	})
+	snap := &Snapshot{
+		Version:   old.snap.Version + 1,
+		Resolved:  t.set.resolved,
+		Exists:    t.set.exists,
+		Endpoints: t.set.eps,
+		Profile:   t.profile,
+	}
+	if t.byIP() {
+		snap.Resolved, snap.Exists, snap.Endpoints = t.profiled, true, t.ipEndpointsLocked()
+	}
+	t.cur.Store(&published{snap: snap, changed: make(chan struct{})})
 	close(old.changed)
 }
 
-// checkReadyLocked closes ready once both streams have answered. The caller holds t.mu.
+// ipEndpointsLocked returns the endpoints of an IP target: the profile's endpoint; none for a
+// Service's cluster IP (Resolve resolves its name instead); and for a profile that names
+// neither (a destination that knows nothing of the address), the bare address, plaintext
+// (the profile's Opaque says whether to detect a protocol). The caller holds t.mu.
+func (t *target) ipEndpointsLocked() []Endpoint {
+	p := t.profile
+	switch {
+	case p.Endpoint != nil:
+		return []Endpoint{*p.Endpoint}
+	case p.FullyQualifiedName != "" || !t.profiled:
+		return nil
+	}
+	return []Endpoint{{Addr: t.ip, Weight: DefaultWeight}}
+}
+
+// serviceName returns the Service an IP target's profile names when it names no endpoint
+// (the address is the Service's cluster IP), else "".
+func (t *target) serviceName() string {
+	if !t.byIP() {
+		return ""
+	}
+	p := t.cur.Load().snap.Profile
+	if p.Endpoint != nil {
+		return ""
+	}
+	return p.FullyQualifiedName
+}
+
+// checkReadyLocked closes ready once both streams have answered (the profile alone for an IP
+// target). The caller holds t.mu.
 func (t *target) checkReadyLocked() {
-	if t.set.resolved && t.profiled {
+	if (t.set.resolved || t.byIP()) && t.profiled {
 		t.readyOnce.Do(func() { close(t.ready) })
 	}
 }

@@ -36,11 +36,13 @@ type Endpoint struct {
 type Snapshot struct {
 	// Version increases with every change of the target's state.
 	Version uint64
-	// Resolved is false until the first answer of the Get stream.
+	// Resolved is false until the first answer of the Get stream (for an IP address, of the
+	// profile stream).
 	Resolved bool
 	// Exists is false for a service the destination says does not exist.
 	Exists bool
-	// Endpoints are sorted by address; empty when there are none (requests fail fast).
+	// Endpoints are sorted by address; empty when there are none (requests fail fast). An IP
+	// address's target has one: the endpoint its profile names, or the bare address.
 	Endpoints []Endpoint
 	// Profile is the target's latest profile (zero before the first).
 	Profile Profile
@@ -57,5 +59,6 @@ type Profile struct {
 }
 
 // ErrNotMeshName means the destination refused the name (InvalidArgument: not a cluster
-// name, an IP it does not know, an ExternalName service): send traffic to it directly.
+// name, an ExternalName service; for an IP address, a destination that does not look
+// addresses up): send traffic to it directly.
 var ErrNotMeshName = errors.New("discovery: not a mesh name")

@@ -97,7 +97,7 @@ func podYAML(p pod) string {
 		ports = fmt.Sprintf("[{containerPort: %d}]", p.port)
 	}
 	return fmt.Sprintf("---\napiVersion: v1\nkind: Pod\nmetadata: {namespace: %s, name: %s, labels: {app: %s, linkerd.io/control-plane-ns: linkerd}}\n"+
-		"spec:\n  serviceAccountName: %s\n  containers:\n  - {name: app, image: app:1, ports: %s}\nstatus: {podIP: %q, podIPs: [{ip: %q}]}\n",
+		"spec:\n  serviceAccountName: %s\n  containers:\n  - {name: app, image: app:1, ports: %s}\nstatus: {phase: Running, podIP: %q, podIPs: [{ip: %q}]}\n",
 		ns, p.name, p.app, p.sa, ports, p.ip, p.ip)
 }
 

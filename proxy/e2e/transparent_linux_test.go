@@ -3,6 +3,8 @@
 package e2e
 
 import (
+	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -12,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -27,7 +30,8 @@ import (
 const proxyUID = 2102
 
 // The same flow as on loopback, transparently: the client application knows nothing of the
-// mesh. Three namespaces: the control plane's (in process, its listeners moved there), a
+// mesh. Then the same request addressed by the pod's IP alone, and opaque TCP to a cluster
+// IP: both resolved by the address (GetProfile by IP), both mTLS. Three namespaces: the control plane's (in process, its listeners moved there), a
 // client pod's and a server pod's, each pod joined to the control plane's by a veth pair
 // (which forwards between them), each pod behind `meridian proxy-init`'s iptables rules with
 // a `meridian proxy` process running as the proxy's uid. The client dials web's cluster IP;
@@ -50,6 +54,11 @@ func TestTransparentInNetns(t *testing.T) {
 	web := service{name: "web", port: 80, clusterIP: "10.96.0.10",
 		pods: []pod{{name: "web-0", app: "web", sa: "web", ip: netip.MustParseAddr("10.98.2.2"), port: 8080}}}
 	cl.service(web)
+	// db: a TCP echo on the same pod, on a default opaque port, behind its own cluster IP.
+	dbPod := web.pods[0]
+	dbPod.port = 5432
+	db := service{name: "db", port: 5432, targetPort: 5432, clusterIP: "10.96.0.11", endpoints: []pod{dbPod}}
+	cl.service(db)
 	cl.write("pod-client.yaml", podYAML(clientPod))
 	cp := startControlPlane(t, cl, cpOptions{replicas: 3, transportMode: translator.TransportTransparent,
 		listen: func() net.Listener { return cpNS.listen("10.98.1.1:0") }})
@@ -59,6 +68,9 @@ func TestTransparentInNetns(t *testing.T) {
 		n.run(bin, "proxy-init")
 	}
 	startHTTPEcho(t, web.pods[0], serverNS.listen(web.pods[0].appAddr()))
+	// On every address, as most servers listen: the inbound proxy forwards a transport
+	// header's connection to 127.0.0.1 at the header's port.
+	startTCPEcho(t, dbPod, serverNS.listen(fmt.Sprintf("0.0.0.0:%d", dbPod.port)))
 	server := startProxyProcess(t, serverNS, bin, cp.proxyEnv(web.pods[0], cp.replicas[0].addr))
 	client := startProxyProcess(t, clientNS, bin, cp.proxyEnv(clientPod, cp.replicas[0].addr))
 	for _, p := range []*proxyProcess{server, client} {
@@ -72,25 +84,7 @@ func TestTransparentInNetns(t *testing.T) {
 	}
 
 	app := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: clientNS.dial, DisableKeepAlives: true}}
-	var reply echoReply
-	testutil.EventuallyNoError(t, within, "a request from the client to web's cluster IP", func() error {
-		req, err := http.NewRequest(http.MethodGet, "http://"+web.clusterIP+"/", nil)
-		if err != nil {
-			return err
-		}
-		req.Host = "web.shop.svc.cluster.local"
-		req.Header.Set("l5d-client-id", "forged.identity")
-		resp, err := app.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("status %d: %s", resp.StatusCode, body)
-		}
-		return jsonUnmarshal(body, &reply)
-	})
+	reply := transparentGet(t, app, "http://"+web.clusterIP+"/", "web.shop.svc.cluster.local")
 	if reply.Pod != "web-0" || reply.ClientID != clientPod.identity() {
 		t.Fatalf("the app answered %+v; want web-0 seeing l5d-client-id %s", reply, clientPod.identity())
 	}
@@ -109,6 +103,75 @@ func TestTransparentInNetns(t *testing.T) {
 		}
 		return nil
 	})
+
+	// Addressed by the pod's IP, with a Host that is no cluster name: the client proxy looks
+	// the address up (GetProfile by IP) and gets the pod's identity, so the request is mTLS.
+	reply = transparentGet(t, app, "http://"+web.pods[0].appAddr()+"/", "")
+	if reply.Pod != "web-0" || reply.ClientID != clientPod.identity() {
+		t.Fatalf("by pod IP, the app answered %+v; want web-0 seeing l5d-client-id %s", reply, clientPod.identity())
+	}
+	testOpaqueByClusterIP(t, clientNS, client, server, db, clientPod)
+}
+
+// testOpaqueByClusterIP: opaque TCP (5432, a default opaque port: no protocol detection) to
+// db's cluster IP, which no Host names: the client proxy resolves the address to the Service
+// (GetProfile by IP), balances over its endpoints and sends the connection over mTLS in
+// Linkerd's opaque transport; the server proxy sees the client's identity.
+func testOpaqueByClusterIP(t *testing.T, clientNS *netns, client, server *proxyProcess, db service, clientPod pod) {
+	var got string
+	testutil.EventuallyNoError(t, within, "a TCP echo through db's cluster IP", func() error {
+		conn, err := clientNS.dial(context.Background(), "tcp", net.JoinHostPort(db.clusterIP, strconv.Itoa(int(db.port))))
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+		got, err = lineEcho(conn, bufio.NewReader(conn), "ping")
+		return err
+	})
+	if got != "web-0: ping" {
+		t.Fatalf("the echo through db's cluster IP answered %q, want %q", got, "web-0: ping")
+	}
+	testutil.EventuallyNoError(t, within, "the proxies' TCP metrics", func() error {
+		in := map[string]string{"direction": "inbound", "tls": "true", "client_id": clientPod.identity()}
+		if n, err := server.metric("tcp_open_total", in); err != nil || n < 1 {
+			return fmt.Errorf("server proxy: tcp_open_total%v = %v (%v)", in, n, err)
+		}
+		out := map[string]string{"direction": "outbound", "tls": "true", "server_id": db.endpoints[0].identity()}
+		if n, err := client.metric("tcp_open_total", out); err != nil || n < 1 {
+			return fmt.Errorf("client proxy: tcp_open_total%v = %v (%v)", out, n, err)
+		}
+		return nil
+	})
+}
+
+// transparentGet sends GET url from the client pod's namespace (with Host host when set, and
+// a forged l5d-client-id that the proxies must replace) until it succeeds, and returns the
+// app's reply.
+func transparentGet(t *testing.T, app *http.Client, url, host string) echoReply {
+	t.Helper()
+	var reply echoReply
+	testutil.EventuallyNoError(t, within, "GET "+url+" from the client", func() error {
+		req, err := http.NewRequest(http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		if host != "" {
+			req.Host = host
+		}
+		req.Header.Set("l5d-client-id", "forged.identity")
+		resp, err := app.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("status %d: %s", resp.StatusCode, body)
+		}
+		return jsonUnmarshal(body, &reply)
+	})
+	return reply
 }
 
 // proxyEnv is the environment of p's `meridian proxy`, as the injector writes it, with the
