@@ -33,6 +33,10 @@ type Cluster struct {
 
 	ring   atomic.Pointer[Ring]
 	joined atomic.Bool
+	// shutDown is set once memberlist's Shutdown returned: a probe it had in flight may
+	// still finish and log its failure on the closed socket, after the caller's logger is
+	// gone (a test's), and memberlistLog drops those lines.
+	shutDown atomic.Bool
 	// gossipAddr is this member's advertised gossip ip:port, fixed after New.
 	gossipAddr netip.AddrPort
 
@@ -90,7 +94,7 @@ func New(cfg Config) (*Cluster, error) {
 		}),
 		keyMetrics: newKeyMetrics(),
 	}
-	mc, err := memberlistConfig(cfg, c.log, c.keyMetrics.refused)
+	mc, err := memberlistConfig(cfg, c.log, c.keyMetrics.refused, &c.shutDown)
 	if err != nil {
 		return nil, err
 	}
@@ -143,7 +147,7 @@ func New(cfg Config) (*Cluster, error) {
 
 // memberlistConfig maps cfg onto memberlist's configuration. refused counts the messages
 // memberlist refuses for their encryption (see refusedMessage).
-func memberlistConfig(cfg Config, lg *zap.Logger, refused prometheus.Counter) (*memberlist.Config, error) {
+func memberlistConfig(cfg Config, lg *zap.Logger, refused prometheus.Counter, shutDown *atomic.Bool) (*memberlist.Config, error) {
 	mc := memberlist.DefaultLANConfig()
 	if cfg.Fast {
 		mc = memberlist.DefaultLocalConfig()
@@ -193,7 +197,7 @@ func memberlistConfig(cfg Config, lg *zap.Logger, refused prometheus.Counter) (*
 	if mc.Keyring, err = newKeyring(cfg); err != nil {
 		return nil, err
 	}
-	mc.Logger = log.New(memberlistLog{l: lg.WithOptions(zap.AddCallerSkip(3)).Named("memberlist"), refused: refused}, "", 0)
+	mc.Logger = log.New(memberlistLog{l: lg.WithOptions(zap.AddCallerSkip(3)).Named("memberlist"), refused: refused, shutDown: shutDown}, "", 0)
 	return mc, nil
 }
 
@@ -252,6 +256,7 @@ func (c *Cluster) stop(leave bool) {
 		if err := c.ml.Shutdown(); err != nil {
 			c.log.Warn("shut down gossip", zap.Error(err))
 		}
+		c.shutDown.Store(true)
 		c.log.Info("left gossip cluster")
 	})
 }
@@ -386,13 +391,18 @@ func (e eventDelegate) set(n *memberlist.Node) {
 }
 
 // memberlistLog adapts memberlist's "[LEVEL] memberlist: message" log lines to zap, and
-// counts in refused (when not nil) the errors that are refusals for encryption.
+// counts in refused (when not nil) the errors that are refusals for encryption. Once
+// shutDown (when not nil) is set, lines are dropped.
 type memberlistLog struct {
-	l       *zap.Logger
-	refused prometheus.Counter
+	l        *zap.Logger
+	refused  prometheus.Counter
+	shutDown *atomic.Bool
 }
 
 func (w memberlistLog) Write(p []byte) (int, error) {
+	if w.shutDown != nil && w.shutDown.Load() {
+		return len(p), nil
+	}
 	msg := strings.TrimRight(string(p), "\n")
 	level := "INFO"
 	if strings.HasPrefix(msg, "[") {
