@@ -1,15 +1,12 @@
 package outbound
 
 import (
-	"bufio"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/meridian-mesh/meridian/internal/testutil"
 	"github.com/meridian-mesh/meridian/proxy/internal/proxytest"
@@ -105,17 +102,7 @@ func TestLeanStaleConnectionIsRetried(t *testing.T) {
 }
 
 func TestLeanUpstreamFailures(t *testing.T) {
-	srv := proxytest.StartScripted(t, func(n int64, _ string) (string, bool) {
-		switch n {
-		case 1:
-			return "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n", true
-		case 2:
-			return "NOT HTTP\r\n\r\n", true
-		case 3:
-			return "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort", true // cut short
-		}
-		return "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", true
-	})
+	srv := proxytest.StartScripted(t, proxytest.ResponseFailures)
 	r := newFakeResolver()
 	r.target(webAuth, plainEndpoint(addrPort(t, srv.Addr)))
 	_, addr := startProxy(t, testConfig(), Deps{Resolver: r})
@@ -126,18 +113,7 @@ func TestLeanUpstreamFailures(t *testing.T) {
 		}
 	}
 	for i := range 2 { // the head went out: the client connection is cut
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-		_, _ = io.WriteString(c, post)
-		res, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err == nil {
-			_, err = io.ReadAll(res.Body)
-		}
-		_ = c.Close()
-		if err == nil {
+		if proxytest.CompleteResponse(proxytest.Dial(t, addr), post) {
 			t.Errorf("truncated body %d reached the client as complete", i+1)
 		}
 	}
@@ -147,19 +123,8 @@ func TestLeanDrainClosesIdleConnections(t *testing.T) {
 	app := startCountingApp(t, "app", 0)
 	r := newFakeResolver()
 	r.target(webAuth, plainEndpoint(app.addr))
-	o, err := New(testConfig(), Deps{Resolver: r})
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr, cancel, served := serve(t, o)
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-	_, _ = fmt.Fprintf(c, "GET http://%s/ HTTP/1.1\r\nHost: x\r\n\r\n", webAuth)
-	br := bufio.NewReader(c)
+	_, addr, cancel, served := serve(t, testConfig(), Deps{Resolver: r})
+	_, br := send(t, addr, "GET http://"+webAuth+"/ HTTP/1.1\r\nHost: x\r\n\r\n")
 	if res, err := http.ReadResponse(br, nil); err != nil || res.StatusCode != 200 {
 		t.Fatalf("%v %v", res, err)
 	}
@@ -194,14 +159,7 @@ func TestUpgrade(t *testing.T) {
 	r.target(webAuth, plainEndpoint(addrPort(t, lis.Addr())))
 	_, addr := startProxy(t, testConfig(), Deps{Resolver: r})
 
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-	_, _ = io.WriteString(c, "GET http://"+webAuth+"/ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
-	br := bufio.NewReader(c)
+	c, br := send(t, addr, "GET http://"+webAuth+"/ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
 	res, err := http.ReadResponse(br, nil)
 	if err != nil || res.StatusCode != http.StatusSwitchingProtocols || res.Header.Get("Upgrade") != "echo" {
 		t.Fatalf("upgrade: %v %v", res, err)

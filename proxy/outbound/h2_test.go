@@ -133,11 +133,7 @@ func TestLeanHTTP2Drain(t *testing.T) {
 	app, arrived, release := blockingApp(t)
 	r := newFakeResolver()
 	r.target(webAuth, plainEndpoint(addrPort(t, mustResolve(t, app))))
-	o, err := New(testConfig(), Deps{Resolver: r})
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr, cancel, served := serve(t, o)
+	_, addr, cancel, served := serve(t, testConfig(), Deps{Resolver: r})
 	got := proxytest.GetAsync(h2Client(t, addr), "http://"+webAuth+"/")
 	testutil.Recv(t, arrived, 10*time.Second, "the request to reach the app")
 	cancel()
