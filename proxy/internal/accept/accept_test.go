@@ -6,7 +6,6 @@ import (
 	"net"
 	"os"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,29 +18,23 @@ const wait = 10 * time.Second
 
 var errFailed = errors.New("accept failed")
 
-// failing is a loopback listener whose Accept first returns the errors queued with fail.
+// failing is a loopback listener whose Accept first returns the errors queued on errs.
 type failing struct {
 	net.Listener
-	mu   sync.Mutex
-	errs []error
+	errs chan error
 }
 
-func (l *failing) fail(errs ...error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.errs = append(l.errs, errs...)
+func newFailing(t *testing.T) *failing {
+	return &failing{Listener: testutil.Listen(t), errs: make(chan error, 16)}
 }
 
 func (l *failing) Accept() (net.Conn, error) {
-	l.mu.Lock()
-	if len(l.errs) > 0 {
-		err := l.errs[0]
-		l.errs = l.errs[1:]
-		l.mu.Unlock()
+	select {
+	case err := <-l.errs:
 		return nil, err
+	default:
+		return l.Listener.Accept()
 	}
-	l.mu.Unlock()
-	return l.Listener.Accept()
 }
 
 // run runs Loop on lis until it returns; the result arrives on the channel.
@@ -55,18 +48,16 @@ func run(ctx context.Context, lis net.Listener, retry func(error) bool, onRetry 
 // 10 ms; a connection accepted resets the backoff; closing the listener ends the loop
 // without an error.
 func TestLoopRetriesWithBackoff(t *testing.T) {
-	lis := &failing{Listener: testutil.Listen(t)}
-	lis.fail(errFailed, errFailed)
-	var mu sync.Mutex
-	var backoffs []time.Duration
+	lis := newFailing(t)
+	lis.errs <- errFailed
+	lis.errs <- errFailed
+	var backoffs []time.Duration // Loop's until it returns
 	served := make(chan net.Conn, 2)
 	done := run(context.Background(), lis, func(error) bool { return true }, func(err error, d time.Duration) {
 		if !errors.Is(err, errFailed) {
 			t.Errorf("onRetry got %v", err)
 		}
-		mu.Lock()
 		backoffs = append(backoffs, d)
-		mu.Unlock()
 	}, func(c net.Conn) { served <- c })
 	for i := range 2 {
 		c, err := net.DialTimeout("tcp", lis.Addr().String(), wait)
@@ -77,15 +68,13 @@ func TestLoopRetriesWithBackoff(t *testing.T) {
 		s := testutil.Recv(t, served, wait, "the accepted connection")
 		_ = s.Close()
 		if i == 0 {
-			lis.fail(errFailed) // after a connection: the backoff starts again
+			lis.errs <- errFailed // after a connection: the backoff starts again
 		}
 	}
 	_ = lis.Close()
 	if err := testutil.Recv(t, done, wait, "Loop to return"); err != nil {
 		t.Errorf("Loop after Close: %v", err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
 	if want := []time.Duration{5 * time.Millisecond, 10 * time.Millisecond, 5 * time.Millisecond}; !slices.Equal(backoffs, want) {
 		t.Errorf("backoffs %v, want %v", backoffs, want)
 	}
@@ -93,9 +82,9 @@ func TestLoopRetriesWithBackoff(t *testing.T) {
 
 // TestLoopBackoffIsBounded: consecutive failures double the backoff up to a second.
 func TestLoopBackoffIsBounded(t *testing.T) {
-	lis := &failing{Listener: testutil.Listen(t)}
+	lis := newFailing(t)
 	for range 9 {
-		lis.fail(errFailed)
+		lis.errs <- errFailed
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -121,8 +110,8 @@ func TestLoopBackoffIsBounded(t *testing.T) {
 
 // TestLoopReturnsWhatItDoesNotRetry: an error retry refuses ends the loop with it.
 func TestLoopReturnsWhatItDoesNotRetry(t *testing.T) {
-	lis := &failing{Listener: testutil.Listen(t)}
-	lis.fail(errFailed)
+	lis := newFailing(t)
+	lis.errs <- errFailed
 	done := run(context.Background(), lis, func(err error) bool { return !errors.Is(err, errFailed) },
 		func(err error, _ time.Duration) { t.Errorf("retried %v", err) }, func(c net.Conn) { _ = c.Close() })
 	if err := testutil.Recv(t, done, wait, "Loop to return"); !errors.Is(err, errFailed) {
