@@ -23,18 +23,14 @@ func rawExchange(t testing.TB, addr, raw string, n int, method string) []*http.R
 // the client as the application sent them.
 func TestLeanResponseFramings(t *testing.T) {
 	srv := proxytest.StartScripted(t, proxytest.ResponseFramings)
-	r := newFakeResolver()
-	r.target(webAuth, plainEndpoint(addrPort(t, srv.Addr)))
-	_, addr := startProxy(t, testConfig(), Deps{Resolver: r})
+	addr := proxyTo(t, plainEndpoint(addrPort(t, srv.Addr)))
 	proxytest.CheckResponseFramings(t, func() net.Conn { return proxytest.Dial(t, addr) },
 		"GET http://"+webAuth+"/ HTTP/1.1\r\nHost: "+webAuth+"\r\n\r\n", "HEAD http://"+webAuth+"/ HTTP/1.1\r\nHost: x\r\n\r\n")
 }
 
 func TestLeanRequestForwarding(t *testing.T) {
 	srv := proxytest.StartScripted(t, func(int64, string) (string, bool) { return "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", false })
-	r := newFakeResolver()
-	r.target(webAuth, plainEndpoint(addrPort(t, srv.Addr)))
-	_, addr := startProxy(t, testConfig(), Deps{Resolver: r})
+	addr := proxyTo(t, plainEndpoint(addrPort(t, srv.Addr)))
 
 	// Pipelined: a POST with a body, then a GET with hop-by-hop fields.
 	raw := "POST http://" + webAuth + "/form?a=1 HTTP/1.1\r\nHost: ignored\r\nContent-Length: 5\r\nProxy-Authorization: x\r\n\r\nhello" +
@@ -55,9 +51,7 @@ func TestLeanRequestForwarding(t *testing.T) {
 
 func TestLeanFallsBackToNetHTTP(t *testing.T) {
 	app := startCountingApp(t, "app", 0)
-	r := newFakeResolver()
-	r.target(webAuth, plainEndpoint(app.addr))
-	_, addr := startProxy(t, testConfig(), Deps{Resolver: r})
+	addr := proxyTo(t, plainEndpoint(app.addr))
 
 	big := strings.Repeat("x", maxLeanBody+1)
 	for name, raw := range map[string]string{
@@ -90,9 +84,7 @@ func TestLeanFallsBackToNetHTTP(t *testing.T) {
 func TestLeanStaleConnectionIsRetried(t *testing.T) {
 	// The upstream closes every connection after one response, without saying so.
 	srv := proxytest.StartScripted(t, func(int64, string) (string, bool) { return "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", true })
-	r := newFakeResolver()
-	r.target(webAuth, plainEndpoint(addrPort(t, srv.Addr)))
-	_, addr := startProxy(t, testConfig(), Deps{Resolver: r})
+	addr := proxyTo(t, plainEndpoint(addrPort(t, srv.Addr)))
 	c := proxyClient(t, addr)
 	for i := range 5 {
 		if res, b := get(t, c, "http://"+webAuth+"/"); res.StatusCode != 200 || b != "ok" {
@@ -103,9 +95,7 @@ func TestLeanStaleConnectionIsRetried(t *testing.T) {
 
 func TestLeanUpstreamFailures(t *testing.T) {
 	srv := proxytest.StartScripted(t, proxytest.ResponseFailures)
-	r := newFakeResolver()
-	r.target(webAuth, plainEndpoint(addrPort(t, srv.Addr)))
-	_, addr := startProxy(t, testConfig(), Deps{Resolver: r})
+	addr := proxyTo(t, plainEndpoint(addrPort(t, srv.Addr)))
 	post := "POST http://" + webAuth + "/ HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n" // not retried
 	for i := range 2 {
 		if res := rawExchange(t, addr, post, 1, http.MethodPost); res[0].StatusCode != http.StatusBadGateway {
@@ -155,9 +145,7 @@ func TestUpgrade(t *testing.T) {
 		echo(conn)
 	}))
 	t.Cleanup(func() { testutil.Wait(t, testutil.StopWithin, "the upgraded handlers", wg.Wait) })
-	r := newFakeResolver()
-	r.target(webAuth, plainEndpoint(addrPort(t, lis.Addr())))
-	_, addr := startProxy(t, testConfig(), Deps{Resolver: r})
+	addr := proxyTo(t, plainEndpoint(addrPort(t, lis.Addr())))
 
 	c, br := send(t, addr, "GET http://"+webAuth+"/ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
 	res, err := http.ReadResponse(br, nil)

@@ -116,9 +116,7 @@ func TestLeanHTTP2ConnectRetry(t *testing.T) {
 	dead := addrPort(t, lis.Addr())
 	_ = lis.Close()
 	app := startApp(t, "alive")
-	r := newFakeResolver()
-	r.target(webAuth, plainEndpoint(dead), plainEndpoint(app))
-	_, addr := startProxy(t, testConfig(), Deps{Resolver: r})
+	addr := proxyTo(t, plainEndpoint(dead), plainEndpoint(app))
 	c := h2Client(t, addr)
 	for i := range 6 {
 		if res, body := get(t, c, "http://"+webAuth+"/"); res.StatusCode != 200 || body != "alive HTTP/2.0" {

@@ -151,6 +151,16 @@ func startProxy(t testing.TB, cfg Config, deps Deps) (*Outbound, string) {
 	return o, lis.Addr().String()
 }
 
+// proxyTo runs a proxy (testConfig) whose resolver knows webAuth at eps until the test ends,
+// and returns its address.
+func proxyTo(t testing.TB, eps ...discovery.Endpoint) string {
+	t.Helper()
+	r := newFakeResolver()
+	r.target(webAuth, eps...)
+	_, addr := startProxy(t, testConfig(), Deps{Resolver: r})
+	return addr
+}
+
 // proxyClient is an HTTP client that uses the proxy as an explicit HTTP proxy.
 func proxyClient(t testing.TB, proxyAddr string) *http.Client {
 	t.Helper()
