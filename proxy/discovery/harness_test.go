@@ -12,18 +12,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/meridian-mesh/meridian/internal/grpcserver"
 	"github.com/meridian-mesh/meridian/internal/testutil"
 	"github.com/meridian-mesh/meridian/proxy/internal/proxytest"
-	"github.com/meridian-mesh/meridian/ring"
+	"github.com/meridian-mesh/meridian/proxy/internal/replicatest"
 	"github.com/meridian-mesh/meridian/shard"
-	"github.com/meridian-mesh/meridian/shard/source"
 )
 
 func TestMain(m *testing.M) { os.Exit(testutil.Main(m, nil)) }
@@ -102,14 +99,7 @@ func (c *cluster) write(s svc) {
 
 // node is one destination replica on 127.0.0.1: a Replica on the cluster's directory, a gRPC
 // server, and, in a ring, a memberlist member.
-type node struct {
-	name    string
-	members *ring.Cluster // nil for a replica alone
-	replica *shard.Replica
-	reg     *prometheus.Registry
-	addr    string
-	stop    func() // crashes the node (no graceful leave) and waits for it
-}
+type node = replicatest.Node
 
 // testGossipKey encrypts the test rings' gossip, as a key must outside tests.
 var testGossipKey = []byte("meridian proxy test gossip key!!")
@@ -118,50 +108,7 @@ var testGossipKey = []byte("meridian proxy test gossip key!!")
 // the memberlist cluster of seeds (or starts one).
 func startNode(t *testing.T, c *cluster, name string, lis net.Listener, ringed bool, mode shard.NonOwnerMode, seeds ...string) *node {
 	t.Helper()
-	if lis == nil {
-		lis = testutil.Listen(t)
-	}
-	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).Named(name)
-	n := &node{name: name, reg: prometheus.NewRegistry(), addr: lis.Addr().String()}
-	var membership shard.Membership
-	if ringed {
-		rc := ring.DefaultConfig()
-		rc.NodeName, rc.GossipAddr, rc.GRPCAddr, rc.Join, rc.Fast, rc.Logger = name, "127.0.0.1:0", n.addr, seeds, true, log
-		rc.Registerer = prometheus.NewRegistry()
-		rc.GossipKey = testGossipKey
-		members, err := ring.New(rc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n.members, membership = members, members
-	}
-	cfg := shard.DefaultConfig()
-	cfg.NonOwner = mode
-	dcfg := source.DefaultDirConfig(c.dir)
-	dcfg.Rescan = 200 * time.Millisecond
-	r, err := shard.NewReplica(cfg, shard.Deps{Source: source.NewDirWithConfig(dcfg, log), Membership: membership, Registerer: n.reg, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.replica = r
-	gs := grpcserver.New(n.reg)
-	r.Register(gs)
-	fns := []func(context.Context) error{r.Run, func(ctx context.Context) error { return grpcserver.Serve(ctx, gs, lis, time.Second) }}
-	if n.members != nil {
-		fns = append(fns, n.members.Run)
-	}
-	n.stop = testutil.GoAll(t, "a replica", fns...)
-	testutil.EventuallyNoError(t, within, name+" ready", r.Ready)
-	return n
-}
-
-// kill crashes n: its gossip stops without a leave (the others detect the failure), then the
-// replica and its server stop.
-func (n *node) kill() {
-	if n.members != nil {
-		_ = n.members.Close()
-	}
-	n.stop()
+	return replicatest.Start(t, replicatest.Config{Name: name, Dir: c.dir, Listener: lis, Ring: ringed, Seeds: seeds, GossipKey: testGossipKey, NonOwner: mode})
 }
 
 // startRing starts a ring of size replicas in mode and waits until they agree.
@@ -169,57 +116,24 @@ func startRing(t *testing.T, c *cluster, size int, mode shard.NonOwnerMode) []*n
 	t.Helper()
 	nodes := []*node{startNode(t, c, "r0", nil, true, mode)}
 	for i := 1; i < size; i++ {
-		nodes = append(nodes, startNode(t, c, fmt.Sprintf("r%d", i), nil, true, mode, nodes[0].members.GossipAddr()))
+		nodes = append(nodes, startNode(t, c, fmt.Sprintf("r%d", i), nil, true, mode, nodes[0].Members.GossipAddr()))
 	}
-	waitRing(t, nodes)
+	replicatest.WaitRing(t, nodes)
 	return nodes
-}
-
-// waitRing waits until every node sees the same ring of all of nodes and is ready.
-func waitRing(t *testing.T, nodes []*node) {
-	t.Helper()
-	testutil.EventuallyNoError(t, within, fmt.Sprintf("a ring of %d to converge", len(nodes)), func() error {
-		id := nodes[0].members.Ring().ID()
-		for _, n := range nodes {
-			if r := n.members.Ring(); r.Len() != len(nodes) || r.ID() != id {
-				return fmt.Errorf("%s sees %d members", n.name, r.Len())
-			}
-			if err := n.replica.Ready(); err != nil {
-				return fmt.Errorf("%s: %w", n.name, err)
-			}
-		}
-		return nil
-	})
-}
-
-// owner returns the node that owns ns/name by the ring of nodes[0].
-func owner(nodes []*node, ns, name string) *node {
-	m := nodes[0].members.Ring().Owner(ns + "/" + name)
-	for _, n := range nodes {
-		if n.name == m.Name {
-			return n
-		}
-	}
-	return nil
 }
 
 // sumMetric sums metric over nodes.
 func sumMetric(t *testing.T, nodes []*node, name string, want map[string]string) float64 {
 	total := 0.0
 	for _, n := range nodes {
-		total += proxytest.Gathered(t, n.reg, name, want)
+		total += proxytest.Gathered(t, n.Reg, name, want)
 	}
 	return total
 }
 
-// getStreams is the number of open Get streams n serves.
-func getStreams(t *testing.T, n *node) float64 {
-	return proxytest.Gathered(t, n.reg, "destination_streams", map[string]string{"method": "get"})
-}
-
 // startedGets is the number of Get streams n has been asked for.
 func startedGets(t *testing.T, n *node) float64 {
-	return proxytest.Gathered(t, n.reg, "grpc_server_started_total", map[string]string{"grpc_method": "Get"})
+	return proxytest.Gathered(t, n.Reg, "grpc_server_started_total", map[string]string{"grpc_method": "Get"})
 }
 
 // newResolver runs a resolver asking addr over plaintext connections until the test ends.

@@ -136,7 +136,7 @@ func TestIPTargetsOnRing(t *testing.T) {
 	web := svc{ns: "shop", name: "web", ips: []string{"10.5.0.1", "10.5.0.2"}, meshed: true, clusterIP: "10.96.5.5"}
 	c.write(web)
 	nodes := startRing(t, c, 3, shard.Redirect)
-	r := newResolver(t, nodes[0].addr, nil)
+	r := newResolver(t, nodes[0].Addr, nil)
 
 	const webID = "web.shop.serviceaccount.identity.linkerd.cluster.local"
 	pod := resolve(t, r, "10.5.0.2:8080")

@@ -25,7 +25,7 @@ func TestResolveMeshedEndpoints(t *testing.T) {
 	s := svc{ns: "shop", name: "web", ips: []string{"10.0.0.2", "10.0.0.1"}, meshed: true}
 	c.write(s)
 	n := alone(t, c)
-	r := newResolver(t, n.addr, func(cfg *Config) { cfg.ContextToken = `{"ns":"shop","nodeName":"n1","pod":"client"}` })
+	r := newResolver(t, n.Addr, func(cfg *Config) { cfg.ContextToken = `{"ns":"shop","nodeName":"n1","pod":"client"}` })
 	h := resolve(t, r, "WEB.shop.svc.cluster.local.") // normalised, port 80
 	if h.Authority() != "web.shop.svc.cluster.local:80" {
 		t.Fatalf("authority %q", h.Authority())
@@ -51,7 +51,7 @@ func TestNoEndpoints(t *testing.T) {
 	s := svc{ns: "shop", name: "web", noSlice: true}
 	c.write(s)
 	n := alone(t, c)
-	r := newResolver(t, n.addr, nil)
+	r := newResolver(t, n.Addr, nil)
 	h := resolve(t, r, "web.shop.svc.cluster.local:80")
 	if snap := h.Snapshot(); !snap.Resolved || !snap.Exists || len(snap.Endpoints) != 0 {
 		t.Fatalf("snapshot %+v", snap)
@@ -69,7 +69,7 @@ func TestNoEndpoints(t *testing.T) {
 func TestNotFoundThenCreated(t *testing.T) {
 	c := newCluster(t)
 	n := alone(t, c)
-	r := newResolver(t, n.addr, func(cfg *Config) { cfg.BackoffMax = 300 * time.Millisecond })
+	r := newResolver(t, n.Addr, func(cfg *Config) { cfg.BackoffMax = 300 * time.Millisecond })
 	h := resolve(t, r, "web.shop.svc.cluster.local:80")
 	if snap := h.Snapshot(); !snap.Resolved || snap.Exists || len(snap.Endpoints) != 0 || snap.Profile != (Profile{}) {
 		t.Fatalf("snapshot of an unknown service %+v", snap)
@@ -86,7 +86,7 @@ func TestNotFoundThenCreated(t *testing.T) {
 // IP address is looked up by its profile: ip_test.go.)
 func TestNotMeshName(t *testing.T) {
 	n := alone(t, newCluster(t))
-	r := newResolver(t, n.addr, nil)
+	r := newResolver(t, n.Addr, nil)
 	for _, a := range []string{"example.com", "web.shop.svc.cluster.local:0", "a b:80", "[fe80::1%eth0]:80"} {
 		h, err := tryResolve(r, a)
 		if !errors.Is(err, ErrNotMeshName) {
@@ -113,12 +113,12 @@ func TestIdleTargetDropped(t *testing.T) {
 	c.write(svc{ns: "shop", name: "web", ips: []string{"10.0.0.1"}})
 	n := alone(t, c)
 	const idle = 300 * time.Millisecond
-	r := newResolver(t, n.addr, func(cfg *Config) { cfg.IdleTimeout = idle })
+	r := newResolver(t, n.Addr, func(cfg *Config) { cfg.IdleTimeout = idle })
 	h, err := tryResolve(r, "web.shop.svc.cluster.local:80")
 	if err != nil {
 		t.Fatal(err)
 	}
-	testutil.Never(t, 3*idle, "a held target dropped", func() bool { return getStreams(t, n) != 1 })
+	testutil.Never(t, 3*idle, "a held target dropped", func() bool { return n.GetStreams(t) != 1 })
 	h.Release()
 	h.Release() // idempotent: one holder, one reference
 	h2 := resolve(t, r, "web.shop.svc.cluster.local:80")
@@ -129,7 +129,7 @@ func TestIdleTargetDropped(t *testing.T) {
 	h2.Release()
 	testutil.Eventually(t, within, "the idle target to be dropped", func() bool { return r.numTargets() == 0 })
 	testutil.Eventually(t, within, "its streams to end", func() bool {
-		return getStreams(t, n) == 0 && proxytest.Gathered(t, n.reg, "destination_streams", map[string]string{"method": "get_profile"}) == 0
+		return n.GetStreams(t) == 0 && proxytest.Gathered(t, n.Reg, "destination_streams", map[string]string{"method": "get_profile"}) == 0
 	})
 	// The snapshot of a dropped target still reads; a new Resolve starts new streams.
 	if got := addrs(h2.Snapshot()); !slices.Equal(got, endpointsOf(8080, "10.0.0.1")) {
@@ -146,7 +146,7 @@ func TestConcurrentResolveSharesStreams(t *testing.T) {
 	c := newCluster(t)
 	c.write(svc{ns: "shop", name: "web", ips: []string{"10.0.0.1", "10.0.0.2"}})
 	n := alone(t, c)
-	r := newResolver(t, n.addr, nil)
+	r := newResolver(t, n.Addr, nil)
 	const callers = 16
 	var wg sync.WaitGroup
 	start := make(chan struct{})
@@ -173,7 +173,7 @@ func TestConcurrentResolveSharesStreams(t *testing.T) {
 	if got := startedGets(t, n); got != 1 {
 		t.Fatalf("%v Get streams for one authority", got)
 	}
-	if got := proxytest.Gathered(t, n.reg, "grpc_server_started_total", map[string]string{"grpc_method": "GetProfile"}); got != 1 {
+	if got := proxytest.Gathered(t, n.Reg, "grpc_server_started_total", map[string]string{"grpc_method": "GetProfile"}); got != 1 {
 		t.Fatalf("%v GetProfile streams for one authority", got)
 	}
 	r.mu.Lock()
@@ -200,14 +200,14 @@ func TestDestinationDownKeepsLastSet(t *testing.T) {
 	s := svc{ns: "shop", name: "web", ips: []string{"10.0.0.1", "10.0.0.2", "10.0.0.3"}}
 	c.write(s)
 	n := startNode(t, c, "first", nil, false, shard.Forward)
-	sw := &switchConns{pool: poolPlain(t), dst: n.addr}
+	sw := &switchConns{pool: poolPlain(t), dst: n.Addr}
 	cfg := DefaultConfig()
 	cfg.Addr, cfg.BackoffMax = dstName, 200*time.Millisecond
 	r := runResolver(t, cfg, sw)
 	h := resolve(t, r, "web.shop.svc.cluster.local:80")
 	waitEndpoints(t, h, endpointsOf(8080, s.ips...))
 	rec := record(t, h)
-	n.kill()
+	n.Kill()
 	version := h.Snapshot().Version
 	testutil.Never(t, time.Second, "the snapshot to change while the destination is down", func() bool {
 		return h.Snapshot().Version != version
@@ -216,7 +216,7 @@ func TestDestinationDownKeepsLastSet(t *testing.T) {
 	// resolver's reconnect replaces what it held.
 	s.ips = []string{"10.0.0.3", "10.0.0.4"}
 	c.write(s)
-	sw.set(startNode(t, c, "second", nil, false, shard.Forward).addr)
+	sw.set(startNode(t, c, "second", nil, false, shard.Forward).Addr)
 	waitEndpoints(t, h, endpointsOf(8080, s.ips...))
 	snaps := rec.all()
 	last := snaps[len(snaps)-1]
@@ -240,7 +240,7 @@ func TestResolveLifecycle(t *testing.T) {
 	c.write(svc{ns: "shop", name: "web", ips: []string{"10.0.0.1"}})
 	n := alone(t, c)
 	cfg := DefaultConfig()
-	cfg.Addr = n.addr
+	cfg.Addr = n.Addr
 	r := NewResolver(cfg, poolPlain(t), nil)
 	got := make(chan error, 1)
 	go func() {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/meridian-mesh/meridian/internal/testutil"
 	"github.com/meridian-mesh/meridian/proxy/internal/proxytest"
+	"github.com/meridian-mesh/meridian/proxy/internal/replicatest"
 	"github.com/meridian-mesh/meridian/shard"
 )
 
@@ -44,7 +45,7 @@ func pickOwned(t *testing.T, nodes []*node, not ...*node) int {
 	t.Helper()
 	for i := range ringServices {
 		s := ringSvc(i, 0, 1)
-		if o := owner(nodes, s.ns, s.name); !slices.Contains(not, o) {
+		if o := replicatest.Owner(nodes, s.key()); !slices.Contains(not, o) {
 			return i
 		}
 	}
@@ -57,27 +58,27 @@ func pickOwned(t *testing.T, nodes []*node, not ...*node) int {
 func TestRedirectFollowsOwners(t *testing.T) {
 	c := ringCluster(t, 2)
 	nodes := startRing(t, c, 3, shard.Redirect)
-	r := newResolver(t, nodes[0].addr, nil)
+	r := newResolver(t, nodes[0].Addr, nil)
 	redirects := func() float64 { return sumMetric(t, nodes, "destination_redirects_total", nil) }
 
 	ia := pickOwned(t, nodes, nodes[0])
 	a := ringSvc(ia, 0, 2)
-	ownerA := owner(nodes, a.ns, a.name)
+	ownerA := replicatest.Owner(nodes, a.key())
 	ha := resolve(t, r, a.authority(80))
 	waitEndpoints(t, ha, a.want(80))
-	if got := r.ownerOf(a.key()); got != ownerA.addr {
-		t.Fatalf("the resolver remembers %q as the owner of %s, want %s (%s)", got, a.key(), ownerA.addr, ownerA.name)
+	if got := r.ownerOf(a.key()); got != ownerA.Addr {
+		t.Fatalf("the resolver remembers %q as the owner of %s, want %s (%s)", got, a.key(), ownerA.Addr, ownerA.Name)
 	}
 	if p := ha.Snapshot().Profile; p.FullyQualifiedName != a.name+"."+a.ns+".svc.cluster.local" {
 		t.Fatalf("profile %+v", p)
 	}
-	testutil.Eventually(t, within, "the owner to serve the Get stream", func() bool { return getStreams(t, ownerA) == 1 })
+	testutil.Eventually(t, within, "the owner to serve the Get stream", func() bool { return ownerA.GetStreams(t) == 1 })
 	if n := redirects(); n < 2 {
 		t.Fatalf("%v redirects, want at least 2 (Get and GetProfile)", n)
 	}
 	for _, n := range nodes {
-		if n != ownerA && getStreams(t, n) != 0 {
-			t.Fatalf("%s, not the owner, serves a Get stream", n.name)
+		if n != ownerA && n.GetStreams(t) != 0 {
+			t.Fatalf("%s, not the owner, serves a Get stream", n.Name)
 		}
 	}
 
@@ -85,7 +86,7 @@ func TestRedirectFollowsOwners(t *testing.T) {
 	before := redirects()
 	ha81 := resolve(t, r, a.authority(81))
 	waitEndpoints(t, ha81, a.want(81))
-	testutil.Eventually(t, within, "the owner to serve both Get streams", func() bool { return getStreams(t, ownerA) == 2 })
+	testutil.Eventually(t, within, "the owner to serve both Get streams", func() bool { return ownerA.GetStreams(t) == 2 })
 	if n := redirects(); n != before {
 		t.Fatalf("%v redirects for a service whose owner is known, want none", n-before)
 	}
@@ -96,11 +97,11 @@ func TestRedirectFollowsOwners(t *testing.T) {
 		ib = pickOwned(t, nodes, nodes[0])
 	}
 	b := ringSvc(ib, 0, 2)
-	ownerB := owner(nodes, b.ns, b.name)
+	ownerB := replicatest.Owner(nodes, b.key())
 	hb := resolve(t, r, b.authority(80))
 	waitEndpoints(t, hb, b.want(80))
-	if got := r.ownerOf(b.key()); got != ownerB.addr {
-		t.Fatalf("the resolver remembers %q as the owner of %s, want %s", got, b.key(), ownerB.addr)
+	if got := r.ownerOf(b.key()); got != ownerB.Addr {
+		t.Fatalf("the resolver remembers %q as the owner of %s, want %s", got, b.key(), ownerB.Addr)
 	}
 	if n := redirects(); n <= before {
 		t.Fatal("a new service was not redirected")
@@ -120,15 +121,15 @@ func TestOwnerKilledReResolvesAtNewOwner(t *testing.T) {
 	const width = 4
 	c := ringCluster(t, width)
 	nodes := startRing(t, c, 3, shard.Redirect)
-	r := newResolver(t, nodes[0].addr, nil)
+	r := newResolver(t, nodes[0].Addr, nil)
 	i := pickOwned(t, nodes, nodes[0])
 	before := ringSvc(i, 0, width)
-	killed := owner(nodes, before.ns, before.name)
+	killed := replicatest.Owner(nodes, before.key())
 	h := resolve(t, r, before.authority(80))
 	waitEndpoints(t, h, before.want(80))
 	rec := record(t, h)
 
-	killed.kill()
+	killed.Kill()
 	// The endpoints change while the owner is gone: the new owner serves the new set.
 	after := ringSvc(i, 1, width)
 	c.write(after)
@@ -136,15 +137,15 @@ func TestOwnerKilledReResolvesAtNewOwner(t *testing.T) {
 		t.Fatalf("with the owner gone the target holds %v", got)
 	}
 	survivors := slices.DeleteFunc(slices.Clone(nodes), func(n *node) bool { return n == killed })
-	waitRing(t, survivors)
+	replicatest.WaitRing(t, survivors)
 	waitEndpoints(t, h, after.want(80))
-	newOwner := owner(survivors, after.ns, after.name)
+	newOwner := replicatest.Owner(survivors, after.key())
 	testutil.EventuallyNoError(t, within, "the resolver to stream from the new owner", func() error {
-		if got := r.ownerOf(after.key()); got != newOwner.addr && got != "" {
-			return fmt.Errorf("remembered owner %s, want %s (or none: the destination forwards)", got, newOwner.addr)
+		if got := r.ownerOf(after.key()); got != newOwner.Addr && got != "" {
+			return fmt.Errorf("remembered owner %s, want %s (or none: the destination forwards)", got, newOwner.Addr)
 		}
-		if n := getStreams(t, newOwner); n != 1 {
-			return fmt.Errorf("the new owner %s serves %v Get streams", newOwner.name, n)
+		if n := newOwner.GetStreams(t); n != 1 {
+			return fmt.Errorf("the new owner %s serves %v Get streams", newOwner.Name, n)
 		}
 		return nil
 	})
@@ -155,7 +156,7 @@ func TestOwnerKilledReResolvesAtNewOwner(t *testing.T) {
 	for _, a := range append(before.want(80), after.want(80)...) {
 		union[a] = true
 	}
-	t.Logf("owner %s killed, %s took over; published: %v", killed.name, newOwner.name, versions(rec.all()))
+	t.Logf("owner %s killed, %s took over; published: %v", killed.Name, newOwner.Name, versions(rec.all()))
 	for _, s := range rec.all() {
 		got := addrs(s)
 		if !s.Resolved || !s.Exists || len(got) < width-1 || len(got) > width || !slices.IsSorted(got) || len(slices.Compact(slices.Clone(got))) != len(got) {
@@ -178,7 +179,7 @@ func TestOwnerKilledReResolvesAtNewOwner(t *testing.T) {
 func TestForwardModeNoRedirects(t *testing.T) {
 	c := ringCluster(t, 2)
 	nodes := startRing(t, c, 3, shard.Forward)
-	r := newResolver(t, nodes[0].addr, nil)
+	r := newResolver(t, nodes[0].Addr, nil)
 	i := pickOwned(t, nodes, nodes[0])
 	s := ringSvc(i, 0, 2)
 	h := resolve(t, r, s.authority(80))
@@ -190,7 +191,7 @@ func TestForwardModeNoRedirects(t *testing.T) {
 		t.Fatalf("an owner %q remembered without a redirect", got)
 	}
 	testutil.Eventually(t, within, "r0 to relay the streams", func() bool {
-		return proxytest.Gathered(t, nodes[0].reg, "destination_forwarded_streams", nil) == 2
+		return proxytest.Gathered(t, nodes[0].Reg, "destination_forwarded_streams", nil) == 2
 	})
 	s2 := ringSvc(i, 3, 3)
 	c.write(s2)

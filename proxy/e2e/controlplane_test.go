@@ -11,18 +11,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+	"google.golang.org/grpc"
 
 	"github.com/meridian-mesh/meridian/identity"
 	"github.com/meridian-mesh/meridian/internal/grpcserver"
 	"github.com/meridian-mesh/meridian/internal/testutil"
 	"github.com/meridian-mesh/meridian/policy"
-	"github.com/meridian-mesh/meridian/proxy/internal/proxytest"
-	"github.com/meridian-mesh/meridian/ring"
+	"github.com/meridian-mesh/meridian/proxy/internal/replicatest"
 	"github.com/meridian-mesh/meridian/shard"
-	"github.com/meridian-mesh/meridian/shard/source"
 )
 
 // within bounds every wait of these tests (generous: -race on a shared 2-core machine).
@@ -68,9 +66,9 @@ func startControlPlane(t *testing.T, c *cluster, opts cpOptions) *controlPlane {
 	_, _ = rand.Read(key)
 	cp.replicas = []*replica{cp.startReplica("r0", key)}
 	for i := 1; i < opts.replicas; i++ {
-		cp.replicas = append(cp.replicas, cp.startReplica(fmt.Sprintf("r%d", i), key, cp.replicas[0].members.GossipAddr()))
+		cp.replicas = append(cp.replicas, cp.startReplica(fmt.Sprintf("r%d", i), key, cp.replicas[0].Members.GossipAddr()))
 	}
-	waitRing(t, cp.replicas)
+	replicatest.WaitRing(t, cp.replicas)
 	return cp
 }
 
@@ -103,12 +101,26 @@ func (cp *controlPlane) startIdentity() {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cp.identityAddr = cp.serve("identity", svc)
+}
+
+// component is a control-plane service: identity or the policy controller.
+type component interface {
+	Register(grpc.ServiceRegistrar)
+	Run(context.Context) error
+	Ready() error
+}
+
+// serve runs c and its gRPC server on a listener of its own until the test ends, waits
+// until c is ready and returns its address.
+func (cp *controlPlane) serve(name string, c component) string {
+	t := cp.t
 	gs := grpcserver.New(nil)
-	svc.Register(gs)
+	c.Register(gs)
 	lis := cp.opts.listen()
-	cp.identityAddr = lis.Addr().String()
-	testutil.GoAll(t, "a control-plane component", svc.Run, func(ctx context.Context) error { return grpcserver.Serve(ctx, gs, lis, time.Second) })
-	testutil.EventuallyNoError(t, within, "identity ready", svc.Ready)
+	testutil.GoAll(t, "a control-plane component", c.Run, func(ctx context.Context) error { return grpcserver.Serve(ctx, gs, lis, time.Second) })
+	testutil.EventuallyNoError(t, within, name+" ready", c.Ready)
+	return lis.Addr().String()
 }
 
 // token writes a local-mesh token for ServiceAccount sa (what the projected ServiceAccount
@@ -136,90 +148,24 @@ func (cp *controlPlane) startPolicy() {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gs := grpcserver.New(nil)
-	ctl.Register(gs)
-	lis := cp.opts.listen()
-	cp.policyAddr = lis.Addr().String()
-	testutil.GoAll(t, "a control-plane component", ctl.Run, func(ctx context.Context) error { return grpcserver.Serve(ctx, gs, lis, time.Second) })
-	testutil.EventuallyNoError(t, within, "policy ready", ctl.Ready)
+	cp.policyAddr = cp.serve("policy", ctl)
 }
 
 // replica is one destination replica: a shard of the ring (memberlist on 127.0.0.1 with a
-// gossip key) in redirect mode, on the cluster's directory.
+// gossip key) in redirect mode, on the cluster's directory. addr is Node.Addr (by the name
+// transparent_linux_test.go uses).
 type replica struct {
-	name    string
-	members *ring.Cluster
-	replica *shard.Replica
-	reg     *prometheus.Registry
-	addr    string
-	stop    func()
+	*replicatest.Node
+	addr string
 }
 
 func (cp *controlPlane) startReplica(name string, gossipKey []byte, seeds ...string) *replica {
-	t := cp.t
-	log := logger(t, name)
-	lis := cp.opts.listen()
-	r := &replica{name: name, reg: prometheus.NewRegistry(), addr: lis.Addr().String()}
-	rc := ring.DefaultConfig()
-	rc.NodeName, rc.GossipAddr, rc.GRPCAddr, rc.Join, rc.Fast, rc.Logger = name, "127.0.0.1:0", r.addr, seeds, true, log
-	rc.GossipKey = gossipKey
-	members, err := ring.New(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.members = members
-	cfg := shard.DefaultConfig()
-	cfg.NonOwner = shard.Redirect
-	cfg.Translator.OutboundTransportMode = cp.opts.transportMode
-	dcfg := source.DefaultDirConfig(cp.cluster.dir)
-	dcfg.Rescan = 200 * time.Millisecond
-	rep, err := shard.NewReplica(cfg, shard.Deps{Source: source.NewDirWithConfig(dcfg, log), Membership: members, Registerer: r.reg, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.replica = rep
-	gs := grpcserver.New(r.reg)
-	rep.Register(gs)
-	r.stop = testutil.GoAll(t, "a control-plane component", rep.Run, members.Run, func(ctx context.Context) error { return grpcserver.Serve(ctx, gs, lis, time.Second) })
-	return r
-}
-
-// kill crashes r: its gossip stops without a leave (the others detect the failure), then the
-// replica and its server stop.
-func (r *replica) kill() {
-	_ = r.members.Close()
-	r.stop()
+	n := replicatest.Start(cp.t, replicatest.Config{Name: name, Dir: cp.cluster.dir, Listener: cp.opts.listen(), Ring: true, Seeds: seeds,
+		GossipKey: gossipKey, NonOwner: shard.Redirect, TransportMode: cp.opts.transportMode})
+	return &replica{Node: n, addr: n.Addr}
 }
 
 // owner returns the replica that owns service name by the ring of replicas[0].
 func owner(replicas []*replica, name string) *replica {
-	m := replicas[0].members.Ring().Owner(ns + "/" + name)
-	for _, r := range replicas {
-		if r.name == m.Name {
-			return r
-		}
-	}
-	return nil
-}
-
-// waitRing waits until every replica sees the same ring of all of them and is ready.
-func waitRing(t *testing.T, replicas []*replica) {
-	t.Helper()
-	testutil.EventuallyNoError(t, within, fmt.Sprintf("a ring of %d to converge", len(replicas)), func() error {
-		id := replicas[0].members.Ring().ID()
-		for _, r := range replicas {
-			if rg := r.members.Ring(); rg.Len() != len(replicas) || rg.ID() != id {
-				return fmt.Errorf("%s sees %d members", r.name, rg.Len())
-			}
-			if err := r.replica.Ready(); err != nil {
-				return fmt.Errorf("%s: %w", r.name, err)
-			}
-		}
-		return nil
-	})
-}
-
-// getStreams is the number of Get streams r serves.
-func (r *replica) getStreams(t *testing.T) float64 {
-	return proxytest.Gathered(t, r.reg, "destination_streams", map[string]string{"method": "get"})
+	return replicatest.Owner(replicas, ns+"/"+name)
 }

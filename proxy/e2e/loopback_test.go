@@ -13,6 +13,7 @@ import (
 
 	"github.com/meridian-mesh/meridian/internal/testutil"
 	"github.com/meridian-mesh/meridian/proxy/internal/proxytest"
+	"github.com/meridian-mesh/meridian/proxy/internal/replicatest"
 	"github.com/meridian-mesh/meridian/translator"
 )
 
@@ -85,7 +86,7 @@ func (m *loopbackMesh) url(s service) string { return "http://" + s.authority() 
 // shows that discovery follows the new owner.
 func TestLoopbackMesh(t *testing.T) {
 	m := startLoopbackMesh(t)
-	t.Logf("pods on %s, the proxies ask %s, web is owned by %s", m.client.ip, m.dest.name, owner(m.cp.replicas, "web").name)
+	t.Logf("pods on %s, the proxies ask %s, web is owned by %s", m.client.ip, m.dest.Name, owner(m.cp.replicas, "web").Name)
 	t.Run("mTLS and the client identity", m.testMTLS)
 	t.Run("HTTP2 through the transport header", m.testHTTP2)
 	t.Run("opaque TCP through the transport header", m.testOpaque)
@@ -133,10 +134,10 @@ func (m *loopbackMesh) testMTLS(t *testing.T) {
 	})
 	var redirects float64
 	for _, r := range m.cp.replicas {
-		redirects += proxytest.Gathered(t, r.reg, "destination_redirects_total", nil)
+		redirects += proxytest.Gathered(t, r.Reg, "destination_redirects_total", nil)
 	}
 	if redirects == 0 {
-		t.Errorf("no replica redirected a stream; the proxies ask %s, which does not own web", m.dest.name)
+		t.Errorf("no replica redirected a stream; the proxies ask %s, which does not own web", m.dest.Name)
 	}
 }
 
@@ -293,19 +294,19 @@ func (m *loopbackMesh) testOwnerKilled(t *testing.T) {
 	streamsAt := func(at *replica, among []*replica) error {
 		total := 0.0
 		for _, r := range among {
-			total += r.getStreams(t)
+			total += r.GetStreams(t)
 		}
-		if n := at.getStreams(t); n != 1 || total != 1 {
-			return fmt.Errorf("%s serves %v Get streams, the replicas %v", at.name, n, total)
+		if n := at.GetStreams(t); n != 1 || total != 1 {
+			return fmt.Errorf("%s serves %v Get streams, the replicas %v", at.Name, n, total)
 		}
 		return nil
 	}
-	testutil.EventuallyNoError(t, within, "web's stream alone, at its owner "+killed.name, func() error { return streamsAt(killed, m.cp.replicas) })
+	testutil.EventuallyNoError(t, within, "web's stream alone, at its owner "+killed.Name, func() error { return streamsAt(killed, m.cp.replicas) })
 	testutil.Eventually(t, within, "traffic to flow", func() bool { return tr.sent.Load() >= 25 })
-	killed.kill()
-	waitRing(t, survivors)
+	killed.Kill()
+	replicatest.WaitRing(t, survivors)
 	newOwner := owner(survivors, "web")
-	testutil.EventuallyNoError(t, within, "the proxy to stream web from the new owner "+newOwner.name, func() error { return streamsAt(newOwner, survivors) })
+	testutil.EventuallyNoError(t, within, "the proxy to stream web from the new owner "+newOwner.Name, func() error { return streamsAt(newOwner, survivors) })
 	after := tr.sent.Load()
 	testutil.Eventually(t, within, "traffic to go on", func() bool { return tr.sent.Load() >= after+50 })
 	outcomes := tr.end(t)
@@ -316,7 +317,7 @@ func (m *loopbackMesh) testOwnerKilled(t *testing.T) {
 			t.Errorf("request failed: status %d, %v", o.status, o.err)
 		}
 	}
-	t.Logf("%s killed, %s owns web now; %d requests, %d failed", killed.name, newOwner.name, len(outcomes), failed)
+	t.Logf("%s killed, %s owns web now; %d requests, %d failed", killed.Name, newOwner.Name, len(outcomes), failed)
 	m.cp.replicas = survivors
 }
 
@@ -333,7 +334,7 @@ func (m *loopbackMesh) testEndpointRemoved(t *testing.T) {
 	removes := func() float64 {
 		sum := 0.0
 		for _, r := range m.cp.replicas {
-			sum += proxytest.Gathered(t, r.reg, "destination_updates_sent_total", map[string]string{"kind": "remove"})
+			sum += proxytest.Gathered(t, r.Reg, "destination_updates_sent_total", map[string]string{"kind": "remove"})
 		}
 		return sum
 	}

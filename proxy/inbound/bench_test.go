@@ -2,7 +2,6 @@ package inbound
 
 import (
 	"context"
-	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -41,24 +40,7 @@ func BenchmarkHTTP1(b *testing.B) {
 		{"inbound", client{proxy: p.addr}.httpClient(b, 0), "http://web/"},
 		{"inbound-mtls-header", client{proxy: p.addr, tls: proxytest.TLS(b, pki, gatewayID)}.httpClient(b, port), "http://web/"},
 	} {
-		b.Run(bc.name, func(b *testing.B) {
-			req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, bc.url, nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.ReportAllocs()
-			for b.Loop() {
-				res, err := bc.hc.Do(req)
-				if err != nil {
-					b.Fatal(err)
-				}
-				_, _ = io.Copy(io.Discard, res.Body)
-				res.Body.Close()
-				if res.StatusCode != http.StatusOK {
-					b.Fatalf("status %d", res.StatusCode)
-				}
-			}
-		})
+		b.Run(bc.name, func(b *testing.B) { proxytest.BenchGet(b, bc.hc, bc.url) })
 	}
 }
 

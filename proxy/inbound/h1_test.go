@@ -3,7 +3,6 @@ package inbound
 import (
 	"bufio"
 	"context"
-	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -119,17 +118,7 @@ func TestLeanStaleConnectionIsRetried(t *testing.T) {
 // TestLeanAppFailures: a response the proxy cannot relay exactly is a 502 (counted as a
 // failure); one cut short after its head cuts the client's connection.
 func TestLeanAppFailures(t *testing.T) {
-	app := startScriptedApp(t, func(n int64) (string, bool) {
-		switch n {
-		case 1:
-			return "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n", true
-		case 2:
-			return "NOT HTTP\r\n\r\n", true
-		case 3:
-			return "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort", true
-		}
-		return "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", true
-	})
+	app := proxytest.StartScripted(t, proxytest.ResponseFailures)
 	p := startProxy(t, Config{DefaultPort: app.Port()}, Deps{})
 	post := "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n" // not retried
 	for i := range 2 {
@@ -142,14 +131,7 @@ func TestLeanAppFailures(t *testing.T) {
 		t.Errorf("502s counted %v times, want 2 (counted before the answer leaves)", got)
 	}
 	for i := range 2 {
-		c := proxytest.Dial(t, p.addr)
-		_ = c.SetDeadline(time.Now().Add(wait))
-		_, _ = io.WriteString(c, post)
-		res, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err == nil {
-			_, err = io.ReadAll(res.Body)
-		}
-		if err == nil {
+		if proxytest.CompleteResponse(proxytest.Dial(t, p.addr), post) {
 			t.Errorf("truncated body %d reached the client as complete", i+1)
 		}
 	}

@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"io"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -259,10 +261,7 @@ func (l *leanConns) isDraining() bool {
 func (l *leanConns) drain() {
 	l.mu.Lock()
 	l.draining = true
-	idle := make([]*trackedConn, 0, len(l.idleSet))
-	for c := range l.idleSet {
-		idle = append(idle, c)
-	}
+	idle := slices.Collect(maps.Keys(l.idleSet))
 	l.mu.Unlock()
 	for _, c := range idle {
 		_ = c.Close()

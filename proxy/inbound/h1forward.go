@@ -11,7 +11,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/meridian-mesh/meridian/proxy/h1"
-	"github.com/meridian-mesh/meridian/proxy/inbound/policy"
 	"github.com/meridian-mesh/meridian/proxy/metrics"
 )
 
@@ -19,30 +18,12 @@ import (
 // it returns false when the client connection must close.
 func (ls *h1session) serve() bool {
 	start := time.Now()
-	i, s := ls.i, ls.s
 	srv := ls.port.Policy()
 	rm := ls.routeMetrics(srv.Name)
 	rm.Request()
 	req := ls.request()
-	route := srv.Match(&req)
-	if route == nil {
-		return ls.refuse(rm, start, http.StatusNotFound, "no route found for request", false)
-	}
-	az := metrics.Authz{SrvName: srv.Name, ClientID: s.client.Identity, TLS: s.tlsLabel()}
-	authz := route.Authorize(s.client)
-	if authz == nil {
-		i.metrics.HTTPAuthz(false, az)
-		i.log.Debug("inbound: request denied", zap.String("server", srv.Name), zap.String("route", route.Name),
-			zap.Stringer("client", s.client.Addr), zap.String("client_id", s.client.Identity))
-		return ls.refuse(rm, start, http.StatusForbidden, "unauthorized request on route", false)
-	}
-	az.AuthzName = authz.Name
-	i.metrics.HTTPAuthz(true, az)
-	if srv.Name == policy.DefaultAudit {
-		i.log.Debug("inbound: request allowed by the audit policy", zap.Stringer("client", s.client.Addr))
-	}
-	if route.Error != "" {
-		return ls.refuse(rm, start, http.StatusInternalServerError, route.Error, true)
+	if status, msg, failed := ls.i.admit(ls.s, srv, srv.Match(&req)); status != 0 {
+		return ls.refuse(rm, start, status, msg, failed)
 	}
 	ls.rm, ls.start = rm, start
 	status, failed, keep := ls.forward()

@@ -2,8 +2,10 @@ package inbound
 
 import (
 	"context"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -76,26 +78,8 @@ func (h *h2handler) ServeStream(st *h2.Stream) (*h2.Conn, *h2.Edit, h2.Observer)
 	}
 	grpc := strings.HasPrefix(req.Get("content-type"), "application/grpc")
 	route := srv.Match(&policy.Request{Method: req.Method, Host: authority, Path: path, RawQuery: query, Header: h2Header{req}})
-	if route == nil {
-		h.refuse(st, rm, start, grpc, http.StatusNotFound, "no route found for request", false)
-		return nil, nil, nil
-	}
-	az := metrics.Authz{SrvName: srv.Name, ClientID: s.client.Identity, TLS: s.tlsLabel()}
-	authz := route.Authorize(s.client)
-	if authz == nil {
-		i.metrics.HTTPAuthz(false, az)
-		i.log.Debug("inbound: request denied", zap.String("server", srv.Name), zap.String("route", route.Name),
-			zap.Stringer("client", s.client.Addr), zap.String("client_id", s.client.Identity))
-		h.refuse(st, rm, start, grpc, http.StatusForbidden, "unauthorized request on route", false)
-		return nil, nil, nil
-	}
-	az.AuthzName = authz.Name
-	i.metrics.HTTPAuthz(true, az)
-	if srv.Name == policy.DefaultAudit {
-		i.log.Debug("inbound: request allowed by the audit policy", zap.Stringer("client", s.client.Addr))
-	}
-	if route.Error != "" {
-		h.refuse(st, rm, start, grpc, http.StatusInternalServerError, route.Error, true)
+	if status, msg, failed := i.admit(s, srv, route); status != 0 {
+		h.refuse(st, rm, start, grpc, status, msg, failed)
 		return nil, nil, nil
 	}
 	edit := h.edit
@@ -287,10 +271,7 @@ func (s *h2served) remove(c *h2.Conn) {
 func (s *h2served) drain() {
 	s.mu.Lock()
 	s.draining = true
-	all := make([]*h2.Conn, 0, len(s.m))
-	for c := range s.m {
-		all = append(all, c)
-	}
+	all := slices.Collect(maps.Keys(s.m))
 	s.mu.Unlock()
 	for _, c := range all {
 		c.Shutdown()

@@ -50,12 +50,21 @@ type proxy struct {
 // startProxy runs an inbound proxy on 127.0.0.1 until the test ends.
 func startProxy(t testing.TB, cfg Config, deps Deps) *proxy {
 	t.Helper()
-	if cfg.ListenAddr == "" || cfg.ListenAddr == DefaultListenAddr {
-		cfg.ListenAddr = "127.0.0.1:0"
-	}
 	reg := prometheus.NewRegistry()
 	if deps.Metrics == nil {
 		deps.Metrics = metrics.New(reg)
+	}
+	in := listening(t, cfg, deps)
+	testutil.Go(t, "Inbound.Run", in.Run)
+	return &proxy{Inbound: in, addr: in.Addr().String(), reg: reg}
+}
+
+// listening returns an inbound proxy that listens (on 127.0.0.1 unless cfg names another
+// address) and logs to the test unless deps has a logger; the caller runs it.
+func listening(t testing.TB, cfg Config, deps Deps) *Inbound {
+	t.Helper()
+	if cfg.ListenAddr == "" || cfg.ListenAddr == DefaultListenAddr {
+		cfg.ListenAddr = "127.0.0.1:0"
 	}
 	if deps.Logger == nil {
 		deps.Logger = zaptest.NewLogger(t)
@@ -67,8 +76,7 @@ func startProxy(t testing.TB, cfg Config, deps Deps) *proxy {
 	if err := in.Listen(); err != nil {
 		t.Fatal(err)
 	}
-	testutil.Go(t, "Inbound.Run", in.Run)
-	return &proxy{Inbound: in, addr: in.Addr().String(), reg: reg}
+	return in
 }
 
 // counter sums the samples of family name whose labels include want.

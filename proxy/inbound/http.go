@@ -128,30 +128,9 @@ func (i *Inbound) serveRequest(w http.ResponseWriter, r *http.Request) {
 	srv := hc.port.Policy()
 	rm := hc.routeMetrics(i, r.Host, srv.Name)
 	rm.Request()
-	route := srv.Route(r)
-	if route == nil {
-		status := i.proxyError(w, r, http.StatusNotFound, "no route found for request")
-		rm.Response(status, grpcStatusOf(w.Header()), false, time.Since(start))
-		return
-	}
-	az := metrics.Authz{SrvName: srv.Name, ClientID: hc.s.client.Identity, TLS: hc.s.tlsLabel()}
-	authz := route.Authorize(hc.s.client)
-	if authz == nil {
-		i.metrics.HTTPAuthz(false, az)
-		i.log.Debug("inbound: request denied", zap.String("server", srv.Name), zap.String("route", route.Name),
-			zap.Stringer("client", hc.s.client.Addr), zap.String("client_id", hc.s.client.Identity))
-		status := i.proxyError(w, r, http.StatusForbidden, "unauthorized request on route")
-		rm.Response(status, grpcStatusOf(w.Header()), false, time.Since(start))
-		return
-	}
-	az.AuthzName = authz.Name
-	i.metrics.HTTPAuthz(true, az)
-	if srv.Name == policy.DefaultAudit {
-		i.log.Debug("inbound: request allowed by the audit policy", zap.Stringer("client", hc.s.client.Addr))
-	}
-	if route.Error != "" {
-		status := i.proxyError(w, r, http.StatusInternalServerError, route.Error)
-		rm.Response(status, grpcStatusOf(w.Header()), true, time.Since(start))
+	if status, msg, failed := i.admit(hc.s, srv, srv.Route(r)); status != 0 {
+		sent := i.proxyError(w, r, status, msg)
+		rm.Response(sent, grpcStatusOf(w.Header()), failed, time.Since(start))
 		return
 	}
 	status, grpcStatus, failed := i.forward(w, r, hc)

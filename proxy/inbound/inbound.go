@@ -5,8 +5,10 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"github.com/meridian-mesh/meridian/proxy/h1"
 	"github.com/meridian-mesh/meridian/proxy/h2"
 	"github.com/meridian-mesh/meridian/proxy/inbound/policy"
+	"github.com/meridian-mesh/meridian/proxy/internal/accept"
 	"github.com/meridian-mesh/meridian/proxy/internal/handoff"
 	"github.com/meridian-mesh/meridian/proxy/metrics"
 	"go.uber.org/zap"
@@ -211,29 +214,15 @@ func (i *Inbound) drain() {
 // accept runs the accept loop until the listener closes. Other accept errors (out of file
 // descriptors, an aborted connection) are retried with a backoff of up to a second.
 func (i *Inbound) accept(ctx context.Context, lis net.Listener) {
-	var backoff time.Duration
-	for {
-		c, err := lis.Accept()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) || ctx.Err() != nil {
-				return
-			}
-			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-			i.log.Warn("inbound: accept failed: retrying", zap.Error(err), zap.Duration("backoff", backoff))
-			t := time.NewTimer(backoff)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-				return
-			}
-			continue
-		}
-		backoff = 0
+	retry := func(error) bool { return ctx.Err() == nil }
+	onRetry := func(err error, backoff time.Duration) {
+		i.log.Warn("inbound: accept failed: retrying", zap.Error(err), zap.Duration("backoff", backoff))
+	}
+	_ = accept.Loop(ctx, lis, retry, onRetry, func(c net.Conn) {
 		if i.conns.len() >= i.cfg.MaxConns {
 			i.log.Debug("inbound: too many connections: closing", zap.Int("max", i.cfg.MaxConns))
 			_ = c.Close()
-			continue
+			return
 		}
 		tc := i.conns.add(c)
 		i.wg.Add(1)
@@ -241,7 +230,7 @@ func (i *Inbound) accept(ctx context.Context, lis net.Listener) {
 			defer i.wg.Done()
 			i.serveConn(ctx, tc)
 		}()
-	}
+	})
 }
 
 // registry tracks open connections, so that the drain can wait for them and close them.
@@ -295,10 +284,7 @@ func (r *registry) wait(ctx context.Context) bool {
 
 func (r *registry) closeAll() {
 	r.mu.Lock()
-	conns := make([]*trackedConn, 0, len(r.conns))
-	for c := range r.conns {
-		conns = append(conns, c)
-	}
+	conns := slices.Collect(maps.Keys(r.conns))
 	r.mu.Unlock()
 	for _, c := range conns {
 		_ = c.Close()

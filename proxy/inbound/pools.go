@@ -1,6 +1,10 @@
 package inbound
 
-import "sync"
+import (
+	"maps"
+	"slices"
+	"sync"
+)
 
 // pools are connection pools to the applications, one per address, created on first use:
 // the lean HTTP/1.1 path's (h1.Pool) and the HTTP/2 relay's (h2.Pool). P's zero value is
@@ -27,10 +31,7 @@ func (p *pools[P]) get(addr string) *P {
 // each calls f for every pool, outside the lock.
 func (p *pools[P]) each(f func(*P)) {
 	p.mu.Lock()
-	all := make([]*P, 0, len(p.m))
-	for _, pl := range p.m {
-		all = append(all, pl)
-	}
+	all := slices.Collect(maps.Values(p.m))
 	p.mu.Unlock()
 	for _, pl := range all {
 		f(pl)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -42,6 +43,34 @@ func (s *session) tlsLabel() string {
 		return metrics.TLSTrue
 	}
 	return metrics.TLSNoIdentity
+}
+
+// admit decides a request that srv's policy matched to route (nil: no route matched), on
+// each of the HTTP paths: it counts the authorization and returns status 0 when the request
+// goes on, or the status, message and failure of the answer that refuses it (404 without a
+// route, 403 when no authorization permits the client, 500 for a route that fails its
+// requests).
+func (i *Inbound) admit(s *session, srv *policy.Server, route *policy.RoutePolicy) (status int, msg string, failed bool) {
+	if route == nil {
+		return http.StatusNotFound, "no route found for request", false
+	}
+	az := metrics.Authz{SrvName: srv.Name, ClientID: s.client.Identity, TLS: s.tlsLabel()}
+	authz := route.Authorize(s.client)
+	if authz == nil {
+		i.metrics.HTTPAuthz(false, az)
+		i.log.Debug("inbound: request denied", zap.String("server", srv.Name), zap.String("route", route.Name),
+			zap.Stringer("client", s.client.Addr), zap.String("client_id", s.client.Identity))
+		return http.StatusForbidden, "unauthorized request on route", false
+	}
+	az.AuthzName = authz.Name
+	i.metrics.HTTPAuthz(true, az)
+	if srv.Name == policy.DefaultAudit {
+		i.log.Debug("inbound: request allowed by the audit policy", zap.Stringer("client", s.client.Addr))
+	}
+	if route.Error != "" {
+		return http.StatusInternalServerError, route.Error, true
+	}
+	return 0, "", false
 }
 
 // sniffPool holds the buffers the preamble reads a ClientHello record into.

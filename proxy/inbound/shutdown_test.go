@@ -11,7 +11,6 @@ import (
 	"github.com/meridian-mesh/meridian/internal/testutil"
 	"github.com/meridian-mesh/meridian/proxy/internal/proxytest"
 	"github.com/meridian-mesh/meridian/proxy/transportheader"
-	"go.uber.org/zap/zaptest"
 )
 
 // slowApp answers /slow once release is closed (or the request is cancelled), after
@@ -56,15 +55,7 @@ func (r *running) wait(t *testing.T, what string) {
 // runUntil runs a proxy whose context the test cancels.
 func runUntil(t *testing.T, cfg Config, deps Deps) (*Inbound, context.CancelFunc, *running) {
 	t.Helper()
-	cfg.ListenAddr = "127.0.0.1:0"
-	deps.Logger = zaptest.NewLogger(t)
-	in, err := New(cfg, deps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := in.Listen(); err != nil {
-		t.Fatal(err)
-	}
+	in := listening(t, cfg, deps)
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{done: make(chan struct{})}
 	go func() { defer close(r.done); r.err = in.Run(ctx) }()

@@ -95,9 +95,7 @@ func TestRemovedEndpointGetsNoRequests(t *testing.T) {
 
 func TestSlowEndpointGetsFewerRequests(t *testing.T) {
 	fast, slow := startCountingApp(t, "fast", 0), startCountingApp(t, "slow", 50*time.Millisecond)
-	r := newFakeResolver()
-	r.target(webAuth, fast.endpoint("fast"), slow.endpoint("slow"))
-	_, addr := startProxy(t, testConfig(), Deps{Resolver: r})
+	addr := proxyTo(t, fast.endpoint("fast"), slow.endpoint("slow"))
 	c := proxyClient(t, addr)
 
 	const workers, each = 4, 50

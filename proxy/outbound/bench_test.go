@@ -1,7 +1,6 @@
 package outbound
 
 import (
-	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -51,7 +50,7 @@ func benchOutbound(b *testing.B, h2 bool) {
 			c = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
 			b.Cleanup(c.Transport.(*http.Transport).CloseIdleConnections)
 		}
-		benchGet(b, c, "http://"+app.String()+"/")
+		proxytest.BenchGet(b, c, "http://"+app.String()+"/")
 	})
 	for _, name := range []string{"plain", "mtls"} {
 		b.Run(name, func(b *testing.B) {
@@ -63,32 +62,8 @@ func benchOutbound(b *testing.B, h2 bool) {
 			}
 			deps := Deps{Resolver: r, TLS: proxytest.TLS(b, p, clientID), Metrics: metrics.New(prometheus.NewRegistry()), Log: zap.NewNop()}
 			_, addr := startProxy(b, testConfig(), deps)
-			benchGet(b, client(addr), "http://"+webAuth+"/")
+			proxytest.BenchGet(b, client(addr), "http://"+webAuth+"/")
 		})
-	}
-}
-
-func benchGet(b *testing.B, c *http.Client, url string) {
-	req, err := http.NewRequest(http.MethodGet, url, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	get := func() {
-		res, err := c.Do(req)
-		if err != nil {
-			b.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, res.Body)
-		_ = res.Body.Close()
-		if res.StatusCode != 200 {
-			b.Fatalf("status %d", res.StatusCode)
-		}
-	}
-	get() // connections up, target resolved
-	b.ReportAllocs()
-	b.ResetTimer()
-	for b.Loop() {
-		get()
 	}
 }
 

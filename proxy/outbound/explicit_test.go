@@ -1,14 +1,12 @@
 package outbound
 
 import (
-	"bufio"
 	"errors"
 	"io"
 	"net"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -84,17 +82,8 @@ func TestExplicitConnect(t *testing.T) {
 	r.target("redis.shop.svc.cluster.local:6379", plainEndpoint(echoAddr))
 	_, addr := startProxy(t, testConfig(), Deps{Resolver: r})
 
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 	// The tunnel's first bytes come with the request, as clients that pipeline do.
-	if _, err := io.WriteString(c, "CONNECT redis.shop.svc.cluster.local:6379 HTTP/1.1\r\nHost: redis.shop.svc.cluster.local:6379\r\n\r\nPING\r\n"); err != nil {
-		t.Fatal(err)
-	}
-	br := bufio.NewReader(c)
+	c, br := send(t, addr, "CONNECT redis.shop.svc.cluster.local:6379 HTTP/1.1\r\nHost: redis.shop.svc.cluster.local:6379\r\n\r\nPING\r\n")
 	res, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
 	if err != nil || res.StatusCode != 200 {
 		t.Fatalf("CONNECT: %v %v", res, err)
@@ -118,13 +107,8 @@ func TestExplicitBadRequests(t *testing.T) {
 		{"CONNECT web.shop.svc.cluster.local HTTP/1.1\r\nHost: x\r\n\r\n", "400"},
 		{"GET http://unknown.shop.svc.cluster.local/ HTTP/1.1\r\nHost: x\r\n\r\n", "503"}, // discovery fails
 	} {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-		_, _ = io.WriteString(c, tc.req)
-		line, err := bufio.NewReader(c).ReadString('\n')
+		c, br := send(t, addr, tc.req)
+		line, err := br.ReadString('\n')
 		_ = c.Close()
 		if err != nil || !strings.HasPrefix(line, "HTTP/1.1 "+tc.status) {
 			t.Errorf("%q: answered %q, %v; want %s", tc.req, line, err, tc.status)

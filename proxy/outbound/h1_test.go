@@ -1,15 +1,12 @@
 package outbound
 
 import (
-	"bufio"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/meridian-mesh/meridian/internal/testutil"
 	"github.com/meridian-mesh/meridian/proxy/internal/proxytest"
@@ -26,18 +23,14 @@ func rawExchange(t testing.TB, addr, raw string, n int, method string) []*http.R
 // the client as the application sent them.
 func TestLeanResponseFramings(t *testing.T) {
 	srv := proxytest.StartScripted(t, proxytest.ResponseFramings)
-	r := newFakeResolver()
-	r.target(webAuth, plainEndpoint(addrPort(t, srv.Addr)))
-	_, addr := startProxy(t, testConfig(), Deps{Resolver: r})
+	addr := proxyTo(t, plainEndpoint(addrPort(t, srv.Addr)))
 	proxytest.CheckResponseFramings(t, func() net.Conn { return proxytest.Dial(t, addr) },
 		"GET http://"+webAuth+"/ HTTP/1.1\r\nHost: "+webAuth+"\r\n\r\n", "HEAD http://"+webAuth+"/ HTTP/1.1\r\nHost: x\r\n\r\n")
 }
 
 func TestLeanRequestForwarding(t *testing.T) {
 	srv := proxytest.StartScripted(t, func(int64, string) (string, bool) { return "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", false })
-	r := newFakeResolver()
-	r.target(webAuth, plainEndpoint(addrPort(t, srv.Addr)))
-	_, addr := startProxy(t, testConfig(), Deps{Resolver: r})
+	addr := proxyTo(t, plainEndpoint(addrPort(t, srv.Addr)))
 
 	// Pipelined: a POST with a body, then a GET with hop-by-hop fields.
 	raw := "POST http://" + webAuth + "/form?a=1 HTTP/1.1\r\nHost: ignored\r\nContent-Length: 5\r\nProxy-Authorization: x\r\n\r\nhello" +
@@ -58,9 +51,7 @@ func TestLeanRequestForwarding(t *testing.T) {
 
 func TestLeanFallsBackToNetHTTP(t *testing.T) {
 	app := startCountingApp(t, "app", 0)
-	r := newFakeResolver()
-	r.target(webAuth, plainEndpoint(app.addr))
-	_, addr := startProxy(t, testConfig(), Deps{Resolver: r})
+	addr := proxyTo(t, plainEndpoint(app.addr))
 
 	big := strings.Repeat("x", maxLeanBody+1)
 	for name, raw := range map[string]string{
@@ -93,9 +84,7 @@ func TestLeanFallsBackToNetHTTP(t *testing.T) {
 func TestLeanStaleConnectionIsRetried(t *testing.T) {
 	// The upstream closes every connection after one response, without saying so.
 	srv := proxytest.StartScripted(t, func(int64, string) (string, bool) { return "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", true })
-	r := newFakeResolver()
-	r.target(webAuth, plainEndpoint(addrPort(t, srv.Addr)))
-	_, addr := startProxy(t, testConfig(), Deps{Resolver: r})
+	addr := proxyTo(t, plainEndpoint(addrPort(t, srv.Addr)))
 	c := proxyClient(t, addr)
 	for i := range 5 {
 		if res, b := get(t, c, "http://"+webAuth+"/"); res.StatusCode != 200 || b != "ok" {
@@ -105,20 +94,8 @@ func TestLeanStaleConnectionIsRetried(t *testing.T) {
 }
 
 func TestLeanUpstreamFailures(t *testing.T) {
-	srv := proxytest.StartScripted(t, func(n int64, _ string) (string, bool) {
-		switch n {
-		case 1:
-			return "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n", true
-		case 2:
-			return "NOT HTTP\r\n\r\n", true
-		case 3:
-			return "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort", true // cut short
-		}
-		return "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", true
-	})
-	r := newFakeResolver()
-	r.target(webAuth, plainEndpoint(addrPort(t, srv.Addr)))
-	_, addr := startProxy(t, testConfig(), Deps{Resolver: r})
+	srv := proxytest.StartScripted(t, proxytest.ResponseFailures)
+	addr := proxyTo(t, plainEndpoint(addrPort(t, srv.Addr)))
 	post := "POST http://" + webAuth + "/ HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n" // not retried
 	for i := range 2 {
 		if res := rawExchange(t, addr, post, 1, http.MethodPost); res[0].StatusCode != http.StatusBadGateway {
@@ -126,18 +103,7 @@ func TestLeanUpstreamFailures(t *testing.T) {
 		}
 	}
 	for i := range 2 { // the head went out: the client connection is cut
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-		_, _ = io.WriteString(c, post)
-		res, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err == nil {
-			_, err = io.ReadAll(res.Body)
-		}
-		_ = c.Close()
-		if err == nil {
+		if proxytest.CompleteResponse(proxytest.Dial(t, addr), post) {
 			t.Errorf("truncated body %d reached the client as complete", i+1)
 		}
 	}
@@ -147,19 +113,8 @@ func TestLeanDrainClosesIdleConnections(t *testing.T) {
 	app := startCountingApp(t, "app", 0)
 	r := newFakeResolver()
 	r.target(webAuth, plainEndpoint(app.addr))
-	o, err := New(testConfig(), Deps{Resolver: r})
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr, cancel, served := serve(t, o)
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-	_, _ = fmt.Fprintf(c, "GET http://%s/ HTTP/1.1\r\nHost: x\r\n\r\n", webAuth)
-	br := bufio.NewReader(c)
+	_, addr, cancel, served := serve(t, testConfig(), Deps{Resolver: r})
+	_, br := send(t, addr, "GET http://"+webAuth+"/ HTTP/1.1\r\nHost: x\r\n\r\n")
 	if res, err := http.ReadResponse(br, nil); err != nil || res.StatusCode != 200 {
 		t.Fatalf("%v %v", res, err)
 	}
@@ -190,18 +145,9 @@ func TestUpgrade(t *testing.T) {
 		echo(conn)
 	}))
 	t.Cleanup(func() { testutil.Wait(t, testutil.StopWithin, "the upgraded handlers", wg.Wait) })
-	r := newFakeResolver()
-	r.target(webAuth, plainEndpoint(addrPort(t, lis.Addr())))
-	_, addr := startProxy(t, testConfig(), Deps{Resolver: r})
+	addr := proxyTo(t, plainEndpoint(addrPort(t, lis.Addr())))
 
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-	_, _ = io.WriteString(c, "GET http://"+webAuth+"/ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
-	br := bufio.NewReader(c)
+	c, br := send(t, addr, "GET http://"+webAuth+"/ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
 	res, err := http.ReadResponse(br, nil)
 	if err != nil || res.StatusCode != http.StatusSwitchingProtocols || res.Header.Get("Upgrade") != "echo" {
 		t.Fatalf("upgrade: %v %v", res, err)

@@ -116,9 +116,7 @@ func TestLeanHTTP2ConnectRetry(t *testing.T) {
 	dead := addrPort(t, lis.Addr())
 	_ = lis.Close()
 	app := startApp(t, "alive")
-	r := newFakeResolver()
-	r.target(webAuth, plainEndpoint(dead), plainEndpoint(app))
-	_, addr := startProxy(t, testConfig(), Deps{Resolver: r})
+	addr := proxyTo(t, plainEndpoint(dead), plainEndpoint(app))
 	c := h2Client(t, addr)
 	for i := range 6 {
 		if res, body := get(t, c, "http://"+webAuth+"/"); res.StatusCode != 200 || body != "alive HTTP/2.0" {
@@ -133,11 +131,7 @@ func TestLeanHTTP2Drain(t *testing.T) {
 	app, arrived, release := blockingApp(t)
 	r := newFakeResolver()
 	r.target(webAuth, plainEndpoint(addrPort(t, mustResolve(t, app))))
-	o, err := New(testConfig(), Deps{Resolver: r})
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr, cancel, served := serve(t, o)
+	_, addr, cancel, served := serve(t, testConfig(), Deps{Resolver: r})
 	got := proxytest.GetAsync(h2Client(t, addr), "http://"+webAuth+"/")
 	testutil.Recv(t, arrived, 10*time.Second, "the request to reach the app")
 	cancel()

@@ -1,8 +1,10 @@
 package outbound
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -149,6 +151,16 @@ func startProxy(t testing.TB, cfg Config, deps Deps) (*Outbound, string) {
 	return o, lis.Addr().String()
 }
 
+// proxyTo runs a proxy (testConfig) whose resolver knows webAuth at eps until the test ends,
+// and returns its address.
+func proxyTo(t testing.TB, eps ...discovery.Endpoint) string {
+	t.Helper()
+	r := newFakeResolver()
+	r.target(webAuth, eps...)
+	_, addr := startProxy(t, testConfig(), Deps{Resolver: r})
+	return addr
+}
+
 // proxyClient is an HTTP client that uses the proxy as an explicit HTTP proxy.
 func proxyClient(t testing.TB, proxyAddr string) *http.Client {
 	t.Helper()
@@ -156,6 +168,30 @@ func proxyClient(t testing.TB, proxyAddr string) *http.Client {
 	tr := &http.Transport{Proxy: http.ProxyURL(u), MaxIdleConnsPerHost: 16}
 	t.Cleanup(tr.CloseIdleConnections)
 	return &http.Client{Transport: tr, Timeout: 10 * time.Second}
+}
+
+// send dials the proxy at addr and writes raw; it returns the connection (its deadline 10 s
+// away, closed when t ends) and a reader of what comes back.
+func send(t testing.TB, addr, raw string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	c := proxytest.Dial(t, addr)
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, raw); err != nil {
+		t.Fatal(err)
+	}
+	return c, bufio.NewReader(c)
+}
+
+// connect opens a CONNECT tunnel to target through the proxy at addr: it returns the
+// connection, a reader of what follows the answer, and the answer.
+func connect(t testing.TB, addr, target string) (net.Conn, *bufio.Reader, *http.Response) {
+	t.Helper()
+	c, br := send(t, addr, "CONNECT "+target+" HTTP/1.1\r\nHost: "+target+"\r\n\r\n")
+	res, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
+	if err != nil {
+		t.Fatalf("CONNECT %s: %v", target, err)
+	}
+	return c, br, res
 }
 
 // startApp runs a plaintext application that answers with its name and returns its address.

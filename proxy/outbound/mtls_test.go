@@ -1,7 +1,6 @@
 package outbound
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -95,20 +94,8 @@ func TestMeshedOpaqueTransportTCP(t *testing.T) {
 // returns what came back.
 func connectEcho(t testing.TB, proxyAddr, target, msg string) string {
 	t.Helper()
-	c, err := net.Dial("tcp", proxyAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, br, res := connect(t, proxyAddr, target)
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.WriteString(c, "CONNECT "+target+" HTTP/1.1\r\nHost: "+target+"\r\n\r\n"); err != nil {
-		t.Fatal(err)
-	}
-	br := bufio.NewReader(c)
-	res, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
-	if err != nil {
-		t.Fatalf("CONNECT %s: %v", target, err)
-	}
 	if res.StatusCode != 200 {
 		t.Fatalf("CONNECT %s: %s", target, res.Status)
 	}
@@ -180,17 +167,8 @@ func TestMeshedIdentityIsVerified(t *testing.T) {
 // connectStatus sends CONNECT target and returns the answer's status.
 func connectStatus(t testing.TB, proxyAddr, target string) int {
 	t.Helper()
-	c, err := net.Dial("tcp", proxyAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-	_, _ = io.WriteString(c, "CONNECT "+target+" HTTP/1.1\r\nHost: "+target+"\r\n\r\n")
-	res, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: http.MethodConnect})
-	if err != nil {
-		t.Fatalf("CONNECT %s: %v", target, err)
-	}
+	c, _, res := connect(t, proxyAddr, target)
+	_ = c.Close()
 	return res.StatusCode
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/meridian-mesh/meridian/internal/tlsid"
 	"github.com/meridian-mesh/meridian/proxy/h2"
+	"github.com/meridian-mesh/meridian/proxy/internal/accept"
 	"github.com/meridian-mesh/meridian/proxy/internal/handoff"
 	"github.com/meridian-mesh/meridian/proxy/metrics"
 	"github.com/meridian-mesh/meridian/proxy/origdst"
@@ -208,40 +209,29 @@ func (o *Outbound) drain(srv *http.Server) {
 // accept hands every accepted connection to its own goroutine (counted in conns) until lis
 // fails; it returns nil when lis was closed.
 func (o *Outbound) accept(ctx context.Context, lis net.Listener, hl *handoff.Listener, conns *sync.WaitGroup) error {
-	var backoff time.Duration
-	for {
-		c, err := lis.Accept()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return nil
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() || isTemporary(err) { // EMFILE and the like
-				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-				o.log.Warn("outbound accept", zap.Error(err), zap.Duration("retry_in", backoff))
-				timer := time.NewTimer(backoff)
-				select {
-				case <-timer.C:
-				case <-ctx.Done():
-					timer.Stop()
-					return nil
-				}
-				continue
-			}
-			return fmt.Errorf("outbound: accept: %w", err)
-		}
-		backoff = 0
+	onRetry := func(err error, backoff time.Duration) {
+		o.log.Warn("outbound accept", zap.Error(err), zap.Duration("retry_in", backoff))
+	}
+	err := accept.Loop(ctx, lis, passes, onRetry, func(c net.Conn) {
 		conns.Add(1)
 		go func() {
 			defer conns.Done()
 			o.serveConn(c, hl)
 		}()
+	})
+	if err != nil {
+		return fmt.Errorf("outbound: accept: %w", err)
 	}
+	return nil
 }
 
-// isTemporary reports the accept errors that pass (too many open files, aborted
+// passes reports the accept errors that pass (timeouts, too many open files, aborted
 // connections), as net/http's server treats them.
-func isTemporary(err error) bool {
+func passes(err error) bool {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return true
+	}
 	var t interface{ Temporary() bool }
 	return errors.As(err, &t) && t.Temporary()
 }

@@ -1,7 +1,6 @@
 package outbound
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"io"
@@ -38,9 +37,14 @@ func blockingApp(t testing.TB) (addr string, arrived chan struct{}, release chan
 	return lis.Addr().String(), arrived, release
 }
 
-// serve runs o on a loopback listener until the returned cancel; served reports Serve's end.
-func serve(t testing.TB, o *Outbound) (addr string, cancel context.CancelFunc, served chan error) {
+// serve runs a new proxy on a loopback listener until the returned cancel; served reports
+// Serve's end.
+func serve(t testing.TB, cfg Config, deps Deps) (o *Outbound, addr string, cancel context.CancelFunc, served chan error) {
 	t.Helper()
+	o, err := New(cfg, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
 	lis := testutil.Listen(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	served = make(chan error, 1)
@@ -57,7 +61,7 @@ func serve(t testing.TB, o *Outbound) (addr string, cancel context.CancelFunc, s
 			t.Error("Serve did not return")
 		}
 	})
-	return lis.Addr().String(), cancel, served
+	return o, lis.Addr().String(), cancel, served
 }
 
 func TestShutdownDrainsInFlightRequests(t *testing.T) {
@@ -66,11 +70,7 @@ func TestShutdownDrainsInFlightRequests(t *testing.T) {
 	r.target(webAuth, plainEndpoint(addrPort(t, mustResolve(t, app))))
 	cfg := testConfig()
 	cfg.Grace = 30 * time.Second
-	o, err := New(cfg, Deps{Resolver: r})
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr, cancel, served := serve(t, o)
+	o, addr, cancel, served := serve(t, cfg, Deps{Resolver: r})
 	testutil.Eventually(t, 10*time.Second, "the listener to be ready", func() bool { return o.Ready() == nil })
 	if o.Addr().String() != addr {
 		t.Errorf("Addr() = %v, want %s", o.Addr(), addr)
@@ -106,23 +106,12 @@ func TestShutdownClosesWhatOutlivesTheGrace(t *testing.T) {
 	r.target("redis.shop.svc.cluster.local:6379", plainEndpoint(echoAddr))
 	cfg := testConfig()
 	cfg.Grace = 100 * time.Millisecond
-	o, err := New(cfg, Deps{Resolver: r})
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr, cancel, served := serve(t, o)
+	_, addr, cancel, served := serve(t, cfg, Deps{Resolver: r})
 	got := proxytest.GetAsync(proxyClient(t, addr), "http://"+webAuth+"/")
 	testutil.Recv(t, arrived, 10*time.Second, "the request to reach the app")
 
 	// A tunnel that stays open.
-	tun, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tun.Close()
-	_ = tun.SetDeadline(time.Now().Add(10 * time.Second))
-	_, _ = io.WriteString(tun, "CONNECT redis.shop.svc.cluster.local:6379 HTTP/1.1\r\nHost: x\r\n\r\n")
-	br := bufio.NewReader(tun)
+	_, br := send(t, addr, "CONNECT redis.shop.svc.cluster.local:6379 HTTP/1.1\r\nHost: x\r\n\r\n")
 	if res, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect}); err != nil || res.StatusCode != 200 {
 		t.Fatalf("CONNECT: %v %v", res, err)
 	}

@@ -1,6 +1,7 @@
 package outbound
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"io"
@@ -92,23 +93,39 @@ func (o *Outbound) serveConnect(w http.ResponseWriter, req *http.Request, pr *ht
 		return
 	}
 	defer lease.Release()
+	established := func(bw *bufio.Writer) error {
+		if _, err := bw.WriteString(httpproxy.ConnectEstablished); err != nil {
+			return err
+		}
+		return bw.Flush()
+	}
+	if !o.tunnel(w, up, established) {
+		proxyError(w, req, http.StatusInternalServerError, "cannot take over the connection")
+	}
+}
+
+// tunnel takes over w's client connection, writes the answer that opens the tunnel (write,
+// on the connection's buffered writer) and copies both ways between the client (the bytes
+// that came after its request first) and up until both are done. It returns false, having
+// closed up, when the connection could not be taken over (the caller answers); once it is
+// taken over, a failure closes both.
+func (o *Outbound) tunnel(w http.ResponseWriter, up io.ReadWriteCloser, write func(*bufio.Writer) error) bool {
 	conn, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		_ = up.Close()
-		proxyError(w, req, http.StatusInternalServerError, "cannot take over the connection")
-		return
+		return false
 	}
 	if !o.conns.addTunnel(conn) {
 		_ = up.Close()
 		_ = conn.Close()
-		return
+		return true
 	}
 	defer o.conns.tunnelDone()
 	defer o.conns.remove(conn)
-	if _, err := io.WriteString(conn, httpproxy.ConnectEstablished); err != nil {
+	if err := write(brw.Writer); err != nil {
 		_ = up.Close()
 		_ = conn.Close()
-		return
+		return true
 	}
 	var client net.Conn = conn
 	if n := brw.Reader.Buffered(); n > 0 { // the tunnel's first bytes came with the request
@@ -116,6 +133,7 @@ func (o *Outbound) serveConnect(w http.ResponseWriter, req *http.Request, pr *ht
 		client = detect.NewConn(conn, append([]byte(nil), b...))
 	}
 	splice(client, up)
+	return true
 }
 
 // bufPool holds the copy buffers of tunnels and response bodies.

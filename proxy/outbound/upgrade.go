@@ -3,12 +3,9 @@ package outbound
 import (
 	"bufio"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"time"
-
-	"github.com/meridian-mesh/meridian/proxy/detect"
 )
 
 // switchProtocols completes an HTTP/1.1 upgrade (WebSocket and the like) the upstream
@@ -22,31 +19,13 @@ func (o *Outbound) switchProtocols(w http.ResponseWriter, req *http.Request, res
 		proxyError(w, req, http.StatusBadGateway, "upstream switched to a protocol the client did not ask for")
 		return
 	}
-	conn, brw, err := http.NewResponseController(w).Hijack()
-	if err != nil {
-		_ = up.Close()
+	switched := func(bw *bufio.Writer) error {
+		ep.route.Response(res.StatusCode, "", false, time.Since(start))
+		return write101(bw, res.Header, upgrade)
+	}
+	if !o.tunnel(w, up, switched) {
 		ep.route.Response(http.StatusInternalServerError, "", true, time.Since(start))
-		return
 	}
-	if !o.conns.addTunnel(conn) {
-		_ = up.Close()
-		_ = conn.Close()
-		return
-	}
-	defer o.conns.tunnelDone()
-	defer o.conns.remove(conn)
-	ep.route.Response(res.StatusCode, "", false, time.Since(start))
-	if err := write101(brw.Writer, res.Header, upgrade); err != nil {
-		_ = up.Close()
-		_ = conn.Close()
-		return
-	}
-	var client net.Conn = conn
-	if n := brw.Reader.Buffered(); n > 0 {
-		b, _ := brw.Reader.Peek(n)
-		client = detect.NewConn(conn, append([]byte(nil), b...))
-	}
-	splice(client, up)
 }
 
 // write101 writes the upstream's 101 response without its hop-by-hop headers, but with the

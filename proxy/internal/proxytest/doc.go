@@ -4,10 +4,12 @@
 // servers stopped and waited for when the test ends; Scripted: an HTTP/1.1 server answering
 // raw bytes and recording what it read; RawServer: a benchmark upstream that allocates
 // nothing per request), the client side of raw HTTP/1.1 (Exchange, ReadRawResponse,
-// BenchRaw, Dial, Body), one check both proxies' lean HTTP/1.1 paths pass
-// (ResponseFramings and CheckResponseFramings: the framings of responses), GetAsync (a GET
-// whose result arrives on a channel), Gathered (a sum of Prometheus series by labels), and
-// Meridian's policy controller in process (NewPolicyIndex, ApplyPolicy, ServePolicy).
+// BenchRaw, Dial, Body), BenchGet (BenchRaw's measure for a net/http client), one check
+// both proxies' lean HTTP/1.1 paths pass (ResponseFramings and CheckResponseFramings: the
+// framings of responses), the responses they refuse to relay (ResponseFailures, and
+// CompleteResponse to see a client's connection cut), GetAsync (a GET whose result arrives
+// on a channel), Gathered (a sum of Prometheus series by labels), and Meridian's policy
+// controller in process (NewPolicyIndex, ApplyPolicy, ServePolicy).
 //
 // It owns nothing beyond a test: every server stops and is waited for when its test ends.
 // It imports internal/testutil, internal/tlsid, proxy/transportheader, the policy

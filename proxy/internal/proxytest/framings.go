@@ -1,9 +1,12 @@
 package proxytest
 
 import (
+	"bufio"
+	"io"
 	"net"
 	"net/http"
 	"testing"
+	"time"
 )
 
 // ResponseFramings is the script of a Scripted application for CheckResponseFramings: a
@@ -55,4 +58,33 @@ func CheckResponseFramings(t *testing.T, dial func() net.Conn, get, head string)
 	if Body(res[0]) != "until the end" || !res[0].Close {
 		t.Errorf("close-delimited: %q, close %v", Body(res[0]), res[0].Close)
 	}
+}
+
+// ResponseFailures is the script of a Scripted application whose responses a proxy cannot
+// relay exactly: an unknown transfer coding and bytes that are not HTTP (a proxy answers
+// 502), then bodies cut short after their heads, by Content-Length and by a malformed chunk
+// (a proxy cuts the client's connection). Each closes its connection.
+func ResponseFailures(n int64, _ string) (string, bool) {
+	switch n {
+	case 1:
+		return "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n", true
+	case 2:
+		return "NOT HTTP\r\n\r\n", true
+	case 3:
+		return "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort", true // cut short
+	}
+	return "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", true
+}
+
+// CompleteResponse writes req on c and reports whether a whole response, its head and body,
+// came back (within Wait). It closes c.
+func CompleteResponse(c net.Conn, req string) bool {
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(Wait))
+	_, _ = io.WriteString(c, req)
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err == nil {
+		_, err = io.ReadAll(res.Body)
+	}
+	return err == nil
 }
