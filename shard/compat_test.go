@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	pb "github.com/linkerd/linkerd2-proxy-api/go/destination"
+
 	"github.com/meridian-mesh/meridian/internal/testutil"
 )
 
@@ -15,19 +17,7 @@ import (
 // (watcher/endpoints_watcher_test.go): name1:8989 with the one endpoint 172.17.0.12 of pod
 // name1-1, the slice's endpoints and the pod's extra metadata given.
 func name1Fixture(endpoints, podMeta string) string {
-	return fmt.Sprintf(`apiVersion: v1
-kind: Service
-metadata: {name: name1, namespace: ns}
-spec:
-  type: LoadBalancer
-  ports: [{port: 8989}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: name1-es, namespace: ns, labels: {kubernetes.io/service-name: name1}}
-addressType: IPv4
-ports: [{port: 8989}]
-endpoints: %s
+	return lbService("ns", "name1", 8989, "") + sliceHead("ns", "name1", "name1-es", "IPv4", "[{port: 8989}]") + fmt.Sprintf(`endpoints: %s
 ---
 apiVersion: v1
 kind: Pod
@@ -38,12 +28,10 @@ status: {phase: Running, podIP: 172.17.0.12}
 
 const name1Endpoint = `[{addresses: [172.17.0.12], hostname: name1-1, targetRef: {kind: Pod, name: name1-1, namespace: ns}}]`
 
-// TestEmptiedAndDeletedService: a service whose last endpoint goes is told
-// NoEndpoints{exists: true}, and a deleted one NoEndpoints{exists: false}, where Linkerd sends
-// a Remove of the addresses (TestEndpointSliceScaleDown, TestEndpointsWatcherDeletionWithEndpointSlices);
-// the proxy API's contract makes the two equivalent, and NoEndpoints also says whether the
-// service exists.
-func TestEmptiedAndDeletedService(t *testing.T) {
+// watchName1 starts a replica on name1Fixture with name1Endpoint and opens a Get stream of
+// name1:8989, whose first update, an Add, it reads.
+func watchName1(t *testing.T) (*dirEnv, *recvStream[pb.Update]) {
+	t.Helper()
 	e := newDirEnv(t, DefaultConfig(), "")
 	e.write("svc.yaml", name1Fixture(name1Endpoint, ""))
 	waitService(t, e.replica, "ns", "name1")
@@ -51,6 +39,16 @@ func TestEmptiedAndDeletedService(t *testing.T) {
 	if u := s.next(t); kind(u) != "add" {
 		t.Fatalf("first update %s", kind(u))
 	}
+	return e, s
+}
+
+// TestEmptiedAndDeletedService: a service whose last endpoint goes is told
+// NoEndpoints{exists: true}, and a deleted one NoEndpoints{exists: false}, where Linkerd sends
+// a Remove of the addresses (TestEndpointSliceScaleDown, TestEndpointsWatcherDeletionWithEndpointSlices);
+// the proxy API's contract makes the two equivalent, and NoEndpoints also says whether the
+// service exists.
+func TestEmptiedAndDeletedService(t *testing.T) {
+	e, s := watchName1(t)
 	e.write("svc.yaml", name1Fixture("[]", ""))
 	if u := s.next(t); kind(u) != "no_endpoints(exists=true)" {
 		t.Fatalf("the slice emptied: %s %v, want no_endpoints(exists=true)", kind(u), addrs(u))
@@ -66,13 +64,7 @@ func TestEmptiedAndDeletedService(t *testing.T) {
 // new resourceVersion (TestPodChangeDetection, "will update pod if resource version is
 // different"); a change a proxy sees (the pod meshed) is sent.
 func TestPodUpdateInvisibleSendsNothing(t *testing.T) {
-	e := newDirEnv(t, DefaultConfig(), "")
-	e.write("svc.yaml", name1Fixture(name1Endpoint, ""))
-	waitService(t, e.replica, "ns", "name1")
-	s := e.get("name1.ns.svc.cluster.local:8989", "")
-	if u := s.next(t); kind(u) != "add" {
-		t.Fatalf("first update %s", kind(u))
-	}
+	e, s := watchName1(t)
 	e.write("svc.yaml", name1Fixture(name1Endpoint, ", annotations: {example.com/build: \"2\"}"))
 	// The source delivered the new version (the Dir source keeps pods as they are written)...
 	testutil.Eventually(t, 10*time.Second, "the pod's new version", func() bool {

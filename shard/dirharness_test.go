@@ -13,7 +13,6 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/meridian-mesh/meridian/internal/manifest/manifesttest"
-	"github.com/meridian-mesh/meridian/internal/testutil"
 	"github.com/meridian-mesh/meridian/shard/source"
 )
 
@@ -53,18 +52,11 @@ func newDirEnv(t *testing.T, cfg Config, fixture string) *dirEnv {
 	dcfg := source.DefaultDirConfig(dir)
 	dcfg.Debounce, dcfg.Rescan = 20*time.Millisecond, 200*time.Millisecond
 	src := source.NewDirWithConfig(dcfg, log)
-	reg := prometheus.NewRegistry()
-	r, err := NewReplica(cfg, Deps{Source: src, Registerer: reg, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lis := testutil.Listen(t)
-	serveReplica(t, r, reg, lis)
-	testutil.EventuallyNoError(t, 10*time.Second, "the replica to be ready", r.Ready)
+	r, client := startReplica(t, cfg, Deps{Source: src, Registerer: prometheus.NewRegistry(), Logger: log}, 10*time.Second)
 	if errs := src.Errors(); len(errs) > 0 {
 		t.Fatalf("the fixture does not load: %v", errs)
 	}
-	return &dirEnv{t: t, dir: dir, replica: r, client: pb.NewDestinationClient(testutil.DialGRPC(t, lis.Addr().String()))}
+	return &dirEnv{t: t, dir: dir, replica: r, client: client}
 }
 
 // write replaces (or creates) the manifest file name.
@@ -81,7 +73,12 @@ type recvStream[T any] struct {
 }
 
 func newRecvStream[T any](s grpc.ServerStreamingClient[T]) *recvStream[T] {
-	rs := &recvStream[T]{c: make(chan *T, 1024), err: make(chan error, 1)}
+	return newRecvStreamSize(s, 1024)
+}
+
+// newRecvStreamSize is newRecvStream with room for size messages not yet taken.
+func newRecvStreamSize[T any](s grpc.ServerStreamingClient[T], size int) *recvStream[T] {
+	rs := &recvStream[T]{c: make(chan *T, size), err: make(chan error, 1)}
 	go func() {
 		for {
 			m, err := s.Recv()
@@ -141,21 +138,22 @@ func (rs *recvStream[T]) quiet(t *testing.T, d time.Duration) {
 // ends.
 func (e *dirEnv) profile(path, token string) *recvStream[pb.DestinationProfile] {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	e.t.Cleanup(cancel)
-	s, err := e.client.GetProfile(ctx, &pb.GetDestination{Scheme: "k8s", Path: path, ContextToken: token})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return newRecvStream(s)
+	return openStream(e, e.client.GetProfile, path, token)
 }
 
 // get opens a Get stream for path with the context token, alive until the test ends.
 func (e *dirEnv) get(path, token string) *recvStream[pb.Update] {
 	e.t.Helper()
+	return openStream(e, e.client.Get, path, token)
+}
+
+// openStream opens the stream of call (a method of e's client) for path with the context
+// token, alive until the test ends.
+func openStream[T any](e *dirEnv, call func(context.Context, *pb.GetDestination, ...grpc.CallOption) (grpc.ServerStreamingClient[T], error), path, token string) *recvStream[T] {
+	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	e.t.Cleanup(cancel)
-	s, err := e.client.Get(ctx, &pb.GetDestination{Scheme: "k8s", Path: path, ContextToken: token})
+	s, err := call(ctx, &pb.GetDestination{Scheme: "k8s", Path: path, ContextToken: token})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -183,6 +183,21 @@ func serveReplica(t *testing.T, r *Replica, reg prometheus.Registerer, lis net.L
 	return stop
 }
 
+// startReplica runs a replica configured by cfg on deps (its Registerer a registry the
+// gRPC server's metrics go to as well), serving gRPC on 127.0.0.1 until the test ends, waits
+// up to within for it to be ready, and returns it with a client connected to it.
+func startReplica(t *testing.T, cfg Config, deps Deps, within time.Duration) (*Replica, pb.DestinationClient) {
+	t.Helper()
+	r, err := NewReplica(cfg, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis := testutil.Listen(t)
+	serveReplica(t, r, deps.Registerer, lis)
+	testutil.EventuallyNoError(t, within, "the replica to be ready", r.Ready)
+	return r, pb.NewDestinationClient(testutil.DialGRPC(t, lis.Addr().String()))
+}
+
 func (e *env) h() source.Handler { return e.src.handler(e.t) }
 
 // --- objects ---
@@ -289,61 +304,12 @@ func (h *held) keys() []string {
 	return sortedStrings(out)
 }
 
-// stream wraps a Get stream with one reader goroutine, so that tests can wait for an update
-// with a deadline, or check that none comes, without losing any.
-type stream struct {
-	c   chan *pb.Update
-	err chan error
-}
-
-func (s *stream) Recv() (*pb.Update, error) {
-	select {
-	case u := <-s.c:
-		return u, nil
-	case err := <-s.err:
-		return nil, err
-	}
-}
+// stream is a Get stream read by one goroutine (recvStream: next, quiet, end), with room
+// for the bursts of the slow-consumer tests.
+type stream struct{ *recvStream[pb.Update] }
 
 func newStream(gs pb.Destination_GetClient) *stream {
-	s := &stream{c: make(chan *pb.Update, 1<<16), err: make(chan error, 1)}
-	go func() {
-		for {
-			u, err := gs.Recv()
-			if err != nil {
-				s.err <- err
-				return
-			}
-			s.c <- u
-		}
-	}()
-	return s
-}
-
-// recv receives one update with a deadline.
-func recv(t *testing.T, s *stream) *pb.Update {
-	t.Helper()
-	select {
-	case u := <-s.c:
-		return u
-	case err := <-s.err:
-		t.Fatalf("recv: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("no update within 10s")
-	}
-	return nil
-}
-
-// expectNothing checks that no update arrives for a short while.
-func expectNothing(t *testing.T, s *stream, d time.Duration) {
-	t.Helper()
-	select {
-	case u := <-s.c:
-		t.Fatalf("unexpected update %v", u)
-	case err := <-s.err:
-		t.Fatalf("stream ended: %v", err)
-	case <-time.After(d):
-	}
+	return &stream{newRecvStreamSize(gs, 1<<16)}
 }
 
 // get opens a Get stream that lives until the test ends.

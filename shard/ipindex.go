@@ -44,24 +44,7 @@ func (ix *ipIndex) setService(k ServiceKey, svc *corev1.Service, deleted bool) {
 		ips = translator.ClusterIPs(svc)
 	}
 	ix.mu.Lock()
-	old := ix.svcIPs[k]
-	changed := !slices.Equal(old, ips)
-	if changed {
-		for _, a := range old {
-			ix.services[a] = without(ix.services[a], k)
-			if len(ix.services[a]) == 0 {
-				delete(ix.services, a)
-			}
-		}
-		for _, a := range ips {
-			ix.services[a] = append(ix.services[a], k)
-		}
-		if len(ips) == 0 {
-			delete(ix.svcIPs, k)
-		} else {
-			ix.svcIPs[k] = ips
-		}
-	}
+	old, changed := reindex(ix.services, ix.svcIPs, k, ips)
 	ix.mu.Unlock()
 	if changed {
 		ix.wake(old, ips)
@@ -81,25 +64,37 @@ func (ix *ipIndex) setPod(pod *corev1.Pod, deleted bool, owns func(netip.Addr) b
 		}
 	}
 	ix.mu.Lock()
-	old := ix.podIPs[k]
-	if !slices.Equal(old, ips) {
-		for _, a := range old {
-			ix.pods[a] = without(ix.pods[a], k)
-			if len(ix.pods[a]) == 0 {
-				delete(ix.pods, a)
-			}
-		}
-		for _, a := range ips {
-			ix.pods[a] = append(ix.pods[a], k)
-		}
-		if len(ips) == 0 {
-			delete(ix.podIPs, k)
-		} else {
-			ix.podIPs[k] = ips
-		}
-	}
+	old, _ := reindex(ix.pods, ix.podIPs, k, ips)
 	ix.mu.Unlock()
 	ix.wake(old, ips)
+}
+
+// reindex gives k the addresses ips (none: k is forgotten) in byKey and in byAddr, its
+// inverse. It returns the addresses k had, and whether they differ.
+func reindex[K comparable](byAddr map[netip.Addr][]K, byKey map[K][]netip.Addr, k K, ips []netip.Addr) ([]netip.Addr, bool) {
+	old := byKey[k]
+	if slices.Equal(old, ips) {
+		return old, false
+	}
+	for _, a := range old {
+		unindex(byAddr, a, k)
+	}
+	for _, a := range ips {
+		byAddr[a] = append(byAddr[a], k)
+	}
+	if len(ips) == 0 {
+		delete(byKey, k)
+	} else {
+		byKey[k] = ips
+	}
+	return old, true
+}
+
+// unindex removes k from the keys of a in byAddr, and a when no key is left.
+func unindex[K comparable](byAddr map[netip.Addr][]K, a netip.Addr, k K) {
+	if byAddr[a] = without(byAddr[a], k); len(byAddr[a]) == 0 {
+		delete(byAddr, a)
+	}
 }
 
 // dropUnowned forgets the pod addresses owns no longer admits (a ring change gave them to
@@ -116,10 +111,7 @@ func (ix *ipIndex) dropUnowned(owns func(netip.Addr) bool) {
 		for _, a := range ips {
 			if !slices.Contains(kept, a) {
 				dropped = append(dropped, a)
-				ix.pods[a] = without(ix.pods[a], k)
-				if len(ix.pods[a]) == 0 {
-					delete(ix.pods, a)
-				}
+				unindex(ix.pods, a, k)
 			}
 		}
 		if len(kept) == 0 {

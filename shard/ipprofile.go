@@ -12,7 +12,6 @@ import (
 	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/meridian-mesh/meridian/ring"
 	"github.com/meridian-mesh/meridian/translator"
 )
 
@@ -40,21 +39,10 @@ func (s *Server) profileByIP(req *pb.GetDestination, ap netip.AddrPort, stream p
 	default:
 		return status.Errorf(codes.FailedPrecondition, "found %d services with the cluster IP %s: %s", len(services), ap.Addr(), keyList(services))
 	}
-	ctx := stream.Context()
-	s.m.streams.WithLabelValues("get_profile").Inc()
-	defer s.m.streams.WithLabelValues("get_profile").Dec()
-	var last *pb.DestinationProfile
-	send := func(p *pb.DestinationProfile) error {
-		if last != nil && proto.Equal(last, p) {
-			return nil
-		}
-		last = p
-		return stream.Send(p)
-	}
 	k := ipKey(ap.Addr())
-	return s.follow(stream, k, func() bool { return last != nil },
-		func(v *ringView) error { return s.local.ipProfile(ctx, ap, k, v, send) },
-		func(owner ring.Member, v *ringView) error { return s.relay.profile(ctx, req, k, owner, v, send) })
+	return s.followProfile(req, stream, k, func(v *ringView, send func(*pb.DestinationProfile) error) error {
+		return s.local.ipProfile(stream.Context(), ap, k, v, send)
+	})
 }
 
 // ipProfile serves the profile of an address that is no Service's, which this replica owns

@@ -37,6 +37,30 @@ func serverObject(ns, name, app string, port int64) *unstructured.Unstructured {
 	}}
 }
 
+// startKubeReplica starts a replica (startReplica) on a Kubernetes source of env's API
+// server configured by cfg: with all its clients (typed, dynamic for Servers and
+// ServiceProfiles, metadata for Nodes) when all, else the typed one only. It returns the
+// replica, a client of it and the registry of its metrics.
+func startKubeReplica(t *testing.T, env *kubetest.Env, cfg source.KubernetesConfig, all bool) (*Replica, pb.DestinationClient, *prometheus.Registry) {
+	t.Helper()
+	clients := source.KubernetesClients{Typed: env.Client}
+	if all {
+		md, err := metadata.NewForConfig(env.Config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clients.Dynamic, clients.Metadata = env.Dynamic, md
+	}
+	reg := prometheus.NewRegistry()
+	log := zaptest.NewLogger(t)
+	src := source.NewKubernetesFrom(clients, cfg, reg, log)
+	r, client := startReplica(t, DefaultConfig(), Deps{Source: src, Registerer: reg, Logger: log}, 60*time.Second)
+	if w := src.Warnings(); len(w) > 0 {
+		t.Fatalf("source warnings: %v", w)
+	}
+	return r, client, reg
+}
+
 // TestKubernetesZonesIPsServers runs a replica on the Kubernetes source of a real API server,
 // with the Node (metadata only) and Server informers, and checks over gRPC what they drive:
 // zone_locality against the client's node, GetProfile by cluster IP and by pod IP, and a
@@ -45,29 +69,13 @@ func TestKubernetesZonesIPsServers(t *testing.T) {
 	env := kubetest.Start(t)
 	ns := env.Namespace(t, nil)
 	cs := env.Client
-	md, err := metadata.NewForConfig(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
 	nodeName := "zone-node-" + ns
 	if _, err := cs.CoreV1().Nodes().Create(api(t), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName,
 		Labels: map[string]string{corev1.LabelTopologyZone: "west-1a", "other": "dropped"}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cs.CoreV1().Nodes().Delete(context.Background(), nodeName, metav1.DeleteOptions{}) })
-	reg := prometheus.NewRegistry()
-	log := zaptest.NewLogger(t)
-	src := source.NewKubernetesFrom(source.KubernetesClients{Typed: cs, Dynamic: env.Dynamic, Metadata: md}, source.KubernetesConfig{Namespace: ns}, reg, log)
-	r, err := NewReplica(DefaultConfig(), Deps{Source: src, Registerer: reg, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lis := testutil.Listen(t)
-	serveReplica(t, r, reg, lis)
-	testutil.EventuallyNoError(t, 60*time.Second, "the replica to be ready", r.Ready)
-	if w := src.Warnings(); len(w) > 0 {
-		t.Fatalf("source warnings: %v", w)
-	}
+	r, client, reg := startKubeReplica(t, env, source.KubernetesConfig{Namespace: ns}, true)
 
 	slice := createWeb(t, cs, ns)
 	slice.Endpoints[0].Zone, slice.Endpoints[1].Zone = ptr("west-1a"), ptr("west-1b")
@@ -89,7 +97,6 @@ func TestKubernetesZonesIPsServers(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, 30*time.Second, "the Node's zone", func() bool { return r.Index().cluster.zone(nodeName) == "west-1a" })
-	client := pb.NewDestinationClient(testutil.DialGRPC(t, lis.Addr().String()))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
@@ -133,24 +140,9 @@ func TestKubernetesZonesIPsServers(t *testing.T) {
 	}
 	for p := ps.next(t); p.GetOpaqueProtocol(); p = ps.next(t) {
 	}
-	if n := histogramCountOf(t, reg, "servers_informer_lag_seconds"); n == 0 {
+	if n := testutil.HistogramSamples(t, reg, "servers_informer_lag_seconds"); n == 0 {
 		t.Error("no Server informer lag observed")
 	}
-}
-
-// histogramCountOf returns the sample count of the histogram name on reg (0 when absent).
-func histogramCountOf(t *testing.T, reg *prometheus.Registry, name string) uint64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			return mf.GetMetric()[0].GetHistogram().GetSampleCount()
-		}
-	}
-	return 0
 }
 
 var profilesResource = schema.GroupVersionResource{Group: "linkerd.io", Version: "v1alpha2", Resource: "serviceprofiles"}
@@ -177,20 +169,7 @@ func spObject(ns, svcNS, route string) *unstructured.Unstructured {
 func TestKubernetesServiceProfiles(t *testing.T) {
 	env := kubetest.Start(t)
 	ns, clientNS := env.Namespace(t, nil), env.Namespace(t, nil)
-	md, err := metadata.NewForConfig(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := prometheus.NewRegistry()
-	log := zaptest.NewLogger(t)
-	src := source.NewKubernetesFrom(source.KubernetesClients{Typed: env.Client, Dynamic: env.Dynamic, Metadata: md}, source.DefaultKubernetesConfig(), reg, log)
-	r, err := NewReplica(DefaultConfig(), Deps{Source: src, Registerer: reg, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lis := testutil.Listen(t)
-	serveReplica(t, r, reg, lis)
-	testutil.EventuallyNoError(t, 60*time.Second, "the replica to be ready", r.Ready)
+	r, client, _ := startKubeReplica(t, env, source.DefaultKubernetesConfig(), true)
 	createWeb(t, env.Client, ns)
 	waitService(t, r, ns, "web")
 	for _, o := range []*unstructured.Unstructured{spObject(ns, ns, "backup"), spObject(clientNS, ns, "primary")} {
@@ -200,7 +179,6 @@ func TestKubernetesServiceProfiles(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	client := pb.NewDestinationClient(testutil.DialGRPC(t, lis.Addr().String()))
 	s, err := client.GetProfile(ctx, &pb.GetDestination{Path: "web." + ns + ".svc.cluster.local:80", ContextToken: fmt.Sprintf(`{"ns":%q}`, clientNS)})
 	if err != nil {
 		t.Fatal(err)
@@ -240,15 +218,7 @@ func TestKubernetesMirror(t *testing.T) {
 	env := kubetest.Start(t)
 	ns := env.Namespace(t, nil)
 	cs := env.Client
-	reg := prometheus.NewRegistry()
-	log := zaptest.NewLogger(t)
-	r, err := NewReplica(DefaultConfig(), Deps{Source: source.NewKubernetes(cs, source.KubernetesConfig{Namespace: ns}, reg, log), Registerer: reg, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lis := testutil.Listen(t)
-	serveReplica(t, r, reg, lis)
-	testutil.EventuallyNoError(t, 60*time.Second, "the replica to be ready", r.Ready)
+	r, client, _ := startKubeReplica(t, env, source.KubernetesConfig{Namespace: ns}, false)
 	if _, err := cs.CoreV1().Services(ns).Create(api(t), &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "name1-remote"},
 		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 8989}}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -267,7 +237,7 @@ func TestKubernetesMirror(t *testing.T) {
 	waitService(t, r, ns, "name1-remote")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	gs, err := pb.NewDestinationClient(testutil.DialGRPC(t, lis.Addr().String())).Get(ctx, &pb.GetDestination{Path: "name1-remote." + ns + ".svc.cluster.local:8989"})
+	gs, err := client.Get(ctx, &pb.GetDestination{Path: "name1-remote." + ns + ".svc.cluster.local:8989"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,14 +11,12 @@ import (
 	pb "github.com/linkerd/linkerd2-proxy-api/go/destination"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/meridian-mesh/meridian/internal/destclient"
 	"github.com/meridian-mesh/meridian/internal/kubetest"
 	"github.com/meridian-mesh/meridian/internal/testutil"
-	"github.com/meridian-mesh/meridian/ring"
 	"github.com/meridian-mesh/meridian/shard/source"
 )
 
@@ -110,30 +108,17 @@ func (c *kubeRing) truth(i int) string {
 // with more, every namespace.
 func startKubeShard(t *testing.T, c *kubeRing, name string, seeds ...string) (*shardNode, *source.Kubernetes) {
 	t.Helper()
-	lis := testutil.Listen(t)
-	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).Named(name)
-	rc := ring.DefaultConfig()
-	rc.NodeName, rc.GossipAddr, rc.GRPCAddr, rc.Join, rc.Fast, rc.Logger = name, "127.0.0.1:0", lis.Addr().String(), seeds, true, log
-	rc.GossipKey = testGossipKey
-	rc.Registerer = prometheus.NewRegistry()
-	members, err := ring.New(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := prometheus.NewRegistry()
-	scfg := source.DefaultKubernetesConfig()
-	if len(c.nss) == 1 {
-		scfg.Namespace = c.nss[0]
-	}
-	src := source.NewKubernetes(c.env.Client, scfg, reg, log)
 	cfg := DefaultConfig()
 	cfg.ShardKey = c.key
-	r, err := NewReplica(cfg, Deps{Source: src, Membership: members, Registerer: reg, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := &shardNode{name: name, cluster: members, replica: r, addr: lis.Addr().String()}
-	n.stop = serveReplica(t, r, reg, lis, members.Run)
+	var src *source.Kubernetes
+	n := startRingNode(t, name, cfg, seeds, func(log *zap.Logger, reg prometheus.Registerer) source.Source {
+		scfg := source.DefaultKubernetesConfig()
+		if len(c.nss) == 1 {
+			scfg.Namespace = c.nss[0]
+		}
+		src = source.NewKubernetes(c.env.Client, scfg, reg, log)
+		return src
+	})
 	return n, src
 }
 

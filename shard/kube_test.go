@@ -9,7 +9,6 @@ import (
 
 	pb "github.com/linkerd/linkerd2-proxy-api/go/destination"
 	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/zap/zaptest"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,23 +30,13 @@ func TestKubernetesReplica(t *testing.T) {
 	env := kubetest.Start(t)
 	ns := env.Namespace(t, nil)
 	cs := env.Client
-	reg := prometheus.NewRegistry()
-	log := zaptest.NewLogger(t)
-	src := source.NewKubernetes(cs, source.KubernetesConfig{Namespace: ns}, reg, log)
-	r, err := NewReplica(DefaultConfig(), Deps{Source: src, Registerer: reg, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lis := testutil.Listen(t)
-	serveReplica(t, r, reg, lis)
-	testutil.EventuallyNoError(t, 60*time.Second, "the replica to be ready", r.Ready)
+	r, client, reg := startKubeReplica(t, env, source.KubernetesConfig{Namespace: ns}, false)
 
 	slice := createWeb(t, cs, ns)
 	waitService(t, r, ns, "web")
-	conn := testutil.DialGRPC(t, lis.Addr().String())
 	sctx, scancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer scancel()
-	gs, err := pb.NewDestinationClient(conn).Get(sctx, &pb.GetDestination{Path: "web." + ns + ".svc.cluster.local:80"})
+	gs, err := client.Get(sctx, &pb.GetDestination{Path: "web." + ns + ".svc.cluster.local:80"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +64,7 @@ func TestKubernetesReplica(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("relabelled pod never got an identity")
 		}
-		v.apply(t, recv(t, s))
+		v.apply(t, s.next(t))
 	}
 	if id := v.addrs[netipMust("10.7.0.1:8080")].GetTlsIdentity().GetDnsLikeIdentity().GetName(); id != "web."+ns+".serviceaccount.identity.linkerd.cluster.local" {
 		t.Fatalf("identity %q", id)
@@ -173,19 +162,9 @@ func (s *stream) converge(t *testing.T, v *held, what string, want ...string) {
 // checkInformerLag checks that the informer lag histograms saw updates of slices and pods.
 func checkInformerLag(t *testing.T, reg *prometheus.Registry) {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	seen := map[string]uint64{}
-	for _, mf := range mfs {
-		if strings.HasSuffix(mf.GetName(), "_informer_lag_seconds") {
-			for _, m := range mf.GetMetric() {
-				seen[mf.GetName()] += m.GetHistogram().GetSampleCount()
-			}
+	for _, name := range []string{"endpointslices_informer_lag_seconds", "pods_informer_lag_seconds"} {
+		if testutil.HistogramSamples(t, reg, name) == 0 {
+			t.Fatalf("no %s observations", name)
 		}
-	}
-	if seen["endpointslices_informer_lag_seconds"] == 0 || seen["pods_informer_lag_seconds"] == 0 {
-		t.Fatalf("informer lag observations: %v", seen)
 	}
 }

@@ -14,13 +14,7 @@ import (
 // the service mirror annotates with the gateway's identity and the remote service's name;
 // the annotations, the endpoint port and the cluster label are given.
 func mirrorFixture(annotations string, port int, labels string) string {
-	return fmt.Sprintf(`apiVersion: v1
-kind: Service
-metadata: {name: name1-remote, namespace: ns}
-spec:
-  type: LoadBalancer
-  ports: [{port: 8989}]
----
+	return lbService("ns", "name1-remote", 8989, "") + fmt.Sprintf(`---
 apiVersion: discovery.k8s.io/v1
 kind: EndpointSlice
 metadata:

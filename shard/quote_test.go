@@ -7,8 +7,7 @@ import (
 	"time"
 
 	pb "github.com/linkerd/linkerd2-proxy-api/go/destination"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
+	"github.com/meridian-mesh/meridian/internal/testutil"
 )
 
 // TestBadPathErrorsQuoteAPrefix asks Get and GetProfile over real gRPC for paths of 1 MB and
@@ -31,33 +30,12 @@ func TestBadPathErrorsQuoteAPrefix(t *testing.T) {
 		if err == nil {
 			_, err = gs.Recv()
 		}
-		checkQuoted(t, "Get "+c.name, err, c.want)
+		testutil.WantQuotedInvalid(t, "Get "+c.name, err, c.want...)
 		ps, err := e.client.GetProfile(ctx, &pb.GetDestination{Scheme: "k8s", Path: c.path})
 		if err == nil {
 			_, err = ps.Recv()
 		}
-		checkQuoted(t, "GetProfile "+c.name, err, c.want)
+		testutil.WantQuotedInvalid(t, "GetProfile "+c.name, err, c.want...)
 		cancel()
-	}
-}
-
-func checkQuoted(t *testing.T, what string, err error, want []string) {
-	t.Helper()
-	st := status.Convert(err)
-	if st.Code() != codes.InvalidArgument {
-		t.Errorf("%s: %.300v, want InvalidArgument", what, err)
-		return
-	}
-	msg := st.Message()
-	if len(msg) > 1024 {
-		t.Errorf("%s: a %d-byte message: %.300s", what, len(msg), msg)
-	}
-	if strings.Contains(msg, "Ã") {
-		t.Errorf("%s: %s shows a byte as a rune", what, msg)
-	}
-	for _, w := range want {
-		if !strings.Contains(msg, w) {
-			t.Errorf("%s: message %.400q lacks %q", what, msg, w)
-		}
 	}
 }

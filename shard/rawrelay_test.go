@@ -30,7 +30,7 @@ func TestRelayedGetSendsTheOwnersUpdates(t *testing.T) {
 	direct, relayed := open(owner.addr), open(front.addr)
 	same := func(what string) {
 		t.Helper()
-		d, r := recv(t, direct), recv(t, relayed)
+		d, r := direct.next(t), relayed.next(t)
 		if !proto.Equal(d, r) {
 			t.Fatalf("%s: owner sent %v, relay sent %v", what, d, r)
 		}
@@ -45,7 +45,7 @@ func TestRelayedGetSendsTheOwnersUpdates(t *testing.T) {
 	same("emptied")
 	owner.src.OnService(svcObj(benchNS, names[0]), true)
 	same("deleted")
-	expectNothing(t, relayed, 100*time.Millisecond)
+	relayed.quiet(t, 100*time.Millisecond)
 	if got := promtest.ToFloat64(front.rep.m.updatesSent.WithLabelValues("add")); got != 2 {
 		t.Errorf("relay counted %v adds sent, want 2", got)
 	}

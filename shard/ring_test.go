@@ -101,6 +101,20 @@ type shardNode struct {
 
 func startShard(t *testing.T, c *cluster, name string, mode NonOwnerMode, seeds ...string) *shardNode {
 	t.Helper()
+	cfg := DefaultConfig()
+	cfg.NonOwner = mode
+	return startRingNode(t, name, cfg, seeds, func(log *zap.Logger, _ prometheus.Registerer) source.Source {
+		dcfg := source.DefaultDirConfig(c.dir)
+		dcfg.Rescan = 200 * time.Millisecond
+		return source.NewDirWithConfig(dcfg, log)
+	})
+}
+
+// startRingNode starts the ring member name (joining seeds, with fast timings) and a replica
+// configured by cfg on the source newSource makes (given the node's logger and the registry
+// of the replica's metrics), serving gRPC on 127.0.0.1 until the node is stopped.
+func startRingNode(t *testing.T, name string, cfg Config, seeds []string, newSource func(*zap.Logger, prometheus.Registerer) source.Source) *shardNode {
+	t.Helper()
 	lis := testutil.Listen(t)
 	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).Named(name)
 	rc := ring.DefaultConfig()
@@ -111,12 +125,8 @@ func startShard(t *testing.T, c *cluster, name string, mode NonOwnerMode, seeds 
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := DefaultConfig()
-	cfg.NonOwner = mode
-	dcfg := source.DefaultDirConfig(c.dir)
-	dcfg.Rescan = 200 * time.Millisecond
 	reg := prometheus.NewRegistry()
-	r, err := NewReplica(cfg, Deps{Source: source.NewDirWithConfig(dcfg, log), Membership: members, Registerer: reg, Logger: log})
+	r, err := NewReplica(cfg, Deps{Source: newSource(log, reg), Membership: members, Registerer: reg, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

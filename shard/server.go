@@ -97,8 +97,17 @@ func (s *Server) GetProfile(req *pb.GetDestination, stream pb.Destination_GetPro
 // serviceProfile serves the profile of t, a port of service k (or a pod of it by hostname),
 // locally or relayed to the owner of k, which is sent req.
 func (s *Server) serviceProfile(req *pb.GetDestination, t translator.Target, k ServiceKey, stream pb.Destination_GetProfileServer) error {
-	ctx := stream.Context()
 	clientNS := translator.ParseContextToken(req.GetContextToken()).Namespace
+	return s.followProfile(req, stream, k, func(v *ringView, send func(*pb.DestinationProfile) error) error {
+		return s.local.profile(stream.Context(), t, k, clientNS, v, send)
+	})
+}
+
+// followProfile serves a GetProfile stream of key k in segments (follow): local ones by
+// local, relayed ones by the owner of k, which is sent req. Each sends through send, which
+// passes on only a profile that differs from the last one sent.
+func (s *Server) followProfile(req *pb.GetDestination, stream pb.Destination_GetProfileServer, k ServiceKey, local func(v *ringView, send func(*pb.DestinationProfile) error) error) error {
+	ctx := stream.Context()
 	s.m.streams.WithLabelValues("get_profile").Inc()
 	defer s.m.streams.WithLabelValues("get_profile").Dec()
 	var last *pb.DestinationProfile
@@ -110,7 +119,7 @@ func (s *Server) serviceProfile(req *pb.GetDestination, t translator.Target, k S
 		return stream.Send(p)
 	}
 	return s.follow(stream, k, func() bool { return last != nil },
-		func(v *ringView) error { return s.local.profile(ctx, t, k, clientNS, v, send) },
+		func(v *ringView) error { return local(v, send) },
 		func(owner ring.Member, v *ringView) error { return s.relay.profile(ctx, req, k, owner, v, send) })
 }
 

@@ -8,8 +8,6 @@ import (
 	"time"
 
 	pb "github.com/linkerd/linkerd2-proxy-api/go/destination"
-	promtest "github.com/prometheus/client_golang/prometheus/testutil"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -44,8 +42,7 @@ func TestGetErrors(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.path, func(t *testing.T) {
 			s, _ := get(t, e, c.path)
-			_, err := s.Recv()
-			testutil.WantStatus(t, err, c.code, c.msg)
+			testutil.WantStatus(t, s.end(t), c.code, c.msg)
 		})
 	}
 }
@@ -61,7 +58,7 @@ func TestGetEmptyServiceNoEndpointsAtOnce(t *testing.T) {
 	e.h().OnService(svcObj("shop", "web"), false)
 	waitService(t, e.replica, "shop", "web")
 	s, _ := get(t, e, auth)
-	if u := recv(t, s); kind(u) != "no_endpoints(exists=true)" {
+	if u := s.next(t); kind(u) != "no_endpoints(exists=true)" {
 		t.Fatalf("first update %s, want no_endpoints(exists=true)", kind(u))
 	}
 }
@@ -81,7 +78,7 @@ func TestGetLifecycle(t *testing.T) {
 
 	s, _ := get(t, e, auth)
 	var v held
-	u := recv(t, s)
+	u := s.next(t)
 	v.apply(t, u)
 	if kind(u) != "add" || strings.Join(addrs(u), ",") != "10.0.0.1:8080,10.0.0.2:8080,10.0.1.9:8080" {
 		t.Fatalf("initial update %s %v", kind(u), addrs(u))
@@ -97,7 +94,7 @@ func TestGetLifecycle(t *testing.T) {
 	// Endpoint becomes not ready -> Remove of it.
 	h.OnEndpointSlice(sliceObj("shop", "web", "web-a", 8080,
 		epSpec{"10.0.0.1", "web-1", true, ""}, epSpec{"10.0.0.2", "web-2", false, ""}, epSpec{"10.0.0.3", "web-3", false, ""}), false)
-	u = recv(t, s)
+	u = s.next(t)
 	v.apply(t, u)
 	if kind(u) != "remove" || strings.Join(addrs(u), ",") != "10.0.0.2:8080" {
 		t.Fatalf("not-ready: got %s %v", kind(u), addrs(u))
@@ -105,7 +102,7 @@ func TestGetLifecycle(t *testing.T) {
 
 	// Pod relabelled meshed -> Add with identity.
 	h.OnPod(podObj("shop", "web-1", "10.0.0.1", true), false)
-	u = recv(t, s)
+	u = s.next(t)
 	v.apply(t, u)
 	if kind(u) != "add" || len(u.GetAdd().GetAddrs()) != 1 {
 		t.Fatalf("meshed: got %s %v", kind(u), addrs(u))
@@ -121,25 +118,25 @@ func TestGetLifecycle(t *testing.T) {
 
 	// Slice deleted -> Remove of only its addresses.
 	h.OnEndpointSlice(sliceObj("shop", "web", "web-b", 8080), true)
-	u = recv(t, s)
+	u = s.next(t)
 	v.apply(t, u)
 	if kind(u) != "remove" || strings.Join(addrs(u), ",") != "10.0.1.9:8080" {
 		t.Fatalf("slice delete: got %s %v", kind(u), addrs(u))
 	}
 	// An unrelated pod change sends nothing.
 	h.OnPod(podObj("shop", "unrelated", "10.9.9.9", true), false)
-	expectNothing(t, s, 200*time.Millisecond)
+	s.quiet(t, 200*time.Millisecond)
 
 	// The last endpoint goes -> NoEndpoints{exists:true}.
 	h.OnEndpointSlice(sliceObj("shop", "web", "web-a", 8080, epSpec{"10.0.0.1", "web-1", false, ""}), false)
-	u = recv(t, s)
+	u = s.next(t)
 	v.apply(t, u)
 	if kind(u) != "no_endpoints(exists=true)" {
 		t.Fatalf("last endpoint gone: got %s", kind(u))
 	}
 	// Service deleted -> NoEndpoints{exists:false}; the stream stays open.
 	h.OnService(svcObj("shop", "web"), true)
-	u = recv(t, s)
+	u = s.next(t)
 	if kind(u) != "no_endpoints(exists=false)" {
 		t.Fatalf("service deleted: got %s", kind(u))
 	}
@@ -148,7 +145,7 @@ func TestGetLifecycle(t *testing.T) {
 	h.OnEndpointSlice(sliceObj("shop", "web", "web-a", 8080, epSpec{"10.0.0.1", "web-1", true, ""}), false)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		u = recv(t, s)
+		u = s.next(t)
 		v.apply(t, u)
 		if kind(u) == "add" || time.Now().After(deadline) {
 			break
@@ -169,89 +166,20 @@ func TestGetNamedTargetPortIPv6AndHostname(t *testing.T) {
 		epSpec{"fd00::10", "db-0", true, "db-0"}, epSpec{"fd00::11", "db-1", true, "db-1"}), false)
 	waitService(t, e.replica, "shop", "db")
 	s, _ := get(t, e, "db.shop.svc.cluster.local")
-	u := recv(t, s)
+	u := s.next(t)
 	if strings.Join(addrs(u), ",") != "[fd00::10]:9090,[fd00::11]:9090" {
 		t.Fatalf("v6 named port: %v", addrs(u))
 	}
 	hs, _ := get(t, e, "db-1.db.shop.svc.cluster.local:80")
-	u = recv(t, hs)
+	u = hs.next(t)
 	if kind(u) != "add" || strings.Join(addrs(u), ",") != "[fd00::11]:9090" {
 		t.Fatalf("hostname stream: %s %v", kind(u), addrs(u))
 	}
 	h.OnEndpointSlice(sliceObj("shop", "db", "db-v6", 9090, epSpec{"fd00::10", "db-0", true, "db-0"}), false)
-	u = recv(t, hs)
+	u = hs.next(t)
 	if kind(u) != "no_endpoints(exists=true)" {
 		t.Fatalf("hostname stream after its pod left: %s", kind(u))
 	}
-}
-
-// A client that stops reading while 10k updates flow: the replica's memory for it stays
-// bounded (its queue coalesces), its stream stays open, and when it reads again it ends
-// holding exactly the final set.
-func TestSlowClientCoalescesToFinalSet(t *testing.T) {
-	e := newEnv(t, func(c *Config) { c.QueueCapacity = 8 })
-	h := e.h()
-	h.OnService(svcObj("shop", "web"), false)
-	for i := 0; i < 320; i++ {
-		h.OnPod(podObj("shop", fmt.Sprintf("p%d", i), fmt.Sprintf("10.1.%d.%d", i/250, i%250), false), false)
-	}
-	mk := func(lo int) []epSpec {
-		var eps []epSpec
-		for i := lo; i < lo+40; i++ {
-			eps = append(eps, epSpec{fmt.Sprintf("10.1.%d.%d", i/250, i%250), fmt.Sprintf("p%d", i), true, ""})
-		}
-		return eps
-	}
-	h.OnEndpointSlice(sliceObj("shop", "web", "s", 8080, mk(0)...), false)
-	waitService(t, e.replica, "shop", "web")
-	// A raw stream with a fixed, small HTTP/2 window, so that a client that stops reading
-	// really stops the server's sends.
-	conn := testutil.DialGRPC(t, e.addr, grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	raw, err := pb.NewDestinationClient(conn).Get(ctx, &pb.GetDestination{Path: auth})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var v held
-	u, err := raw.Recv()
-	if err != nil {
-		t.Fatal(err)
-	}
-	v.apply(t, u)
-	// The client now stops reading while 10k changes flow through the index; each moves the
-	// service to another block of 40 endpoints, so that every delta is large.
-	const updates = 10000
-	for i := 1; i <= updates; i++ {
-		h.OnEndpointSlice(sliceObj("shop", "web", "s", 8080, mk(40*(i%7))...), false)
-	}
-	// A final set that the cycle above never produced, so that the client cannot match it early.
-	h.OnEndpointSlice(sliceObj("shop", "web", "s", 8080, mk(280)...), false)
-	final := mk(280)
-	want := map[string]bool{}
-	for _, ep := range final {
-		want[ep.ip+":8080"] = true
-	}
-	// Wait until the index has published the final state.
-	key := NewServiceKey("shop", "web")
-	testutil.Eventually(t, 30*time.Second, "the index to publish the final state", func() bool {
-		snap := e.replica.Store().Load(snapKey(key, 80))
-		return snap != nil && snap.Set.Len() == len(want) && allIn(snap, want)
-	})
-	if got := promtest.ToFloat64(e.replica.m.overflow); got == 0 {
-		t.Fatal("expected the stalled stream's queue to overflow and coalesce")
-	}
-	// The client reads again and converges on exactly the final set.
-	deadline := time.Now().Add(30 * time.Second)
-	s := newStream(raw)
-	for !sameKeys(v.keys(), want) {
-		if time.Now().After(deadline) {
-			t.Fatalf("client holds %d addresses, want the final %d", len(v.addrs), len(want))
-		}
-		v.apply(t, recv(t, s))
-	}
-	expectNothing(t, s, 300*time.Millisecond)
-	t.Logf("client applied %d updates for %d changes (coalescings: %v)", v.updates, updates, promtest.ToFloat64(e.replica.m.overflow))
 }
 
 func TestGetProfile(t *testing.T) {
@@ -312,7 +240,7 @@ func TestGetTransportHeaderMode(t *testing.T) {
 	s, _ := get(t, e, auth)
 	var meshed, plain *pb.WeightedAddr
 	testutil.Eventually(t, 5*time.Second, "both endpoints", func() bool {
-		u := recv(t, s)
+		u := s.next(t)
 		for _, a := range u.GetAdd().GetAddrs() {
 			if a.GetTlsIdentity() != nil {
 				meshed = a

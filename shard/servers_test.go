@@ -86,24 +86,9 @@ func removeDoc(t *testing.T, e *dirEnv, name string, marks ...string) {
 	e.write(name, strings.Join(kept, "\n---\n"))
 }
 
-// TestServerOtherNamespace mirrors TestServerCannotSetOpaqueProtocolForPodsInOtherNamespaces
-// (watcher/endpoints_watcher_test.go; Linkerd's fixture uses Endpoints, this the equivalent
-// EndpointSlice): a Server in another namespace that selects the pod's labels has no effect.
-func TestServerOtherNamespace(t *testing.T) {
-	e := newDirEnv(t, DefaultConfig(), "")
-	e.write("svc.yaml", `apiVersion: v1
-kind: Service
-metadata: {name: name1, namespace: pod-ns}
-spec:
-  type: LoadBalancer
-  ports: [{port: 8989}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: name1, namespace: pod-ns, labels: {kubernetes.io/service-name: name1}}
-addressType: IPv4
-ports: [{port: 8989}]
-endpoints:
+// serverOtherNSFixture is TestServerCannotSetOpaqueProtocolForPodsInOtherNamespaces's
+// service name1 of pod-ns and its meshed pod name1-1 (labelled app=name1).
+var serverOtherNSFixture = lbService("pod-ns", "name1", 8989, "") + sliceHead("pod-ns", "name1", "name1", "IPv4", "[{port: 8989}]") + `endpoints:
 - addresses: [172.17.0.12]
   targetRef: {kind: Pod, name: name1-1, namespace: pod-ns}
 ---
@@ -111,7 +96,14 @@ apiVersion: v1
 kind: Pod
 metadata: {name: name1-1, namespace: pod-ns, labels: {app: name1, linkerd.io/control-plane-ns: linkerd}}
 status: {phase: Running, podIP: 172.17.0.12}
-`)
+`
+
+// TestServerOtherNamespace mirrors TestServerCannotSetOpaqueProtocolForPodsInOtherNamespaces
+// (watcher/endpoints_watcher_test.go; Linkerd's fixture uses Endpoints, this the equivalent
+// EndpointSlice): a Server in another namespace that selects the pod's labels has no effect.
+func TestServerOtherNamespace(t *testing.T) {
+	e := newDirEnv(t, DefaultConfig(), "")
+	e.write("svc.yaml", serverOtherNSFixture)
 	waitService(t, e.replica, "pod-ns", "name1")
 	s := e.get("name1.pod-ns.svc.cluster.local:8989", "")
 	if u := s.next(t); opaqueTransport(t, u) {

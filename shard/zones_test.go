@@ -28,6 +28,20 @@ func node(name, zone string) string {
 	return fmt.Sprintf("apiVersion: v1\nkind: Node\nmetadata: {name: %s, labels: {topology.kubernetes.io/zone: %s}}\n", name, zone)
 }
 
+// lbService is the manifest of the LoadBalancer Service name in ns on port, with the lines
+// of spec given ("  internalTrafficPolicy: Local\n"), as linkerd2's watcher tests declare
+// their services.
+func lbService(ns, name string, port int, spec string) string {
+	return fmt.Sprintf("apiVersion: v1\nkind: Service\nmetadata: {name: %s, namespace: %s}\nspec:\n  type: LoadBalancer\n%s  ports: [{port: %d}]\n", name, ns, spec, port)
+}
+
+// sliceHead starts another document ("---"): the EndpointSlice name of service in ns, its
+// addressType family and ports (a YAML flow list); its endpoints follow.
+func sliceHead(ns, service, name, family, ports string) string {
+	return fmt.Sprintf("---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: %s, namespace: %s, labels: {kubernetes.io/service-name: %s}}\naddressType: %s\nports: %s\n",
+		name, ns, service, family, ports)
+}
+
 // addrWeights returns the addresses of an Add, each with its weight and zone_locality.
 func addrWeights(t *testing.T, u *pb.Update) []string {
 	t.Helper()
@@ -46,26 +60,15 @@ func addrWeights(t *testing.T, u *pb.Update) []string {
 // zoneWeightsFixture is TestEndpointTranslatorExperimentalZoneWeights's: two endpoints
 // without pods, 7.9.7.9:7979 in west-1a and 9.7.9.7:9797 in west-1b, and the client's node
 // test-123 in west-1a (makeEndpointTranslator's Node).
-const zoneWeightsFixture = `apiVersion: v1
+var zoneWeightsFixture = `apiVersion: v1
 kind: Service
 metadata: {name: service-name, namespace: service-ns}
 spec:
   ports: [{name: http, port: 80}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: a, namespace: service-ns, labels: {kubernetes.io/service-name: service-name}}
-addressType: IPv4
-ports: [{name: http, port: 7979}]
-endpoints: [{addresses: [7.9.7.9], zone: west-1a}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: b, namespace: service-ns, labels: {kubernetes.io/service-name: service-name}}
-addressType: IPv4
-ports: [{name: http, port: 9797}]
-endpoints: [{addresses: [9.7.9.7], zone: west-1b}]
-`
+` + sliceHead("service-ns", "service-name", "a", "IPv4", "[{name: http, port: 7979}]") +
+	"endpoints: [{addresses: [7.9.7.9], zone: west-1a}]\n" +
+	sliceHead("service-ns", "service-name", "b", "IPv4", "[{name: http, port: 9797}]") +
+	"endpoints: [{addresses: [9.7.9.7], zone: west-1b}]\n"
 
 // TestZoneWeights mirrors TestEndpointTranslatorExperimentalZoneWeights ("Disabled",
 // "Applies weights") and the zone_locality of "Sends metric labels with added addresses":
@@ -101,19 +104,7 @@ func TestZoneWeights(t *testing.T) {
 
 // topologyFixture is TestEndpointSliceTopologyAwareFilter's: node-1 in west-1a and a slice of
 // name1:1 whose endpoints are hinted for west-1a (1.1.1.1) and west-1b (1.1.1.2).
-const topologyFixture = `apiVersion: v1
-kind: Service
-metadata: {name: name1, namespace: ns}
-spec:
-  type: LoadBalancer
-  ports: [{port: 1}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: name1-es, namespace: ns, labels: {kubernetes.io/service-name: name1}}
-addressType: IPv4
-ports: [{name: "", port: 1}]
-endpoints:
+var topologyFixture = lbService("ns", "name1", 1, "") + sliceHead("ns", "name1", "name1-es", "IPv4", `[{name: "", port: 1}]`) + `endpoints:
 - addresses: [1.1.1.1]
   conditions: {ready: true}
   hints: {forZones: [{name: west-1a}]}
@@ -151,19 +142,7 @@ func TestZoneHints(t *testing.T) {
 
 // hintsFixture is TestEndpointSliceAddHints's and TestEndpointSliceRemoveHints's: name1:8989
 // with one endpoint of pod name1-1, with the hints given.
-const hintsFixture = `apiVersion: v1
-kind: Service
-metadata: {name: name1, namespace: ns}
-spec:
-  type: LoadBalancer
-  ports: [{port: 8989}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: name1-es, namespace: ns, labels: {kubernetes.io/service-name: name1}}
-addressType: IPv4
-ports: [{name: "", port: 8989}]
-endpoints:
+var hintsFixture = lbService("ns", "name1", 8989, "") + sliceHead("ns", "name1", "name1-es", "IPv4", `[{name: "", port: 8989}]`) + `endpoints:
 - addresses: [172.17.0.12]
   targetRef: {kind: Pod, name: name1-1, namespace: ns}
 %s---
@@ -195,20 +174,8 @@ func TestZoneHintChange(t *testing.T) {
 
 // localPolicyFixture is TestEndpointSliceLocalTrafficPolicyIgnoresRemovalOfUnfilteredEndpoint's:
 // name1 with internalTrafficPolicy Local, pod name1-1 on node-1 and name1-2 on node-2.
-const localPolicyFixture = `apiVersion: v1
-kind: Service
-metadata: {name: name1, namespace: ns}
-spec:
-  type: LoadBalancer
-  internalTrafficPolicy: Local
-  ports: [{port: 1}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: name1-es, namespace: ns, labels: {kubernetes.io/service-name: name1}}
-addressType: IPv4
-ports: [{name: "", port: 1}]
-endpoints:
+var localPolicyFixture = lbService("ns", "name1", 1, "  internalTrafficPolicy: Local\n") +
+	sliceHead("ns", "name1", "name1-es", "IPv4", `[{name: "", port: 1}]`) + `endpoints:
 - addresses: [1.1.1.1]
   conditions: {ready: true}
   targetRef: {kind: Pod, name: name1-1, namespace: ns}
@@ -260,30 +227,12 @@ func TestLocalTrafficPolicy(t *testing.T) {
 // familyFixture is TestEndpointSliceSelectsAddressFamilyAfterZoneFiltering's: pod name1-1
 // with 1.1.1.1 and 2001:db8:85a3::8a2e:370:7333 (hinted for the zones given) and node-1 in
 // west-1a.
-const familyFixture = `apiVersion: v1
-kind: Service
-metadata: {name: name1, namespace: ns}
-spec:
-  type: LoadBalancer
-  ports: [{port: 1}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: name1-ipv4, namespace: ns, labels: {kubernetes.io/service-name: name1}}
-addressType: IPv4
-ports: [{name: "", port: 1}]
-endpoints:
+var familyFixture = lbService("ns", "name1", 1, "") + sliceHead("ns", "name1", "name1-ipv4", "IPv4", `[{name: "", port: 1}]`) + `endpoints:
 - addresses: [1.1.1.1]
   conditions: {ready: true}
   hints: {forZones: [{name: %s}]}
   targetRef: {kind: Pod, name: name1-1, namespace: ns}
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: name1-ipv6, namespace: ns, labels: {kubernetes.io/service-name: name1}}
-addressType: IPv6
-ports: [{name: "", port: 1}]
-endpoints:
+` + sliceHead("ns", "name1", "name1-ipv6", "IPv6", `[{name: "", port: 1}]`) + `endpoints:
 - addresses: ["2001:db8:85a3::8a2e:370:7333"]
   conditions: {ready: true}
   hints: {forZones: [{name: %s}]}

@@ -53,19 +53,29 @@ var dirDecoder = manifest.NewDecoder(
 // it (translator.CheckServiceProfile), into its projection.
 func decodeServiceProfile(_ manifest.TypeMeta, data []byte) (manifest.Decoded, error) {
 	o := &translator.ServiceProfileObject{}
-	if err := manifest.DecodeStrict(data, o); err != nil {
+	p, err := decodeNamespaced(data, o, &o.ObjectMeta)
+	if err != nil {
 		return manifest.Decoded{}, err
 	}
-	if o.Namespace == "" {
-		o.Namespace = metav1.NamespaceDefault
-	}
-	var p problems
-	validateMeta(&p, &o.ObjectMeta, validation.IsDNS1123Subdomain, true)
 	sp, err := translator.ProjectServiceProfile(o)
 	if err != nil && len(p) == 0 {
 		p.add("spec", "%v", err)
 	}
 	return manifest.Decoded{Namespace: o.Namespace, Name: o.Name, Value: sp}, p.err()
+}
+
+// decodeNamespaced decodes data strictly into obj, a namespaced object whose metadata is m,
+// defaults its namespace and returns the problems of its metadata.
+func decodeNamespaced(data []byte, obj any, m *metav1.ObjectMeta) (problems, error) {
+	if err := manifest.DecodeStrict(data, obj); err != nil {
+		return nil, err
+	}
+	if m.Namespace == "" {
+		m.Namespace = metav1.NamespaceDefault
+	}
+	var p problems
+	validateMeta(&p, m, validation.IsDNS1123Subdomain, true)
+	return p, nil
 }
 
 func decodeNode(_ manifest.TypeMeta, data []byte) (manifest.Decoded, error) {
@@ -85,14 +95,10 @@ func decodeNode(_ manifest.TypeMeta, data []byte) (manifest.Decoded, error) {
 
 func decodeServer(_ manifest.TypeMeta, data []byte) (manifest.Decoded, error) {
 	o := &translator.ServerObject{}
-	if err := manifest.DecodeStrict(data, o); err != nil {
+	p, err := decodeNamespaced(data, o, &o.ObjectMeta)
+	if err != nil {
 		return manifest.Decoded{}, err
 	}
-	if o.Namespace == "" {
-		o.Namespace = metav1.NamespaceDefault
-	}
-	var p problems
-	validateMeta(&p, &o.ObjectMeta, validation.IsDNS1123Subdomain, true)
 	if o.Spec.PodSelector == nil && o.Spec.ExternalWorkloadSelector == nil {
 		p.add("spec", "has neither podSelector nor externalWorkloadSelector")
 	}

@@ -20,6 +20,21 @@ import (
 
 var serverResource = schema.GroupVersionResource{Group: "policy.linkerd.io", Version: "v1beta3", Resource: "servers"}
 
+// startAllKinds runs a Kubernetes source on ns of env's API server with all its clients
+// (typed, dynamic for Servers and ServiceProfiles, metadata for Nodes), delivering to h, and
+// waits until it has synced.
+func startAllKinds(t *testing.T, env *kubetest.Env, ns string, h Handler) *Kubernetes {
+	t.Helper()
+	md, err := metadata.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := NewKubernetesFrom(KubernetesClients{Typed: env.Client, Dynamic: env.Dynamic, Metadata: md}, KubernetesConfig{Namespace: ns}, prometheus.NewRegistry(), zaptest.NewLogger(t))
+	testutil.Go(t, "Run", func(ctx context.Context) error { return src.Run(ctx, h) })
+	testutil.Eventually(t, apiTimeout, "informers to sync", src.Synced)
+	return src
+}
+
 // TestKubernetesNodesAndServers runs the Kubernetes source with the metadata and dynamic
 // clients on the real API server: Nodes arrive as metadata projected to their name and zone,
 // Servers as translator's projection (a Server the schema admits but whose selector does not
@@ -28,10 +43,6 @@ func TestKubernetesNodesAndServers(t *testing.T) {
 	env := kubetest.Start(t)
 	ns := env.Namespace(t, nil)
 	ctx := apiCtx(t)
-	md, err := metadata.NewForConfig(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
 	nodeName := "n-" + ns
 	if _, err := env.Client.CoreV1().Nodes().Create(ctx, &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: nodeName, Labels: map[string]string{corev1.LabelTopologyZone: "z1", "big": strings.Repeat("x", 60)},
@@ -54,11 +65,8 @@ func TestKubernetesNodesAndServers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	reg := prometheus.NewRegistry()
-	src := NewKubernetesFrom(KubernetesClients{Typed: env.Client, Dynamic: env.Dynamic, Metadata: md}, KubernetesConfig{Namespace: ns}, reg, zaptest.NewLogger(t))
 	rec := newRecorder()
-	testutil.Go(t, "Run", func(ctx context.Context) error { return src.Run(ctx, rec) })
-	testutil.Eventually(t, apiTimeout, "informers to sync", src.Synced)
+	src := startAllKinds(t, env, ns, rec)
 	testutil.Eventually(t, apiTimeout, "the Node and the Servers", func() bool {
 		return rec.get(KindNode+" /"+nodeName) != nil && rec.get(KindServer+" "+ns+"/web") != nil && rec.get(KindServer+" "+ns+"/bogus") != nil
 	})
@@ -110,10 +118,6 @@ func TestKubernetesServiceProfiles(t *testing.T) {
 	env := kubetest.Start(t)
 	ns := env.Namespace(t, nil)
 	ctx := apiCtx(t)
-	md, err := metadata.NewForConfig(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
 	sps := env.Dynamic.Resource(profileResource).Namespace(ns)
 	wanted, other := "web."+ns+".svc.cluster.local", "db."+ns+".svc.cluster.local"
 	for _, name := range []string{wanted, other} {
@@ -124,9 +128,7 @@ func TestKubernetesServiceProfiles(t *testing.T) {
 	rec := &profileRecorder{recorder: newRecorder()}
 	wantWeb := func(name string) bool { return name == wanted }
 	rec.want.Store(&wantWeb)
-	src := NewKubernetesFrom(KubernetesClients{Typed: env.Client, Dynamic: env.Dynamic, Metadata: md}, KubernetesConfig{Namespace: ns}, prometheus.NewRegistry(), zaptest.NewLogger(t))
-	testutil.Go(t, "Run", func(ctx context.Context) error { return src.Run(ctx, rec) })
-	testutil.Eventually(t, apiTimeout, "informers to sync", src.Synced)
+	src := startAllKinds(t, env, ns, rec)
 	// Synced waits for the profiles listed to be read.
 	routeOf := func(name string) string {
 		p, _ := rec.get(KindServiceProfile + " " + ns + "/" + name).(*translator.ServiceProfile)

@@ -94,19 +94,14 @@ func testPod(ns, name string) *corev1.Pod {
 	}
 }
 
+// histogramCount returns the observations of the histogram name on reg, failing the test
+// when reg has no such metric.
 func histogramCount(t *testing.T, reg *prometheus.Registry, name string) uint64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
+	if testutil.Gathered(t, reg, name) == nil {
+		t.Fatalf("metric %s not registered", name)
 	}
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			return mf.GetMetric()[0].GetHistogram().GetSampleCount()
-		}
-	}
-	t.Fatalf("metric %s not registered", name)
-	return 0
+	return testutil.HistogramSamples(t, reg, name)
 }
 
 // create creates objs (Services, EndpointSlices and Pods) through the API.

@@ -81,12 +81,7 @@ func endpointSliceKind(ns string) shareKind {
 		},
 		unwanted: func(objMeta, []byte) (runtime.Object, error) { return nil, nil },
 		list: func(rv, cont string, items []runtime.Object) runtime.Object {
-			l := &discoveryv1.EndpointSliceList{ListMeta: metav1.ListMeta{ResourceVersion: rv, Continue: cont}}
-			l.Items = make([]discoveryv1.EndpointSlice, len(items))
-			for i, o := range items {
-				l.Items[i] = *o.(*discoveryv1.EndpointSlice)
-			}
-			return l
+			return &discoveryv1.EndpointSliceList{ListMeta: metav1.ListMeta{ResourceVersion: rv, Continue: cont}, Items: itemsOf[discoveryv1.EndpointSlice](items)}
 		},
 		placeholder: func(m objMeta) runtime.Object {
 			return &discoveryv1.EndpointSlice{ObjectMeta: reducedMeta(m, dropped)}
@@ -116,15 +111,22 @@ func serviceKind(ns string) shareKind {
 			return &corev1.Service{ObjectMeta: reducedMeta(m, clusterIPsOnly), Spec: corev1.ServiceSpec{ClusterIP: ip, ClusterIPs: ips}}, nil
 		},
 		list: func(rv, cont string, items []runtime.Object) runtime.Object {
-			l := &corev1.ServiceList{ListMeta: metav1.ListMeta{ResourceVersion: rv, Continue: cont}}
-			l.Items = make([]corev1.Service, len(items))
-			for i, o := range items {
-				l.Items[i] = *o.(*corev1.Service)
-			}
-			return l
+			return &corev1.ServiceList{ListMeta: metav1.ListMeta{ResourceVersion: rv, Continue: cont}, Items: itemsOf[corev1.Service](items)}
 		},
 		placeholder: func(m objMeta) runtime.Object {
 			return &corev1.Service{ObjectMeta: reducedMeta(m, dropped)}
 		},
 	}
+}
+
+// itemsOf returns the items of a list, each a *T, as the Items of its List type.
+func itemsOf[T any, P interface {
+	*T
+	runtime.Object
+}](items []runtime.Object) []T {
+	out := make([]T, len(items))
+	for i, o := range items {
+		out[i] = *o.(P)
+	}
+	return out
 }
