@@ -4,9 +4,11 @@
 // cancelled and waited for when it ends), Main and VerifyNone (goroutine-leak checks) and
 // loopback servers and clients (Listen, ServeConns, ServeGRPC, DialGRPC, and WantStatus for a
 // call's gRPC status), and a mesh PKI shaped like a Linkerd install (NewPKI: a trust anchor,
-// an issuer, leaf certificates for identities; StaticCert serves one to TLS).
+// an issuer, leaf certificates for identities; StaticCert serves one to TLS), metrics read
+// from a prometheus.Gatherer (Gathered, HistogramSamples), and the check of an
+// InvalidArgument that quotes a bad input briefly (WantQuotedInvalid).
 //
-// It is test-only: nothing outside _test.go files may import it. It imports grpc, goleak and
-// the standard library; it must not import any other Meridian package
+// It is test-only: nothing outside _test.go files may import it. It imports grpc, goleak,
+// prometheus's client and the standard library; it must not import any other Meridian package
 // (`github.com/meridian-mesh/meridian/...`), so that every package can use it.
 package testutil
