@@ -99,7 +99,7 @@ func (l *local) profile(ctx context.Context, t translator.Target, k ServiceKey, 
 		var endpoint *pb.WeightedAddr
 		if t.Hostname != "" {
 			for _, e := range latest.Sorted() {
-				if e.Hostname == t.Hostname {
+				if e.Hostname() == t.Hostname {
 					endpoint = podEndpointAddr(e)
 					break
 				}

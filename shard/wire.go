@@ -56,13 +56,13 @@ func weightedAddr(e *snapshot.Endpoint) *pb.WeightedAddr {
 		wa.ProtocolHint = &pb.ProtocolHint{Protocol: &pb.ProtocolHint_Opaque_{Opaque: &pb.ProtocolHint_Opaque{}}}
 	}
 	if e.OpaqueTransportPort != 0 && wa.ProtocolHint != nil {
-		wa.ProtocolHint.OpaqueTransport = &pb.ProtocolHint_OpaqueTransport{InboundPort: e.OpaqueTransportPort}
+		wa.ProtocolHint.OpaqueTransport = &pb.ProtocolHint_OpaqueTransport{InboundPort: uint32(e.OpaqueTransportPort)}
 	}
 	if e.HTTP2 {
 		wa.Http2 = http2Params
 	}
-	if e.AuthorityOverride != "" {
-		wa.AuthorityOverride = &pb.AuthorityOverride{AuthorityOverride: e.AuthorityOverride}
+	if o := e.AuthorityOverride(); o != "" {
+		wa.AuthorityOverride = &pb.AuthorityOverride{AuthorityOverride: o}
 	}
 	return wa
 }
@@ -133,7 +133,7 @@ func (st *streamState) encode(d snapshot.Delta) []*pb.Update {
 			}
 		}
 		for _, e := range d.Add {
-			if e.Hostname == st.hostname {
+			if e.Hostname() == st.hostname {
 				add = append(add, e)
 				st.held[e.Addr] = struct{}{}
 			} else if _, ok := st.held[e.Addr]; ok {
@@ -174,7 +174,7 @@ func visible(set *snapshot.AddressSet, hostname string) []*snapshot.Endpoint {
 	}
 	out := all[:0]
 	for _, e := range all {
-		if e.Hostname == hostname {
+		if e.Hostname() == hostname {
 			out = append(out, e)
 		}
 	}

@@ -31,14 +31,15 @@ type Label struct{ Key, Value string }
 // Endpoint is one address of a service port as the Destination API serves it.
 // An Endpoint is immutable once it is part of a published AddressSet.
 //
-// Its fields are ordered so that the small ones share one word (192 bytes in all, on 64-bit
-// machines); a set holds one per address.
+// A set holds one per address, so its size is the snapshots' memory: its fields are ordered
+// so that the small ones share one word, and what few endpoints have is behind one pointer
+// (Rare), 136 bytes in all on 64-bit machines.
 type Endpoint struct {
 	Addr   netip.AddrPort
 	Weight uint32
 	// OpaqueTransportPort is the proxy's inbound port for the transport header (0: none): set
 	// on opaque ports, and on every meshed port in the transport-header mode.
-	OpaqueTransportPort uint32
+	OpaqueTransportPort uint16
 	Hint                ProtocolHint
 	// HTTP2 asks the client to use HTTP/2 client parameters (keep-alive) to meshed endpoints.
 	HTTP2 bool
@@ -50,17 +51,74 @@ type Endpoint struct {
 	Identity string
 	// Pod and Namespace name the pod behind the address, when known.
 	Pod, Namespace string
-	// Hostname is the EndpointSlice hostname of the address (for <hostname>.<svc>... lookups).
-	Hostname string
 	// NodeName is the node of the pod behind the address ("" when unknown): views of a
 	// Service with internalTrafficPolicy Local keep the endpoints on the client's node.
 	NodeName string
+	// Rare holds what few endpoints have: nil when they have none of it. Endpoints may
+	// share one (never write into it); read it through Hostname, ForZones and
+	// AuthorityOverride.
+	Rare *Rare
+}
+
+// Rare is the part of an Endpoint that most endpoints lack.
+type Rare struct {
+	// Hostname is the EndpointSlice hostname of the address (for <hostname>.<svc>... lookups).
+	Hostname string
 	// ForZones are the zones of the EndpointSlice's hints.forZones (nil: no hints), sorted:
 	// views for a client in a zone keep the endpoints hinted for it.
 	ForZones []string
 	// AuthorityOverride is the authority a client sends to the address instead of the one it
 	// asked for ("" for none): a multicluster gateway's mirror of a remote service.
 	AuthorityOverride string
+}
+
+// NewRare returns the Rare of an endpoint with these values, nil when they are all empty.
+func NewRare(hostname string, forZones []string, authorityOverride string) *Rare {
+	if hostname == "" && len(forZones) == 0 && authorityOverride == "" {
+		return nil
+	}
+	return &Rare{Hostname: hostname, ForZones: forZones, AuthorityOverride: authorityOverride}
+}
+
+// Equal reports whether r and o carry the same values (nil is all empty).
+func (r *Rare) Equal(o *Rare) bool {
+	if r == o {
+		return true
+	}
+	var zero Rare
+	if r == nil {
+		r = &zero
+	}
+	if o == nil {
+		o = &zero
+	}
+	return r.Hostname == o.Hostname && r.AuthorityOverride == o.AuthorityOverride && slices.Equal(r.ForZones, o.ForZones)
+}
+
+// Hostname returns the EndpointSlice hostname of the address, or "".
+func (e *Endpoint) Hostname() string {
+	if e.Rare == nil {
+		return ""
+	}
+	return e.Rare.Hostname
+}
+
+// ForZones returns the zones of the slice's hints.forZones (sorted; nil: no hints). Shared:
+// do not modify.
+func (e *Endpoint) ForZones() []string {
+	if e.Rare == nil {
+		return nil
+	}
+	return e.Rare.ForZones
+}
+
+// AuthorityOverride returns the authority a client sends to the address instead of the one
+// it asked for, or "".
+func (e *Endpoint) AuthorityOverride() string {
+	if e.Rare == nil {
+		return ""
+	}
+	return e.Rare.AuthorityOverride
 }
 
 // Equal reports whether e and o carry the same information.
@@ -73,8 +131,8 @@ func (e *Endpoint) Equal(o *Endpoint) bool {
 	}
 	return e.Addr == o.Addr && e.Weight == o.Weight && e.Identity == o.Identity &&
 		e.Hint == o.Hint && e.OpaqueTransportPort == o.OpaqueTransportPort && e.HTTP2 == o.HTTP2 &&
-		e.Pod == o.Pod && e.Namespace == o.Namespace && e.Hostname == o.Hostname && e.NodeName == o.NodeName &&
-		e.AuthorityOverride == o.AuthorityOverride && slices.Equal(e.Labels, o.Labels) && slices.Equal(e.ForZones, o.ForZones)
+		e.Pod == o.Pod && e.Namespace == o.Namespace && e.NodeName == o.NodeName &&
+		e.Rare.Equal(o.Rare) && slices.Equal(e.Labels, o.Labels)
 }
 
 // Label returns the value of label k, or "".

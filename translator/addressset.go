@@ -234,7 +234,7 @@ func (r *Reuse) take(es *discoveryv1.EndpointSlice, ep *discoveryv1.Endpoint, ap
 	if ep.Zone != nil {
 		zone = *ep.Zone
 	}
-	if old.Hostname != hostname || old.Label(LabelKeyZone) != zone || !sameZones(old.ForZones, ep.Hints) {
+	if old.Hostname() != hostname || old.Label(LabelKeyZone) != zone || !sameZones(old.ForZones(), ep.Hints) {
 		return nil
 	}
 	ref := ep.TargetRef
@@ -243,8 +243,8 @@ func (r *Reuse) take(es *discoveryv1.EndpointSlice, ep *discoveryv1.Endpoint, ap
 			return nil
 		}
 		var m snapshot.Endpoint
-		mirrorEndpoint(&m, es, port)
-		if m.Identity != old.Identity || m.AuthorityOverride != old.AuthorityOverride {
+		override := mirrorEndpoint(&m, es, port)
+		if m.Identity != old.Identity || override != old.AuthorityOverride() {
 			return nil
 		}
 		return old
@@ -348,9 +348,10 @@ type templateContext struct {
 // when ep is left out (its pod is unknown).
 func (tc *templateContext) endpointTemplate(es *discoveryv1.EndpointSlice, ep *discoveryv1.Endpoint, tp uint32, b *batch) (snapshot.Endpoint, bool) {
 	cfg := tc.cfg
-	e := snapshot.Endpoint{Weight: DefaultWeight, ForZones: hintZones(ep.Hints)}
+	e := snapshot.Endpoint{Weight: DefaultWeight}
+	hostname := ""
 	if ep.Hostname != nil {
-		e.Hostname = *ep.Hostname
+		hostname = *ep.Hostname
 	}
 	zone := ""
 	if ep.Zone != nil {
@@ -359,9 +360,10 @@ func (tc *templateContext) endpointTemplate(es *discoveryv1.EndpointSlice, ep *d
 	ref := ep.TargetRef
 	if ref == nil || ref.Kind != "Pod" {
 		e.Labels = b.podlessLabels(zone)
-		mirrorEndpoint(&e, es, tc.port)
+		e.Rare = b.rare(hostname, ep.Hints, mirrorEndpoint(&e, es, tc.port))
 		return e, true
 	}
+	e.Rare = b.rare(hostname, ep.Hints, "")
 	ns := ref.Namespace
 	if ns == "" {
 		ns = es.Namespace
@@ -463,12 +465,30 @@ func hintZones(h *discoveryv1.EndpointHints) []string {
 	return slices.Compact(out)
 }
 
-// sameZones reports whether zones (from hintZones) are the zones of h.
+// sameZones reports whether zones (from hintZones: sorted, distinct) are the zones of h,
+// without allocating.
 func sameZones(zones []string, h *discoveryv1.EndpointHints) bool {
 	if h == nil || len(h.ForZones) == 0 {
 		return len(zones) == 0
 	}
-	return slices.Equal(zones, hintZones(h))
+	for _, z := range h.ForZones {
+		if _, ok := slices.BinarySearch(zones, z.Name); !ok {
+			return false
+		}
+	}
+	for _, z := range zones {
+		found := false
+		for _, f := range h.ForZones {
+			if f.Name == z {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
 }
 
 // sortedLabels sorts ls by key (a few labels: insertion sort, in place) and returns it.
@@ -511,6 +531,35 @@ type batch struct {
 	idSA, idNS, id string
 	// The labels of addresses without a pod, of the first few zones: they share them.
 	podless [][]snapshot.Label
+	// The Rare parts of the first few hinted zone sets with nothing else rare: the
+	// endpoints hinted alike share one.
+	rares []*snapshot.Rare
+}
+
+// maxSharedRares bounds batch.rares: endpoints are mostly hinted for their own zone, and a
+// cluster has a few zones.
+const maxSharedRares = 8
+
+// rare returns the Rare part of an endpoint with this hostname, hints and authority
+// override (nil when it has none of them); those with the same hinted zones and nothing else
+// rare share one.
+func (b *batch) rare(hostname string, h *discoveryv1.EndpointHints, override string) *snapshot.Rare {
+	if h == nil || len(h.ForZones) == 0 {
+		return snapshot.NewRare(hostname, nil, override)
+	}
+	shared := hostname == "" && override == ""
+	if shared {
+		for _, r := range b.rares {
+			if sameZones(r.ForZones, h) {
+				return r
+			}
+		}
+	}
+	r := snapshot.NewRare(hostname, hintZones(h), override)
+	if shared && len(b.rares) < maxSharedRares {
+		b.rares = append(b.rares, r)
+	}
+	return r
 }
 
 // identity returns Identity(cfg, sa, ns), reusing the last one when it matches, and

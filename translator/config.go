@@ -16,7 +16,7 @@ type Config struct {
 	DefaultOpaquePorts []uint32
 	// InboundProxyPort is the proxy's inbound port, sent as opaque_transport for opaque ports
 	// (and, in TransportHeader mode, for every port of a meshed pod).
-	InboundProxyPort uint32
+	InboundProxyPort uint16
 	// OutboundTransportMode is Linkerd's --outbound-transport-mode: TransportTransparent
 	// (the default: opaque_transport only on opaque ports) or TransportHeader (every meshed
 	// endpoint gets the opaque_transport hint, so client proxies reach it at its inbound port

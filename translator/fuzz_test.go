@@ -310,8 +310,8 @@ func checkEndpoint(t *testing.T, a netip.AddrPort, e *snapshot.Endpoint, sl []*d
 	if e.Identity != "" && e.Pod != "" && e.Label(LabelKeyControlPlaneNS) == "" {
 		t.Fatalf("%v: a pod's identity without control_plane_ns label", a)
 	}
-	if e.Label(LabelKeyZoneLocality) != ZoneUnknown || !slices.IsSorted(e.ForZones) {
-		t.Fatalf("%v: zone_locality %q, zones %v", a, e.Label(LabelKeyZoneLocality), e.ForZones)
+	if e.Label(LabelKeyZoneLocality) != ZoneUnknown || !slices.IsSorted(e.ForZones()) {
+		t.Fatalf("%v: zone_locality %q, zones %v", a, e.Label(LabelKeyZoneLocality), e.ForZones())
 	}
 	// Some ready endpoint of one of the service's slices, with a port that resolves to the
 	// address's port, holds the address.

@@ -116,8 +116,8 @@ func render(e *snapshot.Endpoint) string {
 	if e.Pod != "" {
 		fmt.Fprintf(&b, " pod=%s/%s", e.Namespace, e.Pod)
 	}
-	if e.Hostname != "" {
-		fmt.Fprintf(&b, " host=%s", e.Hostname)
+	if e.Hostname() != "" {
+		fmt.Fprintf(&b, " host=%s", e.Hostname())
 	}
 	if e.Identity != "" {
 		fmt.Fprintf(&b, " id=%s", e.Identity)
@@ -156,11 +156,11 @@ func render(e *snapshot.Endpoint) string {
 	if e.NodeName != "" {
 		fmt.Fprintf(&b, " node=%s", e.NodeName)
 	}
-	if len(e.ForZones) > 0 {
-		fmt.Fprintf(&b, " for-zones=%s", strings.Join(e.ForZones, "+"))
+	if len(e.ForZones()) > 0 {
+		fmt.Fprintf(&b, " for-zones=%s", strings.Join(e.ForZones(), "+"))
 	}
-	if e.AuthorityOverride != "" {
-		fmt.Fprintf(&b, " authority=%s", e.AuthorityOverride)
+	if e.AuthorityOverride() != "" {
+		fmt.Fprintf(&b, " authority=%s", e.AuthorityOverride())
 	}
 	return b.String()
 }

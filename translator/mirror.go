@@ -33,16 +33,18 @@ const (
 
 // mirrorEndpoint fills in what an endpoint without a pod of slice es gets from the mirror's
 // annotations, for the Service port asked for: the gateway's identity (with the h2 hint and
-// HTTP/2 client parameters, as Linkerd gives them) and the remote service's authority.
-func mirrorEndpoint(e *snapshot.Endpoint, es *discoveryv1.EndpointSlice, port uint32) {
+// HTTP/2 client parameters, as Linkerd gives them); and it returns the remote service's
+// authority, the endpoint's authority override ("" when none).
+func mirrorEndpoint(e *snapshot.Endpoint, es *discoveryv1.EndpointSlice, port uint32) (authorityOverride string) {
 	if id := es.Annotations[AnnotationRemoteGatewayIdentity]; id != "" {
 		e.Identity = id
 		e.Hint = snapshot.HintH2
 		e.HTTP2 = true
 	}
 	if fq, ok := es.Annotations[AnnotationRemoteServiceFQName]; ok {
-		e.AuthorityOverride = net.JoinHostPort(fq, strconv.FormatUint(uint64(port), 10))
+		return net.JoinHostPort(fq, strconv.FormatUint(uint64(port), 10))
 	}
+	return ""
 }
 
 // mirrorSetLabels returns the target labels of a mirror service's slices (the first slice,

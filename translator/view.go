@@ -81,14 +81,14 @@ func candidates(set *snapshot.AddressSet, c Client) map[netip.AddrPort]bool {
 		return keep
 	}
 	for _, e := range set.Endpoints {
-		if len(e.ForZones) == 0 {
+		if len(e.ForZones()) == 0 {
 			return nil // an endpoint without hints turns zone filtering off
 		}
 	}
 	keep := make(map[netip.AddrPort]bool, len(set.Endpoints))
 	any := false
 	for a, e := range set.Endpoints {
-		if slices.Contains(e.ForZones, c.Zone) {
+		if slices.Contains(e.ForZones(), c.Zone) {
 			keep[a], any = true, true
 		}
 	}

@@ -33,7 +33,7 @@ func viewSet(local bool, eps ...string) *snapshot.AddressSet {
 		}
 		e.Labels = append(e.Labels, snapshot.Label{Key: LabelKeyZoneLocality, Value: ZoneUnknown})
 		if h := dash(f[4]); h != "" {
-			e.ForZones = strings.Split(h, ",")
+			e.Rare = snapshot.NewRare("", strings.Split(h, ","), "")
 		}
 		s.Endpoints[e.Addr] = e
 	}
@@ -174,12 +174,14 @@ func FuzzView(f *testing.F) {
 				e.Labels = append(e.Labels, snapshot.Label{Key: LabelKeyZone, Value: z})
 			}
 			e.Labels = append(e.Labels, snapshot.Label{Key: LabelKeyZoneLocality, Value: ZoneUnknown})
+			var forZones []string
 			for range r.Pick(3) {
-				if z := pickFrom(r, zones); z != "" && !slices.Contains(e.ForZones, z) {
-					e.ForZones = append(e.ForZones, z)
+				if z := pickFrom(r, zones); z != "" && !slices.Contains(forZones, z) {
+					forZones = append(forZones, z)
 				}
 			}
-			slices.Sort(e.ForZones)
+			slices.Sort(forZones)
+			e.Rare = snapshot.NewRare("", forZones, "")
 			set.Endpoints[e.Addr] = e
 		}
 		cfg := DefaultConfig()
