@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -25,6 +26,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
+	jsonpatch "github.com/evanphx/json-patch/v5"
 	pb "github.com/linkerd/linkerd2-proxy-api/go/destination"
 	"github.com/linkerd/linkerd2-proxy-api/go/inbound"
 	"google.golang.org/grpc"
@@ -78,10 +80,11 @@ func certify(t *testing.T, f *fixture, k *charttest.Kubelet) {
 	}
 }
 
-// admit sends an AdmissionReview for a pod of a namespace with linkerd.io/inject: enabled to
+// admit sends an AdmissionReview for pod (of a namespace with linkerd.io/inject: enabled) to
 // a running injector over TLS, trusting only the caBundle of the MutatingWebhookConfiguration
-// and naming the Service as the API server does, and expects the proxy in the patch.
-func admit(t *testing.T, f *fixture, k *charttest.Kubelet) {
+// and naming the Service as the API server does, expects the proxy in the patch, running the
+// command the chart gives (proxy.command, default meridian-proxy), and returns the pod patched.
+func admit(t *testing.T, f *fixture, k *charttest.Kubelet, pod *corev1.Pod) *corev1.Pod {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -93,27 +96,13 @@ func admit(t *testing.T, f *fixture, k *charttest.Kubelet) {
 	if !roots.AppendCertsFromPEM(mwc.Webhooks[0].ClientConfig.CABundle) {
 		t.Fatal("no certificate in the webhook's caBundle")
 	}
-	app := f.env.Namespace(t, nil)
-	nsObj, err := f.env.Client.CoreV1().Namespaces().Get(ctx, app, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	nsObj.Annotations = map[string]string{"linkerd.io/inject": "enabled"}
-	if _, err := f.env.Client.CoreV1().Namespaces().Update(ctx, nsObj, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	pod := corev1.Pod{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: app},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "nginx"}}},
-	}
-	raw, _ := json.Marshal(&pod)
+	raw, _ := json.Marshal(pod)
 	review, _ := json.Marshal(&admissionv1.AdmissionReview{
 		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
 		Request: &admissionv1.AdmissionRequest{
 			UID: types.UID("1"), Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Pod"},
 			Resource:  metav1.GroupVersionResource{Version: "v1", Resource: "pods"},
-			Namespace: app, Operation: admissionv1.Create, Object: runtime.RawExtension{Raw: raw},
+			Namespace: pod.Namespace, Operation: admissionv1.Create, Object: runtime.RawExtension{Raw: raw},
 		},
 	})
 	addr := net.JoinHostPort(k.PodIP(k.PodNames("Deployment/linkerd-proxy-injector")[0]), "8443")
@@ -132,6 +121,24 @@ func admit(t *testing.T, f *fixture, k *charttest.Kubelet) {
 	if out.Response == nil || !out.Response.Allowed || !strings.Contains(string(out.Response.Patch), "linkerd-proxy") {
 		t.Fatalf("injector answered %+v, want an allowed review whose patch adds linkerd-proxy", out.Response)
 	}
+	patch, err := jsonpatch.DecodePatch(out.Response.Patch)
+	if err != nil {
+		t.Fatalf("the injector's patch: %v", err)
+	}
+	patched, err := patch.Apply(raw)
+	if err != nil {
+		t.Fatalf("apply the injector's patch: %v\n%s", err, out.Response.Patch)
+	}
+	var got corev1.Pod
+	if err := json.Unmarshal(patched, &got); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range append(got.Spec.InitContainers, got.Spec.Containers...) {
+		if c.Name == "linkerd-proxy" && !slices.Equal(c.Command, []string{"meridian-proxy"}) {
+			t.Errorf("the injected proxy's command is %q, want [meridian-proxy] (the chart's proxy.command)", c.Command)
+		}
+	}
+	return &got
 }
 
 // signIssuer returns a new issuer (PEM certificate and key) signed by the fixture's trust
