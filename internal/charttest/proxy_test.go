@@ -29,11 +29,8 @@ func injectedProxy(t *testing.T, f *fixture, k *charttest.Kubelet) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	app := f.env.Namespace(t, nil)
+	app := webNamespace(ctx, t, f)
 	updateNamespace(ctx, t, f, app, func(ns *corev1.Namespace) { ns.Annotations = map[string]string{"linkerd.io/inject": "enabled"} })
-	if _, err := f.env.Client.CoreV1().ServiceAccounts(app).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "web"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	ready := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/ready", Port: intstr.FromInt32(9100)}}}
 	live := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/live", Port: intstr.FromInt32(9100)}}}
 	pod := &corev1.Pod{
