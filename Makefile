@@ -6,7 +6,7 @@ PROXY     := $(BIN)/meridian-proxy
 FUZZTIME  ?= 3s
 GOFLAGS_TEST ?=
 
-.PHONY: all build run test vet unit fuzz bench bench-kube bench-proxy clean kube-bin
+.PHONY: all build run test vet unit fuzz bench bench-kube bench-proxy image clean kube-bin
 
 all: build
 
@@ -84,6 +84,16 @@ bench-proxy: build
 	$(MERIDIAN) bench proxy --variants direct,meridian --proxy-binary $(PROXY) \
 		--json bench-proxy-only.json $(BENCH_PROXY_FLAGS)
 	$(GO) test -run '^$$' -bench . -benchmem ./proxy/h1 ./proxy/h2 ./proxy/inbound ./proxy/outbound
+
+# The images (Dockerfile): $(IMAGE) (meridian and meridian-proxy, distroless) and
+# $(IMAGE)-proxy-init (meridian with iptables, for linkerd-init), tagged $(VERSION), which is
+# also stamped into meridian. The default is the chart's appVersion, the tag a default install
+# pulls. Needs docker; not part of test or CI.
+IMAGE   ?= ghcr.io/meridian-mesh/meridian
+VERSION ?= $(shell sed -n 's/^appVersion: *"\(.*\)"/\1/p' deploy/charts/meridian/Chart.yaml)
+image:
+	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE):$(VERSION) .
+	docker build --build-arg VERSION=$(VERSION) --target proxy-init -t $(IMAGE)-proxy-init:$(VERSION) .
 
 # Builds kube-apiserver, etcd and helm from source into .cache/kube/<version>/bin (a no-op when
 # already built); the real-API-server tests use them (internal/kubetest).

@@ -103,8 +103,15 @@ func TestResolveOverrides(t *testing.T) {
 	if v.LogLevel != "debug" || v.UID != 3000 || v.NativeSidecar {
 		t.Errorf("log %q uid %d native %v", v.LogLevel, v.UID, v.NativeSidecar)
 	}
-	if v.Image != "example.com/proxy:v9" || v.InitImage != "example.com/proxy:v9" {
+	// The proxy image's override leaves the capture's own image alone (as with Linkerd); the
+	// version applies to both, which run one release's binaries.
+	if v.Image != "example.com/proxy:v9" || v.InitImage != "ghcr.io/meridian-mesh/meridian-proxy-init:v9" {
 		t.Errorf("images %q %q", v.Image, v.InitImage)
+	}
+	// With no init image of its own, the capture runs the proxy's, overridden or not.
+	cfg.Proxy.InitImage = ""
+	if v, _, err := cfg.Resolve(ns, pod); err != nil || v.Image != "example.com/proxy:v9" || v.InitImage != "example.com/proxy:v9" {
+		t.Errorf("without an init image: images %q %q (%v)", v.Image, v.InitImage, err)
 	}
 	if got := v.SkipInbound; len(got) != 2 || got[0] != "25" || got[1] != "8000-8010" {
 		t.Errorf("skip inbound %v", got)

@@ -117,13 +117,17 @@ func TestResolveIgnoresInvalidOverrides(t *testing.T) {
 }
 
 // TestInvalidDefaultsAreAnError: defaults that cannot work (two equal ports, a request above
-// its limit, an unparsable quantity) make Validate fail, so no webhook runs with them.
+// its limit, an unparsable quantity, a container without a command) make Validate fail, so
+// no webhook runs with them.
 func TestInvalidDefaultsAreAnError(t *testing.T) {
 	for name, mut := range map[string]func(*ProxyDefaults){
 		"ports":    func(d *ProxyDefaults) { d.AdminPort = d.InboundPort },
 		"request":  func(d *ProxyDefaults) { d.CPURequest, d.CPULimit = "2", "1" },
 		"quantity": func(d *ProxyDefaults) { d.MemoryLimit = "lots" },
 		"skip":     func(d *ProxyDefaults) { d.SkipInboundPorts = "0" },
+		"command":  func(d *ProxyDefaults) { d.Command = nil },
+		"program":  func(d *ProxyDefaults) { d.Command = []string{" ", "proxy"} },
+		"init":     func(d *ProxyDefaults) { d.InitCommand = []string{} },
 	} {
 		cfg := DefaultConfig()
 		mut(&cfg.Proxy)

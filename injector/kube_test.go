@@ -97,6 +97,9 @@ func TestWebhookWithAPIServer(t *testing.T) {
 	if proxy.RestartPolicy == nil || *proxy.RestartPolicy != corev1.ContainerRestartPolicyAlways {
 		t.Errorf("proxy is not a native sidecar: %+v", proxy.RestartPolicy)
 	}
+	if len(proxy.Command) != 1 || proxy.Command[0] != "meridian-proxy" {
+		t.Errorf("proxy command %q, want [meridian-proxy] (the proxy built alone)", proxy.Command)
+	}
 	if proxy.Resources.Requests.Cpu().String() != "25m" {
 		t.Errorf("namespace annotation did not flow down: %v", proxy.Resources.Requests)
 	}

@@ -163,6 +163,7 @@ func (c *Config) proxyContainer(d Decision, v Values, w Workload) corev1.Contain
 		Name:            ProxyContainerName,
 		Image:           v.Image,
 		ImagePullPolicy: v.ImagePullPolicy,
+		Command:         append([]string(nil), c.Proxy.Command...),
 		Args:            append([]string(nil), c.Proxy.Args...),
 		Env:             env,
 		Ports: []corev1.ContainerPort{
@@ -225,6 +226,7 @@ func (c *Config) initContainer(v Values) corev1.Container {
 		Name:            InitContainerName,
 		Image:           v.InitImage,
 		ImagePullPolicy: v.ImagePullPolicy,
+		Command:         append([]string(nil), c.Proxy.InitCommand...),
 		Args:            args,
 		Resources: corev1.ResourceRequirements{
 			Requests: corev1.ResourceList{

@@ -2,6 +2,7 @@ package injector
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -261,6 +262,41 @@ func checkInjected(t *testing.T, got, orig *corev1.Pod, native bool) {
 	init := got.Spec.InitContainers[0]
 	if !strings.Contains(strings.Join(init.Args, " "), "--proxy-uid=2102") || init.SecurityContext.Capabilities == nil {
 		t.Errorf("init container %v", init.Args)
+	}
+	// Both commands are explicit (no image entrypoint relied upon): the proxy built alone,
+	// and the capture's subcommand of the meridian binary, whose args are only its flags.
+	if !slices.Equal(proxy.Command, []string{"meridian-proxy"}) || len(proxy.Args) != 0 {
+		t.Errorf("proxy command %q args %q, want [meridian-proxy] and none", proxy.Command, proxy.Args)
+	}
+	if !slices.Equal(init.Command, []string{"meridian", "proxy-init"}) || len(init.Args) == 0 || !strings.HasPrefix(init.Args[0], "--") {
+		t.Errorf("init command %q args %q, want [meridian proxy-init] and flags", init.Command, init.Args)
+	}
+}
+
+// TestPatchConfiguredCommands: an image without meridian-proxy runs the all-in-one binary's
+// `meridian proxy` by configuration, and extra args go before the init container's flags.
+func TestPatchConfiguredCommands(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Proxy.Command = []string{"meridian", "proxy"}
+	cfg.Proxy.Args = []string{"--enable-pprof"}
+	cfg.Proxy.InitCommand = []string{"/usr/local/bin/meridian", "proxy-init"}
+	cfg.Proxy.InitArgs = []string{"--iptables-mode=nft"}
+	pod := corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Annotations: map[string]string{AnnotationInject: InjectEnabled}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "web"}}},
+	}
+	out := cfg.Review(Meta{}, "apps", &pod.ObjectMeta, &pod.Spec, false)
+	if !out.Decision.Inject {
+		t.Fatalf("skipped: %+v", out.Decision)
+	}
+	got := applyPatch(t, &pod, out.Mutation.Patch("", &pod.ObjectMeta, &pod.Spec))
+	init, proxy := got.Spec.InitContainers[0], got.Spec.InitContainers[1]
+	if !slices.Equal(proxy.Command, []string{"meridian", "proxy"}) || !slices.Equal(proxy.Args, []string{"--enable-pprof"}) {
+		t.Errorf("proxy command %q args %q", proxy.Command, proxy.Args)
+	}
+	if !slices.Equal(init.Command, []string{"/usr/local/bin/meridian", "proxy-init"}) || len(init.Args) < 2 ||
+		init.Args[0] != "--iptables-mode=nft" || !strings.HasPrefix(init.Args[1], "--incoming-proxy-port=") {
+		t.Errorf("init command %q args %q", init.Command, init.Args)
 	}
 }
 

@@ -1,7 +1,7 @@
 package injector
 
 import (
-	"encoding/json"
+	"context"
 	"net/http"
 
 	"go.uber.org/zap"
@@ -37,24 +37,9 @@ func NewProfileValidator(log *zap.Logger) *ProfileValidator {
 
 // ServeHTTP implements http.Handler.
 func (v *ProfileValidator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		http.Error(w, "admission reviews are POSTed", http.StatusMethodNotAllowed)
-		return
-	}
-	review, err := DecodeReview(http.MaxBytesReader(w, r.Body, MaxReviewBytes))
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	out := admissionv1.AdmissionReview{TypeMeta: review.TypeMeta, Response: v.Review(review.Request)}
-	body, err := json.Marshal(&out)
-	if err != nil { // cannot happen for these types; answer precisely anyway
-		http.Error(w, "encode AdmissionReview: "+err.Error(), http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(body)
+	serveReview(w, r, func(_ context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+		return v.Review(req)
+	})
 }
 
 // Review answers one admission request.

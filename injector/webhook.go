@@ -54,7 +54,11 @@ func NewWebhook(cfg Config, ns NamespaceLookup, metrics *Metrics, log *zap.Logge
 }
 
 // ServeHTTP implements http.Handler.
-func (wh *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (wh *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) { serveReview(w, r, wh.Review) }
+
+// serveReview answers the AdmissionReview POSTed in r with answer's response to its request:
+// 405 for another method, 400 (saying why) for a body that is not a review with a request.
+func serveReview(w http.ResponseWriter, r *http.Request, answer func(context.Context, *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		http.Error(w, "admission reviews are POSTed", http.StatusMethodNotAllowed)
@@ -65,8 +69,7 @@ func (wh *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	resp := wh.Review(r.Context(), review.Request)
-	out := admissionv1.AdmissionReview{TypeMeta: review.TypeMeta, Response: resp}
+	out := admissionv1.AdmissionReview{TypeMeta: review.TypeMeta, Response: answer(r.Context(), review.Request)}
 	body, err := json.Marshal(&out)
 	if err != nil { // cannot happen for these types; answer precisely anyway
 		http.Error(w, "encode AdmissionReview: "+err.Error(), http.StatusInternalServerError)

@@ -4,8 +4,6 @@ package shard
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -80,29 +78,6 @@ func requireNetns(t *testing.T) {
 			skip("%s not installed (apt-get install -y iproute2 iptables)", b)
 		}
 	}
-}
-
-func runCmd(t *testing.T, argv ...string) {
-	t.Helper()
-	if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
-		t.Fatalf("%s: %v: %s", strings.Join(argv, " "), err, out)
-	}
-}
-
-// newNetns creates a network namespace, removed at cleanup, with lo up.
-func newNetns(t *testing.T, tag string) string {
-	t.Helper()
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	name := "mrd-" + tag + "-" + hex.EncodeToString(b[:])
-	runCmd(t, "ip", "netns", "add", name)
-	t.Cleanup(func() {
-		if out, err := exec.Command("ip", "netns", "del", name).CombinedOutput(); err != nil {
-			t.Errorf("ip netns del %s: %v: %s", name, err, out)
-		}
-	})
-	runCmd(t, "ip", "netns", "exec", name, "ip", "link", "set", "lo", "up")
-	return name
 }
 
 // nsDialer dials from inside the named namespace: on an OS thread switched into it, which
@@ -246,15 +221,8 @@ func oneRing(hs []*helper) error {
 
 func TestPartitionHealsToOneOwner(t *testing.T) {
 	requireNetns(t)
-	nsA, nsB := newNetns(t, "pa"), newNetns(t, "pb")
-	var b [3]byte
-	_, _ = rand.Read(b[:])
-	va, vb := "va"+hex.EncodeToString(b[:]), "vb"+hex.EncodeToString(b[:])
-	runCmd(t, "ip", "link", "add", va, "netns", nsA, "type", "veth", "peer", "name", vb, "netns", nsB)
-	runCmd(t, "ip", "netns", "exec", nsA, "ip", "addr", "add", "10.77.0.1/24", "dev", va)
-	runCmd(t, "ip", "netns", "exec", nsA, "ip", "link", "set", va, "up")
-	runCmd(t, "ip", "netns", "exec", nsB, "ip", "addr", "add", "10.77.0.2/24", "dev", vb)
-	runCmd(t, "ip", "netns", "exec", nsB, "ip", "link", "set", vb, "up")
+	nsA, nsB := testutil.NewNetns(t, "pa"), testutil.NewNetns(t, "pb")
+	_, vb := testutil.LinkNetns(t, nsA, "10.77.0.1/24", nsB, "10.77.0.2/24")
 
 	c := newCluster(t, ringServices, 3)
 	keyFile := t.TempDir() + "/gossip.key"
@@ -296,7 +264,7 @@ func TestPartitionHealsToOneOwner(t *testing.T) {
 	// The cut: r2's namespace drops everything to and from the other.
 	cut := [][]string{{"INPUT", "-i", vb}, {"OUTPUT", "-o", vb}}
 	for _, r := range cut {
-		runCmd(t, "ip", "netns", "exec", nsB, "iptables", "-I", r[0], r[1], r[2], "-j", "DROP")
+		testutil.RunCmd(t, "ip", "netns", "exec", nsB, "iptables", "-I", r[0], r[1], r[2], "-j", "DROP")
 	}
 	cutAt := time.Now()
 	testutil.EventuallyNoError(t, 60*time.Second, "each side to declare the other dead", func() error {
@@ -324,7 +292,7 @@ func TestPartitionHealsToOneOwner(t *testing.T) {
 	ch.waitSteps(t, 5)
 
 	for _, r := range cut {
-		runCmd(t, "ip", "netns", "exec", nsB, "iptables", "-D", r[0], r[1], r[2], "-j", "DROP")
+		testutil.RunCmd(t, "ip", "netns", "exec", nsB, "iptables", "-D", r[0], r[1], r[2], "-j", "DROP")
 	}
 	healedAt := time.Now()
 	testutil.EventuallyNoError(t, healWithin, "one ring again, each service held by exactly one replica", func() error { return oneRing(hs) })

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/meridian-mesh/meridian/injector"
+	"github.com/meridian-mesh/meridian/internal/quote"
 )
 
 func init() {
@@ -34,9 +36,11 @@ func injProxyFlags(fs *flag.FlagSet, cfg *injector.Config) func() map[string]str
 	fs.StringVar(&cfg.ControlPlaneNamespace, "control-plane-namespace", cfg.ControlPlaneNamespace, "namespace of destination, identity and policy")
 	fs.StringVar(&cfg.ClusterDomain, "cluster-domain", cfg.ClusterDomain, "cluster DNS domain")
 	fs.StringVar(&cfg.TrustDomain, "trust-domain", cfg.TrustDomain, "identity trust domain")
-	str(&p.Image, "proxy-image", injector.AnnotationProxyImage, "proxy image (runs `meridian proxy`)")
+	str(&p.Image, "proxy-image", injector.AnnotationProxyImage, "proxy image (runs --proxy-command)")
+	fs.Var((*commandFlag)(&p.Command), "proxy-command", "the proxy container's command, comma-separated: meridian-proxy (the proxy built alone), or meridian,proxy for an image without it")
+	fs.Var((*commandFlag)(&p.InitCommand), "proxy-init-command", "the capture init container's command, comma-separated (its args are the iptables flags)")
 	str(&p.Version, "proxy-version", injector.AnnotationProxyVersionOverride, "proxy image tag")
-	str(&p.InitImage, "proxy-init-image", injector.AnnotationProxyInitImage, "capture init image (default: the proxy image)")
+	str(&p.InitImage, "proxy-init-image", injector.AnnotationProxyInitImage, "capture init image, with iptables (empty: the proxy image)")
 	str(&p.ImagePullPolicy, "image-pull-policy", injector.AnnotationProxyImagePullPolicy, "Always, Never or IfNotPresent")
 	str(&p.CPURequest, "proxy-cpu-request", injector.AnnotationProxyCPURequest, "proxy CPU request (e.g. 100m)")
 	str(&p.CPULimit, "proxy-cpu-limit", injector.AnnotationProxyCPULimit, "proxy CPU limit")
@@ -72,6 +76,22 @@ func injProxyFlags(fs *flag.FlagSet, cfg *injector.Config) func() map[string]str
 		}
 		return set
 	}
+}
+
+// commandFlag is a container command given as one comma-separated flag value, which
+// replaces the default.
+type commandFlag []string
+
+func (c *commandFlag) String() string { return strings.Join(*c, ",") }
+func (c *commandFlag) Set(s string) error {
+	parts := strings.Split(s, ",")
+	for _, p := range parts {
+		if strings.TrimSpace(p) == "" {
+			return fmt.Errorf("empty element in %s", quote.Prefix(s, 64))
+		}
+	}
+	*c = parts
+	return nil
 }
 
 // stampVersion marks what cfg injects as made by who (at this binary's version), and makes a

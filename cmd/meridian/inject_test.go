@@ -30,3 +30,35 @@ func TestInjectManualWarnsOnBadAnnotations(t *testing.T) {
 		t.Errorf("warnings went to stdout, into the manifests:\n%s", out)
 	}
 }
+
+// TestInjectProxyCommand: the proxy runs `meridian-proxy` unless --proxy-command names
+// another program (meridian,proxy for an image without it); the capture init container runs
+// `meridian proxy-init` unless --proxy-init-command says otherwise; an empty element is a
+// usage error.
+func TestInjectProxyCommand(t *testing.T) {
+	const in = "../../injector/testdata/inject/deployment.yaml"
+	for _, tc := range []struct {
+		flags      []string
+		proxy, ini string // the command lines as the YAML lists them
+	}{
+		{nil, "command:\n        - meridian-proxy\n", "command:\n        - meridian\n        - proxy-init\n"},
+		{[]string{"--proxy-command=meridian,proxy", "--proxy-init-command=/bin/meridian,proxy-init"},
+			"command:\n        - meridian\n        - proxy\n", "command:\n        - /bin/meridian\n        - proxy-init\n"},
+	} {
+		args := append(append([]string{"inject", "--manual"}, tc.flags...), in)
+		code, out, errOut := capture(t, args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", tc.flags, code, errOut)
+		}
+		for _, want := range []string{tc.proxy, tc.ini} {
+			if !strings.Contains(out, want) {
+				t.Errorf("%v: output lacks %q:\n%s", tc.flags, want, out)
+			}
+		}
+	}
+	for _, bad := range []string{"--proxy-command=", "--proxy-command=meridian,,proxy", "--proxy-init-command= "} {
+		if code, _, errOut := capture(t, "inject", "--manual", bad, in); code != 2 || !strings.Contains(errOut, "empty element") {
+			t.Errorf("%s: exit %d, want 2 and the reason: %s", bad, code, errOut)
+		}
+	}
+}

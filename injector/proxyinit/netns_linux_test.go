@@ -4,9 +4,7 @@ package proxyinit
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -37,30 +35,6 @@ func requireNetns(t *testing.T) Binaries {
 		}
 	}
 	return bins
-}
-
-func run(t *testing.T, argv ...string) {
-	t.Helper()
-	out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s: %v: %s", strings.Join(argv, " "), err, out)
-	}
-}
-
-// newNetns creates a network namespace removed at cleanup, with lo up.
-func newNetns(t *testing.T, tag string) string {
-	t.Helper()
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	name := "mrd-" + tag + "-" + hex.EncodeToString(b[:])
-	run(t, "ip", "netns", "add", name)
-	t.Cleanup(func() {
-		if out, err := exec.Command("ip", "netns", "del", name).CombinedOutput(); err != nil {
-			t.Errorf("ip netns del %s: %v: %s", name, err, out)
-		}
-	})
-	run(t, "ip", "netns", "exec", name, "ip", "link", "set", "lo", "up")
-	return name
 }
 
 // inNetns runs fn on an OS thread switched into the named namespace (optionally with the
@@ -160,16 +134,9 @@ func dial(t *testing.T, ns string, uid int, addr string) {
 // skipped inbound ports straight to the app.
 func TestApplyInNetns(t *testing.T) {
 	bins := requireNetns(t)
-	pod := newNetns(t, "pod")
-	remote := newNetns(t, "rem")
-	var b [3]byte
-	_, _ = rand.Read(b[:])
-	vp, vr := "vp"+hex.EncodeToString(b[:]), "vr"+hex.EncodeToString(b[:])
-	run(t, "ip", "link", "add", vp, "netns", pod, "type", "veth", "peer", "name", vr, "netns", remote)
-	run(t, "ip", "netns", "exec", pod, "ip", "addr", "add", "10.99.0.1/24", "dev", vp)
-	run(t, "ip", "netns", "exec", pod, "ip", "link", "set", vp, "up")
-	run(t, "ip", "netns", "exec", remote, "ip", "addr", "add", "10.99.0.2/24", "dev", vr)
-	run(t, "ip", "netns", "exec", remote, "ip", "link", "set", vr, "up")
+	pod := testutil.NewNetns(t, "pod")
+	remote := testutil.NewNetns(t, "rem")
+	testutil.LinkNetns(t, pod, "10.99.0.1/24", remote, "10.99.0.2/24")
 
 	c := DefaultConfig()
 	c.OutboundPortsToIgnore = []string{"5432"}

@@ -7,6 +7,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -41,6 +42,8 @@ func TestSchemaRejects(t *testing.T) {
 		{"webhookFailurePolicy=Sometimes", "at '/webhookFailurePolicy'"},
 		{"destinaton.replicas=3", "additional properties 'destinaton' not allowed"},
 		{"controlPlaneTLS.enabled=false", "at '/controlPlaneTLS/enabled'"},
+		{"proxy.command[0]=", "at '/proxy/command/0'"},
+		{`proxy.command[0]=meridian\,proxy`, "at '/proxy/command/0'"},
 	} {
 		for _, verb := range []string{"template", "lint"} {
 			args := []string{verb, charttest.ChartDir(), "-f", f.identity, "--set", c.set}
@@ -119,6 +122,46 @@ func TestOptionalObjectsRender(t *testing.T) {
 	mwc := kinds["MutatingWebhookConfiguration/linkerd-linkerd-proxy-injector"]
 	if a, _, _ := unstructured.NestedString(mwc, "metadata", "annotations", "cert-manager.io/inject-ca-from"); a != "linkerd/linkerd-proxy-injector" {
 		t.Errorf("inject-ca-from annotation = %q", a)
+	}
+}
+
+// TestProxyFlagsRender: proxy.command reaches the injector as --proxy-command (the proxy
+// built alone by default, `meridian proxy` when an image lacks it), and proxy.initImage as
+// --proxy-init-image (by default the chart's image with -proxy-init appended). TestStandIn
+// proves the running injector puts them into pods.
+func TestProxyFlagsRender(t *testing.T) {
+	for _, c := range []struct {
+		set  []string
+		want []string
+	}{
+		{nil, []string{"--proxy-command=meridian-proxy", "--proxy-init-image=ghcr.io/meridian-mesh/meridian-proxy-init"}},
+		{[]string{"proxy.command={meridian,proxy}", "image.name=registry.example/mesh"},
+			[]string{"--proxy-command=meridian,proxy", "--proxy-init-image=registry.example/mesh-proxy-init"}},
+		{[]string{"proxy.initImage.name=registry.example/init"}, []string{"--proxy-init-image=registry.example/init"}},
+	} {
+		r, err := chart.Render(chart.Options{Namespace: "linkerd", Base: identityBase(t, "linkerd"), Set: c.set})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var args []string
+		for _, o := range decodeAll(t, r.All()) {
+			if o.GetKind() == "Deployment" && o.GetName() == "linkerd-proxy-injector" {
+				cs, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+				args, _, _ = unstructured.NestedStringSlice(cs[0].(map[string]any), "args")
+			}
+		}
+		for _, w := range c.want {
+			if !slices.Contains(args, w) {
+				t.Errorf("--set %v: the injector's args %q lack %s", c.set, args, w)
+			}
+		}
+	}
+	// No command at all (the schema refuses an empty list and a blank element: see
+	// TestSchemaRejects) is refused by the template, saying what to set. (helm lint only warns
+	// on a required value.)
+	_, err := chart.Render(chart.Options{Namespace: "linkerd", Base: identityBase(t, "linkerd"), Set: []string{"proxy.command=null"}})
+	if err == nil || !strings.Contains(err.Error(), "proxy.command is empty") {
+		t.Errorf("--set proxy.command=null: %v, want an error saying proxy.command is empty", err)
 	}
 }
 

@@ -9,7 +9,9 @@
 // (127.A.B.x: every 127/8 address works on Linux without setup), fills the downward API, mounts
 // Secrets, ConfigMaps, projected ServiceAccount tokens (from the TokenRequest API, bound to the
 // pod) and the kube-api-access volume at their mountPaths, and starts each container's command
-// and args as a process of the built meridian binary, with KUBERNETES_SERVICE_HOST/PORT
+// and args as a process of the built meridian binary (or, for an injected pod's linkerd-proxy
+// container whose command is meridian-proxy, of the built meridian-proxy: control-plane pods
+// run meridian only), with KUBERNETES_SERVICE_HOST/PORT
 // pointing at the API server, so that the process authenticates as its ServiceAccount and RBAC
 // applies. It runs each process as the pod's runAsUser/runAsGroup/fsGroup in a private mount
 // namespace (re-executing the test binary as a small init, see Main) whose /etc/resolv.conf

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -25,6 +26,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
+	jsonpatch "github.com/evanphx/json-patch/v5"
 	pb "github.com/linkerd/linkerd2-proxy-api/go/destination"
 	"github.com/linkerd/linkerd2-proxy-api/go/inbound"
 	"google.golang.org/grpc"
@@ -40,6 +42,30 @@ import (
 	"github.com/meridian-mesh/meridian/internal/tlsid"
 )
 
+// webNamespace creates a namespace with the ServiceAccount web, a meshed workload's, and
+// returns its name.
+func webNamespace(ctx context.Context, t *testing.T, f *fixture) string {
+	t.Helper()
+	ns := f.env.Namespace(t, nil)
+	if _, err := f.env.Client.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "web"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return ns
+}
+
+// webToken is a token of the ServiceAccount web of ns from the TokenRequest API for identity
+// (audience identity.l5d.io), as a proxy's projected one.
+func webToken(ctx context.Context, t *testing.T, f *fixture, ns string) string {
+	t.Helper()
+	tr, err := f.env.Client.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "web", &authnv1.TokenRequest{
+		Spec: authnv1.TokenRequestSpec{Audiences: []string{identity.Audience}, ExpirationSeconds: ptr.To[int64](3600)},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr.Status.Token
+}
+
 // certify gets a workload certificate from the running identity, as a proxy does: a
 // ServiceAccount token from the TokenRequest API (audience identity.l5d.io), checked by
 // identity with a TokenReview under the chart's RBAC, signed with the issuer of its Secret.
@@ -47,22 +73,14 @@ func certify(t *testing.T, f *fixture, k *charttest.Kubelet) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	ns := f.env.Namespace(t, nil)
-	if _, err := f.env.Client.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "web"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	tr, err := f.env.Client.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "web", &authnv1.TokenRequest{
-		Spec: authnv1.TokenRequestSpec{Audiences: []string{identity.Audience}, ExpirationSeconds: ptr.To[int64](3600)},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ns := webNamespace(ctx, t, f)
+	token := webToken(ctx, t, f, ns)
 	tok, anchors := filepath.Join(f.dir, "web.token"), filepath.Join(f.dir, "anchors.pem")
 	cm, err := f.env.Client.CoreV1().ConfigMaps(f.ns).Get(ctx, "linkerd-identity-trust-roots", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(tok, []byte(tr.Status.Token), 0o600); err != nil {
+	if err := os.WriteFile(tok, []byte(token), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(anchors, []byte(cm.Data["ca-bundle.crt"]), 0o600); err != nil {
@@ -78,10 +96,11 @@ func certify(t *testing.T, f *fixture, k *charttest.Kubelet) {
 	}
 }
 
-// admit sends an AdmissionReview for a pod of a namespace with linkerd.io/inject: enabled to
+// admit sends an AdmissionReview for pod (of a namespace with linkerd.io/inject: enabled) to
 // a running injector over TLS, trusting only the caBundle of the MutatingWebhookConfiguration
-// and naming the Service as the API server does, and expects the proxy in the patch.
-func admit(t *testing.T, f *fixture, k *charttest.Kubelet) {
+// and naming the Service as the API server does, expects the proxy in the patch, running the
+// command the chart gives (proxy.command, default meridian-proxy), and returns the pod patched.
+func admit(t *testing.T, f *fixture, k *charttest.Kubelet, pod *corev1.Pod) *corev1.Pod {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -93,27 +112,13 @@ func admit(t *testing.T, f *fixture, k *charttest.Kubelet) {
 	if !roots.AppendCertsFromPEM(mwc.Webhooks[0].ClientConfig.CABundle) {
 		t.Fatal("no certificate in the webhook's caBundle")
 	}
-	app := f.env.Namespace(t, nil)
-	nsObj, err := f.env.Client.CoreV1().Namespaces().Get(ctx, app, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	nsObj.Annotations = map[string]string{"linkerd.io/inject": "enabled"}
-	if _, err := f.env.Client.CoreV1().Namespaces().Update(ctx, nsObj, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	pod := corev1.Pod{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: app},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "nginx"}}},
-	}
-	raw, _ := json.Marshal(&pod)
+	raw, _ := json.Marshal(pod)
 	review, _ := json.Marshal(&admissionv1.AdmissionReview{
 		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
 		Request: &admissionv1.AdmissionRequest{
 			UID: types.UID("1"), Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Pod"},
 			Resource:  metav1.GroupVersionResource{Version: "v1", Resource: "pods"},
-			Namespace: app, Operation: admissionv1.Create, Object: runtime.RawExtension{Raw: raw},
+			Namespace: pod.Namespace, Operation: admissionv1.Create, Object: runtime.RawExtension{Raw: raw},
 		},
 	})
 	addr := net.JoinHostPort(k.PodIP(k.PodNames("Deployment/linkerd-proxy-injector")[0]), "8443")
@@ -132,6 +137,24 @@ func admit(t *testing.T, f *fixture, k *charttest.Kubelet) {
 	if out.Response == nil || !out.Response.Allowed || !strings.Contains(string(out.Response.Patch), "linkerd-proxy") {
 		t.Fatalf("injector answered %+v, want an allowed review whose patch adds linkerd-proxy", out.Response)
 	}
+	patch, err := jsonpatch.DecodePatch(out.Response.Patch)
+	if err != nil {
+		t.Fatalf("the injector's patch: %v", err)
+	}
+	patched, err := patch.Apply(raw)
+	if err != nil {
+		t.Fatalf("apply the injector's patch: %v\n%s", err, out.Response.Patch)
+	}
+	var got corev1.Pod
+	if err := json.Unmarshal(patched, &got); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range append(got.Spec.InitContainers, got.Spec.Containers...) {
+		if c.Name == "linkerd-proxy" && !slices.Equal(c.Command, []string{"meridian-proxy"}) {
+			t.Errorf("the injected proxy's command is %q, want [meridian-proxy] (the chart's proxy.command)", c.Command)
+		}
+	}
+	return &got
 }
 
 // signIssuer returns a new issuer (PEM certificate and key) signed by the fixture's trust
@@ -209,20 +232,12 @@ func controlPlaneMTLS(t *testing.T, f *fixture, k *charttest.Kubelet) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	ns := f.env.Namespace(t, nil)
-	if _, err := f.env.Client.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "web"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	ns := webNamespace(ctx, t, f)
 	if _, err := f.env.Client.CoreV1().Services(ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web"},
 		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "web"}, Ports: []corev1.ServicePort{{Port: 80}}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	tr, err := f.env.Client.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "web", &authnv1.TokenRequest{
-		Spec: authnv1.TokenRequestSpec{Audiences: []string{identity.Audience}, ExpirationSeconds: ptr.To[int64](3600)},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	token := webToken(ctx, t, f, ns)
 	cm, err := f.env.Client.CoreV1().ConfigMaps(f.ns).Get(ctx, "linkerd-identity-trust-roots", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -241,7 +256,7 @@ func controlPlaneMTLS(t *testing.T, f *fixture, k *charttest.Kubelet) {
 	defer conn.Close()
 	cfg := idclient.DefaultConfig()
 	cfg.Identity, cfg.TrustAnchors = identity.ServiceAccountIdentity(ns, "web", f.ns, "cluster.local"), roots
-	c, err := idclient.New(cfg, conn, idclient.StaticToken([]byte(tr.Status.Token)), nil)
+	c, err := idclient.New(cfg, conn, idclient.StaticToken([]byte(token)), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

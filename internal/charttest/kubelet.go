@@ -29,6 +29,10 @@ type Config struct {
 	Namespace string // where the workloads are
 	// Binary is the meridian binary (Binary(t)); it is the entrypoint of Image.
 	Binary string
+	// ProxyBinary is the meridian-proxy binary (ProxyBinary(t)), which Image holds beside
+	// Binary: what an injected proxy container runs (linkerd-proxy, command meridian-proxy,
+	// outside the control plane). Empty: such containers are refused.
+	ProxyBinary string
 	// Image is the image (without tag) whose entrypoint is Binary; containers of other
 	// images are refused. Default ghcr.io/meridian-mesh/meridian.
 	Image string

@@ -25,7 +25,7 @@ import (
 //
 // When the binary was started as a pod's init (see Kubelet) it sets the pod up and becomes
 // the container's process instead of running tests. Otherwise it runs the tests with
-// kubetest.Main and removes the meridian binary Binary built.
+// kubetest.Main and removes the binaries Binary and ProxyBinary built.
 func Main(m *testing.M) int {
 	if spec := os.Getenv(podSpecEnv); spec != "" {
 		runPodInit(spec) // never returns
@@ -40,47 +40,67 @@ func Main(m *testing.M) int {
 }
 
 var build struct {
-	mu        sync.Mutex
-	dir, path string
-	err       error
+	mu    sync.Mutex
+	dir   string
+	paths map[string]string // by package: ./cmd/meridian, ./cmd/meridian-proxy
+	err   error
 }
 
 // Binary builds ./cmd/meridian once per test binary, with its version set to the chart's
 // appVersion (so that `meridian check` finds the CLI and the control plane at one version),
 // into a directory every user may read (pods run as their runAsUser), and returns its path.
-func Binary(t testing.TB) string {
+func Binary(t testing.TB) string { return built(t, "./cmd/meridian") }
+
+// ProxyBinary builds ./cmd/meridian-proxy, the proxy built alone that injected pods run
+// (Config.ProxyBinary), as Binary builds meridian (into the same directory), and returns its
+// path.
+func ProxyBinary(t testing.TB) string { return built(t, "./cmd/meridian-proxy") }
+
+// built returns the binary of the main package pkg, building it on first use; a failed
+// build fails every later call too.
+func built(t testing.TB, pkg string) string {
 	t.Helper()
 	build.mu.Lock()
 	defer build.mu.Unlock()
-	if build.path == "" && build.err == nil {
-		build.path, build.err = buildBinary()
+	if build.err == nil && build.paths[pkg] == "" {
+		var path string
+		if path, build.err = buildBinary(pkg); build.err == nil {
+			if build.paths == nil {
+				build.paths = map[string]string{}
+			}
+			build.paths[pkg] = path
+		}
 	}
 	if build.err != nil {
-		t.Fatalf("build meridian: %v", build.err)
+		t.Fatalf("build %s: %v", pkg, build.err)
 	}
-	return build.path
+	return build.paths[pkg]
 }
 
-func buildBinary() (string, error) {
+// buildBinary builds pkg into build.dir (made on first use), named after the package.
+func buildBinary(pkg string) (string, error) {
 	v, err := chart.AppVersion()
 	if err != nil {
 		return "", err
 	}
-	dir, err := os.MkdirTemp("", "charttest-bin-")
-	if err != nil {
-		return "", err
+	if build.dir == "" {
+		dir, err := os.MkdirTemp("", "charttest-bin-")
+		if err != nil {
+			return "", err
+		}
+		build.dir = dir
+		if err := os.Chmod(dir, 0o755); err != nil {
+			return "", err
+		}
 	}
-	build.dir = dir
-	if err := os.Chmod(dir, 0o755); err != nil {
-		return "", err
-	}
-	out := filepath.Join(dir, "meridian")
+	out := filepath.Join(build.dir, filepath.Base(pkg))
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "build", "-ldflags", "-X main.version="+v, "-o", out, "./cmd/meridian")
+	// -X of a variable the package lacks (meridian-proxy has no version) does nothing.
+	cmd := exec.CommandContext(ctx, "go", "build", "-ldflags", "-X main.version="+v, "-o", out, pkg)
 	cmd.Dir = kubetest.RepoRoot()
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/meridian: %v\n%s", err, b)
+		return "", fmt.Errorf("go build %s: %v\n%s", pkg, err, b)
 	}
 	return out, nil
 }

@@ -136,12 +136,41 @@ func (k *Kubelet) checkSupported(p *corev1.Pod) error {
 		if name, _, _ := strings.Cut(c.Image, ":"); name != k.cfg.Image {
 			return fmt.Errorf("container %s: image %s is not %s, the only image whose entrypoint the stand-in knows", c.Name, c.Image, k.cfg.Image)
 		}
-		if len(c.Command) > 0 && c.Command[0] != "meridian" && !strings.HasSuffix(c.Command[0], "/meridian") {
-			return fmt.Errorf("container %s: command %q is not meridian", c.Name, c.Command[0])
+		if _, err := k.program(p, &c); err != nil {
+			return fmt.Errorf("container %s: %w", c.Name, err)
 		}
 	}
 	return nil
 }
+
+// program is the binary that container c of pod p runs: Binary for the image's entrypoint
+// and for a meridian command; ProxyBinary for meridian-proxy, which only the injected proxy
+// (the container linkerd-proxy of a pod outside the control plane) may run.
+func (k *Kubelet) program(p *corev1.Pod, c *corev1.Container) (string, error) {
+	if len(c.Command) == 0 || isProgram(c.Command[0], "meridian") {
+		return k.cfg.Binary, nil
+	}
+	switch {
+	case !isProgram(c.Command[0], "meridian-proxy"):
+		return "", fmt.Errorf("command %q is not meridian", c.Command[0])
+	case p.Labels[controlPlaneComponentLabel] != "":
+		return "", fmt.Errorf("command %q in a control-plane pod (%s), which runs meridian", c.Command[0], p.Labels[controlPlaneComponentLabel])
+	case c.Name != injectedProxyName:
+		return "", fmt.Errorf("command %q outside the injected proxy container %s", c.Command[0], injectedProxyName)
+	case k.cfg.ProxyBinary == "":
+		return "", fmt.Errorf("command %q, and no ProxyBinary given", c.Command[0])
+	}
+	return k.cfg.ProxyBinary, nil
+}
+
+const (
+	controlPlaneComponentLabel = "linkerd.io/control-plane-component"
+	injectedProxyName          = "linkerd-proxy"
+)
+
+// isProgram reports whether a container's command names the program name (by itself or as
+// a path's last element).
+func isProgram(cmd, name string) bool { return cmd == name || strings.HasSuffix(cmd, "/"+name) }
 
 // startContainer starts c of pod as a process (through the pod init, see runPodInit).
 func (k *Kubelet) startContainer(pod *corev1.Pod, c *corev1.Container, dir string, vols map[string]string) (*container, error) {
@@ -149,8 +178,12 @@ func (k *Kubelet) startContainer(pod *corev1.Pod, c *corev1.Container, dir strin
 	if err != nil {
 		return nil, err
 	}
+	bin, err := k.program(pod, c)
+	if err != nil {
+		return nil, err
+	}
 	lookup := env.get
-	argv := []string{k.cfg.Binary}
+	argv := []string{bin}
 	if len(c.Command) > 1 {
 		for _, a := range c.Command[1:] {
 			argv = append(argv, expand(a, lookup))
@@ -159,7 +192,7 @@ func (k *Kubelet) startContainer(pod *corev1.Pod, c *corev1.Container, dir strin
 	for _, a := range c.Args {
 		argv = append(argv, expand(a, lookup))
 	}
-	in := podInit{Binary: k.cfg.Binary, Argv: argv, Env: env.list(), Dir: c.WorkingDir, ResolvConf: k.resolvConf(pod.Namespace)}
+	in := podInit{Binary: bin, Argv: argv, Env: env.list(), Dir: c.WorkingDir, ResolvConf: k.resolvConf(pod.Namespace)}
 	mountedAPI := false
 	for _, m := range c.VolumeMounts {
 		src, ok := vols[m.Name]

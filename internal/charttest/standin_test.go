@@ -84,11 +84,12 @@ func waitRing(t *testing.T, k *charttest.Kubelet, n int) {
 }
 
 // TestStandIn installs the chart with helm, runs it on the stand-in kubelet, and then proves
-// it works: every probe answers 200, the replicas form one ring, a proxy's certificate and an
-// injection go through, the control plane serves mTLS (internal/cptls) with the certificates
-// its projected tokens got it, and `meridian check` passes; an upgrade to 5 replicas changes only the
-// StatefulSet's count and the ring grows to 5; and check fails, saying why, when the issuer
-// is about to expire, when the webhook's caBundle does not match, and when a replica stops.
+// it works: every probe answers 200, the replicas form one ring, a proxy's certificate goes
+// through, the control plane serves mTLS (internal/cptls) with the certificates its projected
+// tokens got it, a pod injected by the injector runs its meridian-proxy until ready, and
+// `meridian check` passes; an upgrade to 5 replicas changes only the StatefulSet's count and
+// the ring grows to 5; and check fails, saying why, when the issuer is about to expire, when
+// the webhook's caBundle does not match, and when a replica stops.
 func TestStandIn(t *testing.T) {
 	f := newFixture(t)
 	createServices(t, f, 40)
@@ -102,7 +103,7 @@ func TestStandIn(t *testing.T) {
 	waitRing(t, k, 3)
 	certify(t, f, k)
 	controlPlaneMTLS(t, f, k)
-	admit(t, f, k)
+	injectedProxy(t, f, k)
 	if rep, ok := f.check(t); !ok {
 		t.Fatalf("meridian check failed: %v", failedChecks(rep))
 	}
