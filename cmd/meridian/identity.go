@@ -225,11 +225,7 @@ func runIdentityToken(args []string) error {
 	if err != nil {
 		return err
 	}
-	k, err := identity.ParseLocalTokenKey(pemData)
-	if err != nil {
-		return err
-	}
-	tok, err := identity.MintLocalToken(k, *ns, *sa, *aud, time.Now(), *ttl)
+	tok, err := identity.MintLocalTokenPEM(pemData, *ns, *sa, *aud, time.Now(), *ttl)
 	if err != nil {
 		return err
 	}
