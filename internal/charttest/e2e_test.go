@@ -40,14 +40,12 @@ import (
 	"github.com/meridian-mesh/meridian/internal/tlsid"
 )
 
-// certify gets a workload certificate from the running identity, as a proxy does: a
-// ServiceAccount token from the TokenRequest API (audience identity.l5d.io), checked by
-// identity with a TokenReview under the chart's RBAC, signed with the issuer of its Secret.
-func certify(t *testing.T, f *fixture, k *charttest.Kubelet) {
+// webAccount creates a namespace with the ServiceAccount web and returns the namespace and a
+// token of web from the TokenRequest API (audience identity.l5d.io, an hour), as the kubelet
+// projects one for a proxy.
+func webAccount(ctx context.Context, t *testing.T, f *fixture) (ns, token string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	ns := f.env.Namespace(t, nil)
+	ns = f.env.Namespace(t, nil)
 	if _, err := f.env.Client.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "web"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -57,12 +55,23 @@ func certify(t *testing.T, f *fixture, k *charttest.Kubelet) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return ns, tr.Status.Token
+}
+
+// certify gets a workload certificate from the running identity, as a proxy does: a
+// ServiceAccount token from the TokenRequest API (audience identity.l5d.io), checked by
+// identity with a TokenReview under the chart's RBAC, signed with the issuer of its Secret.
+func certify(t *testing.T, f *fixture, k *charttest.Kubelet) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ns, token := webAccount(ctx, t, f)
 	tok, anchors := filepath.Join(f.dir, "web.token"), filepath.Join(f.dir, "anchors.pem")
 	cm, err := f.env.Client.CoreV1().ConfigMaps(f.ns).Get(ctx, "linkerd-identity-trust-roots", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(tok, []byte(tr.Status.Token), 0o600); err != nil {
+	if err := os.WriteFile(tok, []byte(token), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(anchors, []byte(cm.Data["ca-bundle.crt"]), 0o600); err != nil {
@@ -209,18 +218,9 @@ func controlPlaneMTLS(t *testing.T, f *fixture, k *charttest.Kubelet) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	ns := f.env.Namespace(t, nil)
-	if _, err := f.env.Client.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "web"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	ns, token := webAccount(ctx, t, f)
 	if _, err := f.env.Client.CoreV1().Services(ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web"},
 		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "web"}, Ports: []corev1.ServicePort{{Port: 80}}}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	tr, err := f.env.Client.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "web", &authnv1.TokenRequest{
-		Spec: authnv1.TokenRequestSpec{Audiences: []string{identity.Audience}, ExpirationSeconds: ptr.To[int64](3600)},
-	}, metav1.CreateOptions{})
-	if err != nil {
 		t.Fatal(err)
 	}
 	cm, err := f.env.Client.CoreV1().ConfigMaps(f.ns).Get(ctx, "linkerd-identity-trust-roots", metav1.GetOptions{})
@@ -241,7 +241,7 @@ func controlPlaneMTLS(t *testing.T, f *fixture, k *charttest.Kubelet) {
 	defer conn.Close()
 	cfg := idclient.DefaultConfig()
 	cfg.Identity, cfg.TrustAnchors = identity.ServiceAccountIdentity(ns, "web", f.ns, "cluster.local"), roots
-	c, err := idclient.New(cfg, conn, idclient.StaticToken([]byte(tr.Status.Token)), nil)
+	c, err := idclient.New(cfg, conn, idclient.StaticToken([]byte(token)), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
