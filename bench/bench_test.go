@@ -2,55 +2,48 @@ package bench
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/json"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"testing"
 	"time"
 
 	"go.uber.org/zap/zaptest"
 
 	"github.com/meridian-mesh/meridian/bench/gen"
+	"github.com/meridian-mesh/meridian/internal/testutil"
 )
 
-// moduleRoot returns the repository root (this file is in bench/).
-func moduleRoot(t *testing.T) string {
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		t.Fatal("no caller")
-	}
-	return filepath.Dir(filepath.Dir(file))
-}
-
-// meridianBinary builds ./cmd/meridian into the test's temporary directory.
-func meridianBinary(t *testing.T) string {
+// testConfig is a small run of the tests, on cluster: 200 streams, 20 a connection, a storm
+// of 20 (checkRun expects 40 storm streams), churn of churn changes a second for duration,
+// with ./cmd/meridian built for the replicas.
+func testConfig(t *testing.T, cluster gen.Config, churn float64, duration time.Duration) Config {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "meridian")
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/meridian")
-	cmd.Dir = moduleRoot(t)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/meridian: %v\n%s", err, out)
-	}
-	return bin
-}
-
-func smokeConfig(t *testing.T) Config {
 	cfg := DefaultConfig()
-	cfg.Cluster = gen.Config{Seed: 7, Services: 50, EndpointsPerService: 10, Namespaces: 5, MeshedShare: 0.8, ControlPlaneNamespace: "linkerd"}
-	cfg.Shards = []int{1, 2}
+	cfg.Cluster = cluster
 	cfg.Streams, cfg.StreamsPerConn = 200, 20
-	cfg.Churn, cfg.Duration = 50, 2*time.Second
+	cfg.Churn, cfg.Duration = churn, duration
 	cfg.Storm = 20
 	cfg.Settle = 30 * time.Second
 	cfg.ReadyTimeout = 2 * time.Minute
-	cfg.Binary = meridianBinary(t)
+	cfg.Binary = testutil.BuildMeridian(t)
+	return cfg
+}
+
+// mustRun runs the harness with cfg, logging to t; it fails t when the run fails.
+func mustRun(ctx context.Context, t *testing.T, cfg Config) *Result {
+	t.Helper()
+	res, err := Run(ctx, cfg, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func smokeConfig(t *testing.T) Config {
+	cfg := testConfig(t, gen.Config{Seed: 7, Services: 50, EndpointsPerService: 10, Namespaces: 5, MeshedShare: 0.8, ControlPlaneNamespace: "linkerd"}, 50, 2*time.Second)
+	cfg.Shards = []int{1, 2}
 	return cfg
 }
 
@@ -61,10 +54,7 @@ func TestSmoke(t *testing.T) {
 	cfg := smokeConfig(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	res, err := Run(ctx, cfg, zaptest.NewLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := mustRun(ctx, t, cfg)
 	if len(res.Runs) != 2 {
 		t.Fatalf("%d runs", len(res.Runs))
 	}
@@ -75,13 +65,10 @@ func TestSmoke(t *testing.T) {
 	// Profiles of the replicas and the harness too.
 	rcfg := cfg
 	rcfg.Shards, rcfg.NonOwner, rcfg.ProfileDir = []int{2}, "redirect", t.TempDir()
-	rres, err := Run(ctx, rcfg, zaptest.NewLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	rres := mustRun(ctx, t, rcfg)
 	checkRun(t, rres.Runs[0], cfg.Cluster.Services)
 	for _, name := range []string{"shards2-driver.cpu.pb.gz", "shards2-shard0.cpu.pb.gz", "shards2-shard1.cpu.pb.gz", "shards2-shard0.heap.pb.gz"} {
-		if n, err := gunzipLen(filepath.Join(rcfg.ProfileDir, name)); err != nil || n == 0 {
+		if n, err := testutil.GunzipLen(filepath.Join(rcfg.ProfileDir, name)); err != nil || n == 0 {
 			t.Errorf("%s: %d bytes of profile, err %v", name, n, err)
 		}
 	}
@@ -96,10 +83,7 @@ func TestSmoke(t *testing.T) {
 	// The assertion is exercised with a bound no run on a loaded machine reaches (a timing is
 	// reported, not asserted).
 	jcfg.MaxKillConverge = 2 * time.Minute
-	jres, err := Run(ctx, jcfg, zaptest.NewLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	jres := mustRun(ctx, t, jcfg)
 	j := jres.Runs[0]
 	if !j.Joined || !j.Killed || j.FinalStateMismatches != 0 || j.StreamsClosed != 0 || j.ApplyErrors != 0 || j.OwnershipChanges == 0 {
 		t.Errorf("join and kill: joined %v, killed %v, mismatches %d, closed %d, apply errors %d, ownership changes %d",
@@ -134,21 +118,6 @@ func TestSmoke(t *testing.T) {
 	t.Logf("\n%s", tbl.String())
 }
 
-// gunzipLen returns the length of the gzipped file's content (a pprof profile is a gzipped
-// protobuf).
-func gunzipLen(path string) (int64, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	z, err := gzip.NewReader(f)
-	if err != nil {
-		return 0, err
-	}
-	return io.Copy(io.Discard, z)
-}
-
 func checkRun(t *testing.T, r RunResult, services int) {
 	t.Helper()
 	if r.FinalStateMismatches != 0 || r.StreamsClosed != 0 || r.ApplyErrors != 0 {
@@ -177,8 +146,8 @@ func checkRun(t *testing.T, r RunResult, services int) {
 	}
 }
 
-// checkKillJSON checks that the file's run with a kill has kill_converge_seconds.
-func checkKillJSON(t *testing.T, path string) {
+// readRunsJSON returns the runs of the JSON file WriteJSON wrote, each as its fields.
+func readRunsJSON(t *testing.T, path string) []map[string]any {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -190,7 +159,13 @@ func checkKillJSON(t *testing.T, path string) {
 	if err := json.Unmarshal(b, &doc); err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range doc.Runs {
+	return doc.Runs
+}
+
+// checkKillJSON checks that the file's run with a kill has kill_converge_seconds.
+func checkKillJSON(t *testing.T, path string) {
+	t.Helper()
+	for _, r := range readRunsJSON(t, path) {
 		if r["killed"] == true {
 			if v, ok := r["kill_converge_seconds"].(float64); !ok || v <= 0 {
 				t.Errorf("the run with a kill has kill_converge_seconds %v", r["kill_converge_seconds"])
@@ -204,21 +179,12 @@ func checkKillJSON(t *testing.T, path string) {
 // checkJSON checks that the file has the documented fields of every run.
 func checkJSON(t *testing.T, path string) {
 	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var doc struct {
-		Runs []map[string]any `json:"runs"`
-	}
-	if err := json.Unmarshal(b, &doc); err != nil {
-		t.Fatal(err)
-	}
-	if len(doc.Runs) == 0 {
+	runs := readRunsJSON(t, path)
+	if len(runs) == 0 {
 		t.Fatal("no runs in the JSON")
 	}
 	for _, k := range []string{"shards", "p50_ms", "p99_ms", "p999_ms", "max_ms", "heap_bytes_per_shard", "rss_bytes_per_shard", "changes_applied", "final_state_mismatches", "coalescings", "streams_closed"} {
-		if _, ok := doc.Runs[0][k]; !ok {
+		if _, ok := runs[0][k]; !ok {
 			t.Errorf("JSON lacks %q", k)
 		}
 	}

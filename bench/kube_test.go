@@ -17,22 +17,10 @@ import (
 // endpoints), churn with scale-ups and scale-downs.
 func kubeConfig(t *testing.T) Config {
 	t.Helper()
-	if ok, why := kubetest.Available(); !ok {
-		if kubetest.Required() {
-			t.Fatalf("MERIDIAN_REQUIRE_KUBE is set but %s", why)
-		}
-		t.Skip(why)
-	}
-	cfg := DefaultConfig()
+	kubetest.SkipUnlessAvailable(t)
+	cfg := testConfig(t, gen.Config{Seed: 7, Services: 40, EndpointsPerService: 150, Namespaces: 4, MeshedShare: 0.8, ControlPlaneNamespace: "linkerd"}, 40, 3*time.Second)
 	cfg.Source, cfg.KubeAssets = SourceKubernetes, kubetest.AssetsDir()
-	cfg.Cluster = gen.Config{Seed: 7, Services: 40, EndpointsPerService: 150, Namespaces: 4, MeshedShare: 0.8, ControlPlaneNamespace: "linkerd"}
-	cfg.Streams, cfg.StreamsPerConn = 200, 20
-	cfg.Churn, cfg.Duration = 40, 3*time.Second
 	cfg.ScaleShare = 0.4
-	cfg.Storm = 20
-	cfg.Settle = 30 * time.Second
-	cfg.ReadyTimeout = 2 * time.Minute
-	cfg.Binary = meridianBinary(t)
 	return cfg
 }
 
@@ -49,19 +37,13 @@ func TestKubernetesSource(t *testing.T) {
 	defer cancel()
 	fcfg := cfg
 	fcfg.Shards, fcfg.KubePods = []int{1, 4}, true
-	res, err := Run(ctx, fcfg, zaptest.NewLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := mustRun(ctx, t, fcfg)
 	if len(res.Runs) != 2 || res.Source != SourceKubernetes || res.ClusterCreateSeconds <= 0 {
 		t.Fatalf("%d runs, source %q, cluster created in %.2fs", len(res.Runs), res.Source, res.ClusterCreateSeconds)
 	}
 	rcfg := cfg
 	rcfg.Shards, rcfg.NonOwner = []int{4}, "redirect"
-	rres, err := Run(ctx, rcfg, zaptest.NewLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	rres := mustRun(ctx, t, rcfg)
 	if r := rres.Runs[0]; r.Redirects == 0 || r.ForwardedStreams != 0 {
 		t.Errorf("redirect mode: %d redirects, %d forwarded streams", r.Redirects, r.ForwardedStreams)
 	}

@@ -55,6 +55,16 @@ func ParseLocalTokenKey(pemData []byte) (*ecdsa.PrivateKey, error) {
 	return k, nil
 }
 
+// MintLocalTokenPEM is MintLocalToken with the signing key as PEM, as GenerateLocalTokenKey
+// writes it.
+func MintLocalTokenPEM(keyPEM []byte, namespace, serviceAccount, aud string, now time.Time, ttl time.Duration) ([]byte, error) {
+	k, err := ParseLocalTokenKey(keyPEM)
+	if err != nil {
+		return nil, err
+	}
+	return MintLocalToken(k, namespace, serviceAccount, aud, now, ttl)
+}
+
 // MintLocalToken returns a token for ServiceAccount namespace/serviceAccount with audience
 // aud, valid from now for ttl, signed with key. It is what the local mesh gives its proxies
 // in place of a projected ServiceAccount token.

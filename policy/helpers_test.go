@@ -72,6 +72,16 @@ type testEnv struct {
 	client  inbound.InboundServerPoliciesClient
 }
 
+// startSeeded is startServer with the seed example's resources (seedResources), and a
+// context for the test's calls that ends after wait, or with the test.
+func startSeeded(t *testing.T) (*testEnv, context.Context) {
+	t.Helper()
+	env := startServer(t, seedResources(t)...)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	t.Cleanup(cancel)
+	return env, ctx
+}
+
 // startServer serves an Index over gRPC on 127.0.0.1 and returns a real client to it.
 func startServer(t *testing.T, rs ...api.Resource) *testEnv {
 	t.Helper()

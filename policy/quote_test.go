@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"context"
 	"strings"
 	"testing"
 
@@ -14,9 +13,7 @@ import (
 // gRPC: the InvalidArgument message quotes at most 256 bytes of the workload, says how long it
 // was, and shows 'é' as 'é'.
 func TestBadWorkloadErrorsQuoteAPrefix(t *testing.T) {
-	env := startServer(t, seedResources(t)...)
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
+	env, ctx := startSeeded(t)
 	mb := 1 << 20
 	for _, c := range []struct {
 		name, workload string

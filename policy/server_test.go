@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"context"
 	"errors"
 	"io"
 	"slices"
@@ -16,9 +15,7 @@ import (
 )
 
 func TestGetPortSeedExample(t *testing.T) {
-	env := startServer(t, seedResources(t)...)
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
+	env, ctx := startSeeded(t)
 	for _, workload := range []string{`{"ns":"shop","pod":"web-0"}`, "shop:web-0"} {
 		got, err := env.client.GetPort(ctx, &inbound.PortSpec{Workload: workload, Port: 8080})
 		if err != nil {
@@ -54,9 +51,7 @@ func TestGetPortSeedExample(t *testing.T) {
 }
 
 func TestBadRequests(t *testing.T) {
-	env := startServer(t, seedResources(t)...)
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
+	env, ctx := startSeeded(t)
 	cases := []struct {
 		workload string
 		port     uint32
@@ -96,9 +91,7 @@ func TestBadRequests(t *testing.T) {
 // that do not alter the policy send nothing (they are recomputed and suppressed); deleting
 // the pod ends the stream.
 func TestWatchPort(t *testing.T) {
-	env := startServer(t, seedResources(t)...)
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
+	env, ctx := startSeeded(t)
 	stream, err := env.client.WatchPort(ctx, &inbound.PortSpec{Workload: `{"ns":"shop","pod":"web-0"}`, Port: 8080})
 	if err != nil {
 		t.Fatal(err)
@@ -183,9 +176,7 @@ spec:
 // TestWatchPortCoalesces: many changes while a stream is not reading fold into few
 // recomputations, and the stream ends up with the latest policy.
 func TestWatchPortCoalesces(t *testing.T) {
-	env := startServer(t, seedResources(t)...)
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
+	env, ctx := startSeeded(t)
 	stream, err := env.client.WatchPort(ctx, &inbound.PortSpec{Workload: "shop:web-0", Port: 8080})
 	if err != nil {
 		t.Fatal(err)

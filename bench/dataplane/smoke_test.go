@@ -1,36 +1,17 @@
 package dataplane
 
 import (
-	"compress/gzip"
 	"context"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"testing"
 	"time"
 
 	"go.uber.org/zap/zaptest"
-)
 
-// meridianBinary builds ./cmd/meridian into the test's temporary directory.
-func meridianBinary(t *testing.T) string {
-	t.Helper()
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		t.Fatal("no caller")
-	}
-	bin := filepath.Join(t.TempDir(), "meridian")
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/meridian")
-	cmd.Dir = filepath.Join(filepath.Dir(file), "..", "..")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/meridian: %v\n%s", err, out)
-	}
-	return bin
-}
+	"github.com/meridian-mesh/meridian/internal/testutil"
+)
 
 // TestSmoke runs the whole benchmark briefly at a low rate: the control plane, both proxies
 // and both nginx start, every variant of both protocols answers every request, Meridian's
@@ -48,7 +29,7 @@ func TestSmoke(t *testing.T) {
 		t.Skip("no nginx on PATH (apt-get install nginx)")
 	}
 	cfg := DefaultConfig()
-	cfg.Binary = meridianBinary(t)
+	cfg.Binary = testutil.BuildMeridian(t)
 	cfg.Rate, cfg.Rounds, cfg.Segment, cfg.Warmup, cfg.Connections = 200, 2, 500*time.Millisecond, 500*time.Millisecond, 4
 	cfg.ProfileDir = t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -83,7 +64,7 @@ func TestSmoke(t *testing.T) {
 		}
 		for _, name := range []string{"proxy-client.cpu", "proxy-server.cpu", "proxy-client.allocs", "proxy-server.allocs"} {
 			path := filepath.Join(cfg.ProfileDir, string(p.Protocol)+"-"+name+".pb.gz")
-			if n, err := gunzipLen(path); err != nil || n == 0 {
+			if n, err := testutil.GunzipLen(path); err != nil || n == 0 {
 				t.Errorf("%s: %d bytes of profile, err %v", path, n, err)
 			}
 		}
@@ -91,18 +72,4 @@ func TestSmoke(t *testing.T) {
 	if len(res.Targets) == 0 {
 		t.Error("no targets checked")
 	}
-}
-
-// gunzipLen returns the length of the gzipped file's content (a pprof profile).
-func gunzipLen(path string) (int64, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	z, err := gzip.NewReader(f)
-	if err != nil {
-		return 0, err
-	}
-	return io.Copy(io.Discard, z)
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -80,11 +81,8 @@ func runBench(ctx context.Context, args []string) error {
 	binary := fs.String("binary", "", "meridian executable for the replicas (default: this one)")
 	noProgress := fs.Bool("no-progress", false, "no progress bar")
 	logOpts := consoleLogFlags(fs, "log level of the harness")
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	cfg.Shards = []int{*shards}
 	if *compare != "" {
@@ -93,40 +91,18 @@ func runBench(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	cfg.Binary = *binary
-	if cfg.Binary == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return fmt.Errorf("find this executable: %w (pass --binary)", err)
-		}
-		cfg.Binary = exe
+	var err error
+	if cfg.Binary, err = orThisExecutable(*binary); err != nil {
+		return err
 	}
 	if !*noProgress {
 		cfg.Progress = os.Stderr
 	}
-	log, err := logOpts.logger()
+	res, err := runHarness(ctx, logOpts, cfg, bench.Run,
+		func(r *bench.Result) bool { return r != nil && len(r.Runs) > 0 }, bench.WriteTable,
+		harnessOutput[*bench.Result]{*jsonPath, bench.WriteJSON}, harnessOutput[*bench.Result]{*reportPath, bench.WriteHTML})
 	if err != nil {
 		return err
-	}
-	defer func() { _ = log.Sync() }()
-	res, runErr := bench.Run(ctx, cfg, log)
-	if res != nil && len(res.Runs) > 0 {
-		if err := bench.WriteTable(stdout, res); err != nil {
-			return err
-		}
-		if *jsonPath != "" {
-			if err := bench.WriteJSON(*jsonPath, res); err != nil {
-				return fmt.Errorf("write %s: %w", *jsonPath, err)
-			}
-		}
-		if *reportPath != "" {
-			if err := bench.WriteHTML(*reportPath, res); err != nil {
-				return fmt.Errorf("write %s: %w", *reportPath, err)
-			}
-		}
-	}
-	if runErr != nil {
-		return runErr
 	}
 	for _, r := range res.Runs {
 		if r.FinalStateMismatches != 0 || r.StreamsClosed != 0 {
@@ -159,11 +135,8 @@ func runBenchProxy(ctx context.Context, args []string) error {
 	fs.StringVar(&cfg.ProxyBinary, "proxy-binary", "", "executable for the proxies only, run as '<it> proxy' (default: --binary)")
 	quiet := fs.Bool("quiet", false, "no progress lines")
 	logOpts := consoleLogFlags(fs, "log level of the harness")
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
 	}
 	var err error
 	if cfg.Protocols, err = dataplane.ParseProtocols(strings.Split(*protocols, ",")); err != nil {
@@ -172,37 +145,70 @@ func runBenchProxy(ctx context.Context, args []string) error {
 	if cfg.Variants, err = dataplane.ParseVariants(strings.Split(*variants, ",")); err != nil {
 		return fmt.Errorf("%w: --variants: %v", errUsage, err)
 	}
-	if cfg.Binary = *binary; cfg.Binary == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return fmt.Errorf("find this executable: %w (pass --binary)", err)
-		}
-		cfg.Binary = exe
+	if cfg.Binary, err = orThisExecutable(*binary); err != nil {
+		return err
 	}
 	if !*quiet {
 		cfg.Progress = stderr
 	}
-	log, err := logOpts.logger()
+	res, err := runHarness(ctx, logOpts, cfg, dataplane.Run,
+		func(r *dataplane.Result) bool { return r != nil && len(r.Protocols) > 0 }, dataplane.WriteTable,
+		harnessOutput[*dataplane.Result]{*jsonPath, dataplane.WriteJSON})
 	if err != nil {
 		return err
-	}
-	defer func() { _ = log.Sync() }()
-	res, runErr := dataplane.Run(ctx, cfg, log)
-	if res != nil && len(res.Protocols) > 0 {
-		if err := dataplane.WriteTable(stdout, res); err != nil {
-			return err
-		}
-		if *jsonPath != "" {
-			if err := dataplane.WriteJSON(*jsonPath, res); err != nil {
-				return fmt.Errorf("write %s: %w", *jsonPath, err)
-			}
-		}
-	}
-	if runErr != nil {
-		return runErr
 	}
 	if *check {
 		return res.MissedError()
 	}
 	return nil
+}
+
+// orThisExecutable returns binary, or this executable's path when binary is empty (the default
+// of the --binary flags).
+func orThisExecutable(binary string) (string, error) {
+	if binary != "" {
+		return binary, nil
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("find this executable: %w (pass --binary)", err)
+	}
+	return exe, nil
+}
+
+// harnessOutput is a file a harness's figures may be written to: its path ("" for none) and
+// its writer.
+type harnessOutput[R any] struct {
+	path  string
+	write func(path string, res R) error
+}
+
+// runHarness runs a load harness (run, with cfg and the logger logOpts describe) and writes
+// what it measured, even when the run failed part way: the table to stdout, then every output
+// whose path was given. measured reports whether res holds any figures. The error is the
+// first of the logger's, the writers' and the run's.
+func runHarness[C, R any](ctx context.Context, logOpts *logOptions, cfg C,
+	run func(context.Context, C, *zap.Logger) (R, error), measured func(R) bool,
+	table func(io.Writer, R) error, outputs ...harnessOutput[R]) (R, error) {
+	var res R
+	log, err := logOpts.logger()
+	if err != nil {
+		return res, err
+	}
+	defer func() { _ = log.Sync() }()
+	res, runErr := run(ctx, cfg, log)
+	if measured(res) {
+		if err := table(stdout, res); err != nil {
+			return res, err
+		}
+		for _, o := range outputs {
+			if o.path == "" {
+				continue
+			}
+			if err := o.write(o.path, res); err != nil {
+				return res, fmt.Errorf("write %s: %w", o.path, err)
+			}
+		}
+	}
+	return res, runErr
 }

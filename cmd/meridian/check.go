@@ -30,11 +30,8 @@ func runCheck(ctx context.Context, args []string) error {
 	output := fs.String("o", "text", "output: text or json")
 	fs.DurationVar(&cfg.MinValidity, "min-validity", cfg.MinValidity, "how long the trust anchors, the issuer and the webhook certificate must stay valid")
 	timeout := fs.Duration("timeout", 2*time.Minute, "give up after this long")
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
 	}
 	if *output != "text" && *output != "json" {
 		return fmt.Errorf("%w: -o %q: want text or json", errUsage, *output)

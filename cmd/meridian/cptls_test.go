@@ -92,11 +92,7 @@ func waitReady(t *testing.T, admin string) {
 // token writes a token of the ServiceAccount ns/sa into a file and returns its path.
 func (m *cpMesh) token(t *testing.T, ns, sa string) string {
 	t.Helper()
-	k, err := identity.ParseLocalTokenKey(m.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := identity.MintLocalToken(k, ns, sa, identity.Audience, time.Now(), time.Hour)
+	tok, err := identity.MintLocalTokenPEM(m.key, ns, sa, identity.Audience, time.Now(), time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/meridian-mesh/meridian/internal/demo"
+	"github.com/meridian-mesh/meridian/internal/run"
 	"github.com/meridian-mesh/meridian/internal/serve"
 )
 
@@ -48,12 +50,9 @@ func runDemo(ctx context.Context, args []string) error {
 		return fmt.Errorf("%w: --net %d: want 0 to 254", errUsage, *net)
 	}
 	cfg.Net = byte(*net)
-	if cfg.Binary == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return fmt.Errorf("find this executable: %w (pass --binary)", err)
-		}
-		cfg.Binary = exe
+	var err error
+	if cfg.Binary, err = orThisExecutable(cfg.Binary); err != nil {
+		return err
 	}
 	if err := os.MkdirAll(cfg.CacheDir, 0o755); err != nil {
 		return err
@@ -91,42 +90,17 @@ func fileLogger(path, level string) (*zap.Logger, error) {
 	return zc.Build()
 }
 
-// addrList is a repeatable flag of addresses.
-type addrList []string
-
-func (l *addrList) String() string { return fmt.Sprint(*l) }
-func (l *addrList) Set(v string) error {
-	*l = append(*l, v)
-	return nil
-}
-
 // runDemoApp is `meridian demo app`: one pod's application (what the demo runs for each pod).
 func runDemoApp(ctx context.Context, args []string) error {
 	var cfg demo.AppConfig
 	fs := newFlagSet("demo app")
 	fs.StringVar(&cfg.Pod, "pod", "", "the pod, namespace/name, named in every answer")
-	fs.Var((*addrList)(&cfg.HTTP), "http", "serve the HTTP echo on this address (repeatable)")
-	fs.Var((*addrList)(&cfg.GRPC), "grpc", "serve the gRPC service (grpc.health.v1.Health) on this address (repeatable)")
-	fs.Var((*addrList)(&cfg.TCP), "tcp", "serve the line-echo TCP \"database\" on this address (repeatable)")
-	metricsAddr := fs.String("metrics-addr", "127.0.0.1:9100", "address of /metrics, /live and /ready")
-	logOpts := consoleLogFlags(fs, "log level")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
-	}
-	p, syncLog, err := newProcess(logOpts, *metricsAddr)
-	if err != nil {
-		return err
-	}
-	defer syncLog()
-	app, err := demo.NewApp(cfg, p.Registry, p.Log)
-	if err != nil {
-		return err
-	}
-	p.Group.Add("app", app)
-	return listenAndRun(ctx, p)
+	fs.Var((*listFlag)(&cfg.HTTP), "http", "serve the HTTP echo on this address (repeatable)")
+	fs.Var((*listFlag)(&cfg.GRPC), "grpc", "serve the gRPC service (grpc.health.v1.Health) on this address (repeatable)")
+	fs.Var((*listFlag)(&cfg.TCP), "tcp", "serve the line-echo TCP \"database\" on this address (repeatable)")
+	return runDemoProcess(ctx, fs, args, "app", func(p *serve.Process) (run.Component, error) {
+		return demo.NewApp(cfg, p.Registry, p.Log)
+	})
 }
 
 // runDemoTraffic is `meridian demo traffic`: the traffic generator of the loadgen pod.
@@ -144,24 +118,34 @@ func runDemoTraffic(ctx context.Context, args []string) error {
 	fs.StringVar(&cfg.ClientID, "client-id", "", "the pod's identity: a server that reports another client identity counts as a failure")
 	fs.Float64Var(&cfg.Rate, "rate", 5, "requests (TCP: connections) per second per target")
 	fs.DurationVar(&cfg.Timeout, "timeout", 5*time.Second, "timeout of each request")
+	return runDemoProcess(ctx, fs, args, "traffic", func(p *serve.Process) (run.Component, error) {
+		t, err := demo.NewTraffic(cfg, p.Registry, p.Log)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", errUsage, err)
+		}
+		return t, nil
+	})
+}
+
+// runDemoProcess is the rest of a demo pod's process once its own flags are on fs: it adds
+// --metrics-addr and --log-level, parses args, and runs the component newComponent makes (it
+// reads the flags' values) under name, with /metrics, /live and /ready.
+func runDemoProcess(ctx context.Context, fs *flag.FlagSet, args []string, name string, newComponent func(*serve.Process) (run.Component, error)) error {
 	metricsAddr := fs.String("metrics-addr", "127.0.0.1:9100", "address of /metrics, /live and /ready")
 	logOpts := consoleLogFlags(fs, "log level")
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
 	}
 	p, syncLog, err := newProcess(logOpts, *metricsAddr)
 	if err != nil {
 		return err
 	}
 	defer syncLog()
-	t, err := demo.NewTraffic(cfg, p.Registry, p.Log)
+	c, err := newComponent(p)
 	if err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return err
 	}
-	p.Group.Add("traffic", t)
+	p.Group.Add(name, c)
 	return listenAndRun(ctx, p)
 }
 

@@ -2,12 +2,10 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -28,14 +26,7 @@ func buildMeridian(t *testing.T) string {
 	if runtime.GOOS != "linux" {
 		t.Skip("the demo's children die with it through Pdeathsig, on Linux only")
 	}
-	bin := filepath.Join(t.TempDir(), "meridian")
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
+	return testutil.BuildMeridian(t)
 }
 
 // demoNet is a loopback network of this test binary's own (127.N.0.0/16), so that the test

@@ -83,11 +83,8 @@ func (f *destinationFlags) parse(name string, args []string) error {
 	fs.StringVar(&f.shardKey, "shard-key", string(shard.ShardByService), "what places a service in the ring, the same on every replica: service (namespace/name) or namespace (every service of a namespace together; with --source kubernetes, the replica asks the API server for its namespaces' EndpointSlices only where the ShardedListAndWatch feature gate is on)")
 	f.log = serverLogFlags(fs, "log level: debug, info, warn, error")
 	f.tls = addTLSFlags(fs, "destination", false)
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	if err := f.tls.resolve(f.cfg.Translator.ControlPlaneNamespace, f.cfg.Translator.TrustDomain); err != nil {
 		return err

@@ -138,11 +138,8 @@ func runIdentityInit(args []string) error {
 	validity := fs.Duration("validity", 365*24*time.Hour, "validity of the trust anchor and the issuer")
 	localKey := fs.Bool("local-token-key", false, "with --out: also write token-key.pem, the signing key for local-mesh tokens (identity --tokens=local)")
 	force := fs.Bool("force", false, "overwrite existing files")
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
 	}
 	if *scheme != "linkerd.io/tls" && *scheme != "kubernetes.io/tls" {
 		return fmt.Errorf("%w: --issuer-scheme %q: want linkerd.io/tls or kubernetes.io/tls", errUsage, *scheme)
@@ -228,11 +225,7 @@ func runIdentityToken(args []string) error {
 	if err != nil {
 		return err
 	}
-	k, err := identity.ParseLocalTokenKey(pemData)
-	if err != nil {
-		return err
-	}
-	tok, err := identity.MintLocalToken(k, *ns, *sa, *aud, time.Now(), *ttl)
+	tok, err := identity.MintLocalTokenPEM(pemData, *ns, *sa, *aud, time.Now(), *ttl)
 	if err != nil {
 		return err
 	}

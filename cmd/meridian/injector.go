@@ -32,11 +32,8 @@ func runInjector(ctx context.Context, args []string) error {
 	fs.StringVar(&cfg.TrustAnchorsConfigMap, "trust-anchors-configmap", cfg.TrustAnchorsConfigMap, "ConfigMap (key ca-bundle.crt) in the control-plane namespace read for the trust anchors when no file is given")
 	logOpts := serverLogFlags(fs, "log level")
 	flagsSet := injProxyFlags(fs, &cfg.Config)
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	if e, ok := flagsSet()["error"]; ok {
 		return errors.New(e)

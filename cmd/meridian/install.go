@@ -32,11 +32,8 @@ func runInstall(_ context.Context, args []string) error {
 	fs.BoolVar(&o.HA, "ha", false, "start from the chart's values-ha.yaml: 3 destination replicas, 2 of the others, PodDisruptionBudgets, anti-affinity, requests and limits")
 	fs.StringVar(&o.Namespace, "namespace", "linkerd", "the control plane's namespace")
 	fs.StringVar(&o.ReleaseName, "release-name", "meridian", "the release name in the objects' labels")
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
 	}
 	o.ValueFiles, o.Set = files, sets
 	o.Base = map[string]any{"image": map[string]any{"tag": version}}

@@ -98,6 +98,16 @@ func newFlagSet(name string) *flag.FlagSet {
 	return fs
 }
 
+// listFlag collects every value of a repeatable flag, in order (a value with commas is kept
+// whole; the command splits it where its flag allows lists).
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+func (l *listFlag) Set(s string) error {
+	*l = append(*l, s)
+	return nil
+}
+
 // parseFlags parses args into fs. Asked for help (-h, --help), it prints the usage to stdout
 // and returns flag.ErrHelp (the command exits 0); for a flag that does not parse it returns
 // the error marked errUsage (exit 2, with a hint to -h).
@@ -115,4 +125,16 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	default:
 		return fmt.Errorf("%w: %v (run '%s -h' for the flags)", errUsage, err, fs.Name())
 	}
+}
+
+// parseNoArgs is parseFlags for a command that takes no arguments: any left after the flags
+// are a usage error.
+func parseNoArgs(fs *flag.FlagSet, args []string) error {
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+	}
+	return nil
 }

@@ -47,19 +47,8 @@ func TestHelpExitsZeroForEveryCommand(t *testing.T) {
 	}
 }
 
-const kubeconfigFor = `apiVersion: v1
-kind: Config
-clusters:
-- name: c
-  cluster: {server: "https://127.0.0.1:1"}
-users:
-- name: u
-  user: {token: abc}
-contexts:
-- name: x
-  context: {cluster: c, user: u}
-current-context: x
-`
+// kubeServer is the API server of the tests' kubeconfigs: nothing listens there.
+const kubeServer = "https://127.0.0.1:1"
 
 // TestEveryCommandFindsTheAPIServerTheSameWay runs each command that talks to Kubernetes in
 // the situations where the lookup order matters, and checks that each one took the same
@@ -74,12 +63,7 @@ func TestEveryCommandFindsTheAPIServerTheSameWay(t *testing.T) {
 	}
 	home := t.TempDir()
 	homeConfig := filepath.Join(home, ".kube", "config")
-	if err := os.MkdirAll(filepath.Dir(homeConfig), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(homeConfig, []byte(kubeconfigFor), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	testutil.WriteKubeconfig(t, homeConfig, kubeServer)
 	missingFlag := filepath.Join(t.TempDir(), "flag-config")
 	missingEnv := filepath.Join(t.TempDir(), "env-config")
 	cases := []struct {

@@ -46,11 +46,8 @@ func policyFlags(args []string) (policyCommand, error) {
 	fs.DurationVar(&pc.grace, "shutdown-grace", 5*time.Second, "how long in-flight calls may run at shutdown")
 	pc.log = serverLogFlags(fs, "log level: debug, info, warn, error")
 	pc.tls = addTLSFlags(fs, "policy", false)
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return pc, err
-	}
-	if fs.NArg() > 0 {
-		return pc, fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
 	}
 	if err := pc.tls.resolve(cfg.Compute.ControlPlaneNamespace, cfg.Compute.IdentityDomain); err != nil {
 		return pc, err

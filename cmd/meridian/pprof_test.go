@@ -34,9 +34,7 @@ func TestPprofOnlyWithEnablePprof(t *testing.T) {
 	// until a review arrives).
 	cert, key := writeServingCert(t, dir)
 	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(kubeconfig, []byte(kubeconfigFor), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	testutil.WriteKubeconfig(t, kubeconfig, kubeServer)
 	policyDir := t.TempDir()
 	servers := map[string]func(admin string) []string{
 		"destination": func(admin string) []string {

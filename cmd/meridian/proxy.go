@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 
 	"github.com/meridian-mesh/meridian/proxy"
@@ -18,13 +17,5 @@ func init() {
 
 func runProxy(ctx context.Context, args []string) error {
 	fs := newFlagSet("proxy")
-	return proxy.Command(ctx, os.LookupEnv, fs, func() error {
-		if err := parseFlags(fs, args); err != nil {
-			return err
-		}
-		if fs.NArg() > 0 {
-			return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
-		}
-		return nil
-	})
+	return proxy.Command(ctx, os.LookupEnv, fs, func() error { return parseNoArgs(fs, args) })
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 
 	"github.com/meridian-mesh/meridian/injector/proxyinit"
 )
@@ -15,15 +14,6 @@ func init() {
 		summary: "set up a meshed pod's iptables capture (the linkerd-init container)",
 		run:     runProxyInit,
 	})
-}
-
-// listFlag collects a repeatable, comma-separated flag.
-type listFlag []string
-
-func (l *listFlag) String() string { return strings.Join(*l, ",") }
-func (l *listFlag) Set(s string) error {
-	*l = append(*l, s)
-	return nil
 }
 
 func runProxyInit(ctx context.Context, args []string) error {
@@ -41,11 +31,8 @@ func runProxyInit(ctx context.Context, args []string) error {
 	fs.Var(&subnets, "subnets-to-ignore", "outbound IPv4 CIDRs not redirected (comma-separated, repeatable)")
 	mode := fs.String("iptables-mode", "default", "iptables backend: default, legacy or nft")
 	dryRun := fs.Bool("dry-run", false, "print the iptables-restore input and exit without applying it")
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	if len(in) > 0 {
 		cfg.InboundPortsToIgnore = in

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -233,14 +234,9 @@ func TestGeneratedSecretsKeptAndRenewed(t *testing.T) {
 	f.install(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	secrets := f.env.Client.CoreV1().Secrets(f.ns)
 	get := func(name string) map[string][]byte {
 		t.Helper()
-		s, err := secrets.Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s.Data
+		return f.secret(ctx, t, name).Data
 	}
 	caBundle := func() []byte {
 		t.Helper()
@@ -260,14 +256,9 @@ func TestGeneratedSecretsKeptAndRenewed(t *testing.T) {
 		t.Fatal("helm upgrade replaced the gossip key or the webhook's certificate")
 	}
 	// A certificate that expires within certRenewDays (60) is renewed by the next upgrade.
-	s, err := secrets.Get(ctx, "linkerd-proxy-injector-k8s-tls", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Annotations["meridian.io/not-after"] = fmt.Sprint(time.Now().Add(30 * 24 * time.Hour).Unix())
-	if _, err := secrets.Update(ctx, s, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	f.editSecret(ctx, t, "linkerd-proxy-injector-k8s-tls", func(s *corev1.Secret) {
+		s.Annotations["meridian.io/not-after"] = fmt.Sprint(time.Now().Add(30 * 24 * time.Hour).Unix())
+	})
 	upgrade()
 	renewed := get("linkerd-proxy-injector-k8s-tls")
 	if bytes.Equal(renewed["tls.crt"], tlsData["tls.crt"]) || !bytes.Equal(caBundle(), renewed["ca.crt"]) {

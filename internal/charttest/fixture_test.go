@@ -13,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/meridian-mesh/meridian/internal/charttest"
 	"github.com/meridian-mesh/meridian/internal/check"
 	"github.com/meridian-mesh/meridian/internal/kubetest"
@@ -89,6 +92,62 @@ func (f *fixture) install(t *testing.T, args ...string) {
 			t.Errorf("helm uninstall: %v", err)
 		}
 	})
+}
+
+// secret returns the Secret name of the fixture's namespace.
+func (f *fixture) secret(ctx context.Context, t *testing.T, name string) *corev1.Secret {
+	t.Helper()
+	s, err := f.env.Client.CoreV1().Secrets(f.ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// editSecret changes the Secret name of the fixture's namespace with edit, as kubectl edit
+// would.
+func (f *fixture) editSecret(ctx context.Context, t *testing.T, name string, edit func(*corev1.Secret)) {
+	t.Helper()
+	if err := editObject(ctx, f.env.Client.CoreV1().Secrets(f.ns), name, edit); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// getUpdater is a typed client of one kind of object (Secrets, MutatingWebhookConfigurations).
+type getUpdater[T any] interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
+	Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error)
+}
+
+// editObject reads the object name through c, changes it with edit and writes it back.
+func editObject[T any](ctx context.Context, c getUpdater[T], name string, edit func(T)) error {
+	o, err := c.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	edit(o)
+	_, err = c.Update(ctx, o, metav1.UpdateOptions{})
+	return err
+}
+
+// replaceObject changes the object name through c with set, which returns how to undo the
+// change on a copy read later; it returns a func that undoes it (failing t with an error
+// naming what when it cannot, without stopping it).
+func replaceObject[T any](t *testing.T, c getUpdater[T], name, what string, set func(T) (undo func(T))) func() {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var undo func(T)
+	if err := editObject(ctx, c, name, func(o T) { undo = set(o) }); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := editObject(ctx, c, name, undo); err != nil {
+			t.Errorf("restore %s: %v", what, err)
+		}
+	}
 }
 
 // check runs `meridian check -o json` and returns its report and whether it exited 0.

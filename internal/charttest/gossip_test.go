@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/meridian-mesh/meridian/internal/charttest"
 )
@@ -23,14 +23,9 @@ func TestGossipKeySecretRotation(t *testing.T) {
 	f.install(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	secrets := f.env.Client.CoreV1().Secrets(f.ns)
 	get := func() map[string][]byte {
 		t.Helper()
-		s, err := secrets.Get(ctx, "linkerd-dst-gossip-key", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s.Data
+		return f.secret(ctx, t, "linkerd-dst-gossip-key").Data
 	}
 	upgrade := func(set ...string) map[string][]byte {
 		t.Helper()
@@ -51,14 +46,7 @@ func TestGossipKeySecretRotation(t *testing.T) {
 	// The generated key, and an accepted key added with kubectl, survive an upgrade.
 	generated := get()
 	next := newKey()
-	s, err := secrets.Get(ctx, "linkerd-dst-gossip-key", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Data["accepted-next.key"] = []byte(next)
-	if _, err := secrets.Update(ctx, s, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	f.editSecret(ctx, t, "linkerd-dst-gossip-key", func(s *corev1.Secret) { s.Data["accepted-next.key"] = []byte(next) })
 	if got := upgrade(); string(got["gossip.key"]) != string(generated["gossip.key"]) || string(got["accepted-next.key"]) != next {
 		t.Fatalf("after an upgrade the Secret holds %v, want the generated gossip.key and accepted-next.key kept", keys(got))
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	admissionregv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -196,58 +197,20 @@ func wantOnlyFailure(t *testing.T, f *fixture, name, want string) {
 // replaceSecret sets a Secret's data and returns a func restoring it.
 func replaceSecret(t *testing.T, f *fixture, name string, data map[string][]byte) func() {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	secrets := f.env.Client.CoreV1().Secrets(f.ns)
-	s, err := secrets.Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	old := s.Data
-	s.Data = data
-	if _, err := secrets.Update(ctx, s, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		s, err := secrets.Get(ctx, name, metav1.GetOptions{})
-		if err == nil {
-			s.Data = old
-			_, err = secrets.Update(ctx, s, metav1.UpdateOptions{})
-		}
-		if err != nil {
-			t.Errorf("restore Secret %s: %v", name, err)
-		}
-	}
+	return replaceObject(t, f.env.Client.CoreV1().Secrets(f.ns), name, "Secret "+name, func(s *corev1.Secret) func(*corev1.Secret) {
+		old := s.Data
+		s.Data = data
+		return func(s *corev1.Secret) { s.Data = old }
+	})
 }
 
 // replaceCABundle sets the webhook's caBundle and returns a func restoring it.
 func replaceCABundle(t *testing.T, f *fixture, bundle []byte) func() {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	mwcs := f.env.Client.AdmissionregistrationV1().MutatingWebhookConfigurations()
-	name := "linkerd-" + f.ns + "-proxy-injector"
-	m, err := mwcs.Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	old := m.Webhooks[0].ClientConfig.CABundle
-	m.Webhooks[0].ClientConfig.CABundle = bundle
-	if _, err := mwcs.Update(ctx, m, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		m, err := mwcs.Get(ctx, name, metav1.GetOptions{})
-		if err == nil {
-			m.Webhooks[0].ClientConfig.CABundle = old
-			_, err = mwcs.Update(ctx, m, metav1.UpdateOptions{})
-		}
-		if err != nil {
-			t.Errorf("restore the caBundle: %v", err)
-		}
-	}
+	return replaceObject(t, mwcs, "linkerd-"+f.ns+"-proxy-injector", "the caBundle", func(m *admissionregv1.MutatingWebhookConfiguration) func(*admissionregv1.MutatingWebhookConfiguration) {
+		old := m.Webhooks[0].ClientConfig.CABundle
+		m.Webhooks[0].ClientConfig.CABundle = bundle
+		return func(m *admissionregv1.MutatingWebhookConfiguration) { m.Webhooks[0].ClientConfig.CABundle = old }
+	})
 }

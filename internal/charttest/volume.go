@@ -139,35 +139,35 @@ func itemsOf(data map[string][]byte, items []corev1.KeyToPath, mode fs.FileMode,
 
 func (k *Kubelet) addSecret(ctx context.Context, ns, name string, items []corev1.KeyToPath, mode fs.FileMode, optional bool, files volumeFiles) error {
 	s, err := k.kube.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) && optional {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("secret %s: %w", name, err)
-	}
-	if err := itemsOf(s.Data, items, mode, files); err != nil {
-		return fmt.Errorf("secret %s: %w", name, err)
-	}
-	return nil
+	return addObjectKeys("secret", name, err, optional, func() error { return itemsOf(s.Data, items, mode, files) })
 }
 
 func (k *Kubelet) addConfigMap(ctx context.Context, ns, name string, items []corev1.KeyToPath, mode fs.FileMode, optional bool, files volumeFiles) error {
 	c, err := k.kube.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) && optional {
+	return addObjectKeys("ConfigMap", name, err, optional, func() error {
+		data := map[string][]byte{}
+		for key, v := range c.Data {
+			data[key] = []byte(v)
+		}
+		for key, v := range c.BinaryData {
+			data[key] = v
+		}
+		return itemsOf(data, items, mode, files)
+	})
+}
+
+// addObjectKeys adds the keys of the Secret or ConfigMap (kind) name with add once the object
+// was read; getErr is the error of reading it: an absent optional object adds nothing.
+func addObjectKeys(kind, name string, getErr error, optional bool, add func() error) error {
+	if apierrors.IsNotFound(getErr) && optional {
 		return nil
 	}
+	err := getErr
+	if err == nil {
+		err = add()
+	}
 	if err != nil {
-		return fmt.Errorf("ConfigMap %s: %w", name, err)
-	}
-	data := map[string][]byte{}
-	for key, v := range c.Data {
-		data[key] = []byte(v)
-	}
-	for key, v := range c.BinaryData {
-		data[key] = v
-	}
-	if err := itemsOf(data, items, mode, files); err != nil {
-		return fmt.Errorf("ConfigMap %s: %w", name, err)
+		return fmt.Errorf("%s %s: %w", kind, name, err)
 	}
 	return nil
 }

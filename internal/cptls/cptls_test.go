@@ -83,11 +83,7 @@ func startIdentity(t *testing.T) *mesh {
 // until the test ends; mod adjusts its config.
 func (m *mesh) client(t *testing.T, ns, sa, name string, mod func(*cptls.Config)) *cptls.Identity {
 	t.Helper()
-	k, err := identity.ParseLocalTokenKey(m.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := identity.MintLocalToken(k, ns, sa, identity.Audience, time.Now(), time.Hour)
+	tok, err := identity.MintLocalTokenPEM(m.key, ns, sa, identity.Audience, time.Now(), time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

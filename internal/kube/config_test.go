@@ -5,28 +5,15 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/meridian-mesh/meridian/internal/testutil"
 )
 
-const testKubeconfig = `apiVersion: v1
-kind: Config
-clusters:
-- name: c
-  cluster: {server: "https://%s:6443"}
-users:
-- name: u
-  user: {token: abc}
-contexts:
-- name: x
-  context: {cluster: c, user: u}
-current-context: x
-`
-
+// writeKubeconfig writes a kubeconfig for https://host:6443 (token abc) and returns its path.
 func writeKubeconfig(t *testing.T, host string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "config")
-	if err := os.WriteFile(p, []byte(strings.Replace(testKubeconfig, "%s", host, 1)), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	testutil.WriteKubeconfig(t, p, "https://"+host+":6443")
 	return p
 }
 

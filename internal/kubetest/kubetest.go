@@ -58,12 +58,7 @@ func StartWith(t testing.TB, opts Options) *Env {
 	if opts.FeatureGates == "" {
 		return Start(t)
 	}
-	if ok, why := Available(); !ok {
-		if Required() {
-			t.Fatalf("MERIDIAN_REQUIRE_KUBE is set but %s", why)
-		}
-		t.Skip(why)
-	}
+	SkipUnlessAvailable(t)
 	mu.Lock()
 	defer mu.Unlock()
 	if e := gated[opts.FeatureGates]; e != nil {
@@ -100,6 +95,18 @@ func Available() (bool, string) {
 	return true, ""
 }
 
+// SkipUnlessAvailable skips t when the API server binaries are absent, or fails it when
+// Required: for a test that starts an API server of its own from AssetsDir.
+func SkipUnlessAvailable(t testing.TB) {
+	t.Helper()
+	if ok, why := Available(); !ok {
+		if Required() {
+			t.Fatalf("MERIDIAN_REQUIRE_KUBE is set but %s", why)
+		}
+		t.Skip(why)
+	}
+}
+
 // Required reports whether MERIDIAN_REQUIRE_KUBE is set (to anything but "", "0" or "false"):
 // CI sets it so that absent binaries fail the tests instead of skipping them.
 func Required() bool {
@@ -116,12 +123,7 @@ func Required() bool {
 // server is stopped at exit.
 func Start(t testing.TB) *Env {
 	t.Helper()
-	if ok, why := Available(); !ok {
-		if Required() {
-			t.Fatalf("MERIDIAN_REQUIRE_KUBE is set but %s", why)
-		}
-		t.Skip(why)
-	}
+	SkipUnlessAvailable(t)
 	mu.Lock()
 	defer mu.Unlock()
 	if failure != nil {

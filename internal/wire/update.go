@@ -56,15 +56,13 @@ func ScanUpdate(b []byte, each func(k AddrKey, weightedAddr []byte) error) (Upda
 
 // scanUpdate is one pass of ScanUpdate; with a nil each it only checks.
 func scanUpdate(b []byte, each func(AddrKey, []byte) error) (kind UpdateKind, exists bool, err error) {
+	seen := false // one of the oneof
 	err = fields(b, func(num protowire.Number, typ protowire.Type, v []byte) error {
 		if num < fieldUpdateAdd || num > fieldUpdateNoEndpoints {
 			return nil // unknown to this version of the API: a decoder keeps it aside too
 		}
-		if typ != protowire.BytesType {
-			return fmt.Errorf("update field %d has wire type %d", num, typ)
-		}
-		if kind != UpdateNone {
-			return ErrNonCanonical
+		if err := singular("update", num, typ, protowire.BytesType, &seen); err != nil {
+			return err
 		}
 		kind = UpdateKind(num)
 		switch num {
@@ -116,14 +114,8 @@ func weightedAddrTCP(b []byte) ([]byte, error) {
 		if num != fieldWeightedAddrAddr {
 			return nil
 		}
-		if typ != protowire.BytesType {
-			return fmt.Errorf("weighted address field %d has wire type %d", num, typ)
-		}
-		if found {
-			return ErrNonCanonical
-		}
-		tcp, found = v, true
-		return nil
+		tcp = v
+		return singular("weighted address", num, typ, protowire.BytesType, &found)
 	})
 	if err == nil && !found {
 		err = errors.New("weighted address without an address")
@@ -139,22 +131,14 @@ func scanTCPAddr(b []byte) (AddrKey, error) {
 	err := fields(b, func(num protowire.Number, typ protowire.Type, v []byte) error {
 		switch num {
 		case fieldTCPIP:
-			if typ != protowire.BytesType {
-				return fmt.Errorf("address field %d has wire type %d", num, typ)
+			if err := singular("address", num, typ, protowire.BytesType, &seenIP); err != nil {
+				return err
 			}
-			if seenIP {
-				return ErrNonCanonical
-			}
-			seenIP = true
 			return scanIP(v, &k)
 		case fieldTCPPort:
-			if typ != protowire.VarintType {
-				return fmt.Errorf("address field %d has wire type %d", num, typ)
+			if err := singular("address", num, typ, protowire.VarintType, &seenPort); err != nil {
+				return err
 			}
-			if seenPort {
-				return ErrNonCanonical
-			}
-			seenPort = true
 			var n int
 			if port, n = protowire.ConsumeVarint(v); n < 0 {
 				return protowire.ParseError(n)
@@ -176,34 +160,26 @@ func scanTCPAddr(b []byte) (AddrKey, error) {
 
 // scanIP reads an encoded IPAddress into k's address bytes (and its IPv4 mark).
 func scanIP(b []byte, k *AddrKey) error {
-	kind := 0
+	seen := false // one of the oneof
 	err := fields(b, func(num protowire.Number, typ protowire.Type, v []byte) error {
 		switch num {
 		case fieldIPv4:
-			if typ != protowire.Fixed32Type {
-				return fmt.Errorf("ip field %d has wire type %d", num, typ)
+			if err := singular("ip", num, typ, protowire.Fixed32Type, &seen); err != nil {
+				return err
 			}
-			if kind != 0 {
-				return ErrNonCanonical
-			}
-			kind = 4
 			ip, _ := protowire.ConsumeFixed32(v)
 			k[10], k[11] = 0xff, 0xff // the IPv4-mapped form KeyOf keeps
 			binary.BigEndian.PutUint32(k[12:16], ip)
 			k[18] = 4
 		case fieldIPv6:
-			if typ != protowire.BytesType {
-				return fmt.Errorf("ip field %d has wire type %d", num, typ)
+			if err := singular("ip", num, typ, protowire.BytesType, &seen); err != nil {
+				return err
 			}
-			if kind != 0 {
-				return ErrNonCanonical
-			}
-			kind = 6
 			return scanIPv6(v, k)
 		}
 		return nil
 	})
-	if err == nil && kind == 0 {
+	if err == nil && !seen {
 		err = errors.New("address has no IP")
 	}
 	return err
@@ -216,18 +192,14 @@ func scanIPv6(b []byte, k *AddrKey) error {
 		if num != fieldIPv6First && num != fieldIPv6Last {
 			return nil
 		}
-		if typ != protowire.Fixed64Type {
-			return fmt.Errorf("ipv6 field %d has wire type %d", num, typ)
-		}
-		x, _ := protowire.ConsumeFixed64(v)
 		seen, at := &first, 0
 		if num == fieldIPv6Last {
 			seen, at = &last, 8
 		}
-		if *seen {
-			return ErrNonCanonical
+		if err := singular("ipv6", num, typ, protowire.Fixed64Type, seen); err != nil {
+			return err
 		}
-		*seen = true
+		x, _ := protowire.ConsumeFixed64(v)
 		binary.BigEndian.PutUint64(k[at:at+8], x)
 		return nil
 	})
@@ -240,13 +212,9 @@ func scanExists(b []byte) (bool, error) {
 		if num != fieldNoEndpointsExists {
 			return nil
 		}
-		if typ != protowire.VarintType {
-			return fmt.Errorf("no_endpoints field %d has wire type %d", num, typ)
+		if err := singular("no_endpoints", num, typ, protowire.VarintType, &seen); err != nil {
+			return err
 		}
-		if seen {
-			return ErrNonCanonical
-		}
-		seen = true
 		x, n := protowire.ConsumeVarint(v)
 		if n < 0 {
 			return protowire.ParseError(n)
@@ -255,6 +223,20 @@ func scanExists(b []byte) (bool, error) {
 		return nil
 	})
 	return exists, err
+}
+
+// singular checks a field that a canonical encoding writes once (a singular field, or one
+// member of a oneof, which shares seen with the others): that its wire type is want, and that
+// seen was not set yet. It sets seen.
+func singular(msg string, num protowire.Number, typ, want protowire.Type, seen *bool) error {
+	if typ != want {
+		return fmt.Errorf("%s field %d has wire type %d", msg, num, typ)
+	}
+	if *seen {
+		return ErrNonCanonical
+	}
+	*seen = true
+	return nil
 }
 
 // fields calls f with each field of the encoded message b: its number, wire type and value

@@ -12,21 +12,10 @@ import (
 	"time"
 
 	"github.com/meridian-mesh/meridian/internal/testutil"
-	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) {
-	os.Exit(testutil.Main(m, func(m *testing.M) int {
-		code := m.Run()
-		// memberlist's Shutdown does not wait for a probe in flight, which ends within its
-		// probe interval (scaled by its health score, up to 8 times): let the last ones end.
-		deadline := time.Now().Add(10 * time.Second)
-		for goleak.Find(testutil.LeakOptions()...) != nil && time.Now().Before(deadline) {
-			time.Sleep(50 * time.Millisecond)
-		}
-		return code
-	}))
-}
+// memberlist's Shutdown does not wait for a probe in flight: let the last ones end.
+func TestMain(m *testing.M) { os.Exit(testutil.Main(m, testutil.RunThenSettle(10*time.Second))) }
 
 func key(b byte) []byte { return bytes.Repeat([]byte{b}, 32) }
 
