@@ -5,8 +5,7 @@ import (
 	"testing"
 
 	"github.com/linkerd/linkerd2-proxy-api/go/inbound"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
+	"github.com/meridian-mesh/meridian/internal/testutil"
 )
 
 // TestBadWorkloadErrorsQuoteAPrefix sends workloads of 1 MB and a non-ASCII one over real
@@ -29,32 +28,11 @@ func TestBadWorkloadErrorsQuoteAPrefix(t *testing.T) {
 	} {
 		spec := &inbound.PortSpec{Workload: c.workload, Port: 8080}
 		_, err := env.client.GetPort(ctx, spec)
-		checkQuoted(t, "GetPort "+c.name, err, c.want)
+		testutil.WantQuotedInvalid(t, "GetPort "+c.name, err, c.want...)
 		stream, err := env.client.WatchPort(ctx, spec)
 		if err == nil {
 			_, err = stream.Recv()
 		}
-		checkQuoted(t, "WatchPort "+c.name, err, c.want)
-	}
-}
-
-func checkQuoted(t *testing.T, what string, err error, want []string) {
-	t.Helper()
-	st := status.Convert(err)
-	if st.Code() != codes.InvalidArgument {
-		t.Errorf("%s: %v, want InvalidArgument", what, err)
-		return
-	}
-	msg := st.Message()
-	if len(msg) > 1024 {
-		t.Errorf("%s: a %d-byte message: %.300s", what, len(msg), msg)
-	}
-	if strings.Contains(msg, "Ã") {
-		t.Errorf("%s: %s shows a byte as a rune", what, msg)
-	}
-	for _, w := range want {
-		if !strings.Contains(msg, w) {
-			t.Errorf("%s: message %.400q lacks %q", what, msg, w)
-		}
+		testutil.WantQuotedInvalid(t, "WatchPort "+c.name, err, c.want...)
 	}
 }

@@ -5,8 +5,12 @@
 // loopback servers and clients (Listen, ServeConns, ServeGRPC, DialGRPC, and WantStatus for a
 // call's gRPC status), and a mesh PKI shaped like a Linkerd install (NewPKI: a trust anchor,
 // an issuer, leaf certificates for identities; StaticCert serves one to TLS), metrics read
-// from a prometheus.Gatherer (Gathered, HistogramSamples), and the check of an
-// InvalidArgument that quotes a bad input briefly (WantQuotedInvalid).
+// from a prometheus.Gatherer (Gathered, HistogramSamples), the check of an InvalidArgument
+// that quotes a bad input briefly (WantQuotedInvalid), building the meridian binary
+// (BuildMeridian, GoBuildMeridian), network namespaces for the tests that need them
+// (NewNetns, LinkNetns, RunCmd), a kubeconfig file for a server (WriteKubeconfig), a
+// gzip file's length (GunzipLen), and a TestMain that lets memberlist's goroutines settle
+// before the leak check (RunThenSettle).
 //
 // It is test-only: nothing outside _test.go files may import it. It imports grpc, goleak,
 // prometheus's client and the standard library; it must not import any other Meridian package
