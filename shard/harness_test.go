@@ -364,8 +364,8 @@ func snapKey(k ServiceKey, port uint32) snapshotKey {
 }
 
 func allIn(s *snapshotSnapshot, want map[string]bool) bool {
-	for a := range s.Set.Endpoints {
-		if !want[a.String()] {
+	for _, e := range s.Set.Endpoints {
+		if !want[e.Addr.String()] {
 			return false
 		}
 	}

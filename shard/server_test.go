@@ -53,6 +53,25 @@ func waitService(t *testing.T, r *Replica, ns, name string) {
 	testutil.Eventually(t, 5*time.Second, "service "+k.String()+" indexed", func() bool { return r.Index().Service(k) != nil })
 }
 
+// waitPublished waits until the set last translated for port of ns/name (before any
+// client's view) holds n endpoints. A Service and its slices written in one file are indexed
+// one by one, and translated after each: a stream opened before the last one starts with
+// fewer endpoints.
+func waitPublished(t *testing.T, r *Replica, ns, name string, port uint32, n int) {
+	t.Helper()
+	k := NewServiceKey(ns, name)
+	testutil.Eventually(t, 5*time.Second, fmt.Sprintf("%d endpoints of %s:%d translated", n, k, port), func() bool {
+		s, ok := r.Index().services.Load(k)
+		if !ok {
+			return false
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		ps := s.ports[port]
+		return ps != nil && ps.base.Len() == n
+	})
+}
+
 func TestGetEmptyServiceNoEndpointsAtOnce(t *testing.T) {
 	e := newEnv(t, nil)
 	e.h().OnService(svcObj("shop", "web"), false)

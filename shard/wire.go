@@ -166,14 +166,17 @@ func (st *streamState) encode(d snapshot.Delta) []*pb.Update {
 	return out
 }
 
-// visible returns the endpoints of set a stream for hostname ("" for all) shows, in order.
+// visible returns the endpoints of set a stream for hostname ("" for all) shows, in order:
+// for all, set's own slice (read it, never change it).
 func visible(set *snapshot.AddressSet, hostname string) []*snapshot.Endpoint {
-	all := set.Sorted()
-	if hostname == "" {
-		return all
+	if set == nil {
+		return nil
 	}
-	out := all[:0]
-	for _, e := range all {
+	if hostname == "" {
+		return set.Endpoints
+	}
+	var out []*snapshot.Endpoint
+	for _, e := range set.Endpoints {
 		if e.Hostname() == hostname {
 			out = append(out, e)
 		}

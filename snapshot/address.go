@@ -155,8 +155,10 @@ type AddressSet struct {
 	// LocalTrafficPolicy is set when the Service has internalTrafficPolicy Local: a client
 	// is served the endpoints on its own node only.
 	LocalTrafficPolicy bool
-	// Endpoints by address. The map must not be altered after publication.
-	Endpoints map[netip.AddrPort]*Endpoint
+	// Endpoints are sorted by address, each address once (SortEndpoints makes them so). A
+	// sorted slice rather than a map: 8 bytes an address instead of about 50, in order for
+	// every stream and diff without sorting. It must not be altered after publication.
+	Endpoints []*Endpoint
 }
 
 // Len returns the number of endpoints.
@@ -167,17 +169,37 @@ func (s *AddressSet) Len() int {
 	return len(s.Endpoints)
 }
 
-// Sorted returns the endpoints ordered by address (a new slice; the endpoints are shared).
+// Lookup returns the endpoint at address a, or nil (also for a nil set).
+func (s *AddressSet) Lookup(a netip.AddrPort) *Endpoint {
+	if s == nil {
+		return nil
+	}
+	if i, ok := s.index(a); ok {
+		return s.Endpoints[i]
+	}
+	return nil
+}
+
+// index returns the position of address a in s.Endpoints, and whether it is there.
+func (s *AddressSet) index(a netip.AddrPort) (int, bool) {
+	return slices.BinarySearchFunc(s.Endpoints, a, func(e *Endpoint, a netip.AddrPort) int { return e.Addr.Compare(a) })
+}
+
+// Sorted returns the endpoints ordered by address: a new slice the caller may change (the
+// endpoints are shared). Reading s.Endpoints needs no copy.
 func (s *AddressSet) Sorted() []*Endpoint {
 	if s == nil {
 		return nil
 	}
-	out := make([]*Endpoint, 0, len(s.Endpoints))
-	for _, e := range s.Endpoints {
-		out = append(out, e)
-	}
-	slices.SortFunc(out, func(a, b *Endpoint) int { return a.Addr.Compare(b.Addr) })
-	return out
+	return slices.Clone(s.Endpoints)
+}
+
+// SortEndpoints orders eps by address in place and drops the later endpoints of an address
+// that appears more than once (the first one given wins), and returns the result, a prefix of
+// eps: what AddressSet.Endpoints holds.
+func SortEndpoints(eps []*Endpoint) []*Endpoint {
+	slices.SortStableFunc(eps, func(a, b *Endpoint) int { return a.Addr.Compare(b.Addr) })
+	return slices.CompactFunc(eps, func(a, b *Endpoint) bool { return a.Addr == b.Addr })
 }
 
 // Equal reports whether two sets carry the same information.
@@ -191,8 +213,8 @@ func (s *AddressSet) Equal(o *AddressSet) bool {
 	if s.Exists != o.Exists || s.LocalTrafficPolicy != o.LocalTrafficPolicy || !slices.Equal(s.Labels, o.Labels) || len(s.Endpoints) != len(o.Endpoints) {
 		return false
 	}
-	for a, e := range s.Endpoints {
-		if !e.Equal(o.Endpoints[a]) {
+	for i, e := range s.Endpoints {
+		if !e.Equal(o.Endpoints[i]) {
 			return false
 		}
 	}

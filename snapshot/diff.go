@@ -2,7 +2,6 @@ package snapshot
 
 import (
 	"net/netip"
-	"slices"
 )
 
 // Delta takes a client from one address set to another: Add holds endpoints that are new or
@@ -22,31 +21,31 @@ type Delta struct {
 // Empty reports whether the delta changes nothing a client holds.
 func (d Delta) Empty() bool { return len(d.Add) == 0 && len(d.Remove) == 0 }
 
-// Diff returns the delta from old to new; either may be nil (no endpoints).
+// Diff returns the delta from old to new; either may be nil (no endpoints). Both sets are
+// sorted, so it is one merge of the two, in order.
 func Diff(old, new *AddressSet) Delta {
 	d := Delta{To: new}
-	if new != nil {
-		for a, e := range new.Endpoints {
-			if o := old.lookup(a); o == nil || !o.Equal(e) {
-				d.Add = append(d.Add, e)
-			}
-		}
-	}
+	var o, n []*Endpoint
 	if old != nil {
-		for a := range old.Endpoints {
-			if new.lookup(a) == nil {
-				d.Remove = append(d.Remove, a)
+		o = old.Endpoints
+	}
+	if new != nil {
+		n = new.Endpoints
+	}
+	for len(o) > 0 || len(n) > 0 {
+		switch {
+		case len(n) == 0 || (len(o) > 0 && o[0].Addr.Compare(n[0].Addr) < 0):
+			d.Remove = append(d.Remove, o[0].Addr)
+			o = o[1:]
+		case len(o) == 0 || n[0].Addr.Compare(o[0].Addr) < 0:
+			d.Add = append(d.Add, n[0])
+			n = n[1:]
+		default: // the same address
+			if !o[0].Equal(n[0]) {
+				d.Add = append(d.Add, n[0])
 			}
+			o, n = o[1:], n[1:]
 		}
 	}
-	slices.SortFunc(d.Add, func(a, b *Endpoint) int { return a.Addr.Compare(b.Addr) })
-	slices.SortFunc(d.Remove, func(a, b netip.AddrPort) int { return a.Compare(b) })
 	return d
-}
-
-func (s *AddressSet) lookup(a netip.AddrPort) *Endpoint {
-	if s == nil {
-		return nil
-	}
-	return s.Endpoints[a]
 }

@@ -2,9 +2,9 @@ package snapshot
 
 import (
 	"fmt"
-	"maps"
 	"net/netip"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -22,11 +22,11 @@ func ep(i int) *Endpoint {
 
 // set builds an address set with endpoints for the given ids.
 func set(ids ...int) *AddressSet {
-	s := &AddressSet{Exists: true, Endpoints: make(map[netip.AddrPort]*Endpoint, len(ids))}
+	s := &AddressSet{Exists: true, Endpoints: make([]*Endpoint, 0, len(ids))}
 	for _, i := range ids {
-		e := ep(i)
-		s.Endpoints[e.Addr] = e
+		s.Endpoints = append(s.Endpoints, ep(i))
 	}
+	s.Endpoints = SortEndpoints(s.Endpoints)
 	return s
 }
 
@@ -57,7 +57,15 @@ func (v view) equals(s *AddressSet) bool {
 	if s == nil {
 		return len(v) == 0
 	}
-	return maps.EqualFunc(map[netip.AddrPort]*Endpoint(v), s.Endpoints, func(a, b *Endpoint) bool { return a.Equal(b) })
+	if len(v) != s.Len() {
+		return false
+	}
+	for _, e := range s.Endpoints {
+		if !e.Equal(v[e.Addr]) {
+			return false
+		}
+	}
+	return true
 }
 
 var key = Key{Namespace: "ns", Name: "svc", Port: 80}
@@ -109,9 +117,10 @@ func TestSubscriptionInitialThenDeltas(t *testing.T) {
 		t.Fatalf("remove delta = %+v", d)
 	}
 	changed := set(1, 2)
-	e := *changed.Endpoints[ep(2).Addr]
+	i := slices.Index(changed.Endpoints, changed.Lookup(ep(2).Addr))
+	e := *changed.Endpoints[i]
 	e.Identity = "web.ns.serviceaccount.identity.linkerd.cluster.local"
-	changed.Endpoints[e.Addr] = &e
+	changed.Endpoints[i] = &e
 	s.Publish(key, changed)
 	waitC(t, sub)
 	d, _ = sub.Next()

@@ -167,7 +167,7 @@ func hostAddressSet(cfg Config, in Inputs, port uint32, hostname string, reuse *
 	if ml := mirrorSetLabels(own); ml != nil {
 		set.Labels = sortedLabels(append(set.Labels, ml...))
 	}
-	set.Endpoints = make(map[netip.AddrPort]*snapshot.Endpoint, nAddrs)
+	set.Endpoints = make([]*snapshot.Endpoint, 0, nAddrs)
 	if reuse == nil {
 		// Every endpoint is new: two exact allocations. When reusing, few are, and the batch
 		// grows by doubling from one instead.
@@ -193,11 +193,8 @@ func hostAddressSet(cfg Config, in Inputs, port uint32, hostname string, reuse *
 					continue
 				}
 				ap := netip.AddrPortFrom(addr, uint16(tp))
-				if _, dup := set.Endpoints[ap]; dup {
-					continue
-				}
 				if old := reuse.take(es, ep, ap, port); old != nil {
-					set.Endpoints[ap] = old
+					set.Endpoints = append(set.Endpoints, old)
 					continue
 				}
 				if !translated {
@@ -210,10 +207,13 @@ func hostAddressSet(cfg Config, in Inputs, port uint32, hostname string, reuse *
 				e := b.endpoint()
 				*e = tmpl
 				e.Addr = ap
-				set.Endpoints[ap] = e
+				set.Endpoints = append(set.Endpoints, e)
 			}
 		}
 	}
+	// In address order; of an address in several slices, the first (the smallest slice
+	// name) stays.
+	set.Endpoints = snapshot.SortEndpoints(set.Endpoints)
 	return set
 }
 
@@ -223,7 +223,7 @@ func (r *Reuse) take(es *discoveryv1.EndpointSlice, ep *discoveryv1.Endpoint, ap
 	if r == nil {
 		return nil
 	}
-	old := r.Prev.Endpoints[ap]
+	old := r.Prev.Lookup(ap)
 	if old == nil {
 		return nil
 	}

@@ -337,12 +337,12 @@ func TestAddressSet(t *testing.T) {
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("endpoints:\n got  %q\n want %q", got, tc.want)
 			}
-			for a, e := range set.Endpoints {
-				if a != e.Addr {
-					t.Errorf("key %v holds endpoint %v", a, e.Addr)
+			for i, e := range set.Endpoints {
+				if i > 0 && set.Endpoints[i-1].Addr.Compare(e.Addr) >= 0 {
+					t.Errorf("endpoint %v after %v: not strictly in address order", e.Addr, set.Endpoints[i-1].Addr)
 				}
 				if !labelsStrictlySorted(e.Labels) {
-					t.Errorf("%v: labels not sorted: %v", a, e.Labels)
+					t.Errorf("%v: labels not sorted: %v", e.Addr, e.Labels)
 				}
 			}
 			if !equalSlices(in, tc.slices) {

@@ -263,8 +263,11 @@ func FuzzAddressSet(f *testing.F) {
 			t.Fatal("input modified")
 		}
 		spName, named := servicePortName(svc, port)
-		for a, e := range set.Endpoints {
-			checkEndpoint(t, a, e, sl, svc, port, spName, named)
+		for i, e := range set.Endpoints {
+			if i > 0 && set.Endpoints[i-1].Addr.Compare(e.Addr) >= 0 {
+				t.Fatalf("%v after %v: not strictly in address order", e.Addr, set.Endpoints[i-1].Addr)
+			}
+			checkEndpoint(t, e.Addr, e, sl, svc, port, spName, named)
 		}
 		// Slim copies give the same set.
 		ssvc, ssl, spods := slimAll(svc, sl, pods)
@@ -373,9 +376,9 @@ func FuzzAddressSetReusing(f *testing.F) {
 		}
 		// With nothing changed, every endpoint is taken over.
 		same := AddressSetReusing(cfg, Inputs{Service: svc, Slices: slA, Pods: podsA.lookup}, port, Reuse{Prev: prev})
-		for ap, e := range same.Endpoints {
-			if prev.Endpoints[ap] != e {
-				t.Fatalf("%v: unchanged endpoint translated again", ap)
+		for _, e := range same.Endpoints {
+			if prev.Lookup(e.Addr) != e {
+				t.Fatalf("%v: unchanged endpoint translated again", e.Addr)
 			}
 		}
 		if !same.Equal(prev) {

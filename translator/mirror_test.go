@@ -29,7 +29,7 @@ func TestAddressSetMirror(t *testing.T) {
 		t.Fatalf("set labels %v", l)
 	}
 	// The same inputs reuse the endpoint; a new identity or authority does not.
-	if again := AddressSetReusing(cfg, Inputs{Service: svc, Slices: []*discoveryv1.EndpointSlice{mk(ann, 9999)}}, 8989, Reuse{Prev: first}); again.Endpoints[first.Sorted()[0].Addr] != first.Sorted()[0] {
+	if again := AddressSetReusing(cfg, Inputs{Service: svc, Slices: []*discoveryv1.EndpointSlice{mk(ann, 9999)}}, 8989, Reuse{Prev: first}); again.Lookup(first.Endpoints[0].Addr) != first.Endpoints[0] {
 		t.Fatal("an unchanged mirror endpoint translated again")
 	}
 	for _, changed := range []map[string]string{

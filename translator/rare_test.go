@@ -31,7 +31,7 @@ func TestEndpointRare(t *testing.T) {
 		endpoint("b", "10.0.0.6"))
 	set := AddressSet(DefaultConfig(), asWeb, 80, []*discoveryv1.EndpointSlice{sl}, asPlain.lookup)
 	at := func(ip string) *snapshot.Endpoint {
-		e := set.Endpoints[netip.AddrPortFrom(netip.MustParseAddr(ip), 8080)]
+		e := set.Lookup(netip.AddrPortFrom(netip.MustParseAddr(ip), 8080))
 		if e == nil {
 			t.Fatalf("no endpoint %s in %v", ip, renderSet(set))
 		}

@@ -28,7 +28,7 @@ func TestPodlessLabelsShared(t *testing.T) {
 		eslice("ns", "web-1", "web", v4, []discoveryv1.EndpointPort{eport("http", 8080)}, eps...)}, nil)
 	first := map[string][]snapshot.Label{}
 	for i, z := range zones {
-		e := set.Endpoints[netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 0, byte(i + 1)}), 8080)]
+		e := set.Lookup(netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 0, byte(i + 1)}), 8080))
 		want := []snapshot.Label{{Key: LabelKeyZoneLocality, Value: ZoneUnknown}}
 		if z != "" {
 			want = append([]snapshot.Label{{Key: LabelKeyZone, Value: z}}, want...)

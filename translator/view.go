@@ -1,7 +1,6 @@
 package translator
 
 import (
-	"net/netip"
 	"slices"
 
 	"github.com/meridian-mesh/meridian/snapshot"
@@ -49,11 +48,11 @@ func View(cfg Config, set *snapshot.AddressSet, c Client, prev *Prev) *snapshot.
 		return set
 	}
 	out := &snapshot.AddressSet{Exists: set.Exists, Labels: set.Labels, LocalTrafficPolicy: set.LocalTrafficPolicy,
-		Endpoints: make(map[netip.AddrPort]*snapshot.Endpoint, len(set.Endpoints))}
+		Endpoints: make([]*snapshot.Endpoint, 0, len(set.Endpoints))}
 	changed := false
 	var b batch
-	for a, e := range set.Endpoints {
-		if keep != nil && !keep[a] {
+	for i, e := range set.Endpoints {
+		if keep != nil && !keep[i] {
 			changed = true
 			continue
 		}
@@ -62,7 +61,7 @@ func View(cfg Config, set *snapshot.AddressSet, c Client, prev *Prev) *snapshot.
 				e, changed = ne, true
 			}
 		}
-		out.Endpoints[a] = e
+		out.Endpoints = append(out.Endpoints, e) // in set's order: sorted
 	}
 	if !changed {
 		return set
@@ -70,13 +69,13 @@ func View(cfg Config, set *snapshot.AddressSet, c Client, prev *Prev) *snapshot.
 	return out
 }
 
-// candidates returns the addresses the traffic policy and the zone hints keep for c, or nil
-// when they keep every one.
-func candidates(set *snapshot.AddressSet, c Client) map[netip.AddrPort]bool {
+// candidates returns which of set's endpoints (by index) the traffic policy and the zone
+// hints keep for c, or nil when they keep every one.
+func candidates(set *snapshot.AddressSet, c Client) []bool {
 	if set.LocalTrafficPolicy {
-		keep := make(map[netip.AddrPort]bool, len(set.Endpoints))
-		for a, e := range set.Endpoints {
-			keep[a] = e.Pod != "" && e.NodeName == c.Node
+		keep := make([]bool, len(set.Endpoints))
+		for i, e := range set.Endpoints {
+			keep[i] = e.Pod != "" && e.NodeName == c.Node
 		}
 		return keep
 	}
@@ -85,11 +84,11 @@ func candidates(set *snapshot.AddressSet, c Client) map[netip.AddrPort]bool {
 			return nil // an endpoint without hints turns zone filtering off
 		}
 	}
-	keep := make(map[netip.AddrPort]bool, len(set.Endpoints))
+	keep := make([]bool, len(set.Endpoints))
 	any := false
-	for a, e := range set.Endpoints {
+	for i, e := range set.Endpoints {
 		if slices.Contains(e.ForZones(), c.Zone) {
-			keep[a], any = true, true
+			keep[i], any = true, true
 		}
 	}
 	if !any {
@@ -98,14 +97,14 @@ func candidates(set *snapshot.AddressSet, c Client) map[netip.AddrPort]bool {
 	return keep
 }
 
-// dropFamilyTwins returns keep (nil: every address is kept) without the address of the
-// family not preferred of each pod that has a kept address of both families. It changes keep
-// in place, or makes it when it was nil and an address goes.
-func dropFamilyTwins(cfg Config, set *snapshot.AddressSet, keep map[netip.AddrPort]bool) map[netip.AddrPort]bool {
+// dropFamilyTwins returns keep (by index into set.Endpoints; nil: every address is kept)
+// without the address of the family not preferred of each pod that has a kept address of
+// both families. It changes keep in place, or makes it when it was nil and an address goes.
+func dropFamilyTwins(cfg Config, set *snapshot.AddressSet, keep []bool) []bool {
 	v4, v6 := false, false
-	for a, e := range set.Endpoints {
+	for _, e := range set.Endpoints {
 		if e.Pod != "" {
-			v4, v6 = v4 || a.Addr().Is4(), v6 || a.Addr().Is6()
+			v4, v6 = v4 || e.Addr.Addr().Is4(), v6 || e.Addr.Addr().Is6()
 		}
 	}
 	if !v4 || !v6 {
@@ -113,31 +112,31 @@ func dropFamilyTwins(cfg Config, set *snapshot.AddressSet, keep map[netip.AddrPo
 	}
 	type pod struct{ ns, name string }
 	var families map[pod]uint8 // bit 1: an IPv4 address kept, bit 2: an IPv6 one
-	kept := func(a netip.AddrPort) bool { return keep == nil || keep[a] }
-	for a, e := range set.Endpoints {
-		if e.Pod == "" || !kept(a) {
+	kept := func(i int) bool { return keep == nil || keep[i] }
+	for i, e := range set.Endpoints {
+		if e.Pod == "" || !kept(i) {
 			continue
 		}
 		if families == nil {
 			families = map[pod]uint8{}
 		}
 		bit := uint8(1)
-		if a.Addr().Is6() {
+		if e.Addr.Addr().Is6() {
 			bit = 2
 		}
 		families[pod{e.Namespace, e.Pod}] |= bit
 	}
-	for a, e := range set.Endpoints {
-		if e.Pod == "" || !kept(a) || families[pod{e.Namespace, e.Pod}] != 3 || a.Addr().Is6() == cfg.EnableIPv6 {
+	for i, e := range set.Endpoints {
+		if e.Pod == "" || !kept(i) || families[pod{e.Namespace, e.Pod}] != 3 || e.Addr.Addr().Is6() == cfg.EnableIPv6 {
 			continue
 		}
 		if keep == nil {
-			keep = make(map[netip.AddrPort]bool, len(set.Endpoints))
-			for b := range set.Endpoints {
-				keep[b] = true
+			keep = make([]bool, len(set.Endpoints))
+			for j := range keep {
+				keep[j] = true
 			}
 		}
-		keep[a] = false
+		keep[i] = false
 	}
 	return keep
 }
@@ -150,8 +149,8 @@ func localize(cfg Config, e *snapshot.Endpoint, zone string, prev *Prev, b *batc
 	if ez == "" {
 		return e
 	}
-	if prev != nil && prev.Set != nil && prev.View != nil && prev.Set.Endpoints[e.Addr] == e {
-		if pe := prev.View.Endpoints[e.Addr]; pe != nil {
+	if prev != nil && prev.Set != nil && prev.View != nil && prev.Set.Lookup(e.Addr) == e {
+		if pe := prev.View.Lookup(e.Addr); pe != nil {
 			return pe
 		}
 	}

@@ -2,7 +2,6 @@ package translator
 
 import (
 	"fmt"
-	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -15,7 +14,7 @@ import (
 // viewSet builds a base address set: each endpoint "addr pod node zone hints" (pod, node,
 // zone "-" for none; hints comma-separated zones, "-" for none).
 func viewSet(local bool, eps ...string) *snapshot.AddressSet {
-	s := &snapshot.AddressSet{Exists: true, LocalTrafficPolicy: local, Endpoints: map[netip.AddrPort]*snapshot.Endpoint{}}
+	s := &snapshot.AddressSet{Exists: true, LocalTrafficPolicy: local}
 	dash := func(v string) string {
 		if v == "-" {
 			return ""
@@ -35,8 +34,9 @@ func viewSet(local bool, eps ...string) *snapshot.AddressSet {
 		if h := dash(f[4]); h != "" {
 			e.Rare = snapshot.NewRare("", strings.Split(h, ","), "")
 		}
-		s.Endpoints[e.Addr] = e
+		s.Endpoints = append(s.Endpoints, e)
 	}
+	s.Endpoints = snapshot.SortEndpoints(s.Endpoints)
 	return s
 }
 
@@ -128,15 +128,12 @@ func TestViewReusesPrev(t *testing.T) {
 	c := Client{Node: "test-123", Zone: "west-1a"}
 	base := viewSet(false, "7.9.7.9:7979 - - west-1a -", "9.7.9.7:9797 - - west-1b -")
 	first := View(cfg, base, c, nil)
-	next := &snapshot.AddressSet{Exists: true, Endpoints: maps.Clone(base.Endpoints)}
 	extra := viewSet(false, "1.2.3.4:1 - - west-1b -")
-	for a, e := range extra.Endpoints {
-		next.Endpoints[a] = e
-	}
+	next := &snapshot.AddressSet{Exists: true, Endpoints: snapshot.SortEndpoints(append(slices.Clone(base.Endpoints), extra.Endpoints...))}
 	second := View(cfg, next, c, &Prev{Set: base, View: first})
-	for a, e := range first.Endpoints {
-		if second.Endpoints[a] != e {
-			t.Fatalf("%v translated again", a)
+	for _, e := range first.Endpoints {
+		if second.Lookup(e.Addr) != e {
+			t.Fatalf("%v translated again", e.Addr)
 		}
 	}
 	if viewOf(second) != "1.2.3.4:1 remote, 7.9.7.9:7979 local, 9.7.9.7:9797 remote" {
@@ -158,7 +155,7 @@ func FuzzView(f *testing.F) {
 		r := testutil.NewFuzzBytes(data)
 		zones := []string{"", "west-1a", "west-1b"}
 		nodes := []string{"", "node-1", "node-2"}
-		set := &snapshot.AddressSet{Exists: true, LocalTrafficPolicy: r.Pick(4) == 0, Endpoints: map[netip.AddrPort]*snapshot.Endpoint{}}
+		set := &snapshot.AddressSet{Exists: true, LocalTrafficPolicy: r.Pick(4) == 0}
 		for range r.Pick(8) {
 			var a netip.Addr
 			if r.Pick(2) == 0 {
@@ -182,8 +179,9 @@ func FuzzView(f *testing.F) {
 			}
 			slices.Sort(forZones)
 			e.Rare = snapshot.NewRare("", forZones, "")
-			set.Endpoints[e.Addr] = e
+			set.Endpoints = append(set.Endpoints, e)
 		}
+		set.Endpoints = snapshot.SortEndpoints(set.Endpoints)
 		cfg := DefaultConfig()
 		cfg.EnableIPv6, cfg.ExtEndpointZoneWeights = r.Pick(2) == 0, weights
 		c := Client{Node: pickFrom(r, nodes), Zone: pickFrom(r, zones)}
@@ -193,9 +191,13 @@ func FuzzView(f *testing.F) {
 			t.Fatal("View modified the set")
 		}
 		families := map[string]int{}
-		for a, e := range v.Endpoints {
-			src := set.Endpoints[a]
-			if src == nil || e.Addr != a || e.Pod != src.Pod {
+		for i, e := range v.Endpoints {
+			a := e.Addr
+			if i > 0 && v.Endpoints[i-1].Addr.Compare(a) >= 0 {
+				t.Fatalf("%v after %v: the view is not in address order", a, v.Endpoints[i-1].Addr)
+			}
+			src := set.Lookup(a)
+			if src == nil || e.Pod != src.Pod {
 				t.Fatalf("%v: not an endpoint of the set", a)
 			}
 			if set.LocalTrafficPolicy && (e.Pod == "" || e.NodeName != c.Node) {

@@ -1,0 +1,85 @@
+package snapshot
+
+import (
+	"slices"
+	"testing"
+	"unsafe"
+)
+
+// An Endpoint's size is what a snapshot holds per address: the rare fields stay behind one
+// pointer. (A guard against growing it unawares; on 64-bit machines.)
+func TestEndpointSize(t *testing.T) {
+	if unsafe.Sizeof(uintptr(0)) != 8 {
+		t.Skip("sizes are for 64-bit machines")
+	}
+	if got := unsafe.Sizeof(Endpoint{}); got > 136 {
+		t.Errorf("snapshot.Endpoint is %d bytes, want at most 136: put what few endpoints have in Rare", got)
+	}
+}
+
+// A nil Rare reads and compares as all empty.
+func TestRare(t *testing.T) {
+	if r := NewRare("", nil, ""); r != nil {
+		t.Fatalf("NewRare of nothing = %+v, want nil", r)
+	}
+	var e Endpoint
+	if e.Hostname() != "" || e.ForZones() != nil || e.AuthorityOverride() != "" {
+		t.Fatal("an endpoint without Rare has rare values")
+	}
+	a := Endpoint{Rare: NewRare("web-0", []string{"z1"}, "x:80")}
+	b := Endpoint{Rare: NewRare("web-0", []string{"z1"}, "x:80")}
+	if !a.Equal(&b) || a.Hostname() != "web-0" || a.ForZones()[0] != "z1" || a.AuthorityOverride() != "x:80" {
+		t.Fatalf("equal rare values: %+v %+v", a.Rare, b.Rare)
+	}
+	for _, r := range []*Rare{nil, {}, NewRare("web-1", []string{"z1"}, "x:80"), NewRare("web-0", []string{"z2"}, "x:80"), NewRare("web-0", []string{"z1"}, "")} {
+		o := Endpoint{Rare: r}
+		if a.Equal(&o) {
+			t.Errorf("%+v equals %+v", a.Rare, r)
+		}
+	}
+	if empty := (Endpoint{Rare: &Rare{}}); !e.Equal(&empty) {
+		t.Error("a nil Rare and an empty one differ")
+	}
+}
+
+// SortEndpoints puts a set's endpoints in address order and keeps the first of an address
+// given twice; Lookup finds each by binary search; Diff merges two sorted sets in order.
+func TestSortedEndpoints(t *testing.T) {
+	first, second := ep(5), ep(5)
+	second.Identity = "later"
+	eps := SortEndpoints([]*Endpoint{ep(9), first, ep(1), second, ep(3)})
+	var got []string
+	for _, e := range eps {
+		got = append(got, e.Addr.String())
+	}
+	if want := []string{"10.0.0.1:8080", "10.0.0.3:8080", "10.0.0.5:8080", "10.0.0.9:8080"}; !slices.Equal(got, want) {
+		t.Fatalf("sorted %v, want %v", got, want)
+	}
+	s := &AddressSet{Exists: true, Endpoints: eps}
+	if s.Lookup(ep(5).Addr) != first {
+		t.Fatal("the second endpoint of an address won")
+	}
+	if s.Lookup(ep(4).Addr) != nil || (*AddressSet)(nil).Lookup(ep(1).Addr) != nil {
+		t.Fatal("Lookup found an address that is not there")
+	}
+	changed := *ep(3)
+	changed.Weight = 1
+	next := &AddressSet{Exists: true, Endpoints: SortEndpoints([]*Endpoint{ep(2), &changed, ep(5), ep(10)})}
+	d := Diff(s, next)
+	var add, rm []string
+	for _, e := range d.Add {
+		add = append(add, e.Addr.String())
+	}
+	for _, a := range d.Remove {
+		rm = append(rm, a.String())
+	}
+	if !slices.Equal(add, []string{"10.0.0.2:8080", "10.0.0.3:8080", "10.0.0.10:8080"}) || !slices.Equal(rm, []string{"10.0.0.1:8080", "10.0.0.9:8080"}) {
+		t.Fatalf("Diff: add %v, remove %v", add, rm)
+	}
+	if d := Diff(nil, s); len(d.Add) != 4 || len(d.Remove) != 0 {
+		t.Fatalf("Diff from nothing: %+v", d)
+	}
+	if d := Diff(s, nil); len(d.Add) != 0 || len(d.Remove) != 4 {
+		t.Fatalf("Diff to nothing: %+v", d)
+	}
+}
