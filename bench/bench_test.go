@@ -64,7 +64,7 @@ func TestSmoke(t *testing.T) {
 	// Redirect mode: clients follow the owner named in the trailer.
 	// Profiles of the replicas and the harness too.
 	rcfg := cfg
-	rcfg.Shards, rcfg.NonOwner, rcfg.ProfileDir = []int{2}, "redirect", t.TempDir()
+	rcfg.Shards, rcfg.NonOwner, rcfg.ProfileDir = []int{2}, "redirect", filepath.Join(t.TempDir(), "profiles") // made by the run
 	rres := mustRun(ctx, t, rcfg)
 	checkRun(t, rres.Runs[0], cfg.Cluster.Services)
 	for _, name := range []string{"shards2-driver.cpu.pb.gz", "shards2-shard0.cpu.pb.gz", "shards2-shard1.cpu.pb.gz", "shards2-shard0.heap.pb.gz"} {

@@ -20,6 +20,11 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) (*Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if cfg.ProfileDir != "" { // made now: a run can take an hour to reach its first profile
+		if err := os.MkdirAll(cfg.ProfileDir, 0o755); err != nil {
+			return nil, fmt.Errorf("profile directory: %w", err)
+		}
+	}
 	if log == nil {
 		log = zap.NewNop()
 	}
