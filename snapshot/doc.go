@@ -3,6 +3,11 @@
 // it without a lock or an allocation, and the subscriptions that carry deltas from one
 // snapshot to the next to the gRPC streams.
 //
+// An AddressSet holds its endpoints as a slice sorted by address (Lookup by binary search,
+// Diff as one merge); an Endpoint keeps what few endpoints have (hostname, zone hints,
+// authority override) behind one shared pointer, Rare. A replica holds one Endpoint per
+// address it serves, so their size is most of its heap.
+//
 // A key names a service port as one kind of client sees it (Key.View: streams whose clients
 // see the same endpoints share a key). Writers build the next AddressSet copy-on-write (never
 // mutating a published one) and call Store.Publish, or PublishShared with a DiffCache when
