@@ -287,3 +287,15 @@ func (rec *recorder) all() []*Snapshot {
 	defer rec.mu.Unlock()
 	return slices.Clone(rec.snaps)
 }
+
+// upTo returns what the recorder saw once it has seen h's current snapshot: the recorder
+// runs on its own goroutine, and a wait on h itself can return before it caught up.
+func (rec *recorder) upTo(t *testing.T, h *Target) []*Snapshot {
+	t.Helper()
+	now := h.Snapshot()
+	testutil.Eventually(t, within, "the recorder to see the current snapshot", func() bool {
+		all := rec.all()
+		return len(all) > 0 && all[len(all)-1].Version >= now.Version
+	})
+	return rec.all()
+}

@@ -218,7 +218,7 @@ func TestDestinationDownKeepsLastSet(t *testing.T) {
 	c.write(s)
 	sw.set(startNode(t, c, "second", nil, false, shard.Forward).Addr)
 	waitEndpoints(t, h, endpointsOf(8080, s.ips...))
-	snaps := rec.all()
+	snaps := rec.upTo(t, h)
 	last := snaps[len(snaps)-1]
 	if len(snaps) != 2 || last.Version != version+1 {
 		t.Fatalf("the reconnect published %d states (want one change, the replacement): %v", len(snaps)-1, versions(snaps))

@@ -156,8 +156,9 @@ func TestOwnerKilledReResolvesAtNewOwner(t *testing.T) {
 	for _, a := range append(before.want(80), after.want(80)...) {
 		union[a] = true
 	}
-	t.Logf("owner %s killed, %s took over; published: %v", killed.Name, newOwner.Name, versions(rec.all()))
-	for _, s := range rec.all() {
+	published := rec.upTo(t, h)
+	t.Logf("owner %s killed, %s took over; published: %v", killed.Name, newOwner.Name, versions(published))
+	for _, s := range published {
 		got := addrs(s)
 		if !s.Resolved || !s.Exists || len(got) < width-1 || len(got) > width || !slices.IsSorted(got) || len(slices.Compact(slices.Clone(got))) != len(got) {
 			t.Fatalf("published state version %d: resolved %v, exists %v, %v", s.Version, s.Resolved, s.Exists, got)
