@@ -10,6 +10,7 @@ import (
 	"runtime/pprof"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 
@@ -73,15 +74,62 @@ func (r *run) measure() error {
 	return nil
 }
 
-// measureIdle reads every replica's live heap (after a forced collection) once it is ready
-// and before any stream is open.
+// measureIdle reads every replica's live heap (after a forced collection) once it is ready,
+// the ring's shares are settled (waitReleased), and before any stream is open.
 func (r *run) measureIdle() error {
+	if err := r.waitReleased(); err != nil {
+		return err
+	}
 	for _, rep := range r.reps.list() {
 		st, err := rep.scrape(r.ctx, "")
 		if err != nil {
 			return err
 		}
 		r.res.IdleHeapBytesPerShard = append(r.res.IdleHeapBytesPerShard, st.HeapAlloc)
+	}
+	return nil
+}
+
+// releaseSettle bounds waitReleased.
+const releaseSettle = time.Minute
+
+// waitReleased waits, at most releaseSettle, until the replicas hold the cluster's services
+// once between them and their counts have held still for a second. After the ring's joins
+// each replica loads the share it gained before it drops what it lost, so an idle heap read
+// in between counts both. (At most services+1 are held: the API server adds the default
+// Service.) It gives up with a warning rather than fail the run.
+func (r *run) waitReleased() error {
+	reps := r.reps.list()
+	if len(reps) < 2 {
+		return nil
+	}
+	deadline := time.Now().Add(releaseSettle)
+	var last []float64
+	for still := 0; still < 2; {
+		held, total := make([]float64, len(reps)), 0.0
+		for i, rep := range reps {
+			m, err := rep.metrics(r.ctx)
+			if err != nil {
+				return err
+			}
+			held[i] = m["destination_owned_services"]
+			total += held[i]
+		}
+		if total <= float64(r.cfg.Cluster.Services+1) && slices.Equal(held, last) {
+			still++
+		} else {
+			still = 0
+		}
+		last = held
+		if time.Now().After(deadline) {
+			r.log.Warn("replicas still hold overlapping shares; idle heap measured anyway", zap.Float64s("held services", held))
+			return nil
+		}
+		select {
+		case <-r.ctx.Done():
+			return r.ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
 	}
 	return nil
 }

@@ -195,9 +195,9 @@ func (r *replica) scrape(ctx context.Context, heapProfile string) (procStats, er
 	if err := get("/debug/pprof/heap?gc=1", saveHeap); err != nil {
 		return st, fmt.Errorf("replica %d: %w", r.spec.Index, err)
 	}
-	var m map[string]float64
-	if err := get("/metrics", func(r io.Reader) (err error) { m, err = parseMetrics(r); return err }); err != nil {
-		return st, fmt.Errorf("replica %d: %w", r.spec.Index, err)
+	m, err := r.metrics(ctx)
+	if err != nil {
+		return st, err
 	}
 	st.HeapAlloc = uint64(m["go_memstats_heap_alloc_bytes"])
 	st.HeapInuse = uint64(m["go_memstats_heap_inuse_bytes"])
@@ -210,6 +210,24 @@ func (r *replica) scrape(ctx context.Context, heapProfile string) (procStats, er
 	st.Forwarded = uint64(m["destination_forwarded_streams"])
 	st.OwnedServices = uint64(m["destination_owned_services"])
 	return st, nil
+}
+
+// metrics reads the replica's /metrics.
+func (r *replica) metrics(ctx context.Context) (map[string]float64, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.spec.AdminAddr+"/metrics", nil)
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("replica %d: %w", r.spec.Index, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("replica %d: GET /metrics: %s", r.spec.Index, resp.Status)
+	}
+	m, err := parseMetrics(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("replica %d: %w", r.spec.Index, err)
+	}
+	return m, nil
 }
 
 // cpuProfile saves the replica's CPU profile over the next d (pprof's /debug/pprof/profile)
