@@ -149,7 +149,10 @@ func readLine(dst *bufio.Writer, src *bufio.Reader) ([]byte, error) {
 }
 
 // chunkSize parses a chunk-size line: 1 to 15 hex digits, then nothing, or ";" and
-// extensions (any visible characters, spaces and tabs).
+// extensions (any visible characters, spaces and tabs). Spaces and tabs may end the line
+// but may not stand between the size and its ";": RFC 9112 allows them there (BWS), and
+// net/http refuses them ("invalid byte in chunk length"), so a peer's reader could frame
+// the body differently from ours.
 func chunkSize(line []byte) (int64, error) {
 	line = line[:len(line)-2]
 	var n int64
@@ -168,11 +171,19 @@ func chunkSize(line []byte) (int64, error) {
 		return 0, fmt.Errorf("%w: no chunk size", ErrBadChunk)
 	}
 	rest := line[i:]
-	for len(rest) > 0 && (rest[0] == ' ' || rest[0] == '\t') {
-		rest = rest[1:]
-	}
 	if len(rest) > 0 && rest[0] != ';' {
-		return 0, fmt.Errorf("%w: junk after the chunk size", ErrBadChunk)
+		ws := rest
+		for len(ws) > 0 && (ws[0] == ' ' || ws[0] == '\t') {
+			ws = ws[1:]
+		}
+		switch {
+		case len(ws) == 0:
+			rest = ws
+		case ws[0] == ';':
+			return 0, fmt.Errorf("%w: space before a chunk extension", ErrBadChunk)
+		default:
+			return 0, fmt.Errorf("%w: junk after the chunk size", ErrBadChunk)
+		}
 	}
 	for _, c := range rest {
 		if c < ' ' && c != '\t' || c == 0x7f {

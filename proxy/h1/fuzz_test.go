@@ -120,6 +120,8 @@ func FuzzChunked(f *testing.F) {
 		"A\r\n0123456789\r\n0\r\n\r\nnext",
 		"5\r\nhel",
 		"fffffffffffffff\r\n",
+		"5 \r\nhello\r\n0\t\r\n\r\n",
+		"5 ;a=b\r\nhello\r\n0\r\n\r\n",
 	} {
 		f.Add([]byte(s))
 	}
