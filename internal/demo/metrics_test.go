@@ -99,6 +99,7 @@ func TestParseTarget(t *testing.T) {
 		{in: "grpc://cart:9090", auth: "cart:9090", proto: AppGRPC},
 		{in: "tcp://pg:5432", auth: "pg:5432", proto: AppTCP},
 		{in: "grpc://cart", err: "needs a port"},
+		{in: "tCp://]:1", err: "bad host"}, // url.Parse takes "]" as the host (found by FuzzParseTarget)
 		{in: "udp://x:1", err: "want http, grpc or tcp"},
 		{in: "http://x:99999", err: "bad port"},
 		{in: "web:80", err: "want http://"},

@@ -63,6 +63,9 @@ func ParseTarget(s string) (Target, error) {
 		return Target{}, fmt.Errorf("target %q: bad port %q", s, port)
 	}
 	t.Authority = net.JoinHostPort(u.Hostname(), port)
+	if _, _, err := net.SplitHostPort(t.Authority); err != nil { // url.Parse lets "]" through as a host
+		return Target{}, fmt.Errorf("target %q: bad host %q", s, u.Hostname())
+	}
 	return t, nil
 }
 
