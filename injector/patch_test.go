@@ -190,6 +190,45 @@ func checkInjected(t *testing.T, got, orig *corev1.Pod, native bool) {
 		proxy.LivenessProbe.HTTPGet.Port.IntValue() != 4191 {
 		t.Errorf("probes %+v %+v", proxy.LivenessProbe, proxy.ReadinessProbe)
 	}
+	checkProxyEnv(t, proxy)
+	var token *corev1.Volume
+	for i := range got.Spec.Volumes {
+		if got.Spec.Volumes[i].Name == "linkerd-identity-token" {
+			token = &got.Spec.Volumes[i]
+		}
+	}
+	if token == nil || token.Projected == nil || token.Projected.Sources[0].ServiceAccountToken.Audience != "identity.l5d.io" {
+		t.Errorf("projected token volume missing or wrong: %+v", token)
+	}
+	for _, v := range orig.Spec.Volumes {
+		if got.Spec.Volumes[0].Name != v.Name {
+			t.Errorf("user volume %s not first", v.Name)
+		}
+	}
+	if got.Labels[LabelControlPlaneNS] != "linkerd" || got.Labels[LabelWorkloadNS] != "apps" {
+		t.Errorf("labels %v", got.Labels)
+	}
+	if got.Annotations[AnnotationCreatedBy] == "" || got.Annotations[AnnotationTrustRootSHA] == "" {
+		t.Errorf("annotations %v", got.Annotations)
+	}
+	init := got.Spec.InitContainers[0]
+	if !strings.Contains(strings.Join(init.Args, " "), "--proxy-uid=2102") || init.SecurityContext.Capabilities == nil {
+		t.Errorf("init container %v", init.Args)
+	}
+	// Both commands are explicit (no image entrypoint relied upon): the proxy built alone,
+	// and the capture's subcommand of the meridian binary, whose args are only its flags.
+	if !slices.Equal(proxy.Command, []string{"meridian-proxy"}) || len(proxy.Args) != 0 {
+		t.Errorf("proxy command %q args %q, want [meridian-proxy] and none", proxy.Command, proxy.Args)
+	}
+	if !slices.Equal(init.Command, []string{"meridian", "proxy-init"}) || len(init.Args) == 0 || !strings.HasPrefix(init.Args[0], "--") {
+		t.Errorf("init command %q args %q, want [meridian proxy-init] and flags", init.Command, init.Args)
+	}
+}
+
+// checkProxyEnv checks the injected proxy's environment: Linkerd's variables with the
+// default install's values, the downward-API ones, and every $(VAR) defined before use.
+func checkProxyEnv(t *testing.T, proxy *corev1.Container) {
+	t.Helper()
 	env := map[string]corev1.EnvVar{}
 	for _, e := range proxy.Env {
 		env[e.Name] = e
@@ -238,38 +277,6 @@ func checkInjected(t *testing.T, got, orig *corev1.Pod, native bool) {
 			rest = rest[i+j:]
 		}
 		defined[e.Name] = true
-	}
-	var token *corev1.Volume
-	for i := range got.Spec.Volumes {
-		if got.Spec.Volumes[i].Name == "linkerd-identity-token" {
-			token = &got.Spec.Volumes[i]
-		}
-	}
-	if token == nil || token.Projected == nil || token.Projected.Sources[0].ServiceAccountToken.Audience != "identity.l5d.io" {
-		t.Errorf("projected token volume missing or wrong: %+v", token)
-	}
-	for _, v := range orig.Spec.Volumes {
-		if got.Spec.Volumes[0].Name != v.Name {
-			t.Errorf("user volume %s not first", v.Name)
-		}
-	}
-	if got.Labels[LabelControlPlaneNS] != "linkerd" || got.Labels[LabelWorkloadNS] != "apps" {
-		t.Errorf("labels %v", got.Labels)
-	}
-	if got.Annotations[AnnotationCreatedBy] == "" || got.Annotations[AnnotationTrustRootSHA] == "" {
-		t.Errorf("annotations %v", got.Annotations)
-	}
-	init := got.Spec.InitContainers[0]
-	if !strings.Contains(strings.Join(init.Args, " "), "--proxy-uid=2102") || init.SecurityContext.Capabilities == nil {
-		t.Errorf("init container %v", init.Args)
-	}
-	// Both commands are explicit (no image entrypoint relied upon): the proxy built alone,
-	// and the capture's subcommand of the meridian binary, whose args are only its flags.
-	if !slices.Equal(proxy.Command, []string{"meridian-proxy"}) || len(proxy.Args) != 0 {
-		t.Errorf("proxy command %q args %q, want [meridian-proxy] and none", proxy.Command, proxy.Args)
-	}
-	if !slices.Equal(init.Command, []string{"meridian", "proxy-init"}) || len(init.Args) == 0 || !strings.HasPrefix(init.Args[0], "--") {
-		t.Errorf("init command %q args %q, want [meridian proxy-init] and flags", init.Command, init.Args)
 	}
 }
 

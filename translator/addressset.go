@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"net/netip"
 	"slices"
-	"unique"
 
 	"github.com/meridian-mesh/meridian/snapshot"
 	corev1 "k8s.io/api/core/v1"
@@ -452,45 +451,6 @@ func setMeshed(cfg Config, e *snapshot.Endpoint, pod *corev1.Pod, tp uint32, opa
 	}
 }
 
-// hintZones returns the sorted, distinct zone names of an endpoint's hints, or nil.
-func hintZones(h *discoveryv1.EndpointHints) []string {
-	if h == nil || len(h.ForZones) == 0 {
-		return nil
-	}
-	out := make([]string, 0, len(h.ForZones))
-	for _, z := range h.ForZones {
-		out = append(out, z.Name)
-	}
-	slices.Sort(out)
-	return slices.Compact(out)
-}
-
-// sameZones reports whether zones (from hintZones: sorted, distinct) are the zones of h,
-// without allocating.
-func sameZones(zones []string, h *discoveryv1.EndpointHints) bool {
-	if h == nil || len(h.ForZones) == 0 {
-		return len(zones) == 0
-	}
-	for _, z := range h.ForZones {
-		if _, ok := slices.BinarySearch(zones, z.Name); !ok {
-			return false
-		}
-	}
-	for _, z := range zones {
-		found := false
-		for _, f := range h.ForZones {
-			if f.Name == z {
-				found = true
-				break
-			}
-		}
-		if !found {
-			return false
-		}
-	}
-	return true
-}
-
 // sortedLabels sorts ls by key (a few labels: insertion sort, in place) and returns it.
 func sortedLabels(ls []snapshot.Label) []snapshot.Label {
 	slices.SortStableFunc(ls, func(a, b snapshot.Label) int { return cmp.Compare(a.Key, b.Key) })
@@ -518,104 +478,4 @@ func labelsPerEndpoint(ep *discoveryv1.Endpoint) int {
 		return maxPodLabels
 	}
 	return 0
-}
-
-// batch hands out the endpoints and label slices of one address set from a few large
-// allocations instead of several small ones per address. The endpoints of a set therefore
-// share their backing arrays: a pointer to one keeps the whole batch alive, which is what a
-// published set does anyway.
-type batch struct {
-	endpoints []snapshot.Endpoint
-	labels    []snapshot.Label
-	// The last identity built: the pods of a service mostly share one service account.
-	idSA, idNS, id string
-	// The labels of addresses without a pod, of the first few zones: they share them.
-	podless [][]snapshot.Label
-	// The Rare parts of the first few hinted zone sets with nothing else rare: the
-	// endpoints hinted alike share one.
-	rares []*snapshot.Rare
-}
-
-// maxSharedRares bounds batch.rares: endpoints are mostly hinted for their own zone, and a
-// cluster has a few zones.
-const maxSharedRares = 8
-
-// rare returns the Rare part of an endpoint with this hostname, hints and authority
-// override (nil when it has none of them); those with the same hinted zones and nothing else
-// rare share one.
-func (b *batch) rare(hostname string, h *discoveryv1.EndpointHints, override string) *snapshot.Rare {
-	if h == nil || len(h.ForZones) == 0 {
-		return snapshot.NewRare(hostname, nil, override)
-	}
-	shared := hostname == "" && override == ""
-	if shared {
-		for _, r := range b.rares {
-			if sameZones(r.ForZones, h) {
-				return r
-			}
-		}
-	}
-	r := snapshot.NewRare(hostname, hintZones(h), override)
-	if shared && len(b.rares) < maxSharedRares {
-		b.rares = append(b.rares, r)
-	}
-	return r
-}
-
-// identity returns Identity(cfg, sa, ns), reusing the last one when it matches, and
-// interned (unique.Make): the sets of every service of a service account, and every set
-// computed again, share one copy of the string, which lives while any set holds it.
-func (b *batch) identity(cfg Config, sa, ns string) string {
-	if b.id == "" || b.idSA != sa || b.idNS != ns {
-		b.idSA, b.idNS, b.id = sa, ns, unique.Make(Identity(cfg, sa, ns)).Value()
-	}
-	return b.id
-}
-
-// podlessLabels returns the labels of an address without a pod in zone ("": unknown): the
-// zone when known and zone_locality unknown. The addresses of a zone (of the first few zones
-// seen) share one slice, whose capacity is its length, so that an append copies it rather
-// than write into it.
-func (b *batch) podlessLabels(zone string) []snapshot.Label {
-	for _, ls := range b.podless {
-		if zone == "" && ls[0].Key == LabelKeyZoneLocality || zone != "" && ls[0].Key == LabelKeyZone && ls[0].Value == zone {
-			return ls
-		}
-	}
-	n := 1
-	if zone != "" {
-		n = 2
-	}
-	labels := b.labelBuf(n)
-	if zone != "" {
-		labels = append(labels, snapshot.Label{Key: LabelKeyZone, Value: zone})
-	}
-	labels = append(labels, snapshot.Label{Key: LabelKeyZoneLocality, Value: ZoneUnknown})
-	if len(b.podless) < 8 {
-		b.podless = append(b.podless, labels)
-	}
-	return labels
-}
-
-// endpoint returns a zero endpoint of the batch. A batch allocated with the exact count
-// never grows; one that starts empty grows by doubling from one, so that the few new
-// endpoints of an incremental computation (each kept alive by the snapshots that hold it)
-// do not pin a large array.
-func (b *batch) endpoint() *snapshot.Endpoint {
-	if len(b.endpoints) == cap(b.endpoints) {
-		b.endpoints = make([]snapshot.Endpoint, 0, min(max(1, 2*cap(b.endpoints)), 256))
-	}
-	b.endpoints = b.endpoints[:len(b.endpoints)+1]
-	return &b.endpoints[len(b.endpoints)-1]
-}
-
-// labelBuf returns an empty slice with room for n labels; appending beyond n reallocates
-// rather than overwrite a neighbour.
-func (b *batch) labelBuf(n int) []snapshot.Label {
-	if cap(b.labels)-len(b.labels) < n {
-		b.labels = make([]snapshot.Label, 0, max(min(2*cap(b.labels), 1536), n))
-	}
-	l := len(b.labels)
-	b.labels = b.labels[:l+n]
-	return b.labels[l : l : l+n]
 }
