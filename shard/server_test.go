@@ -50,26 +50,34 @@ func TestGetErrors(t *testing.T) {
 func waitService(t *testing.T, r *Replica, ns, name string) {
 	t.Helper()
 	k := NewServiceKey(ns, name)
-	testutil.Eventually(t, 5*time.Second, "service "+k.String()+" indexed", func() bool { return r.Index().Service(k) != nil })
+	testutil.Eventually(t, 5*time.Second, "service "+k.String()+" indexed and translated", func() bool { return translated(r.Index(), k) })
 }
 
-// waitPublished waits until the set last translated for port of ns/name (before any
-// client's view) holds n endpoints. A Service and its slices written in one file are indexed
-// one by one, and translated after each: a stream opened before the last one starts with
-// fewer endpoints.
-func waitPublished(t *testing.T, r *Replica, ns, name string, port uint32, n int) {
-	t.Helper()
-	k := NewServiceKey(ns, name)
-	testutil.Eventually(t, 5*time.Second, fmt.Sprintf("%d endpoints of %s:%d translated", n, k, port), func() bool {
-		s, ok := r.Index().services.Load(k)
-		if !ok {
+// translated reports whether the index holds the Service k and each of its ports' sets is
+// what its current inputs translate to. The source's objects are indexed one by one and
+// translated after: a stream opened between a Service and its last slice starts with fewer
+// endpoints.
+func translated(x *Index, k ServiceKey) bool {
+	s, ok := x.services.Load(k)
+	if !ok {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.svc == nil {
+		return false
+	}
+	in := translator.Inputs{Service: s.svc, Pods: x.pods, Servers: x.cluster.serversOf(k.Namespace)}
+	for _, es := range s.slices {
+		in.Slices = append(in.Slices, es)
+	}
+	for _, p := range s.svc.Spec.Ports {
+		ps := s.ports[uint32(p.Port)]
+		if ps == nil || !translator.AddressSetReusing(x.cfg.Translator, in, uint32(p.Port), translator.Reuse{}).Equal(ps.base) {
 			return false
 		}
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		ps := s.ports[port]
-		return ps != nil && ps.base.Len() == n
-	})
+	}
+	return true
 }
 
 func TestGetEmptyServiceNoEndpointsAtOnce(t *testing.T) {

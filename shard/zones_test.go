@@ -92,7 +92,7 @@ func TestZoneWeights(t *testing.T) {
 			e := newDirEnv(t, cfg, "")
 			e.write("nodes.yaml", node("test-123", "west-1a")+"---\n"+node("zoneless", ""))
 			e.write("svc.yaml", zoneWeightsFixture)
-			waitPublished(t, e.replica, "service-ns", "service-name", 80, 2)
+			waitService(t, e.replica, "service-ns", "service-name")
 			testutil.Eventually(t, 10*time.Second, "the nodes", func() bool { return e.replica.Index().cluster.zone("test-123") != "" })
 			u := e.get("service-name.service-ns.svc.cluster.local:80", c.token).next(t)
 			if got := addrWeights(t, u); strings.Join(got, ",") != strings.Join(c.want, ",") {
@@ -122,7 +122,7 @@ func TestZoneHints(t *testing.T) {
 	e := newDirEnv(t, DefaultConfig(), "")
 	e.write("node.yaml", node("node-1", "west-1a")+"---\n"+node("node-2", "east-1a"))
 	e.write("svc.yaml", fmt.Sprintf(topologyFixture, topologySecond))
-	waitPublished(t, e.replica, "ns", "name1", 1, 2)
+	waitService(t, e.replica, "ns", "name1")
 	testutil.Eventually(t, 10*time.Second, "the nodes", func() bool { return e.replica.Index().cluster.zone("node-2") != "" })
 	const path = "name1.ns.svc.cluster.local:1"
 	s := e.get(path, `{"ns":"ns","nodeName":"node-1"}`)
@@ -159,7 +159,7 @@ status:
 func TestZoneHintChange(t *testing.T) {
 	e := newDirEnv(t, DefaultConfig(), "")
 	e.write("svc.yaml", fmt.Sprintf(hintsFixture, ""))
-	waitPublished(t, e.replica, "ns", "name1", 8989, 1)
+	waitService(t, e.replica, "ns", "name1")
 	s := e.get("name1.ns.svc.cluster.local:8989", "")
 	for i, hints := range []string{"", "  hints: {forZones: [{name: zone1}]}\n", "  hints: {}\n"} {
 		if i > 0 {
@@ -205,7 +205,7 @@ func TestLocalTrafficPolicy(t *testing.T) {
 	e := newDirEnv(t, DefaultConfig(), "")
 	e.write("node.yaml", node("node-1", ""))
 	e.write("svc.yaml", fmt.Sprintf(localPolicyFixture, localPolicySecond))
-	waitPublished(t, e.replica, "ns", "name1", 1, 2)
+	waitService(t, e.replica, "ns", "name1")
 	const path = "name1.ns.svc.cluster.local:1"
 	s := e.get(path, `{"ns":"ns","nodeName":"node-1"}`)
 	if u := s.next(t); strings.Join(addrs(u), ",") != "1.1.1.1:1" {
@@ -263,7 +263,7 @@ func TestAddressFamily(t *testing.T) {
 			e := newDirEnv(t, cfg, "")
 			e.write("node.yaml", node("node-1", "west-1a"))
 			e.write("svc.yaml", fmt.Sprintf(familyFixture, c.v4Zone, c.v6Zone))
-			waitPublished(t, e.replica, "ns", "name1", 1, 2)
+			waitService(t, e.replica, "ns", "name1")
 			testutil.Eventually(t, 10*time.Second, "the node", func() bool { return e.replica.Index().cluster.zone("node-1") != "" })
 			s := e.get("name1.ns.svc.cluster.local:1", `{"ns":"ns","nodeName":"node-1"}`)
 			if u := s.next(t); strings.Join(addrs(u), ",") != c.want {
@@ -281,7 +281,7 @@ func TestViewsShared(t *testing.T) {
 	e := newDirEnv(t, DefaultConfig(), "")
 	e.write("nodes.yaml", node("a-1", "west-1a")+"---\n"+node("a-2", "west-1a")+"---\n"+node("b-1", "west-1b"))
 	e.write("svc.yaml", zoneWeightsFixture)
-	waitPublished(t, e.replica, "service-ns", "service-name", 80, 2)
+	waitService(t, e.replica, "service-ns", "service-name")
 	testutil.Eventually(t, 10*time.Second, "the nodes", func() bool { return e.replica.Index().cluster.zone("b-1") != "" })
 	const path = "service-name.service-ns.svc.cluster.local:80"
 	for _, n := range []string{"a-1", "a-2", "b-1", ""} {
