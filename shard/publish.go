@@ -157,13 +157,8 @@ func (x *Index) forgetLocked(k ServiceKey, s *service) {
 // compares and diffs them once (snapshot.DiffCache): a change costs a replica one view per
 // zone, not one per node; s.mu is held.
 func (x *Index) publishLocked(k ServiceKey, s *service, p uint32) {
-	sl := make([]*discoveryv1.EndpointSlice, 0, len(s.slices))
-	for _, es := range s.slices {
-		sl = append(sl, es)
-	}
 	ps := s.port(p)
-	in := translator.Inputs{Service: s.svc, Slices: sl, Pods: x.pods, Servers: x.cluster.serversOf(k.Namespace)}
-	base := translator.AddressSetReusing(x.cfg.Translator, in, p, s.reuse(ps.base))
+	base := translator.AddressSetReusing(x.cfg.Translator, x.inputsLocked(k, s), p, s.reuse(ps.base))
 	// The views published already go first, so that an unchanged one gives its set to the
 	// views of its zone that are new.
 	views := make([]string, 0, len(ps.views)+1)
@@ -208,6 +203,16 @@ func (x *Index) publishLocked(k ServiceKey, s *service, p uint32) {
 		x.store.PublishShared(viewKey(k, p, view), set, dc)
 	}
 	ps.base = base
+}
+
+// inputsLocked returns what the sets of service k are translated from: its Service, its
+// slices, the pods, its namespace's Servers. s.mu is held.
+func (x *Index) inputsLocked(k ServiceKey, s *service) translator.Inputs {
+	sl := make([]*discoveryv1.EndpointSlice, 0, len(s.slices))
+	for _, es := range s.slices {
+		sl = append(sl, es)
+	}
+	return translator.Inputs{Service: s.svc, Slices: sl, Pods: x.pods, Servers: x.cluster.serversOf(k.Namespace)}
 }
 
 func b2i(b bool) int {

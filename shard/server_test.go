@@ -67,10 +67,7 @@ func translated(x *Index, k ServiceKey) bool {
 	if s.svc == nil {
 		return false
 	}
-	in := translator.Inputs{Service: s.svc, Pods: x.pods, Servers: x.cluster.serversOf(k.Namespace)}
-	for _, es := range s.slices {
-		in.Slices = append(in.Slices, es)
-	}
+	in := x.inputsLocked(k, s)
 	for _, p := range s.svc.Spec.Ports {
 		ps := s.ports[uint32(p.Port)]
 		if ps == nil || !translator.AddressSetReusing(x.cfg.Translator, in, uint32(p.Port), translator.Reuse{}).Equal(ps.base) {
