@@ -74,14 +74,19 @@ func (r *run) measure() error {
 	return nil
 }
 
-// measureIdle reads every replica's live heap (after a forced collection) once it is ready,
+// measureIdle reads every replica's live heap (after a forced collection; with
+// cfg.ProfileDir, saving its heap profile as shards<n>-shard<i>.idle-heap.pb.gz) once it is ready,
 // the ring's shares are settled (waitReleased), and before any stream is open.
 func (r *run) measureIdle() error {
 	if err := r.waitReleased(); err != nil {
 		return err
 	}
 	for _, rep := range r.reps.list() {
-		st, err := rep.scrape(r.ctx, "")
+		prof := ""
+		if r.cfg.ProfileDir != "" {
+			prof = filepath.Join(r.cfg.ProfileDir, fmt.Sprintf("shards%d-shard%d.idle-heap.pb.gz", r.n, rep.spec.Index))
+		}
+		st, err := rep.scrape(r.ctx, prof)
 		if err != nil {
 			return err
 		}

@@ -172,9 +172,9 @@ func NewKubernetes(client kubernetes.Interface, cfg KubernetesConfig, reg promet
 	return NewKubernetesFrom(KubernetesClients{Typed: client}, cfg, reg, log)
 }
 
-// NewKubernetesFrom returns a Kubernetes source reading through clients. Its histograms are
-// registered with reg (which may be nil); if reg already holds histograms of the same names,
-// those are used.
+// NewKubernetesFrom returns a Kubernetes source reading through clients. Its histograms and
+// its cached objects gauge (destination_source_cached_objects) are registered with reg (which
+// may be nil); if reg already holds histograms of the same names, those are used.
 func NewKubernetesFrom(clients KubernetesClients, cfg KubernetesConfig, reg prometheus.Registerer, log *zap.Logger) *Kubernetes {
 	if log == nil {
 		log = zap.NewNop()
@@ -186,6 +186,11 @@ func NewKubernetesFrom(clients KubernetesClients, cfg KubernetesConfig, reg prom
 	k.lagPods = lag(reg, log, "pods")
 	if clients.Dynamic != nil {
 		k.lagServers = lag(reg, log, "servers")
+	}
+	if reg != nil {
+		if err := reg.Register(cachedCollector{k}); err != nil {
+			log.Error("cannot register the cached objects gauge", zap.Error(err))
+		}
 	}
 	return k
 }
@@ -324,6 +329,9 @@ func (k *Kubernetes) Run(ctx context.Context, h Handler) error {
 		syncs[i] = r.HasSynced
 	}
 	if cache.WaitForCacheSync(ctx.Done(), syncs...) {
+		// A ring change during the initial lists may have left objects of services the
+		// replica no longer owns (see Release).
+		k.sweep(k.shares)
 		k.log.Info("informers synced")
 	}
 	<-ctx.Done()
@@ -420,6 +428,9 @@ func (k *Kubernetes) warn(msg string) {
 func eventHandler[T metav1.Object](k *Kubernetes, lag *kube.Lag, deliver func(T, bool)) cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
+			if isDropped(obj) {
+				return // an unwanted slice reduced by the transform (shareLW.slim)
+			}
 			if o, ok := obj.(T); ok {
 				k.deliverMu.Lock()
 				deliver(o, false)
@@ -429,7 +440,7 @@ func eventHandler[T metav1.Object](k *Kubernetes, lag *kube.Lag, deliver func(T,
 		UpdateFunc: func(oldObj, newObj any) {
 			o, ok1 := oldObj.(T)
 			n, ok2 := newObj.(T)
-			if !ok1 || !ok2 || o.GetResourceVersion() == n.GetResourceVersion() {
+			if !ok1 || !ok2 || o.GetResourceVersion() == n.GetResourceVersion() || isDropped(n) {
 				return
 			}
 			lag.ObserveUpdate(n)

@@ -35,7 +35,7 @@ func (k *Kubernetes) shareInformers(want func(namespace, service string) bool, s
 			}
 		}
 		inf := cache.NewSharedIndexInformer(lw, obj, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-		if err := inf.SetTransform(slimObject); err != nil {
+		if err := inf.SetTransform(lw.slim); err != nil {
 			return nil, err
 		}
 		return &shareInformer{lw: lw, informer: inf}, nil
@@ -150,9 +150,10 @@ func (k *Kubernetes) noteDeleted(obj any) {
 // longer admits (a ring change gave their services to another replica). An EndpointSlice
 // leaves the cache; of a Service the cache keeps its cluster IPs (IsClusterIPsOnly).
 //
-// It changes the informers' stores directly, which client-go leaves to the informer: an
-// event of such an object that was read before the ring changed and is applied after
-// Release puts it back, until its next change (which the filter turns into its removal).
+// It changes the informers' stores directly, which client-go leaves to the informer. An
+// object read before the ring changed (a list page decoded under the old filter) that enters
+// the cache after Release is reduced on the way in by the transform (shareLW.slim), which
+// reads the filter as it is then; Run sweeps once more after the initial lists.
 //
 // The watch that sends a shard selector is restarted (it resumes where it was) so that it
 // asks for the share as it is now, and while the API server's support for selectors is not
@@ -167,28 +168,29 @@ func (k *Kubernetes) Release() {
 			k.probeShards(s.lw)
 		}
 	}
+	k.sweep(shares)
+}
+
+// sweep removes from the share informers' stores what the filter does not admit, and the
+// placeholders of unwanted slices; a Service is replaced by its cluster IPs.
+func (k *Kubernetes) sweep(shares []*shareInformer) {
 	for _, s := range shares {
 		store := s.informer.GetStore()
 		for _, obj := range store.List() {
-			m, ok := obj.(metav1.Object)
-			if !ok || isReduced(obj) {
+			if isDropped(obj) {
+				_ = store.Delete(obj)
 				continue
 			}
-			svc := m.GetName()
-			if s.lw.kind.kind == "EndpointSlice" {
-				svc = m.GetLabels()[serviceLabel]
-			}
-			if s.lw.wants(m.GetNamespace(), svc) {
+			if isReduced(obj) {
 				continue
 			}
-			if sv, ok := obj.(*corev1.Service); ok {
-				_ = store.Update(&corev1.Service{
-					ObjectMeta: reducedMeta(objMeta{name: sv.Name, namespace: sv.Namespace, resourceVersion: sv.ResourceVersion}, clusterIPsOnly),
-					Spec:       corev1.ServiceSpec{ClusterIP: sv.Spec.ClusterIP, ClusterIPs: sv.Spec.ClusterIPs},
-				})
-				continue
+			if r := s.lw.reduce(obj); r != obj {
+				if _, ok := r.(*corev1.Service); ok {
+					_ = store.Update(r)
+				} else {
+					_ = store.Delete(obj)
+				}
 			}
-			_ = store.Delete(obj)
 		}
 	}
 }

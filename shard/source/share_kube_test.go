@@ -2,8 +2,10 @@ package source
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -159,5 +161,73 @@ func updateSlice(t *testing.T, env *kubetest.Env, ns, name string, addrs ...stri
 	es.Endpoints = testSlice(ns, name, "", addrs...).Endpoints
 	if _, err := env.Client.DiscoveryV1().EndpointSlices(ns).Update(ctx, es, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// lostDuringList is a ServiceFilter whose share shrinks while the first list is read: it
+// admits every service the first time it is asked about it (when the list page is decoded),
+// and from then on only those that start with keep, as if the ring changed between the page
+// and the informer's store.
+type lostDuringList struct {
+	*recorder
+	keep  string
+	mu    sync.Mutex
+	asked map[string]bool
+}
+
+func (r *lostDuringList) WantsService(ns, name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.asked[ns+"/"+name] {
+		r.asked[ns+"/"+name] = true
+		return true
+	}
+	return strings.HasPrefix(name, r.keep)
+}
+
+// TestShareLostDuringList: objects decoded in full under the old share, which reach the
+// informer after the share moved away, are not cached in full nor delivered. The slice of the
+// lost service never reaches the handler and leaves the cache, and its Service is cached and
+// delivered as cluster IPs only, as if the list had been read under the new share.
+func TestShareLostDuringList(t *testing.T) {
+	env := kubetest.Start(t)
+	ns := env.Namespace(t, nil)
+	ctx := apiCtx(t)
+	create(t, ctx, env.Client, testService(ns, "a1"), testService(ns, "b1"),
+		testSlice(ns, "a1-s", "a1", "10.1.0.1"), testSlice(ns, "b1-s", "b1", "10.2.0.1"))
+	reg := prometheus.NewRegistry()
+	src := NewKubernetes(env.Client, KubernetesConfig{Namespace: ns}, reg, zaptest.NewLogger(t))
+	rec := &lostDuringList{recorder: newRecorder(), keep: "b", asked: map[string]bool{}}
+	testutil.Go(t, "Run", func(ctx context.Context) error { return src.Run(ctx, rec) })
+	testutil.Eventually(t, apiTimeout, "informers to sync", src.Synced)
+
+	if rec.get(KindEndpointSlice+" "+ns+"/b1-s") == nil {
+		t.Fatal("the kept slice was not delivered")
+	}
+	if got := rec.get(KindEndpointSlice + " " + ns + "/a1-s"); got != nil {
+		t.Fatalf("the slice of the service lost during the list was delivered: %+v", got)
+	}
+	testutil.Eventually(t, apiTimeout, "the slice cache to hold the kept slice only", func() bool {
+		return slices.Equal(src.storeKeys("EndpointSlice"), []string{ns + "/b1-s"})
+	})
+	if s, _ := src.stored("Service", ns+"/a1").(*corev1.Service); s == nil || !IsClusterIPsOnly(s) {
+		t.Fatalf("service cache holds %+v for the lost Service, want its cluster IPs only", s)
+	}
+	if a, _ := rec.get(KindService + " " + ns + "/a1").(*corev1.Service); a == nil || !IsClusterIPsOnly(a) {
+		t.Fatalf("the lost Service was delivered as %+v, want its cluster IPs only", a)
+	}
+	// destination_source_cached_objects says so: the kept service's Service and slice in
+	// full, the lost Service reduced, no placeholder left.
+	got := map[string]float64{}
+	for _, m := range testutil.Gathered(t, reg, "destination_source_cached_objects") {
+		l := map[string]string{}
+		for _, p := range m.GetLabel() {
+			l[p.GetName()] = p.GetValue()
+		}
+		got[l["resource"]+"/"+l["form"]] = m.GetGauge().GetValue()
+	}
+	want := map[string]float64{"services/full": 1, "services/reduced": 1, "endpointslices/full": 1, "endpointslices/reduced": 0}
+	if !maps.Equal(got, want) {
+		t.Fatalf("destination_source_cached_objects = %v, want %v", got, want)
 	}
 }

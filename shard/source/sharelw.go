@@ -10,12 +10,14 @@ import (
 	"net/http"
 	"sync/atomic"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/meridian-mesh/meridian/internal/quote"
 )
@@ -82,6 +84,47 @@ func (lw *shareLW) wants(namespace, service string) bool {
 		return (*f)(namespace, service)
 	}
 	return true
+}
+
+// slim is the informer's transform: slimObject, and then the reduction (reduce) of an object
+// the filter does not admit as it is now. The transform runs when an object enters the
+// informer's queue, after its list or event was decoded under the filter of that time: a
+// list page read before a ring change took the service away, and stored after Release swept
+// the cache, is reduced here instead of being kept in full.
+func (lw *shareLW) slim(obj any) (any, error) {
+	obj, err := slimObject(obj)
+	if err != nil {
+		return obj, err
+	}
+	if _, tomb := obj.(cache.DeletedFinalStateUnknown); tomb || isReduced(obj) {
+		return obj, nil
+	}
+	return lw.reduce(obj), nil
+}
+
+// reduce returns obj when the filter admits its service, else what the cache keeps of it: a
+// Service's cluster IPs (IsClusterIPsOnly), or the placeholder of a slice (isDropped), which
+// the handlers ignore and the next sweep deletes.
+func (lw *shareLW) reduce(obj any) any {
+	m, ok := obj.(metav1.Object)
+	if !ok {
+		return obj
+	}
+	svc := m.GetName()
+	if lw.kind.kind == "EndpointSlice" {
+		svc = m.GetLabels()[serviceLabel]
+	}
+	if lw.wants(m.GetNamespace(), svc) {
+		return obj
+	}
+	meta := objMeta{name: m.GetName(), namespace: m.GetNamespace(), resourceVersion: m.GetResourceVersion()}
+	if sv, ok := obj.(*corev1.Service); ok {
+		return &corev1.Service{
+			ObjectMeta: reducedMeta(meta, clusterIPsOnly),
+			Spec:       corev1.ServiceSpec{ClusterIP: sv.Spec.ClusterIP, ClusterIPs: sv.Spec.ClusterIPs},
+		}
+	}
+	return lw.kind.placeholder(meta)
 }
 
 // request is a GET of the collection with opts; without opts.ShardSelector, with the

@@ -1,0 +1,44 @@
+package source
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// cachedDesc describes destination_source_cached_objects: what the informers that read a
+// share (share.go) hold, by resource and form. An operator reads from it that a replica caches
+// its share of the cluster only: "full" objects of the services it owns, and of the others a
+// Service's cluster IPs ("reduced").
+var cachedDesc = prometheus.NewDesc("destination_source_cached_objects",
+	"Objects the Kubernetes source's share informers cache, by resource (services, endpointslices) and form: full (a service the replica owns), reduced (a Service's cluster IPs only, or the placeholder of a slice about to leave).",
+	[]string{"resource", "form"}, nil)
+
+// cachedCollector counts the share informers' caches at each scrape (a few thousand objects:
+// Services and EndpointSlices, not Pods).
+type cachedCollector struct{ k *Kubernetes }
+
+// Describe implements prometheus.Collector.
+func (c cachedCollector) Describe(ch chan<- *prometheus.Desc) { ch <- cachedDesc }
+
+// Collect implements prometheus.Collector. Before Run starts (or without a filter) it reports
+// nothing.
+func (c cachedCollector) Collect(ch chan<- prometheus.Metric) {
+	c.k.mu.Lock()
+	shares := c.k.shares
+	c.k.mu.Unlock()
+	for _, s := range shares {
+		full, reduced := 0, 0
+		for _, obj := range s.informer.GetStore().List() {
+			if isReduced(obj) {
+				reduced++
+			} else {
+				full++
+			}
+		}
+		res := "services"
+		if s.lw.kind.kind == "EndpointSlice" {
+			res = "endpointslices"
+		}
+		ch <- prometheus.MustNewConstMetric(cachedDesc, prometheus.GaugeValue, float64(full), res, "full")
+		ch <- prometheus.MustNewConstMetric(cachedDesc, prometheus.GaugeValue, float64(reduced), res, "reduced")
+	}
+}
