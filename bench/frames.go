@@ -7,6 +7,7 @@ import (
 
 	pb "github.com/linkerd/linkerd2-proxy-api/go/destination"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
 
@@ -22,6 +23,8 @@ var serverStream = grpc.StreamDesc{ServerStreams: true}
 // so with the generated client a stream's first message would be seen only after it was
 // decoded, behind the decoding of every other stream's: the time would measure the harness.
 type frameCodec struct{}
+
+var _ encoding.CodecV2 = frameCodec{}
 
 func (frameCodec) Name() string { return "proto" }
 
