@@ -123,6 +123,9 @@ func checkRun(t *testing.T, r RunResult, services int) {
 	if r.FinalStateMismatches != 0 || r.StreamsClosed != 0 || r.ApplyErrors != 0 {
 		t.Errorf("%d shards: mismatches %d, streams closed %d, apply errors %d", r.Shards, r.FinalStateMismatches, r.StreamsClosed, r.ApplyErrors)
 	}
+	if r.BytesReceived == 0 || r.UpdatesReceived == 0 {
+		t.Errorf("%d bytes, %d updates received", r.BytesReceived, r.UpdatesReceived)
+	}
 	if r.ChangesApplied == 0 || r.LatencySamples == 0 {
 		t.Errorf("changes %d, latency samples %d", r.ChangesApplied, r.LatencySamples)
 	}

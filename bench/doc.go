@@ -2,7 +2,9 @@
 // cluster (bench/gen), serves it over loopback to real destination replica processes
 // (bench/feed) or, with Config.Source SourceKubernetes, creates it on a real kube-apiserver
 // and etcd that it starts (internal/kubeenv) and runs the replicas with --source kubernetes,
-// opens many real Get streams against them, applies churn (through the API server: slice
+// opens many real Get streams against them (receiving their messages undecoded and reading
+// only the addresses from them, wire.ScanUpdate, so that its times and CPU are the replicas'
+// and not its own decoding), applies churn (through the API server: slice
 // patches, scale-ups and scale-downs), and measures
 // propagation latency (HdrHistogram), first-batch latency under a storm of new streams,
 // per-replica heap, RSS and CPU, bytes received, coalescings, closed streams, and whether

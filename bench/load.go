@@ -15,9 +15,7 @@ import (
 	"github.com/puzpuzpuz/xsync/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/meridian-mesh/meridian/bench/gen"
 	"github.com/meridian-mesh/meridian/internal/destclient"
@@ -212,8 +210,8 @@ func (l *load) fail(err error) {
 	l.firstErr.CompareAndSwap(nil, &err)
 }
 
-// client returns the Destination client for a stream, moving it off a killed replica.
-func (l *load) client(st *stream) (pb.DestinationClient, int) {
+// client returns the connection for a stream, moving it off a killed replica.
+func (l *load) client(st *stream) (grpc.ClientConnInterface, int) {
 	r := int(st.replica.Load())
 	for range len(l.conns) {
 		if !l.dead[r].Load() && len(l.conns[r]) > 0 {
@@ -223,7 +221,7 @@ func (l *load) client(st *stream) (pb.DestinationClient, int) {
 	}
 	st.replica.Store(int32(r))
 	cs := l.conns[r]
-	return pb.NewDestinationClient(cs[st.slot%len(cs)]), r
+	return cs[st.slot%len(cs)], r
 }
 
 // run follows st until ctx ends, reopening it (bounded) when the server closes it.
@@ -258,53 +256,50 @@ func (l *load) run(ctx context.Context, st *stream) {
 }
 
 // follow opens the stream and applies what it receives until it ends. owner is the address a
-// redirect named, if any.
-func (l *load) follow(ctx context.Context, st *stream, c pb.DestinationClient) (owner string, _ error) {
-	req := &pb.GetDestination{Scheme: "k8s", Path: l.paths[st.svc]}
-	var recv func() (proto.Message, error)
-	var trailer func() metadata.MD
+// redirect named, if any. It receives messages undecoded (frameCodec): a stream's first
+// message is seen as soon as it has arrived, and the byte count is the messages' length. A
+// Get update is read with addrView.applyEncoded; a GetProfile message is only counted.
+func (l *load) follow(ctx context.Context, st *stream, cc grpc.ClientConnInterface) (owner string, _ error) {
+	method := pb.Destination_Get_FullMethodName
 	if st.profile {
-		s, err := c.GetProfile(ctx, req)
-		if err != nil {
-			return "", err
-		}
-		recv, trailer = func() (proto.Message, error) { return s.Recv() }, s.Trailer
-	} else {
-		s, err := c.Get(ctx, req)
-		if err != nil {
-			return "", err
-		}
-		recv, trailer = func() (proto.Message, error) { return s.Recv() }, s.Trailer
+		method = pb.Destination_GetProfile_FullMethodName
+	}
+	s, err := cc.NewStream(ctx, &serverStream, method, grpc.ForceCodecV2(frameCodec{}))
+	if err != nil {
+		return "", err
+	}
+	// An io.EOF from SendMsg means the stream has ended: RecvMsg returns its status.
+	if err := s.SendMsg(&pb.GetDestination{Scheme: "k8s", Path: l.paths[st.svc]}); err != nil && !errors.Is(err, io.EOF) {
+		return "", err
+	}
+	if err := s.CloseSend(); err != nil {
+		return "", err
+	}
+	if !st.profile {
 		st.mu.Lock()
 		st.view = addrView{} // a reopened stream starts afresh, as a proxy's does
 		st.mu.Unlock()
 	}
+	var f frame
 	for {
-		m, err := recv()
-		if err != nil {
+		if err := s.RecvMsg(&f); err != nil {
 			if errors.Is(err, io.EOF) {
 				return "", nil
 			}
-			if v := trailer().Get(destclient.OwnerTrailer); len(v) > 0 {
+			if v := s.Trailer().Get(destclient.OwnerTrailer); len(v) > 0 {
 				owner = v[0]
 			}
 			return owner, err
 		}
 		now := time.Now()
 		st.firstOnce.Do(func() { st.firstAt = now; close(st.firstBatch) })
-		l.bytes.Add(int64(proto.Size(m)))
+		b := f.bytes()
+		l.bytes.Add(int64(len(b)))
 		l.updates.Add(1)
-		u, ok := m.(*pb.Update)
-		if !ok {
-			continue
+		if !st.profile {
+			err = l.applyGet(st, b, now)
 		}
-		var seen func(netip.AddrPort, bool)
-		if st.measure {
-			seen = func(ap netip.AddrPort, added bool) { l.observe(ap, added, now) }
-		}
-		st.mu.Lock()
-		err = st.view.apply(u, seen)
-		st.mu.Unlock()
+		f.free()
 		if err != nil {
 			l.applyErrors.Add(1)
 			l.fail(err)
@@ -313,14 +308,27 @@ func (l *load) follow(ctx context.Context, st *stream, c pb.DestinationClient) (
 	}
 }
 
+// applyGet applies an encoded Get update to st's view, observing its changes if st is
+// measured.
+func (l *load) applyGet(st *stream, b []byte, now time.Time) error {
+	var seen func(netip.AddrPort, bool)
+	if st.measure {
+		seen = func(ap netip.AddrPort, added bool) { l.observe(ap, added, now) }
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.view.applyEncoded(b, seen)
+}
+
 // addrView is what the harness keeps of a Get stream's state: its addresses. A proxy keeps
 // their metadata too, but the harness stands in for every proxy of a cluster in one process,
-// where the decoded messages of 20,000 streams would take gigabytes and their garbage
-// collection the CPU the replicas are measured on. Its keys hold no pointers, so the
-// collector does not scan its millions of entries.
+// where the decoded messages of 20,000 streams would take gigabytes and their decoding and
+// garbage collection the CPU the replicas are measured on: it reads the addresses straight
+// from the encoded updates (applyEncoded) and decodes none in the common case. Its keys hold
+// no pointers, so the collector does not scan its millions of entries.
 type addrView map[wire.AddrKey]struct{}
 
-// apply applies one update, calling seen (when not nil) for each address added or removed. A
+// apply applies one decoded update (applyEncoded's fallback), calling seen (when not nil) for each address added or removed. A
 // Remove of an address not held is an error (the server sent a delta the client cannot have
 // expected), as is a malformed address or an update of unknown kind, as in destclient.View.
 func (v addrView) apply(u *pb.Update, seen func(ap netip.AddrPort, added bool)) error {
