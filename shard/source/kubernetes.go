@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
@@ -83,6 +84,9 @@ type Kubernetes struct {
 	// Replay delivers them).
 	pods   cache.Store
 	stores []cache.Store
+	// factoryStores are the stores of the factory's informers on Pods, Services and
+	// EndpointSlices (the last two without a filter only), which slimFactory reuses from.
+	factoryStores [3]cache.Store
 	// handler is nil when Run is not running.
 	handler  Handler
 	warnings []string
@@ -255,7 +259,7 @@ func (k *Kubernetes) Run(ctx context.Context, h Handler) error {
 		k.mu.Unlock()
 	}()
 
-	opts := []informers.SharedInformerOption{informers.WithTransform(slimObject)}
+	opts := []informers.SharedInformerOption{informers.WithTransform(k.slimFactory)}
 	if k.cfg.Namespace != "" {
 		opts = append(opts, informers.WithNamespace(k.cfg.Namespace))
 	}
@@ -303,11 +307,17 @@ func (k *Kubernetes) Run(ctx context.Context, h Handler) error {
 		if !kd.noReplay {
 			stores = append(stores, kd.informer.GetStore())
 		}
-		if name == "pods" {
-			k.mu.Lock()
+		k.mu.Lock()
+		switch name {
+		case "pods":
 			k.pods = kd.informer.GetStore()
-			k.mu.Unlock()
+			k.factoryStores[0] = k.pods
+		case "services", "endpointslices":
+			if len(k.shares) == 0 { // the factory's informers (no filter)
+				k.factoryStores[b2i(name == "endpointslices")+1] = kd.informer.GetStore()
+			}
 		}
+		k.mu.Unlock()
 	}
 	k.mu.Lock()
 	k.regs = regs
@@ -336,6 +346,41 @@ func (k *Kubernetes) Run(ctx context.Context, h Handler) error {
 	}
 	<-ctx.Done()
 	return nil
+}
+
+// slimFactory is the factory informers' transform: slimObject, and then the cached object
+// in place of a relisted copy of it (reuseCached).
+func (k *Kubernetes) slimFactory(obj any) (any, error) {
+	o, err := slimObject(obj)
+	if err != nil {
+		return o, err
+	}
+	i := -1
+	switch o.(type) {
+	case *corev1.Pod:
+		i = 0
+	case *corev1.Service:
+		i = 1
+	case *discoveryv1.EndpointSlice:
+		i = 2
+	}
+	if i < 0 {
+		return o, nil
+	}
+	k.mu.Lock()
+	store := k.factoryStores[i]
+	k.mu.Unlock()
+	if store == nil {
+		return o, nil
+	}
+	return reuseCached(store, o), nil
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // serviceInformers returns the informers on Services and EndpointSlices: when h is a

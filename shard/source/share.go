@@ -38,6 +38,7 @@ func (k *Kubernetes) shareInformers(want func(namespace, service string) bool, s
 		if err := inf.SetTransform(lw.slim); err != nil {
 			return nil, err
 		}
+		lw.cache = inf.GetStore()
 		return &shareInformer{lw: lw, informer: inf}, nil
 	}
 	if services, err = mk(serviceKind(k.cfg.Namespace), &corev1.Service{}); err != nil {

@@ -231,3 +231,76 @@ func TestShareLostDuringList(t *testing.T) {
 		t.Fatalf("destination_source_cached_objects = %v, want %v", got, want)
 	}
 }
+
+// TestShareRelistKeepsOneCopy: an object the reflector lists again unchanged (a relist after a
+// watch it could not resume) enters the cache as the very object the handler already holds,
+// not as a second copy (reuseCached); a changed one enters as itself.
+func TestShareRelistKeepsOneCopy(t *testing.T) {
+	env := kubetest.Start(t)
+	ns := env.Namespace(t, nil)
+	ctx := apiCtx(t)
+	create(t, ctx, env.Client, testService(ns, "a1"), testSlice(ns, "a1-s", "a1", "10.1.0.1"))
+	src, rec := startFiltered(t, env, ns, "a")
+	key := KindEndpointSlice + " " + ns + "/a1-s"
+	held, _ := rec.get(key).(*discoveryv1.EndpointSlice)
+	if held == nil || src.stored("EndpointSlice", ns+"/a1-s") != any(held) {
+		t.Fatalf("the handler holds %p, the cache %p: want one object", held, src.stored("EndpointSlice", ns+"/a1-s"))
+	}
+	relisted, err := env.Client.DiscoveryV1().EndpointSlices(ns).Get(ctx, "a1-s", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lw := src.shares[1].lw
+	got, err := lw.slim(relisted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != any(held) {
+		t.Fatalf("a relisted copy of the cached slice became %p, want the cached %p", got, held)
+	}
+	relisted.ResourceVersion += "0"
+	if got, _ := lw.slim(relisted); got == any(held) {
+		t.Fatal("a slice of another resourceVersion was taken for the cached one")
+	}
+}
+
+// TestFactoryRelistKeepsOneCopy: the same for the factory's informers (Pods always; Services
+// and EndpointSlices for a handler without a filter).
+func TestFactoryRelistKeepsOneCopy(t *testing.T) {
+	env := kubetest.Start(t)
+	ns := env.Namespace(t, nil)
+	ctx := apiCtx(t)
+	create(t, ctx, env.Client, testService(ns, "a1"), testSlice(ns, "a1-s", "a1", "10.1.0.1"), testPod(ns, "p1"))
+	src := NewKubernetes(env.Client, KubernetesConfig{Namespace: ns}, prometheus.NewRegistry(), zaptest.NewLogger(t))
+	rec := newRecorder()
+	testutil.Go(t, "Run", func(ctx context.Context) error { return src.Run(ctx, rec) })
+	testutil.Eventually(t, apiTimeout, "informers to sync", src.Synced)
+	pod, err := env.Client.CoreV1().Pods(ns).Get(ctx, "p1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := env.Client.CoreV1().Services(ns).Get(ctx, "a1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	es, err := env.Client.DiscoveryV1().EndpointSlices(ns).Get(ctx, "a1-s", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		key      string
+		relisted any
+	}{{KindPod + " " + ns + "/p1", pod}, {KindService + " " + ns + "/a1", svc}, {KindEndpointSlice + " " + ns + "/a1-s", es}} {
+		held := rec.get(c.key)
+		if held == nil {
+			t.Fatalf("%s was not delivered", c.key)
+		}
+		got, err := src.slimFactory(c.relisted)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != any(held) {
+			t.Errorf("a relisted copy of %s became %p, want the object the handler holds (%p)", c.key, got, held)
+		}
+	}
+}

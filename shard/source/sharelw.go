@@ -73,6 +73,9 @@ type shareLW struct {
 	current atomic.Pointer[shareDecoder]
 	// read counts the objects read from the wire (lists and watch events), decoded or not.
 	read atomic.Int64
+	// cache is the store of the informer this feeds (set before it runs), which slim
+	// reuses objects from (reuseCached).
+	cache cache.Store
 }
 
 // IsWatchListSemanticsUnSupported tells the reflector to list and then watch, rather than
@@ -99,7 +102,11 @@ func (lw *shareLW) slim(obj any) (any, error) {
 	if _, tomb := obj.(cache.DeletedFinalStateUnknown); tomb || isReduced(obj) {
 		return obj, nil
 	}
-	return lw.reduce(obj), nil
+	obj = lw.reduce(obj)
+	if lw.cache != nil && !isReduced(obj) {
+		obj = reuseCached(lw.cache, obj)
+	}
+	return obj, nil
 }
 
 // reduce returns obj when the filter admits its service, else what the cache keeps of it: a

@@ -80,3 +80,24 @@ func (k *Kubernetes) slimServer(obj any) (any, error) {
 	}
 	return s, nil
 }
+
+// reuseCached returns the object store holds under obj's key when it is the same version of
+// obj (the same resourceVersion), else obj. The reflector lists again when it cannot resume
+// its watch, and each object of that list is then a new copy of one already cached, which
+// the event handlers pass over (an update that changes no resourceVersion): stored as it is,
+// it would replace the cache's copy while the handler (the index) keeps the old one, and a
+// replica would hold every object twice. Reusing the cached object keeps one copy.
+func reuseCached(store cache.Store, obj any) any {
+	m, ok := obj.(metav1.Object)
+	if !ok || m.GetResourceVersion() == "" {
+		return obj
+	}
+	cur, ok, err := store.Get(obj)
+	if err != nil || !ok {
+		return obj
+	}
+	if c, ok := cur.(metav1.Object); ok && c.GetResourceVersion() == m.GetResourceVersion() && c.GetUID() == m.GetUID() && !isReduced(cur) {
+		return cur
+	}
+	return obj
+}
