@@ -12,12 +12,19 @@ var cachedDesc = prometheus.NewDesc("destination_source_cached_objects",
 	"Objects the Kubernetes source's share informers cache, by resource (services, endpointslices) and form: full (a service the replica owns), reduced (a Service's cluster IPs only, or the placeholder of a slice about to leave).",
 	[]string{"resource", "form"}, nil)
 
+// listsDesc describes destination_source_lists_total: the list requests (pages included) the
+// share informers' reflectors made, their first and every relist (after a watch they could
+// not resume). Gain's lists are not counted.
+var listsDesc = prometheus.NewDesc("destination_source_lists_total",
+	"List requests (pages included) the Kubernetes source's share informers made: the first, and each relist after a watch they could not resume.",
+	[]string{"resource"}, nil)
+
 // cachedCollector counts the share informers' caches at each scrape (a few thousand objects:
 // Services and EndpointSlices, not Pods).
 type cachedCollector struct{ k *Kubernetes }
 
 // Describe implements prometheus.Collector.
-func (c cachedCollector) Describe(ch chan<- *prometheus.Desc) { ch <- cachedDesc }
+func (c cachedCollector) Describe(ch chan<- *prometheus.Desc) { ch <- cachedDesc; ch <- listsDesc }
 
 // Collect implements prometheus.Collector. Before Run starts (or without a filter) it reports
 // nothing.
@@ -40,5 +47,6 @@ func (c cachedCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(cachedDesc, prometheus.GaugeValue, float64(full), res, "full")
 		ch <- prometheus.MustNewConstMetric(cachedDesc, prometheus.GaugeValue, float64(reduced), res, "reduced")
+		ch <- prometheus.MustNewConstMetric(listsDesc, prometheus.CounterValue, float64(s.lw.lists.Load()), res)
 	}
 }

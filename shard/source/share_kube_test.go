@@ -230,6 +230,15 @@ func TestShareLostDuringList(t *testing.T) {
 	if !maps.Equal(got, want) {
 		t.Fatalf("destination_source_cached_objects = %v, want %v", got, want)
 	}
+	// One list each so far (no relist).
+	for _, m := range testutil.Gathered(t, reg, "destination_source_lists_total") {
+		if v := m.GetCounter().GetValue(); v != 1 {
+			t.Errorf("destination_source_lists_total %v = %v, want 1", m.GetLabel(), v)
+		}
+	}
+	if n := len(testutil.Gathered(t, reg, "destination_source_lists_total")); n != 2 {
+		t.Errorf("destination_source_lists_total has %d series, want 2 (services, endpointslices)", n)
+	}
 }
 
 // TestShareRelistKeepsOneCopy: an object the reflector lists again unchanged (a relist after a

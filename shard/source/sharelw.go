@@ -73,6 +73,8 @@ type shareLW struct {
 	current atomic.Pointer[shareDecoder]
 	// read counts the objects read from the wire (lists and watch events), decoded or not.
 	read atomic.Int64
+	// lists counts the reflector's lists (pages included): its first, and each relist.
+	lists atomic.Int64
 	// cache is the store of the informer this feeds (set before it runs), which slim
 	// reuses objects from (reuseCached).
 	cache cache.Store
@@ -147,6 +149,7 @@ func (lw *shareLW) request(opts metav1.ListOptions) *rest.Request {
 
 // ListWithContext implements cache.ListerWithContext.
 func (lw *shareLW) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+	lw.lists.Add(1)
 	items, parts, err := lw.list(ctx, opts, lw.wants)
 	if err != nil {
 		return nil, err
