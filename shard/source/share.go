@@ -165,8 +165,8 @@ func (k *Kubernetes) Release() {
 	k.mu.Unlock()
 	for _, s := range shares {
 		if s.lw.selector != nil {
+			k.probeShards(s.lw) // first: the selector restartWatch compares may depend on it
 			s.lw.restartWatch()
-			k.probeShards(s.lw)
 		}
 	}
 	k.sweep(shares)

@@ -213,23 +213,31 @@ func (lw *shareLW) decode(raw []byte, want func(ns, svc string) bool) (runtime.O
 // WatchWithContext implements cache.WatcherWithContext.
 func (lw *shareLW) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	opts.Watch = true
+	if opts.ShardSelector == "" && lw.selector != nil {
+		opts.ShardSelector = lw.selector()
+	}
 	body, err := lw.request(opts).Stream(ctx)
 	if err != nil {
 		return nil, err
 	}
-	d := &shareDecoder{lw: lw, body: body}
+	d := &shareDecoder{lw: lw, body: body, selector: opts.ShardSelector}
 	lw.current.Store(d)
 	return watch.NewStreamWatcher(d,
 		apierrors.NewClientErrorReporter(http.StatusInternalServerError, "GET", "ClientWatchDecoding")), nil
 }
 
 // restartWatch ends the watch in progress as if the API server had closed it, so that the
-// reflector watches again from where it was, with the selector as it is now.
+// reflector watches again from where it was, with the selector as it is now. A watch that
+// already sends that selector (always, in a ring keyed by service: "") is left alone: a
+// restarted watch that had run under a second with no event is, to client-go's reflector, a
+// failed one, which it follows with a relist of the whole share.
 func (lw *shareLW) restartWatch() {
-	if d := lw.current.Load(); d != nil {
-		d.restarted.Store(true)
-		_ = d.body.Close()
+	d := lw.current.Load()
+	if d == nil || lw.selector == nil || d.selector == lw.selector() {
+		return
 	}
+	d.restarted.Store(true)
+	_ = d.body.Close()
 }
 
 // shareDecoder reads a protobuf watch stream: length-prefixed frames of WatchEvents.
@@ -238,6 +246,7 @@ type shareDecoder struct {
 	body      io.ReadCloser
 	buf       []byte
 	restarted atomic.Bool // restartWatch closed the body: the watch ends as closed normally
+	selector  string      // the shard selector the watch sent ("" none)
 }
 
 // Decode implements watch.Decoder: it returns the next event the filter keeps, skipping the
