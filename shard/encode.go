@@ -84,16 +84,22 @@ func mustMarshal(m proto.Message) []byte {
 // appendAddUpdate appends the encoded Update that addUpdate(setLabels, eps) is: an Add of
 // eps with the set's labels (sorted by key, as snapshot keeps them).
 func appendAddUpdate(b []byte, setLabels []snapshot.Label, eps []*snapshot.Endpoint) []byte {
+	// The addresses' sizes, measured once for the set's length and their own: on the stack
+	// for a set of up to len(stack).
+	var stack [128]int
+	sizes := stack[:0]
 	set := labelsSize(numSetMetricLabels, setLabels)
 	for _, e := range eps {
-		set += protowire.SizeTag(numSetAddrs) + protowire.SizeBytes(weightedAddrSize(e))
+		n := weightedAddrSize(e)
+		sizes = append(sizes, n)
+		set += protowire.SizeTag(numSetAddrs) + protowire.SizeBytes(n)
 	}
 	b = slices.Grow(b, protowire.SizeTag(numUpdateAdd)+protowire.SizeBytes(set))
 	b = protowire.AppendTag(b, numUpdateAdd, protowire.BytesType)
 	b = protowire.AppendVarint(b, uint64(set))
-	for _, e := range eps {
+	for i, e := range eps {
 		b = protowire.AppendTag(b, numSetAddrs, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(weightedAddrSize(e)))
+		b = protowire.AppendVarint(b, uint64(sizes[i]))
 		b = appendWeightedAddr(b, e)
 	}
 	return appendLabels(b, numSetMetricLabels, setLabels)

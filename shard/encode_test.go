@@ -266,3 +266,47 @@ func BenchmarkEncodeAdd(b *testing.B) {
 		b.SetBytes(int64(len(buf)))
 	})
 }
+
+// TestServerCodecCopiesEncoded checks that the server codec writes an encoded update as it
+// is, small or large enough for a buffer of its own, and that it copies it: a batch reuses
+// its buffer once the update is sent.
+func TestServerCodecCopiesEncoded(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for _, n := range []int{1, 200} {
+		eps := make([]*snapshot.Endpoint, n)
+		for i := range eps {
+			eps[i] = genEndpoint(r)
+		}
+		b := appendAddUpdate(nil, nil, eps)
+		if n > 100 && len(b) <= ownBufferAbove {
+			t.Fatalf("%d endpoints encode in %d bytes: not above %d", n, len(b), ownBufferAbove)
+		}
+		want := bytes.Clone(b)
+		got, err := serverCodec{}.Marshal(encodedMessage(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		clear(b)
+		if !bytes.Equal(got.Materialize(), want) {
+			t.Fatalf("%d endpoints: the codec did not write the encoded update as it was", n)
+		}
+		got.Free()
+	}
+}
+
+// FuzzAppendAddUpdate checks appendAddUpdate against addUpdate on sets generated from the
+// fuzzer's seeds.
+func FuzzAppendAddUpdate(f *testing.F) {
+	f.Add(uint64(1), uint64(2), uint8(3))
+	f.Add(uint64(0), uint64(0), uint8(0))
+	f.Add(uint64(42), uint64(7), uint8(200))
+	f.Fuzz(func(t *testing.T, s1, s2 uint64, n uint8) {
+		r := rand.New(rand.NewPCG(s1, s2))
+		eps := make([]*snapshot.Endpoint, n)
+		for i := range eps {
+			eps[i] = genEndpoint(r)
+		}
+		setLabels := genLabels(r, "set")
+		checkEncoded(t, "fuzzed set", appendAddUpdate(nil, setLabels, eps), addUpdate(setLabels, eps))
+	})
+}
