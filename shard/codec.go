@@ -18,6 +18,11 @@ func ServerOptions() []grpc.ServerOption {
 // A storm of new streams has each first update waiting for its client's flow control at
 // once; the pool would keep every one of those buffers after they are written, until two
 // collections later: ~16 KiB per stream that the streams themselves no longer hold.
+//
+// A Get stream's updates come encoded already (encodedMessage: the replica's own, written
+// from its snapshots into a pooled updateBatch, or a relayed one in gRPC's receive buffer),
+// and neither buffer outlives SendMsg: writing such a message is its one copy, into that
+// buffer of its own when it is large (proto.Size of an encodedMessage is its length).
 type serverCodec struct{}
 
 // ownBufferAbove is the size above which a message gets a buffer of its own.

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/meridian-mesh/meridian/internal/destclient"
+	"github.com/meridian-mesh/meridian/internal/wire"
 	"github.com/meridian-mesh/meridian/snapshot"
 	"github.com/meridian-mesh/meridian/translator"
 )
@@ -29,36 +30,48 @@ type local struct {
 
 // get serves a Get until the stream ends or k changes owner (errMoved, with the view the
 // client then holds). A client that comes from another replica (view not nil) first receives
-// only the difference between what it holds and the current set.
+// only the difference between what it holds and the current set. Each update is sent encoded,
+// with its kind, through send, which must not keep b once it returns.
 func (l *local) get(ctx context.Context, t translator.Target, k ServiceKey, node string, v *ringView,
-	view *destclient.Held, send func(*pb.Update) error) (*destclient.Held, error) {
+	view *destclient.Held, send func(b []byte, kind wire.UpdateKind) error) (*destclient.Held, error) {
 	sub, release, err := l.subscribe(t, k, node)
 	if err != nil {
 		return view, err
 	}
 	defer release()
 	st := &streamState{hostname: t.Hostname}
+	// step encodes into out the updates of d: on a handover's first delta, the reconciled
+	// difference from what the client holds (built as messages); else the stream's own.
+	step := func(d snapshot.Delta, out *updateBatch) error {
+		if view == nil || !d.Initial {
+			st.encode(d, out)
+			return nil
+		}
+		ups, err := view.Reconcile(fullUpdate(d.To, t.Hostname))
+		if err != nil {
+			return status.Errorf(codes.Internal, "reconcile: %v", err)
+		}
+		st.init(d.To)
+		view = nil
+		if err := out.messages(ups); err != nil {
+			return status.Error(codes.Internal, err.Error())
+		}
+		return nil
+	}
 	err = l.serve(ctx, k, v, sub, func() error {
 		for {
 			d, ok := sub.Next()
 			if !ok {
 				return nil
 			}
-			var ups []*pb.Update
-			if view != nil && d.Initial {
-				var err error
-				if ups, err = view.Reconcile(fullUpdate(d.To, t.Hostname)); err != nil {
-					return status.Errorf(codes.Internal, "reconcile: %v", err)
-				}
-				st.init(d.To)
-				view = nil
-			} else {
-				ups = st.encode(d)
+			out := newUpdateBatch()
+			err := step(d, out)
+			if err == nil {
+				err = out.send(send)
 			}
-			for _, u := range ups {
-				if err := send(u); err != nil {
-					return err
-				}
+			out.release()
+			if err != nil {
+				return err
 			}
 		}
 	})

@@ -67,7 +67,7 @@ func (s *Server) Get(req *pb.GetDestination, stream pb.Destination_GetServer) er
 	var view *destclient.Held // what the client holds, when a segment elsewhere served it
 	return s.follow(stream, k, func() bool { return view != nil && view.Started() },
 		func(v *ringView) (err error) {
-			view, err = s.local.get(ctx, t, k, node, v, view, out.send)
+			view, err = s.local.get(ctx, t, k, node, v, view, out.raw)
 			return err
 		},
 		func(owner ring.Member, v *ringView) (err error) {
@@ -191,8 +191,10 @@ func (s *Server) follow(stream grpc.ServerStream, k ServiceKey, started func() b
 	}
 }
 
-// getSender sends a Get stream's updates to its client and counts them: updates built here
-// (send), and updates relayed as their owner encoded them (raw).
+// getSender sends a Get stream's updates to its client and counts them: updates encoded
+// already (raw: this replica's own, encoded from its snapshots, and those relayed as their
+// owner encoded them), and updates built as messages (send: a relayed update the scanner
+// refused, decoded).
 type getSender struct {
 	stream grpc.ServerStream
 	m      *replicaMetrics
@@ -202,18 +204,12 @@ func (o getSender) send(u *pb.Update) error {
 	if err := o.stream.SendMsg(u); err != nil {
 		return err
 	}
-	switch u.GetUpdate().(type) {
-	case *pb.Update_Add:
-		o.count(wire.UpdateAdd)
-	case *pb.Update_Remove:
-		o.count(wire.UpdateRemove)
-	case *pb.Update_NoEndpoints:
-		o.count(wire.UpdateNoEndpoints)
-	}
+	o.count(updateKind(u))
 	return nil
 }
 
-// raw sends an update of kind encoded as b.
+// raw sends an update of kind encoded as b, which the caller may reuse once raw returns: the
+// codec copies it (serverCodec).
 func (o getSender) raw(b []byte, kind wire.UpdateKind) error {
 	if err := o.stream.SendMsg(encodedMessage(b)); err != nil {
 		return err

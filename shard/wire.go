@@ -35,7 +35,9 @@ func labelMap(ls []snapshot.Label) map[string]string {
 	return m
 }
 
-// weightedAddr encodes one endpoint as the API's WeightedAddr.
+// weightedAddr encodes one endpoint as the API's WeightedAddr. A Get stream's updates are
+// written as bytes by appendWeightedAddr (encode.go), which follows the same rules: change
+// both together (encode_test.go checks that they agree).
 func weightedAddr(e *snapshot.Endpoint) *pb.WeightedAddr {
 	wa := &pb.WeightedAddr{
 		Addr:         wire.TCPAddr(e.Addr),
@@ -87,6 +89,9 @@ func serviceRef(name, namespace string, port uint32) *meta.Metadata {
 	}}}
 }
 
+// addUpdate, removeUpdate and noEndpointsUpdate build a Get stream's updates as messages:
+// what a handover reconciles (fullUpdate, viewOf) and what the encoder of the stream's own
+// updates (appendAddUpdate and the others, encode.go) is checked against.
 func addUpdate(setLabels []snapshot.Label, eps []*snapshot.Endpoint) *pb.Update {
 	addrs := make([]*pb.WeightedAddr, len(eps))
 	for i, e := range eps {
@@ -117,8 +122,9 @@ type streamState struct {
 	started  bool
 }
 
-// encode returns the updates that take the client from its state through d, and advances it.
-func (st *streamState) encode(d snapshot.Delta) []*pb.Update {
+// encode appends to out the updates that take the client from its state through d (encoded,
+// as addUpdate, removeUpdate and noEndpointsUpdate would be marshalled), and advances it.
+func (st *streamState) encode(d snapshot.Delta, out *updateBatch) {
 	add, remove := d.Add, d.Remove
 	count := d.To.Len()
 	if st.hostname != "" {
@@ -144,26 +150,24 @@ func (st *streamState) encode(d snapshot.Delta) []*pb.Update {
 		count = len(st.held)
 	}
 	exists := d.To != nil && d.To.Exists
-	var out []*pb.Update
 	if count == 0 {
 		if !st.started || !st.empty || st.exists != exists {
-			out = append(out, noEndpointsUpdate(exists))
+			out.noEndpoints(exists)
 		}
 		st.empty, st.exists, st.started = true, exists, true
-		return out
+		return
 	}
 	if len(remove) > 0 && !st.empty {
-		out = append(out, removeUpdate(remove))
+		out.remove(remove)
 	}
 	if len(add) > 0 {
 		var setLabels []snapshot.Label
 		if d.To != nil {
 			setLabels = d.To.Labels
 		}
-		out = append(out, addUpdate(setLabels, add))
+		out.add(setLabels, add)
 	}
 	st.empty, st.exists, st.started = false, exists, true
-	return out
 }
 
 // visible returns the endpoints of set a stream for hostname ("" for all) shows, in order:
