@@ -72,16 +72,24 @@ func (k *Kubernetes) stored(kind, key string) any {
 	return nil
 }
 
-// TestShareFilterKubernetes runs the source with a handler that wants some services only,
-// on a real API server: the slices of the others are never delivered nor cached, their
-// Services arrive as cluster IPs only, Gain loads a gained share whole (with what changed
-// while it was not wanted), and Release lets the caches drop what is no longer wanted.
-func TestShareFilterKubernetes(t *testing.T) {
+// twoServices starts the API server and creates, in a new namespace, the Services a1 and b1
+// with a slice each (a1-s, b1-s).
+func twoServices(t *testing.T) (*kubetest.Env, string, context.Context) {
+	t.Helper()
 	env := kubetest.Start(t)
 	ns := env.Namespace(t, nil)
 	ctx := apiCtx(t)
 	create(t, ctx, env.Client, testService(ns, "a1"), testService(ns, "b1"),
 		testSlice(ns, "a1-s", "a1", "10.1.0.1"), testSlice(ns, "b1-s", "b1", "10.2.0.1"))
+	return env, ns, ctx
+}
+
+// TestShareFilterKubernetes runs the source with a handler that wants some services only,
+// on a real API server: the slices of the others are never delivered nor cached, their
+// Services arrive as cluster IPs only, Gain loads a gained share whole (with what changed
+// while it was not wanted), and Release lets the caches drop what is no longer wanted.
+func TestShareFilterKubernetes(t *testing.T) {
+	env, ns, ctx := twoServices(t)
 	src, rec := startFiltered(t, env, ns, "a")
 
 	keyA, keyB := KindEndpointSlice+" "+ns+"/a1-s", KindEndpointSlice+" "+ns+"/b1-s"
@@ -190,11 +198,7 @@ func (r *lostDuringList) WantsService(ns, name string) bool {
 // lost service never reaches the handler and leaves the cache, and its Service is cached and
 // delivered as cluster IPs only, as if the list had been read under the new share.
 func TestShareLostDuringList(t *testing.T) {
-	env := kubetest.Start(t)
-	ns := env.Namespace(t, nil)
-	ctx := apiCtx(t)
-	create(t, ctx, env.Client, testService(ns, "a1"), testService(ns, "b1"),
-		testSlice(ns, "a1-s", "a1", "10.1.0.1"), testSlice(ns, "b1-s", "b1", "10.2.0.1"))
+	env, ns, _ := twoServices(t)
 	reg := prometheus.NewRegistry()
 	src := NewKubernetes(env.Client, KubernetesConfig{Namespace: ns}, reg, zaptest.NewLogger(t))
 	rec := &lostDuringList{recorder: newRecorder(), keep: "b", asked: map[string]bool{}}
