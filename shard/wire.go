@@ -73,11 +73,11 @@ func weightedAddr(e *snapshot.Endpoint) *pb.WeightedAddr {
 // namespace label too (Get carries it in the set's labels), as Linkerd's does.
 func podEndpointAddr(e *snapshot.Endpoint) *pb.WeightedAddr {
 	wa := weightedAddr(e)
-	if e.Namespace != "" {
+	if ns := e.PodNamespace(); ns != "" {
 		if wa.MetricLabels == nil {
 			wa.MetricLabels = map[string]string{}
 		}
-		wa.MetricLabels[translator.LabelKeyNamespace] = e.Namespace
+		wa.MetricLabels[translator.LabelKeyNamespace] = ns
 	}
 	return wa
 }

@@ -3,6 +3,7 @@ package snapshot
 import (
 	"net/netip"
 	"slices"
+	"unique"
 )
 
 // ProtocolHint tells the proxy how it may speak to an endpoint.
@@ -32,8 +33,9 @@ type Label struct{ Key, Value string }
 // An Endpoint is immutable once it is part of a published AddressSet.
 //
 // A set holds one per address, so its size is the snapshots' memory: its fields are ordered
-// so that the small ones share one word, and what few endpoints have is behind one pointer
-// (Rare), 136 bytes in all on 64-bit machines.
+// so that the small ones share one word, what few endpoints have is behind one pointer
+// (Rare), and the pod behind the address is one shared handle (Pod), 96 bytes in all on
+// 64-bit machines.
 type Endpoint struct {
 	Addr   netip.AddrPort
 	Weight uint32
@@ -49,11 +51,11 @@ type Endpoint struct {
 	// Identity is the endpoint's TLS identity (DNS-like name); empty when the pod is not meshed
 	// or the port skips the inbound proxy.
 	Identity string
-	// Pod and Namespace name the pod behind the address, when known.
-	Pod, Namespace string
-	// NodeName is the node of the pod behind the address ("" when unknown): views of a
-	// Service with internalTrafficPolicy Local keep the endpoints on the client's node.
-	NodeName string
+	// Pod is the pod behind the address and its node (the zero Handle: none, or unknown),
+	// canonical (MakePodRef, SetPod): the endpoints of one pod share it. Views of a Service
+	// with internalTrafficPolicy Local keep the endpoints on the client's node. Read it
+	// through PodRef, PodName, PodNamespace and NodeName.
+	Pod unique.Handle[PodRef]
 	// Rare holds what few endpoints have: nil when they have none of it. Endpoints may
 	// share one (never write into it); read it through Hostname, ForZones and
 	// AuthorityOverride.
@@ -131,7 +133,7 @@ func (e *Endpoint) Equal(o *Endpoint) bool {
 	}
 	return e.Addr == o.Addr && e.Weight == o.Weight && e.Identity == o.Identity &&
 		e.Hint == o.Hint && e.OpaqueTransportPort == o.OpaqueTransportPort && e.HTTP2 == o.HTTP2 &&
-		e.Pod == o.Pod && e.Namespace == o.Namespace && e.NodeName == o.NodeName &&
+		e.Pod == o.Pod &&
 		e.Rare.Equal(o.Rare) && slices.Equal(e.Labels, o.Labels)
 }
 

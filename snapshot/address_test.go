@@ -7,13 +7,13 @@ import (
 )
 
 // An Endpoint's size is what a snapshot holds per address: the rare fields stay behind one
-// pointer. (A guard against growing it unawares; on 64-bit machines.)
+// pointer, the pod behind one handle. (A guard against growing it unawares; on 64-bit machines.)
 func TestEndpointSize(t *testing.T) {
 	if unsafe.Sizeof(uintptr(0)) != 8 {
 		t.Skip("sizes are for 64-bit machines")
 	}
-	if got := unsafe.Sizeof(Endpoint{}); got > 136 {
-		t.Errorf("snapshot.Endpoint is %d bytes, want at most 136: put what few endpoints have in Rare", got)
+	if got := unsafe.Sizeof(Endpoint{}); got > 96 {
+		t.Errorf("snapshot.Endpoint is %d bytes, want at most 96: put what few endpoints have in Rare", got)
 	}
 }
 
@@ -39,6 +39,34 @@ func TestRare(t *testing.T) {
 	}
 	if empty := (Endpoint{Rare: &Rare{}}); !e.Equal(&empty) {
 		t.Error("a nil Rare and an empty one differ")
+	}
+}
+
+// The zero Pod handle reads as no pod; equal PodRefs make one handle, and endpoints compare
+// by every field of it.
+func TestPodRef(t *testing.T) {
+	var e Endpoint
+	if e.PodRef() != (PodRef{}) || e.PodName() != "" || e.PodNamespace() != "" || e.NodeName() != "" {
+		t.Fatal("an endpoint without a pod has pod values")
+	}
+	if h := MakePodRef(PodRef{}); h != e.Pod {
+		t.Fatal("MakePodRef of nothing is not the zero handle")
+	}
+	if e.SetPod("", "", ""); e.Pod != MakePodRef(PodRef{}) {
+		t.Fatal("SetPod of nothing is not the zero handle")
+	}
+	ref := PodRef{Name: "web-0", Namespace: "shop", NodeName: "n1"}
+	var a, b Endpoint
+	a.Pod = MakePodRef(ref)
+	b.SetPod(string([]byte("web-0")), "shop", "n1")
+	if a.Pod != b.Pod || !a.Equal(&b) || a.PodRef() != ref || a.PodName() != "web-0" || a.PodNamespace() != "shop" || a.NodeName() != "n1" {
+		t.Fatalf("equal pods: %+v %+v", a.PodRef(), b.PodRef())
+	}
+	for _, r := range []PodRef{{}, {Name: "web-1", Namespace: "shop", NodeName: "n1"}, {Name: "web-0", Namespace: "other", NodeName: "n1"}, {Name: "web-0", Namespace: "shop"}} {
+		o := Endpoint{Pod: MakePodRef(r)}
+		if a.Equal(&o) {
+			t.Errorf("%+v equals %+v", a.PodRef(), r)
+		}
 	}
 }
 

@@ -238,7 +238,7 @@ func (r *Reuse) take(es *discoveryv1.EndpointSlice, ep *discoveryv1.Endpoint, ap
 	}
 	ref := ep.TargetRef
 	if ref == nil || ref.Kind != "Pod" {
-		if old.Pod != "" {
+		if old.PodName() != "" {
 			return nil
 		}
 		var m snapshot.Endpoint
@@ -252,7 +252,7 @@ func (r *Reuse) take(es *discoveryv1.EndpointSlice, ep *discoveryv1.Endpoint, ap
 	if ns == "" {
 		ns = es.Namespace
 	}
-	if old.Pod == "" || old.Pod != ref.Name || old.Namespace != ns {
+	if p := old.PodRef(); p.Name == "" || p.Name != ref.Name || p.Namespace != ns {
 		return nil
 	}
 	if r.Stale != nil && r.Stale(ns, ref.Name) {
@@ -377,11 +377,12 @@ func (tc *templateContext) endpointTemplate(es *discoveryv1.EndpointSlice, ep *d
 	if pod.Namespace != "" {
 		ns = pod.Namespace
 	}
-	e.Pod, e.Namespace, e.NodeName = pod.Name, ns, pod.Spec.NodeName
-	if e.Pod == "" {
-		e.Pod = ref.Name
+	name := pod.Name
+	if name == "" {
+		name = ref.Name
 	}
-	e.Labels = podLabels(cfg, pod, e.Pod, zone, b)
+	e.Pod = b.pod(name, ns, pod.Spec.NodeName)
+	e.Labels = podLabels(cfg, pod, name, zone, b)
 	opaque := IsOpaque(cfg, pod, tp) || ServerOpaque(tc.servers, pod, tp)
 	setMeshed(cfg, &e, pod, tp, opaque, b)
 	return e, true
@@ -440,7 +441,7 @@ func setMeshed(cfg Config, e *snapshot.Endpoint, pod *corev1.Pod, tp uint32, opa
 	if !isMeshed(cfg, pod) || IsSkippedInbound(pod, tp) {
 		return
 	}
-	e.Identity = b.identity(cfg, serviceAccount(pod), e.Namespace)
+	e.Identity = b.identity(cfg, serviceAccount(pod), e.PodNamespace())
 	e.HTTP2 = true
 	e.Hint = snapshot.HintH2
 	if opaque {

@@ -310,7 +310,7 @@ func checkEndpoint(t *testing.T, a netip.AddrPort, e *snapshot.Endpoint, sl []*d
 	if meshedHint != (e.Identity != "") || meshedHint != e.HTTP2 || (e.Hint == snapshot.HintOpaque) != (e.OpaqueTransportPort != 0) {
 		t.Fatalf("%v: inconsistent mesh fields %+v", a, e)
 	}
-	if e.Identity != "" && e.Pod != "" && e.Label(LabelKeyControlPlaneNS) == "" {
+	if e.Identity != "" && e.PodName() != "" && e.Label(LabelKeyControlPlaneNS) == "" {
 		t.Fatalf("%v: a pod's identity without control_plane_ns label", a)
 	}
 	if e.Label(LabelKeyZoneLocality) != ZoneUnknown || !slices.IsSorted(e.ForZones()) {

@@ -113,8 +113,8 @@ func (m podIndex) lookup(ns, name string) *corev1.Pod { return m[ns+"/"+name] }
 func render(e *snapshot.Endpoint) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s", e.Addr)
-	if e.Pod != "" {
-		fmt.Fprintf(&b, " pod=%s/%s", e.Namespace, e.Pod)
+	if e.PodName() != "" {
+		fmt.Fprintf(&b, " pod=%s/%s", e.PodNamespace(), e.PodName())
 	}
 	if e.Hostname() != "" {
 		fmt.Fprintf(&b, " host=%s", e.Hostname())
@@ -153,8 +153,8 @@ func render(e *snapshot.Endpoint) string {
 	if !locality {
 		b.WriteString(" no-zone-locality")
 	}
-	if e.NodeName != "" {
-		fmt.Fprintf(&b, " node=%s", e.NodeName)
+	if e.NodeName() != "" {
+		fmt.Fprintf(&b, " node=%s", e.NodeName())
 	}
 	if len(e.ForZones()) > 0 {
 		fmt.Fprintf(&b, " for-zones=%s", strings.Join(e.ForZones(), "+"))

@@ -75,7 +75,7 @@ func candidates(set *snapshot.AddressSet, c Client) []bool {
 	if set.LocalTrafficPolicy {
 		keep := make([]bool, len(set.Endpoints))
 		for i, e := range set.Endpoints {
-			keep[i] = e.Pod != "" && e.NodeName == c.Node
+			keep[i] = e.PodName() != "" && e.NodeName() == c.Node
 		}
 		return keep
 	}
@@ -103,7 +103,7 @@ func candidates(set *snapshot.AddressSet, c Client) []bool {
 func dropFamilyTwins(cfg Config, set *snapshot.AddressSet, keep []bool) []bool {
 	v4, v6 := false, false
 	for _, e := range set.Endpoints {
-		if e.Pod != "" {
+		if e.PodName() != "" {
 			v4, v6 = v4 || e.Addr.Addr().Is4(), v6 || e.Addr.Addr().Is6()
 		}
 	}
@@ -114,7 +114,7 @@ func dropFamilyTwins(cfg Config, set *snapshot.AddressSet, keep []bool) []bool {
 	var families map[pod]uint8 // bit 1: an IPv4 address kept, bit 2: an IPv6 one
 	kept := func(i int) bool { return keep == nil || keep[i] }
 	for i, e := range set.Endpoints {
-		if e.Pod == "" || !kept(i) {
+		if e.PodName() == "" || !kept(i) {
 			continue
 		}
 		if families == nil {
@@ -124,10 +124,10 @@ func dropFamilyTwins(cfg Config, set *snapshot.AddressSet, keep []bool) []bool {
 		if e.Addr.Addr().Is6() {
 			bit = 2
 		}
-		families[pod{e.Namespace, e.Pod}] |= bit
+		families[pod{e.PodNamespace(), e.PodName()}] |= bit
 	}
 	for i, e := range set.Endpoints {
-		if e.Pod == "" || !kept(i) || families[pod{e.Namespace, e.Pod}] != 3 || e.Addr.Addr().Is6() == cfg.EnableIPv6 {
+		if e.PodName() == "" || !kept(i) || families[pod{e.PodNamespace(), e.PodName()}] != 3 || e.Addr.Addr().Is6() == cfg.EnableIPv6 {
 			continue
 		}
 		if keep == nil {

@@ -23,10 +23,12 @@ func viewSet(local bool, eps ...string) *snapshot.AddressSet {
 	}
 	for _, d := range eps {
 		f := strings.Fields(d)
-		e := &snapshot.Endpoint{Addr: netip.MustParseAddrPort(f[0]), Weight: DefaultWeight, Pod: dash(f[1]), NodeName: dash(f[2])}
-		if e.Pod != "" {
-			e.Namespace = "ns"
+		e := &snapshot.Endpoint{Addr: netip.MustParseAddrPort(f[0]), Weight: DefaultWeight}
+		ns := ""
+		if dash(f[1]) != "" {
+			ns = "ns"
 		}
+		e.SetPod(dash(f[1]), ns, dash(f[2]))
 		if z := dash(f[3]); z != "" {
 			e.Labels = append(e.Labels, snapshot.Label{Key: LabelKeyZone, Value: z})
 		}
@@ -163,10 +165,12 @@ func FuzzView(f *testing.F) {
 			} else {
 				a = netip.AddrFrom16([16]byte{0xfd, 15: r.Byte() % 4})
 			}
-			e := &snapshot.Endpoint{Addr: netip.AddrPortFrom(a, 80), Weight: DefaultWeight, NodeName: pickFrom(r, nodes)}
+			e := &snapshot.Endpoint{Addr: netip.AddrPortFrom(a, 80), Weight: DefaultWeight}
+			pod := snapshot.PodRef{NodeName: pickFrom(r, nodes)}
 			if p := r.Pick(3); p > 0 {
-				e.Pod, e.Namespace = fmt.Sprintf("p%d", p), "ns"
+				pod.Name, pod.Namespace = fmt.Sprintf("p%d", p), "ns"
 			}
+			e.Pod = snapshot.MakePodRef(pod)
 			if z := pickFrom(r, zones); z != "" {
 				e.Labels = append(e.Labels, snapshot.Label{Key: LabelKeyZone, Value: z})
 			}
@@ -197,14 +201,14 @@ func FuzzView(f *testing.F) {
 				t.Fatalf("%v after %v: the view is not in address order", a, v.Endpoints[i-1].Addr)
 			}
 			src := set.Lookup(a)
-			if src == nil || e.Pod != src.Pod {
+			if src == nil || e.PodName() != src.PodName() {
 				t.Fatalf("%v: not an endpoint of the set", a)
 			}
-			if set.LocalTrafficPolicy && (e.Pod == "" || e.NodeName != c.Node) {
-				t.Fatalf("%v on node %q served to a client on %q under the Local policy", a, e.NodeName, c.Node)
+			if set.LocalTrafficPolicy && (e.PodName() == "" || e.NodeName() != c.Node) {
+				t.Fatalf("%v on node %q served to a client on %q under the Local policy", a, e.NodeName(), c.Node)
 			}
-			if e.Pod != "" {
-				families[e.Pod] |= 1 << b2i(a.Addr().Is6())
+			if e.PodName() != "" {
+				families[e.PodName()] |= 1 << b2i(a.Addr().Is6())
 			}
 			want := ZoneUnknown
 			if z := e.Label(LabelKeyZone); z != "" && c.Zone != "" {
