@@ -34,8 +34,8 @@ type Label struct{ Key, Value string }
 //
 // A set holds one per address, so its size is the snapshots' memory: its fields are ordered
 // so that the small ones share one word, what few endpoints have is behind one pointer
-// (Rare), and the pod behind the address is one shared handle (Pod), 96 bytes in all on
-// 64-bit machines.
+// (Rare), and the pod's namespace and node, which repeat across pods, are one shared handle
+// (Place), 112 bytes in all on 64-bit machines.
 type Endpoint struct {
 	Addr   netip.AddrPort
 	Weight uint32
@@ -51,11 +51,14 @@ type Endpoint struct {
 	// Identity is the endpoint's TLS identity (DNS-like name); empty when the pod is not meshed
 	// or the port skips the inbound proxy.
 	Identity string
-	// Pod is the pod behind the address and its node (the zero Handle: none, or unknown),
-	// canonical (MakePodRef, SetPod): the endpoints of one pod share it. Views of a Service
-	// with internalTrafficPolicy Local keep the endpoints on the client's node. Read it
-	// through PodRef, PodName, PodNamespace and NodeName.
-	Pod unique.Handle[PodRef]
+	// Pod names the pod behind the address ("": none, or unknown); its bytes are those of
+	// the pod's or slice's name, not a copy.
+	Pod string
+	// Place is the pod's namespace and node (the zero Handle: neither), canonical
+	// (MakePodPlace, SetPod): the endpoints of the pods of a namespace on one node share it.
+	// Views of a Service with internalTrafficPolicy Local keep the endpoints on the client's
+	// node. Read it through PodNamespace, NodeName and PodRef.
+	Place unique.Handle[PodPlace]
 	// Rare holds what few endpoints have: nil when they have none of it. Endpoints may
 	// share one (never write into it); read it through Hostname, ForZones and
 	// AuthorityOverride.
@@ -133,7 +136,7 @@ func (e *Endpoint) Equal(o *Endpoint) bool {
 	}
 	return e.Addr == o.Addr && e.Weight == o.Weight && e.Identity == o.Identity &&
 		e.Hint == o.Hint && e.OpaqueTransportPort == o.OpaqueTransportPort && e.HTTP2 == o.HTTP2 &&
-		e.Pod == o.Pod &&
+		e.Pod == o.Pod && e.Place == o.Place &&
 		e.Rare.Equal(o.Rare) && slices.Equal(e.Labels, o.Labels)
 }
 

@@ -7,13 +7,14 @@ import (
 )
 
 // An Endpoint's size is what a snapshot holds per address: the rare fields stay behind one
-// pointer, the pod behind one handle. (A guard against growing it unawares; on 64-bit machines.)
+// pointer, the pod's namespace and node behind one handle. (A guard against growing it
+// unawares; on 64-bit machines.)
 func TestEndpointSize(t *testing.T) {
 	if unsafe.Sizeof(uintptr(0)) != 8 {
 		t.Skip("sizes are for 64-bit machines")
 	}
-	if got := unsafe.Sizeof(Endpoint{}); got > 96 {
-		t.Errorf("snapshot.Endpoint is %d bytes, want at most 96: put what few endpoints have in Rare", got)
+	if got := unsafe.Sizeof(Endpoint{}); got > 112 {
+		t.Errorf("snapshot.Endpoint is %d bytes, want at most 112: put what few endpoints have in Rare", got)
 	}
 }
 
@@ -42,28 +43,37 @@ func TestRare(t *testing.T) {
 	}
 }
 
-// The zero Pod handle reads as no pod; equal PodRefs make one handle, and endpoints compare
-// by every field of it.
-func TestPodRef(t *testing.T) {
+// An endpoint without a pod reads as none; equal places make one handle (the zero PodPlace
+// the zero Handle), the pod's name is not copied, and endpoints compare by the name and
+// every field of the place.
+func TestPodPlace(t *testing.T) {
 	var e Endpoint
 	if e.PodRef() != (PodRef{}) || e.PodName() != "" || e.PodNamespace() != "" || e.NodeName() != "" {
 		t.Fatal("an endpoint without a pod has pod values")
 	}
-	if h := MakePodRef(PodRef{}); h != e.Pod {
-		t.Fatal("MakePodRef of nothing is not the zero handle")
+	if h := MakePodPlace(PodPlace{}); h != e.Place {
+		t.Fatal("MakePodPlace of nothing is not the zero handle")
 	}
-	if e.SetPod("", "", ""); e.Pod != MakePodRef(PodRef{}) {
+	if e.SetPod("", "", ""); e.Place != MakePodPlace(PodPlace{}) || e.Pod != "" {
 		t.Fatal("SetPod of nothing is not the zero handle")
 	}
 	ref := PodRef{Name: "web-0", Namespace: "shop", NodeName: "n1"}
-	var a, b Endpoint
-	a.Pod = MakePodRef(ref)
-	b.SetPod(string([]byte("web-0")), "shop", "n1")
-	if a.Pod != b.Pod || !a.Equal(&b) || a.PodRef() != ref || a.PodName() != "web-0" || a.PodNamespace() != "shop" || a.NodeName() != "n1" {
+	name := string([]byte("web-0"))
+	a := Endpoint{Pod: "web-0", Place: MakePodPlace(PodPlace{Namespace: "shop", NodeName: "n1"})}
+	var b Endpoint
+	b.SetPod(name, string([]byte("shop")), "n1")
+	if a.Place != b.Place || !a.Equal(&b) || a.PodRef() != ref || b.PodRef() != ref || a.PodName() != "web-0" || a.PodNamespace() != "shop" || a.NodeName() != "n1" {
 		t.Fatalf("equal pods: %+v %+v", a.PodRef(), b.PodRef())
 	}
+	if unsafe.StringData(b.Pod) != unsafe.StringData(name) {
+		t.Error("SetPod copied the pod's name")
+	}
+	if n := (Endpoint{Place: MakePodPlace(PodPlace{NodeName: "n1"})}); n.PodName() != "" || n.PodNamespace() != "" || n.NodeName() != "n1" {
+		t.Errorf("a node without a pod: %+v", n.PodRef())
+	}
 	for _, r := range []PodRef{{}, {Name: "web-1", Namespace: "shop", NodeName: "n1"}, {Name: "web-0", Namespace: "other", NodeName: "n1"}, {Name: "web-0", Namespace: "shop"}} {
-		o := Endpoint{Pod: MakePodRef(r)}
+		var o Endpoint
+		o.SetPod(r.Name, r.Namespace, r.NodeName)
 		if a.Equal(&o) {
 			t.Errorf("%+v equals %+v", a.PodRef(), r)
 		}

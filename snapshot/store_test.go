@@ -17,7 +17,7 @@ func TestMain(m *testing.M) { os.Exit(testutil.Main(m, nil)) }
 
 func ep(i int) *Endpoint {
 	a := netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})
-	return &Endpoint{Addr: netip.AddrPortFrom(a, 8080), Weight: 10000, Pod: MakePodRef(PodRef{Name: fmt.Sprintf("pod-%d", i)})}
+	return &Endpoint{Addr: netip.AddrPortFrom(a, 8080), Weight: 10000, Pod: fmt.Sprintf("pod-%d", i)}
 }
 
 // set builds an address set with endpoints for the given ids.

@@ -381,7 +381,7 @@ func (tc *templateContext) endpointTemplate(es *discoveryv1.EndpointSlice, ep *d
 	if name == "" {
 		name = ref.Name
 	}
-	e.Pod = b.pod(name, ns, pod.Spec.NodeName)
+	b.setPod(&e, name, ns, pod.Spec.NodeName)
 	e.Labels = podLabels(cfg, pod, name, zone, b)
 	opaque := IsOpaque(cfg, pod, tp) || ServerOpaque(tc.servers, pod, tp)
 	setMeshed(cfg, &e, pod, tp, opaque, b)

@@ -1,7 +1,7 @@
 package translator
 
 // batch.go: the allocation batch of one address set (endpoints, label slices, identities,
-// pod references, the Rare parts endpoints share) and the zone hints it reads.
+// pod places, the Rare parts endpoints share) and the zone hints it reads.
 
 import (
 	"slices"
@@ -21,9 +21,9 @@ type batch struct {
 	labels    []snapshot.Label
 	// The last identity built: the pods of a service mostly share one service account.
 	idSA, idNS, id string
-	// The last pod reference made, and what it was made of.
-	podIn     snapshot.PodRef
-	podHandle unique.Handle[snapshot.PodRef]
+	// The last pod place made, and what it was made of.
+	placeIn snapshot.PodPlace
+	place   unique.Handle[snapshot.PodPlace]
 	// The labels of addresses without a pod, of the first few zones: they share them.
 	podless [][]snapshot.Label
 	// The Rare parts of the first few hinted zone sets with nothing else rare: the
@@ -67,15 +67,15 @@ func (b *batch) identity(cfg Config, sa, ns string) string {
 	return b.id
 }
 
-// pod returns the canonical pod reference of an endpoint (snapshot.MakePodRef), reusing the
-// last one when it matches: the addresses of one pod are mostly translated one after another
-// (one template per slice endpoint), so unique.Make runs about once per pod and computation.
-func (b *batch) pod(name, namespace, nodeName string) unique.Handle[snapshot.PodRef] {
-	r := snapshot.PodRef{Name: name, Namespace: namespace, NodeName: nodeName}
-	if b.podHandle == (unique.Handle[snapshot.PodRef]{}) || b.podIn != r {
-		b.podIn, b.podHandle = r, snapshot.MakePodRef(r)
+// setPod sets the pod behind e (SetPod), reusing the last place made when it matches: the
+// pods of a service mostly share a namespace, and often a node, so unique.Make runs about
+// once per place and computation rather than once per address.
+func (b *batch) setPod(e *snapshot.Endpoint, name, namespace, nodeName string) {
+	p := snapshot.PodPlace{Namespace: namespace, NodeName: nodeName}
+	if b.place == (unique.Handle[snapshot.PodPlace]{}) || b.placeIn != p {
+		b.placeIn, b.place = p, snapshot.MakePodPlace(p)
 	}
-	return b.podHandle
+	e.Pod, e.Place = name, b.place
 }
 
 // podlessLabels returns the labels of an address without a pod in zone ("": unknown): the

@@ -142,9 +142,9 @@ func BenchmarkView(b *testing.B) {
 
 // BenchmarkSetMemory reports the live heap of the address sets of many 100-endpoint services
 // (bytes/endpoint), their inputs excluded: services whose endpoints are meshed pods owned
-// by a ReplicaSet (the same 100 pod names in every service, or distinct pods per service:
-// what the endpoints' shared pod references cost per pod shows in the latter), and services
-// without pods (the 5,000 x 100 cluster).
+// by a ReplicaSet (the same 100 pod names in every service, or distinct pods per service as
+// in most clusters: what anything interned per pod would cost shows in the latter), and
+// services without pods (the 5,000 x 100 cluster).
 func BenchmarkSetMemory(b *testing.B) {
 	const services, width = 500, 100
 	cfg := DefaultConfig()

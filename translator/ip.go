@@ -94,7 +94,7 @@ func PodEndpoint(cfg Config, pod *corev1.Pod, addr netip.AddrPort, servers []*Se
 		return IPEndpoint{Endpoint: e, Opaque: IsOpaque(cfg, nil, port)}
 	}
 	var b batch
-	e.Pod = b.pod(pod.Name, pod.Namespace, pod.Spec.NodeName)
+	e.SetPod(pod.Name, pod.Namespace, pod.Spec.NodeName)
 	labels := podLabels(cfg, pod, pod.Name, "", &b)
 	out := make([]snapshot.Label, 0, len(labels)+1)
 	for _, l := range labels {

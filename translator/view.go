@@ -103,9 +103,8 @@ func candidates(set *snapshot.AddressSet, c Client) []bool {
 func dropFamilyTwins(cfg Config, set *snapshot.AddressSet, keep []bool) []bool {
 	v4, v6 := false, false
 	for _, e := range set.Endpoints {
-		// The family first: the pod (behind a handle) is read only for a family not seen yet.
-		if is4 := e.Addr.Addr().Is4(); (is4 && !v4 || !is4 && !v6) && e.PodName() != "" {
-			v4, v6 = v4 || is4, v6 || e.Addr.Addr().Is6()
+		if e.PodName() != "" {
+			v4, v6 = v4 || e.Addr.Addr().Is4(), v6 || e.Addr.Addr().Is6()
 		}
 	}
 	if !v4 || !v6 {

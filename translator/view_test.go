@@ -166,11 +166,11 @@ func FuzzView(f *testing.F) {
 				a = netip.AddrFrom16([16]byte{0xfd, 15: r.Byte() % 4})
 			}
 			e := &snapshot.Endpoint{Addr: netip.AddrPortFrom(a, 80), Weight: DefaultWeight}
-			pod := snapshot.PodRef{NodeName: pickFrom(r, nodes)}
+			name, ns := "", ""
 			if p := r.Pick(3); p > 0 {
-				pod.Name, pod.Namespace = fmt.Sprintf("p%d", p), "ns"
+				name, ns = fmt.Sprintf("p%d", p), "ns"
 			}
-			e.Pod = snapshot.MakePodRef(pod)
+			e.SetPod(name, ns, pickFrom(r, nodes))
 			if z := pickFrom(r, zones); z != "" {
 				e.Labels = append(e.Labels, snapshot.Label{Key: LabelKeyZone, Value: z})
 			}
