@@ -16,6 +16,10 @@ import (
 // ErrBadChunk is a chunked body whose framing is wrong.
 var ErrBadChunk = errors.New("malformed chunked body")
 
+// ErrChunkOverhead is a chunked body with too much besides its data (long chunk extensions
+// on small chunks), refused as net/http's chunked reader refuses it; it is an ErrBadChunk.
+var ErrChunkOverhead = fmt.Errorf("%w: too much non-data (chunk extensions)", ErrBadChunk)
+
 // SourceError wraps a failure reading a body from its source (the upstream), so the caller
 // can tell it from a failure writing to the destination.
 type SourceError struct{ Err error }
@@ -72,10 +76,38 @@ func RelayEOF(dst *bufio.Writer, src *bufio.Reader) error {
 // maxChunkLine bounds a chunk-size line (size and extensions) and a trailer line.
 const maxChunkLine = 4096
 
+// The overhead budget of a chunked body, net/http's (net/http/internal/chunked.go,
+// chunkedReader.beginChunk): each chunk adds its chunk-size line (extensions and CRLF
+// included; net/http counts the line without its CRLF plus the CRLF after the data, the same
+// number) and takes away chunkAllowance plus twice its data size; the running excess never
+// goes below zero, and a body is refused once it passes maxChunkExcess, checked at every
+// chunk-size line but the last chunk's ("0": net/http's end of body takes precedence over
+// the check there; that line is still bounded by maxChunkLine). One byte per chunk
+// ("1\r\nX\r\n") stays within it however long the body; kilobytes of extensions per byte
+// of data do not. The trailer section does not count (net/http bounds it as a header).
+const (
+	chunkAllowance = 16
+	maxChunkExcess = 16 << 10
+)
+
+// chunkExcess is the running excess after a chunk-size line of n bytes (with its CRLF) for
+// a chunk of size bytes, or ErrChunkOverhead once it is over budget (not for the last chunk).
+func chunkExcess(excess int64, n int, size int64) (int64, error) {
+	excess = max(excess+int64(n)-chunkAllowance-2*size, 0)
+	if excess > maxChunkExcess && size > 0 {
+		return excess, ErrChunkOverhead
+	}
+	return excess, nil
+}
+
 // RelayChunked copies a chunked body as it is, chunk extensions and trailers included,
 // checking its framing: each chunk-size line is hex digits (at most 15) and optional
 // extensions, each chunk ends with CRLF, and the trailer section ends with an empty line.
+// A body whose chunk-size lines outweigh its data past net/http's budget (see
+// maxChunkExcess) is refused with ErrChunkOverhead before the line that passes it is
+// written.
 func RelayChunked(dst *bufio.Writer, src *bufio.Reader) error {
+	var excess int64
 	for {
 		line, err := readLine(dst, src)
 		if err != nil {
@@ -83,6 +115,9 @@ func RelayChunked(dst *bufio.Writer, src *bufio.Reader) error {
 		}
 		size, err := chunkSize(line)
 		if err != nil {
+			return SourceError{err}
+		}
+		if excess, err = chunkExcess(excess, len(line), size); err != nil {
 			return SourceError{err}
 		}
 		if _, err := dst.Write(line); err != nil {

@@ -52,3 +52,48 @@ func TestChunkSizeLineAsNetHTTP(t *testing.T) {
 		}
 	}
 }
+
+// TestChunkOverheadAsNetHTTP: a chunked body whose chunk-size lines (long extensions on
+// small chunks) outweigh its data is refused exactly where net/http's chunked reader refuses
+// it ("too much non-data"): 16 bytes per chunk plus twice its data are free, the excess may
+// reach 16 KiB and not pass it, and a large chunk's credit does not carry over (the excess
+// stays at zero or above). As in net/http, the last chunk's line is not checked (its end of
+// body takes precedence there).
+func TestChunkOverheadAsNetHTTP(t *testing.T) {
+	// heavy is a chunk of one byte whose size line is n bytes with its CRLF: n-18 of excess.
+	heavy := func(n int) string { return "1;e=" + strings.Repeat("x", n-6) + "\r\nX\r\n" }
+	heavies := func(k int) string { return strings.Repeat(heavy(4018), k) } // 4000 each
+	big := "1000\r\n" + strings.Repeat("d", 0x1000) + "\r\n"
+	for _, tc := range []struct {
+		name, body string
+		ok         bool
+	}{
+		{"one byte per chunk", strings.Repeat("1\r\nX\r\n", 20000) + "0\r\n\r\n", true},
+		{"excess of 16384", heavies(4) + heavy(402) + "0\r\n\r\n", true},
+		{"excess of 16385", heavies(4) + heavy(403) + "0\r\n\r\n", false},
+		{"last chunk's line not checked", heavies(4) + heavy(402) + "0;e=" + strings.Repeat("x", 4000) + "\r\n\r\n", true},
+		{"no credit carried", big + heavies(4) + heavy(403) + "0\r\n\r\n", false},
+		{"data between", heavies(4) + "c8\r\n" + strings.Repeat("d", 200) + "\r\n" + heavy(814) + "0\r\n\r\n", true},
+		{"data between, over", heavies(4) + "c8\r\n" + strings.Repeat("d", 200) + "\r\n" + heavy(815) + "0\r\n\r\n", false},
+		{"trailers do not count", heavies(4) + heavy(402) + "0\r\n" + strings.Repeat("X-T: "+strings.Repeat("v", 1000)+"\r\n", 20) + "\r\n", true},
+	} {
+		var out bytes.Buffer
+		dst := bufio.NewWriter(&out)
+		err := RelayChunked(dst, bufio.NewReaderSize(strings.NewReader(tc.body), 4<<10))
+		_ = dst.Flush()
+		_, refErr := io.ReadAll(httputil.NewChunkedReader(strings.NewReader(tc.body)))
+		if (refErr == nil) != tc.ok {
+			t.Fatalf("%s: net/http's reader says %v, the table %v", tc.name, refErr, tc.ok)
+		}
+		switch {
+		case tc.ok && err != nil:
+			t.Errorf("%s: refused: %v", tc.name, err)
+		case !tc.ok && err == nil:
+			t.Errorf("%s: accepted, net/http refuses it: %v", tc.name, refErr)
+		case !tc.ok && (!errors.Is(err, ErrChunkOverhead) || !errors.Is(err, ErrBadChunk)):
+			t.Errorf("%s: error %v, want ErrChunkOverhead (an ErrBadChunk)", tc.name, err)
+		case !tc.ok && bytes.Contains(out.Bytes(), []byte("\r\n0")):
+			t.Errorf("%s: relayed past the line over budget", tc.name)
+		}
+	}
+}

@@ -135,6 +135,9 @@ func TestLeanAppFailures(t *testing.T) {
 			t.Errorf("truncated body %d reached the client as complete", i+1)
 		}
 	}
+	if !proxytest.ChunkedCut(proxytest.Dial(t, p.addr), post) { // chunk extensions past net/http's budget
+		t.Error("a body with too much chunk overhead was relayed whole")
+	}
 }
 
 // TestLeanDrainClosesIdleConnections: when Run's context ends, a keep-alive connection

@@ -107,6 +107,9 @@ func TestLeanUpstreamFailures(t *testing.T) {
 			t.Errorf("truncated body %d reached the client as complete", i+1)
 		}
 	}
+	if !proxytest.ChunkedCut(proxytest.Dial(t, addr), post) { // chunk extensions past net/http's budget
+		t.Error("a body with too much chunk overhead was relayed whole")
+	}
 }
 
 func TestLeanDrainClosesIdleConnections(t *testing.T) {

@@ -7,9 +7,10 @@
 // BenchRaw, Dial, Body), BenchGet (BenchRaw's measure for a net/http client), one check
 // both proxies' lean HTTP/1.1 paths pass (ResponseFramings and CheckResponseFramings: the
 // framings of responses), the responses they refuse to relay (ResponseFailures, and
-// CompleteResponse to see a client's connection cut), GetAsync (a GET whose result arrives
-// on a channel), Gathered (a sum of Prometheus series by labels), and Meridian's policy
-// controller in process (NewPolicyIndex, ApplyPolicy, ServePolicy).
+// CompleteResponse to see a client's connection cut, ChunkedCut to see it cut before a
+// body's last chunk), GetAsync (a GET whose result arrives on a channel), Gathered (a sum of
+// Prometheus series by labels), and Meridian's policy controller in process
+// (NewPolicyIndex, ApplyPolicy, ServePolicy).
 //
 // It owns nothing beyond a test: every server stops and is waited for when its test ends.
 // It imports internal/testutil, internal/tlsid, proxy/transportheader, the policy

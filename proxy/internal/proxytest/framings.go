@@ -2,9 +2,11 @@ package proxytest
 
 import (
 	"bufio"
+	"bytes"
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 )
@@ -62,8 +64,9 @@ func CheckResponseFramings(t *testing.T, dial func() net.Conn, get, head string)
 
 // ResponseFailures is the script of a Scripted application whose responses a proxy cannot
 // relay exactly: an unknown transfer coding and bytes that are not HTTP (a proxy answers
-// 502), then bodies cut short after their heads, by Content-Length and by a malformed chunk
-// (a proxy cuts the client's connection). Each closes its connection.
+// 502), then bodies cut short after their heads, by Content-Length, by a malformed chunk and
+// by chunk extensions past net/http's overhead budget (a proxy cuts the client's
+// connection). Each closes its connection.
 func ResponseFailures(n int64, _ string) (string, bool) {
 	switch n {
 	case 1:
@@ -72,8 +75,11 @@ func ResponseFailures(n int64, _ string) (string, bool) {
 		return "NOT HTTP\r\n\r\n", true
 	case 3:
 		return "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort", true // cut short
+	case 4:
+		return "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", true
 	}
-	return "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", true
+	heavy := "1;e=" + strings.Repeat("x", 4000) + "\r\nX\r\n" // 3988 bytes of excess each
+	return "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + strings.Repeat(heavy, 5) + "0\r\n\r\n", true
 }
 
 // CompleteResponse writes req on c and reports whether a whole response, its head and body,
@@ -87,4 +93,16 @@ func CompleteResponse(c net.Conn, req string) bool {
 		_, err = io.ReadAll(res.Body)
 	}
 	return err == nil
+}
+
+// ChunkedCut writes req on c and reports whether c was closed (within Wait) before the last
+// chunk of a chunked body ("0\r\n\r\n") came: the bytes are read raw, so that a body the
+// client's own reader would refuse (too much chunk overhead) shows whether the proxy cut it
+// or relayed it whole. It closes c.
+func ChunkedCut(c net.Conn, req string) bool {
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(Wait))
+	_, _ = io.WriteString(c, req)
+	b, err := io.ReadAll(c)
+	return err == nil && !bytes.Contains(b, []byte("\r\n0\r\n\r\n"))
 }
