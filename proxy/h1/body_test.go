@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net/http/httputil"
 	"strings"
@@ -35,22 +36,37 @@ func TestChunkSizeLineAsNetHTTP(t *testing.T) {
 		if tc.line[0] == '5' {
 			body = tc.line + "\r\nhello\r\n0\r\n\r\n"
 		}
-		var out bytes.Buffer
-		dst := bufio.NewWriter(&out)
-		err := RelayChunked(dst, bufio.NewReader(strings.NewReader(body)))
-		_, refErr := io.ReadAll(httputil.NewChunkedReader(strings.NewReader(body)))
-		if (refErr == nil) != tc.ok {
-			t.Fatalf("%q: net/http's reader says %v, the table %v", tc.line, refErr, tc.ok)
-		}
-		switch {
-		case tc.ok && err != nil:
-			t.Errorf("%q: refused: %v", tc.line, err)
-		case !tc.ok && err == nil:
-			t.Errorf("%q: accepted, net/http refuses it: %v", tc.line, refErr)
-		case !tc.ok && !errors.Is(err, ErrBadChunk):
-			t.Errorf("%q: error %v, want ErrBadChunk", tc.line, err)
-		}
+		relayAsNetHTTP(t, fmt.Sprintf("%q", tc.line), body, 0, tc.ok, ErrBadChunk)
 	}
+}
+
+// relayAsNetHTTP relays body with RelayChunked (reading it through a bufio.Reader of size,
+// 0 for the default) and checks that it is accepted exactly when net/http's chunked reader
+// accepts it, and the table agrees (ok); a body refused must fail with want, which is an
+// ErrBadChunk. It returns what was relayed.
+func relayAsNetHTTP(t *testing.T, name, body string, size int, ok bool, want error) []byte {
+	t.Helper()
+	var out bytes.Buffer
+	dst := bufio.NewWriter(&out)
+	src := bufio.NewReader(strings.NewReader(body))
+	if size > 0 {
+		src = bufio.NewReaderSize(strings.NewReader(body), size)
+	}
+	err := RelayChunked(dst, src)
+	_ = dst.Flush()
+	_, refErr := io.ReadAll(httputil.NewChunkedReader(strings.NewReader(body)))
+	if (refErr == nil) != ok {
+		t.Fatalf("%s: net/http's reader says %v, the table %v", name, refErr, ok)
+	}
+	switch {
+	case ok && err != nil:
+		t.Errorf("%s: refused: %v", name, err)
+	case !ok && err == nil:
+		t.Errorf("%s: accepted, net/http refuses it: %v", name, refErr)
+	case !ok && (!errors.Is(err, want) || !errors.Is(err, ErrBadChunk)):
+		t.Errorf("%s: error %v, want %v (an ErrBadChunk)", name, err, want)
+	}
+	return out.Bytes()
 }
 
 // TestChunkOverheadAsNetHTTP: a chunked body whose chunk-size lines (long extensions on
@@ -77,22 +93,8 @@ func TestChunkOverheadAsNetHTTP(t *testing.T) {
 		{"data between, over", heavies(4) + "c8\r\n" + strings.Repeat("d", 200) + "\r\n" + heavy(815) + "0\r\n\r\n", false},
 		{"trailers do not count", heavies(4) + heavy(402) + "0\r\n" + strings.Repeat("X-T: "+strings.Repeat("v", 1000)+"\r\n", 20) + "\r\n", true},
 	} {
-		var out bytes.Buffer
-		dst := bufio.NewWriter(&out)
-		err := RelayChunked(dst, bufio.NewReaderSize(strings.NewReader(tc.body), 4<<10))
-		_ = dst.Flush()
-		_, refErr := io.ReadAll(httputil.NewChunkedReader(strings.NewReader(tc.body)))
-		if (refErr == nil) != tc.ok {
-			t.Fatalf("%s: net/http's reader says %v, the table %v", tc.name, refErr, tc.ok)
-		}
-		switch {
-		case tc.ok && err != nil:
-			t.Errorf("%s: refused: %v", tc.name, err)
-		case !tc.ok && err == nil:
-			t.Errorf("%s: accepted, net/http refuses it: %v", tc.name, refErr)
-		case !tc.ok && (!errors.Is(err, ErrChunkOverhead) || !errors.Is(err, ErrBadChunk)):
-			t.Errorf("%s: error %v, want ErrChunkOverhead (an ErrBadChunk)", tc.name, err)
-		case !tc.ok && bytes.Contains(out.Bytes(), []byte("\r\n0")):
+		out := relayAsNetHTTP(t, tc.name, tc.body, 4<<10, tc.ok, ErrChunkOverhead)
+		if !tc.ok && bytes.Contains(out, []byte("\r\n0")) {
 			t.Errorf("%s: relayed past the line over budget", tc.name)
 		}
 	}
