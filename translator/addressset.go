@@ -167,11 +167,16 @@ func hostAddressSet(cfg Config, in Inputs, port uint32, hostname string, reuse *
 		set.Labels = sortedLabels(append(set.Labels, ml...))
 	}
 	set.Endpoints = make([]*snapshot.Endpoint, 0, nAddrs)
-	if reuse == nil {
-		// Every endpoint is new: two exact allocations. When reusing, few are, and the batch
-		// grows by doubling from one instead.
+	switch {
+	case reuse == nil:
+		// Every endpoint is new: two exact allocations.
 		b.endpoints = make([]snapshot.Endpoint, 0, nAddrs)
 		b.labels = make([]snapshot.Label, 0, nLabels)
+	case nAddrs > reuse.Prev.Len():
+		// At least the addresses beyond the earlier set's are new (a Service's first slices
+		// arriving after it, a scale-up): one allocation for them. Beyond those, the batch
+		// grows by doubling, as when few are new.
+		b.endpoints = make([]snapshot.Endpoint, 0, nAddrs-reuse.Prev.Len())
 	}
 
 	for _, es := range own {

@@ -151,7 +151,8 @@ func BenchmarkSetMemory(b *testing.B) {
 	for _, c := range []struct {
 		name               string
 		withPods, distinct bool
-	}{{"pods", true, false}, {"distinct-pods", true, true}, {"no-pods", false, false}} {
+		afterEmpty         bool // computed with AddressSetReusing from the Service's empty set
+	}{{"pods", true, false, false}, {"distinct-pods", true, true, false}, {"no-pods", false, false, false}, {"no-pods-after-empty", false, false, true}} {
 		b.Run(c.name, func(b *testing.B) {
 			type input struct {
 				svc    *corev1.Service
@@ -181,6 +182,13 @@ func BenchmarkSetMemory(b *testing.B) {
 				clear(sets)
 				before := heapAfterGC()
 				for i, x := range in {
+					if c.afterEmpty {
+						// A Service indexed before its slices arrive: its first set is empty,
+						// and the next is computed reusing it, as the index does.
+						empty := AddressSet(cfg, x.svc, 80, nil, x.pods.lookup)
+						sets[i] = AddressSetReusing(cfg, Inputs{Service: x.svc, Slices: x.slices, Pods: x.pods.lookup}, 80, Reuse{Prev: empty})
+						continue
+					}
 					sets[i] = AddressSet(cfg, x.svc, 80, x.slices, x.pods.lookup)
 				}
 				perEndpoint = (float64(heapAfterGC()) - float64(before)) / (services * width)
