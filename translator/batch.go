@@ -21,9 +21,10 @@ type batch struct {
 	labels    []snapshot.Label
 	// The last identity built: the pods of a service mostly share one service account.
 	idSA, idNS, id string
-	// The last pod place made, and what it was made of.
-	placeIn snapshot.PodPlace
-	place   unique.Handle[snapshot.PodPlace]
+	// The pod places made, of the first few (namespace, node) pairs seen: a service's pods
+	// spread over a few nodes.
+	places  [maxPlaces]unique.Handle[snapshot.PodPlace]
+	nPlaces int
 	// The labels of addresses without a pod, of the first few zones: they share them.
 	podless [][]snapshot.Label
 	// The Rare parts of the first few hinted zone sets with nothing else rare: the
@@ -67,15 +68,26 @@ func (b *batch) identity(cfg Config, sa, ns string) string {
 	return b.id
 }
 
-// setPod sets the pod behind e (SetPod), reusing the last place made when it matches: the
-// pods of a service mostly share a namespace, and often a node, so unique.Make runs about
-// once per place and computation rather than once per address.
+// maxPlaces bounds batch.places: beyond it, each further place is looked up in unique's map.
+const maxPlaces = 8
+
+// setPod sets the pod behind e (SetPod), reusing a place made for an earlier endpoint when
+// it matches: the pods of a service share a namespace and a few nodes, so unique.Make runs
+// about once per place and computation rather than once per address.
 func (b *batch) setPod(e *snapshot.Endpoint, name, namespace, nodeName string) {
 	p := snapshot.PodPlace{Namespace: namespace, NodeName: nodeName}
-	if b.place == (unique.Handle[snapshot.PodPlace]{}) || b.placeIn != p {
-		b.placeIn, b.place = p, snapshot.MakePodPlace(p)
+	e.Pod = name
+	for _, h := range b.places[:b.nPlaces] {
+		if h.Value() == p {
+			e.Place = h
+			return
+		}
 	}
-	e.Pod, e.Place = name, b.place
+	e.Place = snapshot.MakePodPlace(p)
+	if e.Place != (unique.Handle[snapshot.PodPlace]{}) && b.nPlaces < maxPlaces {
+		b.places[b.nPlaces] = e.Place
+		b.nPlaces++
+	}
 }
 
 // podlessLabels returns the labels of an address without a pod in zone ("": unknown): the
