@@ -27,6 +27,10 @@ type Config struct {
 	// endpoint's targetRef (two requests per pod: sizes of tens of thousands). Without it
 	// endpoints have no targetRef, and so no pod metadata.
 	KubePods bool
+	// KubePolicy makes, with SourceKubernetes, what the replicas' other watches read: a
+	// ServiceProfile for every Service, a policy.linkerd.io Server in every namespace, and
+	// kubeNodes Nodes with zones (kube_extra.go).
+	KubePolicy bool
 	// CreateConcurrency bounds the API requests in flight while the cluster is created.
 	CreateConcurrency int
 	// Shards lists the replica counts to run the workload at, in order (--compare-shards, or
@@ -155,6 +159,9 @@ func (c Config) Validate() error {
 	}
 	if c.Source != SourceKubernetes && c.KubePods {
 		errs = append(errs, errors.New("--kube-pods is for the kubernetes source"))
+	}
+	if c.Source != SourceKubernetes && c.KubePolicy {
+		errs = append(errs, errors.New("--kube-policy is for the kubernetes source"))
 	}
 	if c.ScaleShare < 0 || c.ScaleShare > 1 {
 		errs = append(errs, fmt.Errorf("scale share %g outside 0..1", c.ScaleShare))

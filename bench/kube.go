@@ -118,6 +118,11 @@ func (w *kubeWorld) create(ctx context.Context) error {
 	if err := w.runBounded(ctx, "creating namespaces", nsJobs); err != nil {
 		return err
 	}
+	if w.cfg.KubePolicy {
+		if err := w.createPolicy(ctx); err != nil {
+			return err
+		}
+	}
 	var jobs []func(context.Context) error
 	for i := range w.cluster.Services() {
 		jobs = append(jobs, func(ctx context.Context) error {

@@ -43,6 +43,7 @@ func TestKubernetesSource(t *testing.T) {
 	}
 	rcfg := cfg
 	rcfg.Shards, rcfg.NonOwner = []int{4}, "redirect"
+	rcfg.KubePolicy = true // the replicas watch Nodes, Servers and ServiceProfiles too
 	rres := mustRun(ctx, t, rcfg)
 	if r := rres.Runs[0]; r.Redirects == 0 || r.ForwardedStreams != 0 {
 		t.Errorf("redirect mode: %d redirects, %d forwarded streams", r.Redirects, r.ForwardedStreams)

@@ -92,6 +92,7 @@ func TestValidate(t *testing.T) {
 		func(c *Config) { c.MaxKillConverge = 5 * time.Second }, // without a kill
 		func(c *Config) { c.Source = "etcd" },
 		func(c *Config) { c.KubePods = true },                                // with the feed
+		func(c *Config) { c.KubePolicy = true },                              // with the feed
 		func(c *Config) { c.Source, c.DeliverPods = SourceKubernetes, true }, // a feed option
 		func(c *Config) { c.ScaleShare = 1.5 },
 		func(c *Config) { c.CreateConcurrency = 0 },

@@ -51,6 +51,7 @@ func runBench(ctx context.Context, args []string) error {
 	fs.StringVar(&cfg.KubeAssets, "kube-assets", cfg.KubeAssets, "with --source kubernetes: directory of kube-apiserver and etcd (default: $KUBEBUILDER_ASSETS, else .cache/kube/<version>/bin of the source tree or the working directory)")
 	fs.Float64Var(&cfg.ScaleShare, "scale-share", cfg.ScaleShare, "with --source kubernetes: fraction of churn changes that scale a slice up or down (half each); the others patch readiness or replace an endpoint")
 	fs.BoolVar(&cfg.KubePods, "kube-pods", cfg.KubePods, "with --source kubernetes: create a running Pod for every endpoint, named by its targetRef (else endpoints have no targetRef)")
+	fs.BoolVar(&cfg.KubePolicy, "kube-policy", cfg.KubePolicy, "with --source kubernetes: also create a ServiceProfile for every Service, a Server in every namespace and 3 Nodes with zones, which the replicas then watch too")
 	fs.IntVar(&cfg.CreateConcurrency, "create-concurrency", cfg.CreateConcurrency, "with --source kubernetes: API requests in flight while the cluster is created")
 	fs.IntVar(&cfg.Cluster.Services, "services", cfg.Cluster.Services, "services in the synthetic cluster")
 	fs.IntVar(&cfg.Cluster.EndpointsPerService, "endpoints-per-service", cfg.Cluster.EndpointsPerService, "endpoints per service (EndpointSlices of at most 100)")
