@@ -27,8 +27,21 @@ func NewClients(kubeconfig string) (*Clients, error) {
 	return ClientsFor(rc)
 }
 
-// ClientsFor builds the clients for rc.
+// The request rate a component's clients may use when rc sets none (client-go's own default
+// is 5 a second, burst 10). Informers make a few requests; the destination also reads every
+// ServiceProfile of its share with one GET each when it starts or gains services, which at
+// client-go's default took a replica with 5,000 profiles over 15 minutes to become ready.
+const (
+	DefaultQPS   = 100
+	DefaultBurst = 200
+)
+
+// ClientsFor builds the clients for rc, with DefaultQPS and DefaultBurst when rc sets no
+// rate (rc is then changed).
 func ClientsFor(rc *rest.Config) (*Clients, error) {
+	if rc.QPS == 0 && rc.RateLimiter == nil {
+		rc.QPS, rc.Burst = DefaultQPS, DefaultBurst
+	}
 	typed, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)

@@ -105,14 +105,19 @@ func profileMeta(m *metav1.PartialObjectMetadata) *metav1.PartialObjectMetadata 
 		Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion}}
 }
 
-// run processes the queue on one goroutine until ctx ends, and then waits for it.
+// profileWorkers is the number of GETs of ServiceProfiles in flight: a replica that starts,
+// or gains a share, reads every profile of its services, one request each.
+const profileWorkers = 8
+
+// run processes the queue on profileWorkers goroutines until ctx ends, and then waits for
+// them. The queue hands a key to one worker at a time.
 func (f *profileFetcher) run(ctx context.Context) {
-	f.wg.Add(1)
-	go func() {
-		defer f.wg.Done()
-		for f.next(ctx) {
-		}
-	}()
+	for range profileWorkers {
+		f.wg.Go(func() {
+			for f.next(ctx) {
+			}
+		})
+	}
 	<-ctx.Done()
 	f.queue.close()
 	f.wg.Wait()
