@@ -312,9 +312,13 @@ func (k *Kubernetes) Run(ctx context.Context, h Handler) error {
 		case "pods":
 			k.pods = kd.informer.GetStore()
 			k.factoryStores[0] = k.pods
-		case "services", "endpointslices":
-			if len(k.shares) == 0 { // the factory's informers (no filter)
-				k.factoryStores[b2i(name == "endpointslices")+1] = kd.informer.GetStore()
+		case "services":
+			if len(k.shares) == 0 { // the factory's informer (no filter)
+				k.factoryStores[1] = kd.informer.GetStore()
+			}
+		case "endpointslices":
+			if len(k.shares) == 0 {
+				k.factoryStores[2] = kd.informer.GetStore()
 			}
 		}
 		k.mu.Unlock()
@@ -374,13 +378,6 @@ func (k *Kubernetes) slimFactory(obj any) (any, error) {
 		return o, nil
 	}
 	return reuseCached(store, o), nil
-}
-
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // serviceInformers returns the informers on Services and EndpointSlices: when h is a

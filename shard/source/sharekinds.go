@@ -49,6 +49,12 @@ func isDropped(obj any) bool {
 	return ok && m.GetAnnotations()[annotationDropped] != ""
 }
 
+// clusterIPsOf is the reduced Service (IsClusterIPsOnly) of the Service m with these cluster
+// IPs.
+func clusterIPsOf(m objMeta, ip string, ips []string) *corev1.Service {
+	return &corev1.Service{ObjectMeta: reducedMeta(m, clusterIPsOnly), Spec: corev1.ServiceSpec{ClusterIP: ip, ClusterIPs: ips}}
+}
+
 func reducedMeta(m objMeta, annotations map[string]string) metav1.ObjectMeta {
 	return metav1.ObjectMeta{Name: m.name, Namespace: m.namespace, ResourceVersion: m.resourceVersion, Annotations: annotations}
 }
@@ -108,7 +114,7 @@ func serviceKind(ns string) shareKind {
 			if err != nil {
 				return nil, err
 			}
-			return &corev1.Service{ObjectMeta: reducedMeta(m, clusterIPsOnly), Spec: corev1.ServiceSpec{ClusterIP: ip, ClusterIPs: ips}}, nil
+			return clusterIPsOf(m, ip, ips), nil
 		},
 		list: func(rv, cont string, items []runtime.Object) runtime.Object {
 			return &corev1.ServiceList{ListMeta: metav1.ListMeta{ResourceVersion: rv, Continue: cont}, Items: itemsOf[corev1.Service](items)}

@@ -128,10 +128,7 @@ func (lw *shareLW) reduce(obj any) any {
 	}
 	meta := objMeta{name: m.GetName(), namespace: m.GetNamespace(), resourceVersion: m.GetResourceVersion()}
 	if sv, ok := obj.(*corev1.Service); ok {
-		return &corev1.Service{
-			ObjectMeta: reducedMeta(meta, clusterIPsOnly),
-			Spec:       corev1.ServiceSpec{ClusterIP: sv.Spec.ClusterIP, ClusterIPs: sv.Spec.ClusterIPs},
-		}
+		return clusterIPsOf(meta, sv.Spec.ClusterIP, sv.Spec.ClusterIPs)
 	}
 	return lw.kind.placeholder(meta)
 }
