@@ -24,6 +24,7 @@ import (
 	"github.com/meridian-mesh/meridian/internal/testutil"
 	"github.com/meridian-mesh/meridian/internal/wire"
 	"github.com/meridian-mesh/meridian/shard/source"
+	"github.com/meridian-mesh/meridian/translator"
 )
 
 // pushSource is a source.Source driven by the test: objects are kept (as a real source's
@@ -35,13 +36,13 @@ type pushSource struct {
 	ready    chan struct{}
 	synced   atomic.Bool
 	services map[string]*corev1.Service
-	slices   map[string]*discoveryv1.EndpointSlice
+	slices   map[string]*translator.EndpointSlice
 	pods     map[string]*corev1.Pod
 }
 
 func newPushSource() *pushSource {
 	return &pushSource{ready: make(chan struct{}), services: map[string]*corev1.Service{},
-		slices: map[string]*discoveryv1.EndpointSlice{}, pods: map[string]*corev1.Pod{}}
+		slices: map[string]*translator.EndpointSlice{}, pods: map[string]*corev1.Pod{}}
 }
 
 func (s *pushSource) Run(ctx context.Context, h source.Handler) error {
@@ -66,7 +67,7 @@ func (s *pushSource) Replay(ctx context.Context) error {
 	s.mu.Lock()
 	h := s.h
 	var svcs []*corev1.Service
-	var slices []*discoveryv1.EndpointSlice
+	var slices []*translator.EndpointSlice
 	for _, v := range s.services {
 		svcs = append(svcs, v)
 	}
@@ -100,7 +101,7 @@ func (s *pushSource) OnService(v *corev1.Service, deleted bool) {
 	keep(s, s.services, v.Namespace+"/"+v.Name, v, deleted).OnService(v, deleted)
 }
 
-func (s *pushSource) OnEndpointSlice(v *discoveryv1.EndpointSlice, deleted bool) {
+func (s *pushSource) OnEndpointSlice(v *translator.EndpointSlice, deleted bool) {
 	keep(s, s.slices, v.Namespace+"/"+v.Name, v, deleted).OnEndpointSlice(v, deleted)
 }
 
@@ -216,7 +217,14 @@ type epSpec struct {
 	hostname string
 }
 
-func sliceObj(ns, svc, name string, port int32, eps ...epSpec) *discoveryv1.EndpointSlice {
+// sliceObj is the projection of an EndpointSlice of svc with these endpoints, as a source
+// delivers it.
+func sliceObj(ns, svc, name string, port int32, eps ...epSpec) *translator.EndpointSlice {
+	return translator.SlimEndpointSlice(apiSlice(ns, svc, name, port, eps...))
+}
+
+// apiSlice is the EndpointSlice of svc with these endpoints.
+func apiSlice(ns, svc, name string, port int32, eps ...epSpec) *discoveryv1.EndpointSlice {
 	es := &discoveryv1.EndpointSlice{
 		ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{discoveryv1.LabelServiceName: svc}},
 		AddressType: discoveryv1.AddressTypeIPv4,

@@ -184,7 +184,7 @@ func (x *Index) hasSlices(k ServiceKey) bool {
 
 func (x *Index) getOrCreate(k ServiceKey) *service {
 	s, _ := x.services.LoadOrCompute(k, func() *service {
-		return &service{slices: map[string]*discoveryv1.EndpointSlice{}, ports: map[uint32]*portState{}}
+		return &service{slices: map[string]*translator.EndpointSlice{}, ports: map[uint32]*portState{}}
 	})
 	return s
 }
@@ -321,7 +321,7 @@ func (x *Index) OnServer(srv *translator.Server, deleted bool) {
 }
 
 // OnEndpointSlice implements source.Handler.
-func (x *Index) OnEndpointSlice(es *discoveryv1.EndpointSlice, deleted bool) {
+func (x *Index) OnEndpointSlice(es *translator.EndpointSlice, deleted bool) {
 	name := es.Labels[discoveryv1.LabelServiceName]
 	if name == "" {
 		return
@@ -333,11 +333,11 @@ func (x *Index) OnEndpointSlice(es *discoveryv1.EndpointSlice, deleted bool) {
 	s := x.getOrCreate(k)
 	s.mu.Lock()
 	old := s.slices[es.Name]
-	var next *discoveryv1.EndpointSlice
+	var next *translator.EndpointSlice
 	if deleted {
 		delete(s.slices, es.Name)
 	} else {
-		next = translator.ProjectEndpointSlice(es) // a source that delivers projections is not copied again
+		next = es
 		s.slices[es.Name] = next
 	}
 	x.updateRefs(k, old, next)
@@ -428,7 +428,7 @@ func (x *Index) DropUnowned() int {
 		for _, es := range s.slices {
 			x.updateRefs(k, es, nil)
 		}
-		s.svc, s.slices, s.profiles = nil, map[string]*discoveryv1.EndpointSlice{}, nil
+		s.svc, s.slices, s.profiles = nil, map[string]*translator.EndpointSlice{}, nil
 		s.stale, s.full = nil, true
 		s.mu.Unlock()
 		x.queue.Add(k)

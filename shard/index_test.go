@@ -15,6 +15,7 @@ import (
 
 	"github.com/meridian-mesh/meridian/internal/metrics"
 	"github.com/meridian-mesh/meridian/snapshot"
+	"github.com/meridian-mesh/meridian/translator"
 )
 
 // TestPodRefsIncremental checks the pod reference index against a count from scratch while
@@ -47,10 +48,12 @@ func TestPodRefsIncremental(t *testing.T) {
 		out := map[podKey]map[ServiceKey]int32{}
 		for id, es := range truth {
 			for i := range es.Endpoints {
-				if r := es.Endpoints[i].Conditions.Ready; r != nil && !*r {
+				ep := &es.Endpoints[i]
+				if r := ep.Conditions.Ready; r != nil && !*r {
 					continue // not kept by the index
 				}
-				if pk, ok := slicePod(es, i); ok {
+				if ref := ep.TargetRef; ref != nil && ref.Kind == "Pod" {
+					pk := podKey{"ns", ref.Name}
 					if out[pk] == nil {
 						out[pk] = map[ServiceKey]int32{}
 					}
@@ -65,7 +68,7 @@ func TestPodRefsIncremental(t *testing.T) {
 		switch r := rng.IntN(10); {
 		case r == 0:
 			if es, ok := truth[id]; ok {
-				x.OnEndpointSlice(es, true)
+				x.OnEndpointSlice(translator.SlimEndpointSlice(es), true)
 				delete(truth, id)
 			}
 		case r == 1:
@@ -94,7 +97,7 @@ func TestPodRefsIncremental(t *testing.T) {
 			} else {
 				truth[id] = randSlice(id)
 			}
-			x.OnEndpointSlice(truth[id], false)
+			x.OnEndpointSlice(translator.SlimEndpointSlice(truth[id]), false)
 		}
 		got := map[podKey]map[ServiceKey]int32{}
 		x.refMu.Lock()
@@ -126,7 +129,7 @@ func TestPodRefsCompact(t *testing.T) {
 		for p := range 10 {
 			es.Endpoints = append(es.Endpoints, discoveryv1.Endpoint{Addresses: []string{"10.0.0.1"}, TargetRef: &corev1.ObjectReference{Kind: "Pod", Name: fmt.Sprintf("p%d-%d", s, p)}})
 		}
-		x.OnEndpointSlice(es, false)
+		x.OnEndpointSlice(translator.SlimEndpointSlice(es), false)
 	}
 	x.refMu.Lock()
 	before, peak := x.podRefs, x.refsPeak

@@ -6,7 +6,6 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 
 	"github.com/meridian-mesh/meridian/snapshot"
 	"github.com/meridian-mesh/meridian/translator"
@@ -19,7 +18,7 @@ type podKey struct{ Namespace, Name string }
 type service struct {
 	mu     sync.Mutex
 	svc    *corev1.Service
-	slices map[string]*discoveryv1.EndpointSlice
+	slices map[string]*translator.EndpointSlice
 	// ports are the ports with snapshots in the store: the ports of the Service spec, which
 	// are always computed, and those streams watch.
 	ports map[uint32]*portState
@@ -208,7 +207,7 @@ func (x *Index) publishLocked(k ServiceKey, s *service, p uint32) {
 // inputsLocked returns what the sets of service k are translated from: its Service, its
 // slices, the pods, its namespace's Servers. s.mu is held.
 func (x *Index) inputsLocked(k ServiceKey, s *service) translator.Inputs {
-	sl := make([]*discoveryv1.EndpointSlice, 0, len(s.slices))
+	sl := make([]*translator.EndpointSlice, 0, len(s.slices))
 	for _, es := range s.slices {
 		sl = append(sl, es)
 	}

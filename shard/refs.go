@@ -3,20 +3,16 @@ package shard
 import (
 	"maps"
 
-	discoveryv1 "k8s.io/api/discovery/v1"
+	"github.com/meridian-mesh/meridian/translator"
 )
 
 // slicePod returns the pod endpoint i of es names, if any.
-func slicePod(es *discoveryv1.EndpointSlice, i int) (podKey, bool) {
-	r := es.Endpoints[i].TargetRef
-	if r == nil || r.Kind != "Pod" {
+func slicePod(es *translator.EndpointSlice, i int) (podKey, bool) {
+	e := &es.Endpoints[i]
+	if e.Pod == "" {
 		return podKey{}, false
 	}
-	ns := r.Namespace
-	if ns == "" {
-		ns = es.Namespace
-	}
-	return podKey{ns, r.Name}, true
+	return podKey{e.PodNamespace(es), e.Pod}, true
 }
 
 // updateRefs moves k's references from the pods of old to those of next (either may be nil).
@@ -24,8 +20,8 @@ func slicePod(es *discoveryv1.EndpointSlice, i int) (podKey, bool) {
 // a few, so the two lists are walked side by side and only the pods where they differ are
 // touched (one skipped insertion or removal is recognised as such): a change of one endpoint
 // costs one or two reference updates, not one per endpoint.
-func (x *Index) updateRefs(k ServiceKey, old, next *discoveryv1.EndpointSlice) {
-	at := func(es *discoveryv1.EndpointSlice, i int) (podKey, bool, bool) {
+func (x *Index) updateRefs(k ServiceKey, old, next *translator.EndpointSlice) {
+	at := func(es *translator.EndpointSlice, i int) (podKey, bool, bool) {
 		if es == nil || i >= len(es.Endpoints) {
 			return podKey{}, false, false
 		}

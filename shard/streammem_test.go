@@ -20,12 +20,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
-	discoveryv1 "k8s.io/api/discovery/v1"
 
 	"github.com/meridian-mesh/meridian/internal/grpcserver"
 	"github.com/meridian-mesh/meridian/internal/testutil"
 	"github.com/meridian-mesh/meridian/ring"
 	"github.com/meridian-mesh/meridian/snapshot"
+	"github.com/meridian-mesh/meridian/translator"
 )
 
 // The benchmarks here measure what a stream costs a replica: the heap per open stream (the
@@ -80,7 +80,7 @@ func startBenchReplica(tb testing.TB, ms Membership, lis net.Listener) *benchRep
 
 // benchSlice is service i's slice at generation gen: benchWidth endpoints, whose addresses
 // move by benchWidth with each generation (so that consecutive generations share none).
-func benchSlice(i int, name string, gen int) *discoveryv1.EndpointSlice {
+func benchSlice(i int, name string, gen int) *translator.EndpointSlice {
 	eps := make([]epSpec, benchWidth)
 	for j := range eps {
 		id := j + (gen%2)*benchWidth

@@ -47,8 +47,8 @@ func IsExternalName(svc *corev1.Service) bool {
 type Inputs struct {
 	// Service is the Service (nil: it does not exist).
 	Service *corev1.Service
-	// Slices are its EndpointSlices (others are ignored).
-	Slices []*discoveryv1.EndpointSlice
+	// Slices are its EndpointSlices' projections (others are ignored).
+	Slices []*EndpointSlice
 	// Pods looks up the pods behind the endpoints.
 	Pods PodLookup
 	// Servers are the policy Servers of the Service's namespace (others have no effect); a
@@ -57,9 +57,10 @@ type Inputs struct {
 }
 
 // AddressSet computes the address set that Get serves for port of svc, from the Service's
-// EndpointSlices and the pods behind them. port is the Service port the client asked for. A
-// nil svc gives a set with Exists false. See HostAddressSet for the rules.
-func AddressSet(cfg Config, svc *corev1.Service, port uint32, slices []*discoveryv1.EndpointSlice, pods PodLookup) *snapshot.AddressSet {
+// EndpointSlices (their projections, SlimEndpointSlice) and the pods behind them. port is the
+// Service port the client asked for. A nil svc gives a set with Exists false. See
+// HostAddressSet for the rules.
+func AddressSet(cfg Config, svc *corev1.Service, port uint32, slices []*EndpointSlice, pods PodLookup) *snapshot.AddressSet {
 	return hostAddressSet(cfg, Inputs{Service: svc, Slices: slices, Pods: pods}, port, "", nil)
 }
 
@@ -91,7 +92,7 @@ func AddressSetReusing(cfg Config, in Inputs, port uint32, r Reuse) *snapshot.Ad
 // HostAddressSet is AddressSet restricted, when hostname is not empty, to the endpoints with
 // that hostname (Get for <hostname>.<service>.<namespace>.svc.<cluster-domain>).
 //
-// The rules, Linkerd's:
+// The rules, Linkerd's, stated of the EndpointSlices the projections are made from:
 //   - Only slices labelled kubernetes.io/service-name=svc.Name in svc's namespace count, and of
 //     those only address types IPv4 and IPv6 (not FQDN), with addresses of that family.
 //   - Port: if svc has a port numbered port, the endpoint port is the slice port with the same
@@ -125,7 +126,7 @@ func AddressSetReusing(cfg Config, in Inputs, port uint32, r Reuse) *snapshot.Ad
 // afterwards. Its endpoints (and their label slices) are carved from a few shared arrays, so
 // a pointer to one endpoint keeps those arrays alive; the cost for n addresses is about a
 // dozen allocations.
-func HostAddressSet(cfg Config, svc *corev1.Service, port uint32, hostname string, slices []*discoveryv1.EndpointSlice, pods PodLookup) *snapshot.AddressSet {
+func HostAddressSet(cfg Config, svc *corev1.Service, port uint32, hostname string, slices []*EndpointSlice, pods PodLookup) *snapshot.AddressSet {
 	return hostAddressSet(cfg, Inputs{Service: svc, Slices: slices, Pods: pods}, port, hostname, nil)
 }
 
@@ -144,7 +145,7 @@ func hostAddressSet(cfg Config, in Inputs, port uint32, hostname string, reuse *
 
 	// Keep the slices of this Service that have the port, ordered by name, and count their
 	// ready addresses.
-	own := make([]*discoveryv1.EndpointSlice, 0, len(slices))
+	own := make([]*EndpointSlice, 0, len(slices))
 	var b batch
 	nAddrs, nLabels := 0, 0
 	for _, es := range slices {
@@ -156,9 +157,10 @@ func hostAddressSet(cfg Config, in Inputs, port uint32, hostname string, reuse *
 		}
 		own = append(own, es)
 		for i := range es.Endpoints {
-			if ep := &es.Endpoints[i]; ready(ep) && len(ep.Addresses) > 0 {
-				nAddrs += len(ep.Addresses)
-				nLabels += labelsPerEndpoint(ep)
+			ep := &es.Endpoints[i]
+			nAddrs += ep.Addrs()
+			if ep.Pod != "" {
+				nLabels += maxPodLabels
 			}
 		}
 	}
@@ -183,20 +185,13 @@ func hostAddressSet(cfg Config, in Inputs, port uint32, hostname string, reuse *
 		tp, _ := slicePort(es, port, spName, named)
 		for i := range es.Endpoints {
 			ep := &es.Endpoints[i]
-			if len(ep.Addresses) == 0 || !ready(ep) {
-				continue
-			}
-			if hostname != "" && (ep.Hostname == nil || *ep.Hostname != hostname) {
+			if hostname != "" && ep.Hostname() != hostname {
 				continue
 			}
 			var tmpl snapshot.Endpoint
 			translated, ok := false, true
-			for _, a := range ep.Addresses {
-				addr, valid := parseAddr(a, es.AddressType)
-				if !valid {
-					continue
-				}
-				ap := netip.AddrPortFrom(addr, uint16(tp))
+			for j := range ep.Addrs() {
+				ap := netip.AddrPortFrom(ep.AddrAt(j), uint16(tp))
 				if old := reuse.take(es, ep, ap, port); old != nil {
 					set.Endpoints = append(set.Endpoints, old)
 					continue
@@ -223,7 +218,7 @@ func hostAddressSet(cfg Config, in Inputs, port uint32, hostname string, reuse *
 
 // take returns the endpoint of the previous set at ap when it may be taken over for ep of es
 // (see AddressSetReusing), or nil. A nil r takes nothing.
-func (r *Reuse) take(es *discoveryv1.EndpointSlice, ep *discoveryv1.Endpoint, ap netip.AddrPort, port uint32) *snapshot.Endpoint {
+func (r *Reuse) take(es *EndpointSlice, ep *SliceEndpoint, ap netip.AddrPort, port uint32) *snapshot.Endpoint {
 	if r == nil {
 		return nil
 	}
@@ -231,18 +226,10 @@ func (r *Reuse) take(es *discoveryv1.EndpointSlice, ep *discoveryv1.Endpoint, ap
 	if old == nil {
 		return nil
 	}
-	hostname, zone := "", ""
-	if ep.Hostname != nil {
-		hostname = *ep.Hostname
-	}
-	if ep.Zone != nil {
-		zone = *ep.Zone
-	}
-	if old.Hostname() != hostname || old.Label(LabelKeyZone) != zone || !sameZones(old.ForZones(), ep.Hints) {
+	if old.Hostname() != ep.Hostname() || old.Label(LabelKeyZone) != ep.ZoneName() || !slices.Equal(old.ForZones(), ep.ForZones()) {
 		return nil
 	}
-	ref := ep.TargetRef
-	if ref == nil || ref.Kind != "Pod" {
+	if ep.Pod == "" {
 		if old.PodName() != "" {
 			return nil
 		}
@@ -253,14 +240,11 @@ func (r *Reuse) take(es *discoveryv1.EndpointSlice, ep *discoveryv1.Endpoint, ap
 		}
 		return old
 	}
-	ns := ref.Namespace
-	if ns == "" {
-		ns = es.Namespace
-	}
-	if p := old.PodRef(); p.Name == "" || p.Name != ref.Name || p.Namespace != ns {
+	ns := ep.PodNamespace(es)
+	if p := old.PodRef(); p.Name == "" || p.Name != ep.Pod || p.Namespace != ns {
 		return nil
 	}
-	if r.Stale != nil && r.Stale(ns, ref.Name) {
+	if r.Stale != nil && r.Stale(ns, ep.Pod) {
 		return nil
 	}
 	return old
@@ -285,23 +269,23 @@ func servicePortName(svc *corev1.Service, port uint32) (string, bool) {
 	return name, found
 }
 
-func sliceOf(es *discoveryv1.EndpointSlice, svc *corev1.Service) bool {
+func sliceOf(es *EndpointSlice, svc *corev1.Service) bool {
 	return es != nil && es.Namespace == svc.Namespace && es.Labels[LabelServiceName] == svc.Name &&
 		(es.AddressType == discoveryv1.AddressTypeIPv4 || es.AddressType == discoveryv1.AddressTypeIPv6)
 }
 
-func sortSlices(s []*discoveryv1.EndpointSlice) {
+func sortSlices(s []*EndpointSlice) {
 	if !slices.IsSortedFunc(s, compareSlices) {
 		slices.SortStableFunc(s, compareSlices)
 	}
 }
 
-func compareSlices(a, b *discoveryv1.EndpointSlice) int { return cmp.Compare(a.Name, b.Name) }
+func compareSlices(a, b *EndpointSlice) int { return cmp.Compare(a.Name, b.Name) }
 
 // slicePort returns the endpoint port of es for the requested port: the port of the slice
 // port named spName when the Service has the port (named), else port itself. A slice with no
 // ports contributes nothing; so does a named port without a number ("all ports").
-func slicePort(es *discoveryv1.EndpointSlice, port uint32, spName string, named bool) (uint32, bool) {
+func slicePort(es *EndpointSlice, port uint32, spName string, named bool) (uint32, bool) {
 	if len(es.Ports) == 0 {
 		return 0, false
 	}
@@ -350,31 +334,20 @@ type templateContext struct {
 
 // endpointTemplate returns everything of the endpoint ep on port tp but its address, or false
 // when ep is left out (its pod is unknown).
-func (tc *templateContext) endpointTemplate(es *discoveryv1.EndpointSlice, ep *discoveryv1.Endpoint, tp uint32, b *batch) (snapshot.Endpoint, bool) {
+func (tc *templateContext) endpointTemplate(es *EndpointSlice, ep *SliceEndpoint, tp uint32, b *batch) (snapshot.Endpoint, bool) {
 	cfg := tc.cfg
 	e := snapshot.Endpoint{Weight: DefaultWeight}
-	hostname := ""
-	if ep.Hostname != nil {
-		hostname = *ep.Hostname
-	}
-	zone := ""
-	if ep.Zone != nil {
-		zone = *ep.Zone
-	}
-	ref := ep.TargetRef
-	if ref == nil || ref.Kind != "Pod" {
+	zone := ep.ZoneName()
+	if ep.Pod == "" {
 		e.Labels = b.podlessLabels(zone)
-		e.Rare = b.rare(hostname, ep.Hints, mirrorEndpoint(&e, es, tc.port))
+		e.Rare = b.rare(ep.Hostname(), ep.ForZones(), mirrorEndpoint(&e, es, tc.port))
 		return e, true
 	}
-	e.Rare = b.rare(hostname, ep.Hints, "")
-	ns := ref.Namespace
-	if ns == "" {
-		ns = es.Namespace
-	}
+	e.Rare = b.rare(ep.Hostname(), ep.ForZones(), "")
+	ns := ep.PodNamespace(es)
 	var pod *corev1.Pod
-	if tc.pods != nil && ref.Name != "" {
-		pod = tc.pods(ns, ref.Name)
+	if tc.pods != nil {
+		pod = tc.pods(ns, ep.Pod)
 	}
 	if pod == nil {
 		return e, false
@@ -384,7 +357,7 @@ func (tc *templateContext) endpointTemplate(es *discoveryv1.EndpointSlice, ep *d
 	}
 	name := pod.Name
 	if name == "" {
-		name = ref.Name
+		name = ep.Pod
 	}
 	b.setPod(&e, name, ns, pod.Spec.NodeName)
 	e.Labels = podLabels(cfg, pod, name, zone, b)
@@ -476,12 +449,3 @@ func reservedLabel(k string) bool {
 // maxPodLabels is the most labels an address of a pod has: pod, serviceaccount,
 // control_plane_ns, zone, zone_locality, pod_template_hash and the owner.
 const maxPodLabels = 7
-
-// labelsPerEndpoint is the label capacity endpointTemplate takes for ep: none for an address
-// without a pod, whose labels it shares (batch.podlessLabels).
-func labelsPerEndpoint(ep *discoveryv1.Endpoint) int {
-	if ep.TargetRef != nil && ep.TargetRef.Kind == "Pod" {
-		return maxPodLabels
-	}
-	return 0
-}

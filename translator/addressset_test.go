@@ -326,7 +326,7 @@ func TestAddressSet(t *testing.T) {
 				lookup = tc.pods.lookup
 			}
 			in := deepCopySlices(tc.slices)
-			set := HostAddressSet(cfg, tc.svc, tc.port, tc.host, tc.slices, lookup)
+			set := hostSet(cfg, tc.svc, tc.port, tc.host, tc.slices, lookup)
 			if !set.Exists {
 				t.Fatal("Exists = false for an existing service")
 			}
@@ -349,7 +349,7 @@ func TestAddressSet(t *testing.T) {
 				t.Error("AddressSet modified its input slices")
 			}
 			if tc.host == "" {
-				if got := AddressSet(cfg, tc.svc, tc.port, tc.slices, lookup); !got.Equal(set) {
+				if got := addressSet(cfg, tc.svc, tc.port, tc.slices, lookup); !got.Equal(set) {
 					t.Error("AddressSet differs from HostAddressSet with no hostname")
 				}
 			}
@@ -380,9 +380,9 @@ func equalSlices(a, b []*discoveryv1.EndpointSlice) bool {
 }
 
 func TestAddressSetNilService(t *testing.T) {
-	s := AddressSet(DefaultConfig(), nil, 80, []*discoveryv1.EndpointSlice{eslice("ns", "web-1", "web", v4, nil, endpoint("", "10.0.0.1"))}, nil)
+	s := addressSet(DefaultConfig(), nil, 80, []*discoveryv1.EndpointSlice{eslice("ns", "web-1", "web", v4, nil, endpoint("", "10.0.0.1"))}, nil)
 	if s == nil || s.Exists || s.Len() != 0 {
-		t.Fatalf("AddressSet(nil svc) = %+v, want Exists false and no endpoints", s)
+		t.Fatalf("addressSet(nil svc) = %+v, want Exists false and no endpoints", s)
 	}
 }
 
@@ -391,7 +391,7 @@ func TestAddressSetConfig(t *testing.T) {
 	web := service("ns", "web", sport("http", 80))
 	sl := []*discoveryv1.EndpointSlice{eslice("ns", "web-1", "web", v4, []discoveryv1.EndpointPort{eport("http", 8080)}, endpoint("a", "10.0.0.1"), endpoint("b", "10.0.0.2"))}
 	pods := index(pod("ns", "a", meshed("mesh")), pod("ns", "b", meshed("linkerd")))
-	got := renderSet(AddressSet(cfg, web, 80, sl, pods.lookup))
+	got := renderSet(addressSet(cfg, web, 80, sl, pods.lookup))
 	want := []string{
 		"10.0.0.1:8080 pod=ns/a id=sa-a.ns.serviceaccount.identity.mesh.corp.example hint=opaque otp=5000 h2c [control_plane_ns=mesh,pod=a,serviceaccount=sa-a]",
 		"10.0.0.2:8080 pod=ns/b [pod=b,serviceaccount=sa-b]",
@@ -409,10 +409,10 @@ func TestAddressSetSliceOrderDoesNotMatter(t *testing.T) {
 		eslice("ns", "web-a", "web", v4, []discoveryv1.EndpointPort{eport("http", 8080)}, endpoint("a", "10.0.0.1")),
 		eslice("ns", "web-b", "web", v4, []discoveryv1.EndpointPort{eport("http", 8080)}, endpoint("b", "10.0.0.1", "10.0.0.2")),
 	}
-	first := AddressSet(DefaultConfig(), web, 80, sl, pods.lookup)
+	first := addressSet(DefaultConfig(), web, 80, sl, pods.lookup)
 	rev := slices.Clone(sl)
 	slices.Reverse(rev)
-	if second := AddressSet(DefaultConfig(), web, 80, rev, pods.lookup); !first.Equal(second) {
+	if second := addressSet(DefaultConfig(), web, 80, rev, pods.lookup); !first.Equal(second) {
 		t.Errorf("order changes the result:\n%q\n%q", renderSet(first), renderSet(second))
 	}
 	if sl[0].Name != "web-c" {
@@ -475,7 +475,7 @@ func TestAddressSetTransportHeaderMode(t *testing.T) {
 	web := service("ns", "web", sport("http", 80))
 	sl := []*discoveryv1.EndpointSlice{eslice("ns", "web-1", "web", v4, []discoveryv1.EndpointPort{eport("http", 8080)}, endpoint("a", "10.0.0.1"), endpoint("b", "10.0.0.2"))}
 	pods := index(pod("ns", "a", meshed("linkerd")), pod("ns", "b"))
-	got := renderSet(AddressSet(cfg, web, 80, sl, pods.lookup))
+	got := renderSet(addressSet(cfg, web, 80, sl, pods.lookup))
 	want := []string{
 		"10.0.0.1:8080 pod=ns/a id=sa-a.ns.serviceaccount.identity.linkerd.cluster.local hint=h2 otp=4143 h2c [control_plane_ns=linkerd,pod=a,serviceaccount=sa-a]",
 		"10.0.0.2:8080 pod=ns/b [pod=b,serviceaccount=sa-b]",

@@ -1,13 +1,11 @@
 package translator
 
 // batch.go: the allocation batch of one address set (endpoints, label slices, identities,
-// pod places, the Rare parts endpoints share) and the zone hints it reads.
+// pod places, the Rare parts endpoints share).
 
 import (
 	"slices"
 	"unique"
-
-	discoveryv1 "k8s.io/api/discovery/v1"
 
 	"github.com/meridian-mesh/meridian/snapshot"
 )
@@ -36,22 +34,23 @@ type batch struct {
 // cluster has a few zones.
 const maxSharedRares = 8
 
-// rare returns the Rare part of an endpoint with this hostname, hints and authority
+// rare returns the Rare part of an endpoint with this hostname, hinted zones (sorted and
+// distinct, from the slice's projection, whose slice the set then shares) and authority
 // override (nil when it has none of them); those with the same hinted zones and nothing else
 // rare share one.
-func (b *batch) rare(hostname string, h *discoveryv1.EndpointHints, override string) *snapshot.Rare {
-	if h == nil || len(h.ForZones) == 0 {
+func (b *batch) rare(hostname string, forZones []string, override string) *snapshot.Rare {
+	if len(forZones) == 0 {
 		return snapshot.NewRare(hostname, nil, override)
 	}
 	shared := hostname == "" && override == ""
 	if shared {
 		for _, r := range b.rares {
-			if sameZones(r.ForZones, h) {
+			if slices.Equal(r.ForZones, forZones) {
 				return r
 			}
 		}
 	}
-	r := snapshot.NewRare(hostname, hintZones(h), override)
+	r := snapshot.NewRare(hostname, forZones, override)
 	if shared && len(b.rares) < maxSharedRares {
 		b.rares = append(b.rares, r)
 	}
@@ -136,43 +135,4 @@ func (b *batch) labelBuf(n int) []snapshot.Label {
 	l := len(b.labels)
 	b.labels = b.labels[:l+n]
 	return b.labels[l : l : l+n]
-}
-
-// hintZones returns the sorted, distinct zone names of an endpoint's hints, or nil.
-func hintZones(h *discoveryv1.EndpointHints) []string {
-	if h == nil || len(h.ForZones) == 0 {
-		return nil
-	}
-	out := make([]string, 0, len(h.ForZones))
-	for _, z := range h.ForZones {
-		out = append(out, z.Name)
-	}
-	slices.Sort(out)
-	return slices.Compact(out)
-}
-
-// sameZones reports whether zones (from hintZones: sorted, distinct) are the zones of h,
-// without allocating.
-func sameZones(zones []string, h *discoveryv1.EndpointHints) bool {
-	if h == nil || len(h.ForZones) == 0 {
-		return len(zones) == 0
-	}
-	for _, z := range h.ForZones {
-		if _, ok := slices.BinarySearch(zones, z.Name); !ok {
-			return false
-		}
-	}
-	for _, z := range zones {
-		found := false
-		for _, f := range h.ForZones {
-			if f.Name == z {
-				found = true
-				break
-			}
-		}
-		if !found {
-			return false
-		}
-	}
-	return true
 }

@@ -38,9 +38,10 @@ func BenchmarkAddressSet(b *testing.B) {
 			b.Run(fmt.Sprintf("endpoints=%d/port=%d", n, port), func(b *testing.B) {
 				svc, sl, pods := benchService(n)
 				lookup := pods.lookup
+				ssl := slimSlices(sl)
 				b.ReportAllocs()
 				for b.Loop() {
-					if s := AddressSet(cfg, svc, port, sl, lookup); s.Len() != n {
+					if s := AddressSet(cfg, svc, port, ssl, lookup); s.Len() != n {
 						b.Fatalf("got %d endpoints", s.Len())
 					}
 				}
@@ -85,8 +86,7 @@ func BenchmarkProjectPod(b *testing.B) {
 	}
 }
 
-// BenchmarkSlimEndpointSlice projects a slice of 100 endpoints; IsSlimEndpointSlice is the
-// index's check of a slice a source delivered projected.
+// BenchmarkSlimEndpointSlice projects a slice of 100 endpoints.
 func BenchmarkSlimEndpointSlice(b *testing.B) {
 	_, sl, _ := benchService(100)
 	es := sl[0]
@@ -95,21 +95,44 @@ func BenchmarkSlimEndpointSlice(b *testing.B) {
 		es.Endpoints[i].NodeName = ptr("node-1")
 		es.Endpoints[i].TargetRef.UID = "0b6f0c1e-6b2e-4c1c-9a3b-3c1f7d3d7a10"
 	}
-	b.Run("slim", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			SlimEndpointSlice(es)
-		}
-	})
-	slim := SlimEndpointSlice(es)
-	b.Run("is-slim", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			if !IsSlimEndpointSlice(slim) {
-				b.Fatal("not slim")
+	b.ReportAllocs()
+	for b.Loop() {
+		SlimEndpointSlice(es)
+	}
+}
+
+// BenchmarkSliceMemory reports the live heap of the projections of many 100-endpoint slices
+// (bytes/endpoint), as a replica caches them, the decoded slices excluded: with a Pod
+// targetRef per endpoint, and without (the 5,000 x 100 cluster).
+func BenchmarkSliceMemory(b *testing.B) {
+	const slices, width = 500, 100
+	for _, withPods := range []bool{true, false} {
+		b.Run(map[bool]string{true: "pods", false: "no-pods"}[withPods], func(b *testing.B) {
+			in := make([]*discoveryv1.EndpointSlice, slices)
+			for i := range in {
+				_, sl, _ := benchService(width)
+				in[i] = sl[0]
+				if !withPods {
+					for j := range in[i].Endpoints {
+						in[i].Endpoints[j].TargetRef = nil
+					}
+				}
 			}
-		}
-	})
+			out := make([]any, slices)
+			var perEndpoint float64
+			for b.Loop() {
+				clear(out)
+				before := heapAfterGC()
+				for i, es := range in {
+					out[i] = SlimEndpointSlice(es)
+				}
+				perEndpoint = (float64(heapAfterGC()) - float64(before)) / (slices * width)
+			}
+			runtime.KeepAlive(out)
+			runtime.KeepAlive(in)
+			b.ReportMetric(perEndpoint, "bytes/endpoint")
+		})
+	}
 }
 
 // BenchmarkView is the cost of one client view of a 1000-endpoint set: the view of a client
@@ -123,7 +146,7 @@ func BenchmarkView(b *testing.B) {
 			es.Endpoints[j].Zone = ptr([]string{"west-1a", "west-1b"}[(i+j)%2])
 		}
 	}
-	set := AddressSet(cfg, svc, 80, slices, pods.lookup)
+	set := addressSet(cfg, svc, 80, slices, pods.lookup)
 	zone := Client{Node: "n", Zone: "west-1a"}
 	first := View(cfg, set, zone, nil)
 	for _, c := range []struct {
@@ -156,7 +179,7 @@ func BenchmarkSetMemory(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			type input struct {
 				svc    *corev1.Service
-				slices []*discoveryv1.EndpointSlice
+				slices []*EndpointSlice
 				pods   podIndex
 			}
 			in := make([]input, services)
@@ -174,7 +197,7 @@ func BenchmarkSetMemory(b *testing.B) {
 						}
 					}
 				}
-				in[i] = input{svc, sl, pods}
+				in[i] = input{svc, slimSlices(sl), pods}
 			}
 			sets := make([]any, services)
 			var perEndpoint float64

@@ -12,11 +12,13 @@
 //
 // It owns the projection: the one definition of what the destination keeps of a Service, an
 // EndpointSlice and a Pod, which is what this package reads plus identity and the newest
-// managedFields time (see slim.go for the field list of each kind). Project and ProjectPod,
-// ProjectService, ProjectEndpointSlice apply it without copying what is projected already
-// (IsSlimPod, IsSlimService, IsSlimEndpointSlice); SlimPod, SlimService, SlimEndpointSlice
-// always copy. The Kubernetes source's informer transform, the index (for what every source
-// delivers) and the bench feed's decoder all use it. The projections of a Node (ProjectNode:
+// managedFields time (see slim.go for the field list of each kind). A Pod's and a Service's
+// projections are objects of their API types; Project and ProjectPod, ProjectService apply it
+// without copying what is projected already (IsSlimPod, IsSlimService); SlimPod, SlimService
+// always copy. An EndpointSlice's projection is a type of its own, EndpointSlice (slice.go):
+// an endpoint in 56 bytes, its address parsed, made by SlimEndpointSlice, and it is what
+// AddressSet reads. The Kubernetes source's informer transform, the index (for what every
+// source delivers) and the bench feed's decoder all use it. The projections of a Node (ProjectNode:
 // its name and zone) and of a policy.linkerd.io Server (ProjectServer: a Server type of its
 // own, from the ServerObject decoded) are defined here too.
 //

@@ -255,7 +255,7 @@ func FuzzAddressSet(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		svc, port, sl, pods := fuzzWorld(data)
 		in := deepCopySlices(sl)
-		set := AddressSet(cfg, svc, port, sl, pods.lookup)
+		set := addressSet(cfg, svc, port, sl, pods.lookup)
 		if !set.Exists || len(set.Labels) != 2 {
 			t.Fatalf("set %+v", set)
 		}
@@ -271,7 +271,7 @@ func FuzzAddressSet(f *testing.F) {
 		}
 		// Slim copies give the same set.
 		ssvc, ssl, spods := slimAll(svc, sl, pods)
-		if got := AddressSet(cfg, ssvc, port, ssl, spods.lookup); !got.Equal(set) {
+		if got := addressSet(cfg, ssvc, port, ssl, spods.lookup); !got.Equal(set) {
 			t.Fatalf("slim objects give\n%q\nwant\n%q", renderSet(got), renderSet(set))
 		}
 		// Slice order does not matter when slice names are unique.
@@ -286,7 +286,7 @@ func FuzzAddressSet(f *testing.F) {
 		if unique {
 			rev := slices.Clone(sl)
 			slices.Reverse(rev)
-			if got := AddressSet(cfg, svc, port, rev, pods.lookup); !got.Equal(set) {
+			if got := addressSet(cfg, svc, port, rev, pods.lookup); !got.Equal(set) {
 				t.Fatalf("reversed slices give\n%q\nwant\n%q", renderSet(got), renderSet(set))
 			}
 		}
@@ -364,18 +364,18 @@ func FuzzAddressSetReusing(f *testing.F) {
 	f.Fuzz(func(t *testing.T, a, b []byte) {
 		svc, port, slA, podsA := fuzzWorld(a)
 		_, _, slB, podsB := fuzzWorld(b)
-		prev := AddressSet(cfg, svc, port, slA, podsA.lookup)
+		prev := addressSet(cfg, svc, port, slA, podsA.lookup)
 		stale := func(ns, name string) bool {
 			pa, pb := podsA[ns+"/"+name], podsB[ns+"/"+name]
 			return !reflect.DeepEqual(pa, pb)
 		}
-		want := AddressSet(cfg, svc, port, slB, podsB.lookup)
-		got := AddressSetReusing(cfg, Inputs{Service: svc, Slices: slB, Pods: podsB.lookup}, port, Reuse{Prev: prev, Stale: stale})
+		want := addressSet(cfg, svc, port, slB, podsB.lookup)
+		got := AddressSetReusing(cfg, Inputs{Service: svc, Slices: slimSlices(slB), Pods: podsB.lookup}, port, Reuse{Prev: prev, Stale: stale})
 		if !got.Equal(want) {
 			t.Fatalf("reusing gives\n%q\nwant\n%q", renderSet(got), renderSet(want))
 		}
 		// With nothing changed, every endpoint is taken over.
-		same := AddressSetReusing(cfg, Inputs{Service: svc, Slices: slA, Pods: podsA.lookup}, port, Reuse{Prev: prev})
+		same := AddressSetReusing(cfg, Inputs{Service: svc, Slices: slimSlices(slA), Pods: podsA.lookup}, port, Reuse{Prev: prev})
 		for _, e := range same.Endpoints {
 			if prev.Lookup(e.Addr) != e {
 				t.Fatalf("%v: unchanged endpoint translated again", e.Addr)

@@ -186,3 +186,55 @@ func labelsStrictlySorted(ls []snapshot.Label) bool {
 func metav1OwnerRef(kind, name string, controller bool) metav1.OwnerReference {
 	return metav1.OwnerReference{Kind: kind, Name: name, Controller: ptr(controller)}
 }
+
+// slimSlices returns the projections of sl.
+func slimSlices(sl []*discoveryv1.EndpointSlice) []*EndpointSlice {
+	if sl == nil {
+		return nil
+	}
+	out := make([]*EndpointSlice, len(sl))
+	for i, es := range sl {
+		out[i] = SlimEndpointSlice(es)
+	}
+	return out
+}
+
+// addressSet and hostSet are AddressSet and HostAddressSet of the projections of sl, as a
+// source delivers them.
+func addressSet(cfg Config, svc *corev1.Service, port uint32, sl []*discoveryv1.EndpointSlice, pods PodLookup) *snapshot.AddressSet {
+	return AddressSet(cfg, svc, port, slimSlices(sl), pods)
+}
+
+func hostSet(cfg Config, svc *corev1.Service, port uint32, host string, sl []*discoveryv1.EndpointSlice, pods PodLookup) *snapshot.AddressSet {
+	return HostAddressSet(cfg, svc, port, host, slimSlices(sl), pods)
+}
+
+// unslim returns the API object of a projection: an EndpointSlice that projects to es again,
+// holding only what es holds (nil for nil).
+func unslim(es *EndpointSlice) *discoveryv1.EndpointSlice {
+	if es == nil {
+		return nil
+	}
+	out := &discoveryv1.EndpointSlice{TypeMeta: es.TypeMeta, ObjectMeta: es.ObjectMeta, AddressType: es.AddressType, Ports: es.Ports}
+	for i := range es.Endpoints {
+		e := &es.Endpoints[i]
+		ep := discoveryv1.Endpoint{Zone: e.Zone}
+		for j := range e.Addrs() {
+			ep.Addresses = append(ep.Addresses, e.AddrAt(j).String())
+		}
+		if h := e.Hostname(); h != "" {
+			ep.Hostname = &h
+		}
+		if zs := e.ForZones(); zs != nil {
+			ep.Hints = &discoveryv1.EndpointHints{}
+			for _, z := range zs {
+				ep.Hints.ForZones = append(ep.Hints.ForZones, discoveryv1.ForZone{Name: z})
+			}
+		}
+		if e.Pod != "" {
+			ep.TargetRef = &corev1.ObjectReference{Kind: "Pod", Namespace: e.PodNamespace(es), Name: e.Pod}
+		}
+		out.Endpoints = append(out.Endpoints, ep)
+	}
+	return out
+}

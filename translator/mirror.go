@@ -5,8 +5,6 @@ import (
 	"strconv"
 	"strings"
 
-	discoveryv1 "k8s.io/api/discovery/v1"
-
 	"github.com/meridian-mesh/meridian/snapshot"
 )
 
@@ -35,7 +33,7 @@ const (
 // annotations, for the Service port asked for: the gateway's identity (with the h2 hint and
 // HTTP/2 client parameters, as Linkerd gives them); and it returns the remote service's
 // authority, the endpoint's authority override ("" when none).
-func mirrorEndpoint(e *snapshot.Endpoint, es *discoveryv1.EndpointSlice, port uint32) (authorityOverride string) {
+func mirrorEndpoint(e *snapshot.Endpoint, es *EndpointSlice, port uint32) (authorityOverride string) {
 	if id := es.Annotations[AnnotationRemoteGatewayIdentity]; id != "" {
 		e.Identity = id
 		e.Hint = snapshot.HintH2
@@ -49,7 +47,7 @@ func mirrorEndpoint(e *snapshot.Endpoint, es *discoveryv1.EndpointSlice, port ui
 
 // mirrorSetLabels returns the target labels of a mirror service's slices (the first slice,
 // by name, that has the remote cluster label), sorted by key, or nil.
-func mirrorSetLabels(own []*discoveryv1.EndpointSlice) []snapshot.Label {
+func mirrorSetLabels(own []*EndpointSlice) []snapshot.Label {
 	for _, es := range own {
 		cluster, ok := es.Labels[LabelRemoteClusterName]
 		if !ok {

@@ -20,7 +20,7 @@ func TestAddressSetMirror(t *testing.T) {
 		return es
 	}
 	ann := map[string]string{AnnotationRemoteGatewayIdentity: "gateway-identity-1", AnnotationRemoteServiceFQName: "name1.remote-ns.svc.cluster.local"}
-	first := AddressSet(cfg, svc, 8989, []*discoveryv1.EndpointSlice{mk(ann, 9999)}, nil)
+	first := addressSet(cfg, svc, 8989, []*discoveryv1.EndpointSlice{mk(ann, 9999)}, nil)
 	want := "172.17.0.12:9999 id=gateway-identity-1 hint=h2 h2c authority=name1.remote-ns.svc.cluster.local:8989"
 	if got := renderSet(first); len(got) != 1 || got[0] != want {
 		t.Fatalf("got %q, want %q", got, want)
@@ -29,7 +29,7 @@ func TestAddressSetMirror(t *testing.T) {
 		t.Fatalf("set labels %v", l)
 	}
 	// The same inputs reuse the endpoint; a new identity or authority does not.
-	if again := AddressSetReusing(cfg, Inputs{Service: svc, Slices: []*discoveryv1.EndpointSlice{mk(ann, 9999)}}, 8989, Reuse{Prev: first}); again.Lookup(first.Endpoints[0].Addr) != first.Endpoints[0] {
+	if again := AddressSetReusing(cfg, Inputs{Service: svc, Slices: slimSlices([]*discoveryv1.EndpointSlice{mk(ann, 9999)})}, 8989, Reuse{Prev: first}); again.Lookup(first.Endpoints[0].Addr) != first.Endpoints[0] {
 		t.Fatal("an unchanged mirror endpoint translated again")
 	}
 	for _, changed := range []map[string]string{
@@ -37,8 +37,8 @@ func TestAddressSetMirror(t *testing.T) {
 		{AnnotationRemoteGatewayIdentity: "gateway-identity-1"},
 		nil,
 	} {
-		got := AddressSetReusing(cfg, Inputs{Service: svc, Slices: []*discoveryv1.EndpointSlice{mk(changed, 9999)}}, 8989, Reuse{Prev: first})
-		if want := AddressSet(cfg, svc, 8989, []*discoveryv1.EndpointSlice{mk(changed, 9999)}, nil); !got.Equal(want) {
+		got := AddressSetReusing(cfg, Inputs{Service: svc, Slices: slimSlices([]*discoveryv1.EndpointSlice{mk(changed, 9999)})}, 8989, Reuse{Prev: first})
+		if want := addressSet(cfg, svc, 8989, []*discoveryv1.EndpointSlice{mk(changed, 9999)}, nil); !got.Equal(want) {
 			t.Fatalf("annotations %v: reusing gives %q, want %q", changed, renderSet(got), renderSet(want))
 		}
 	}

@@ -29,7 +29,7 @@ func TestEndpointRare(t *testing.T) {
 		withHints(endpoint("b", "10.0.0.4"), "z1", "z2"),
 		withHostname(withHints(endpoint("a", "10.0.0.5"), "z1"), "web-5"),
 		endpoint("b", "10.0.0.6"))
-	set := AddressSet(DefaultConfig(), asWeb, 80, []*discoveryv1.EndpointSlice{sl}, asPlain.lookup)
+	set := addressSet(DefaultConfig(), asWeb, 80, []*discoveryv1.EndpointSlice{sl}, asPlain.lookup)
 	at := func(ip string) *snapshot.Endpoint {
 		e := set.Lookup(netip.AddrPortFrom(netip.MustParseAddr(ip), 8080))
 		if e == nil {

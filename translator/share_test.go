@@ -24,7 +24,7 @@ func TestPodlessLabelsShared(t *testing.T) {
 		eps = append(eps, e)
 	}
 	svc := service("ns", "web", sport("http", 80))
-	set := AddressSet(DefaultConfig(), svc, 80, []*discoveryv1.EndpointSlice{
+	set := addressSet(DefaultConfig(), svc, 80, []*discoveryv1.EndpointSlice{
 		eslice("ns", "web-1", "web", v4, []discoveryv1.EndpointPort{eport("http", 8080)}, eps...)}, nil)
 	first := map[string][]snapshot.Label{}
 	for i, z := range zones {

@@ -42,7 +42,9 @@ var (
 	// sliceFields: of an IPv4 or IPv6 slice, its ready endpoints (conditions.ready unset or
 	// true) with their zone hints (View); a slice of another address type keeps no
 	// endpoints. The multicluster mirror's annotations give the identity and authority of a
-	// gateway's endpoints, and its cluster label the target metric labels.
+	// gateway's endpoints, and its cluster label the target metric labels. The projection is
+	// an EndpointSlice of this package (slice.go), which holds these fields in a compact
+	// form: the addresses parsed, a Pod targetRef as the pod's name.
 	sliceFields = []string{
 		"kind", "apiVersion",
 		"metadata.name", "metadata.namespace", "metadata.uid", "metadata.resourceVersion",
@@ -87,8 +89,9 @@ var (
 var allKeys = []string{"*"}
 
 // Project returns the projection of a *corev1.Pod, *corev1.Service or
-// *discoveryv1.EndpointSlice (ProjectPod, ProjectService, ProjectEndpointSlice) and any other
-// value as it is. It is idempotent: a projection is returned as it is, not copied again.
+// *discoveryv1.EndpointSlice (ProjectPod, ProjectService, SlimEndpointSlice) and any other
+// value as it is. It is idempotent: a projection is returned as it is, not copied again (an
+// EndpointSlice's is a *EndpointSlice of this package).
 func Project(obj any) any {
 	switch o := obj.(type) {
 	case *corev1.Pod:
@@ -96,7 +99,7 @@ func Project(obj any) any {
 	case *corev1.Service:
 		return ProjectService(o)
 	case *discoveryv1.EndpointSlice:
-		return ProjectEndpointSlice(o)
+		return SlimEndpointSlice(o)
 	}
 	return obj
 }
@@ -116,15 +119,6 @@ func ProjectService(s *corev1.Service) *corev1.Service {
 		return s
 	}
 	return SlimService(s)
-}
-
-// ProjectEndpointSlice returns es itself when it is a projection already
-// (IsSlimEndpointSlice), else SlimEndpointSlice(es).
-func ProjectEndpointSlice(es *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice {
-	if IsSlimEndpointSlice(es) {
-		return es
-	}
-	return SlimEndpointSlice(es)
 }
 
 // The Slim functions return the projection of an object as a new object, always a copy. Nil
@@ -242,98 +236,6 @@ func namedPorts(cs []corev1.Container) []corev1.Container {
 		if ports != nil {
 			out = append(out, corev1.Container{Ports: ports})
 		}
-	}
-	return out
-}
-
-// SlimEndpointSlice returns the projection of es (sliceFields).
-func SlimEndpointSlice(es *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice {
-	if es == nil {
-		return nil
-	}
-	out := &discoveryv1.EndpointSlice{
-		TypeMeta:    metav1.TypeMeta{Kind: es.Kind, APIVersion: es.APIVersion},
-		ObjectMeta:  slimMeta(&es.ObjectMeta, sliceLabels, sliceAnnotations),
-		AddressType: es.AddressType,
-	}
-	if len(es.Ports) > 0 {
-		out.Ports = make([]discoveryv1.EndpointPort, len(es.Ports))
-		for i, p := range es.Ports {
-			out.Ports[i] = discoveryv1.EndpointPort{Name: clonePtr(p.Name), Port: clonePtr(p.Port), Protocol: clonePtr(p.Protocol)}
-		}
-	}
-	if es.AddressType != discoveryv1.AddressTypeIPv4 && es.AddressType != discoveryv1.AddressTypeIPv6 {
-		return out
-	}
-	// The endpoints' addresses and target references are carved from one array each, and
-	// endpoints of the same zone share one copy of it: a few allocations per slice, not
-	// several per endpoint. Count what they need first.
-	n, nAddrs, nRefs := 0, 0, 0
-	for i := range es.Endpoints {
-		if ep := &es.Endpoints[i]; ready(ep) {
-			n++
-			nAddrs += len(ep.Addresses)
-			if ep.TargetRef != nil {
-				nRefs++
-			}
-		}
-	}
-	if n == 0 {
-		return out
-	}
-	out.Endpoints = make([]discoveryv1.Endpoint, 0, n)
-	addrs := make([]string, 0, nAddrs)
-	var refs []corev1.ObjectReference
-	if nRefs > 0 {
-		refs = make([]corev1.ObjectReference, 0, nRefs)
-	}
-	var zones []*string // the distinct zones seen, up to a few
-	zoneOf := func(z *string) *string {
-		for _, p := range zones {
-			if *p == *z {
-				return p
-			}
-		}
-		p := clonePtr(z)
-		if len(zones) < 8 {
-			zones = append(zones, p)
-		}
-		return p
-	}
-	for i := range es.Endpoints {
-		ep := &es.Endpoints[i]
-		if !ready(ep) {
-			continue
-		}
-		e := discoveryv1.Endpoint{Hostname: clonePtr(ep.Hostname)}
-		if len(ep.Addresses) > 0 {
-			lo := len(addrs)
-			addrs = append(addrs, ep.Addresses...)
-			e.Addresses = addrs[lo:len(addrs):len(addrs)]
-		}
-		if ep.Zone != nil {
-			e.Zone = zoneOf(ep.Zone)
-		}
-		e.Hints = SlimHints(ep.Hints)
-		if r := ep.TargetRef; r != nil {
-			refs = append(refs, corev1.ObjectReference{Kind: r.Kind, Namespace: r.Namespace, Name: r.Name})
-			e.TargetRef = &refs[len(refs)-1]
-		}
-		out.Endpoints = append(out.Endpoints, e)
-	}
-	return out
-}
-
-// SlimHints returns the projection of an endpoint's hints: the names of its zone hints, or
-// nil when it has none (no zone hint and no hints are the same to View). The bench feed's
-// decoder uses it too.
-func SlimHints(h *discoveryv1.EndpointHints) *discoveryv1.EndpointHints {
-	if h == nil || len(h.ForZones) == 0 {
-		return nil
-	}
-	out := &discoveryv1.EndpointHints{ForZones: make([]discoveryv1.ForZone, len(h.ForZones))}
-	for i, z := range h.ForZones {
-		out.ForZones[i] = discoveryv1.ForZone{Name: z.Name}
 	}
 	return out
 }

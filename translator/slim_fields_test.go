@@ -46,7 +46,6 @@ func kindOf[T any](name string, fields []string, base func() T, slim func(T) T, 
 
 var projectionKinds = []projectionKind{
 	kindOf("Service", serviceFields, baseService, SlimService, IsSlimService, ProjectService),
-	kindOf("EndpointSlice", sliceFields, baseEndpointSlice, SlimEndpointSlice, IsSlimEndpointSlice, ProjectEndpointSlice),
 	kindOf("Pod", podFields, basePod, SlimPod, IsSlimPod, ProjectPod),
 }
 
@@ -320,4 +319,36 @@ func sorted(s []string) []string {
 	s = slices.Clone(s)
 	sort.Strings(s)
 	return s
+}
+
+// TestSliceProjectionFields checks the EndpointSlice projection against sliceFields, over
+// every field of the API type: the base object sets exactly the listed fields, and its
+// projection holds them all (its API object, unslim, is the base again); and for every other
+// field (and every other map entry), the base with that field set projects as the base does,
+// so the field is dropped.
+func TestSliceProjectionFields(t *testing.T) {
+	base := baseEndpointSlice()
+	if got, want := presentPaths(base), sorted(sliceFields); !slices.Equal(got, want) {
+		t.Fatalf("the base object sets\n%q\nthe list is\n%q", got, want)
+	}
+	want := SlimEndpointSlice(base)
+	if back := unslim(want); !reflect.DeepEqual(back, base) {
+		t.Fatalf("the projection does not keep every listed field: it holds %q", presentPaths(back))
+	}
+	n := 0
+	for _, l := range leaves(reflect.TypeOf(base).Elem()) {
+		if slices.Contains(sliceFields, l.path) {
+			continue
+		}
+		n++
+		obj := baseEndpointSlice()
+		setLeaf(reflect.ValueOf(obj).Elem(), l.steps)
+		if reflect.DeepEqual(obj, base) {
+			t.Fatalf("%s: setting it changes nothing", l.path)
+		}
+		if got := SlimEndpointSlice(obj); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: SlimEndpointSlice keeps it (or changes something else): %+v", l.path, got)
+		}
+	}
+	t.Logf("%d fields kept, %d dropped", len(sliceFields), n)
 }

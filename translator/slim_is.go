@@ -5,7 +5,6 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -74,51 +73,6 @@ func IsSlimService(s *corev1.Service) bool {
 	for i := range s.Spec.Ports {
 		p := &s.Spec.Ports[i]
 		if *p != (corev1.ServicePort{Name: p.Name, Protocol: p.Protocol, Port: p.Port, TargetPort: p.TargetPort}) {
-			return false
-		}
-	}
-	return true
-}
-
-// IsSlimEndpointSlice reports whether es is a projection (sliceFields). It is on the path of
-// every slice a source delivers, so it checks the fields one by one rather than by reflection.
-func IsSlimEndpointSlice(es *discoveryv1.EndpointSlice) bool {
-	if es == nil {
-		return true
-	}
-	if !isSlimMeta(&es.ObjectMeta, sliceLabels, sliceAnnotations, 0) {
-		return false
-	}
-	for i := range es.Ports {
-		if p := &es.Ports[i]; *p != (discoveryv1.EndpointPort{Name: p.Name, Protocol: p.Protocol, Port: p.Port}) {
-			return false
-		}
-	}
-	if es.AddressType != discoveryv1.AddressTypeIPv4 && es.AddressType != discoveryv1.AddressTypeIPv6 {
-		return len(es.Endpoints) == 0
-	}
-	for i := range es.Endpoints {
-		ep := &es.Endpoints[i]
-		if ep.Conditions != (discoveryv1.EndpointConditions{}) || ep.NodeName != nil || len(ep.DeprecatedTopology) != 0 || !isSlimHints(ep.Hints) {
-			return false
-		}
-		if r := ep.TargetRef; r != nil && *r != (corev1.ObjectReference{Kind: r.Kind, Namespace: r.Namespace, Name: r.Name}) {
-			return false
-		}
-	}
-	return true
-}
-
-// isSlimHints reports whether h is what SlimHints makes: nil, or zone hints with names only.
-func isSlimHints(h *discoveryv1.EndpointHints) bool {
-	if h == nil {
-		return true
-	}
-	if len(h.ForZones) == 0 || len(h.ForNodes) != 0 {
-		return false
-	}
-	for _, z := range h.ForZones {
-		if z != (discoveryv1.ForZone{Name: z.Name}) {
 			return false
 		}
 	}

@@ -96,7 +96,7 @@ func slimFixture() (*corev1.Service, []*discoveryv1.EndpointSlice, podIndex) {
 func slimAll(svc *corev1.Service, sl []*discoveryv1.EndpointSlice, pods podIndex) (*corev1.Service, []*discoveryv1.EndpointSlice, podIndex) {
 	out := make([]*discoveryv1.EndpointSlice, len(sl))
 	for i, s := range sl {
-		out[i] = SlimEndpointSlice(s)
+		out[i] = unslim(SlimEndpointSlice(s))
 	}
 	sp := podIndex{}
 	for k, p := range pods {
@@ -111,8 +111,8 @@ func TestSlimPreservesAddressSet(t *testing.T) {
 	ssvc, ssl, spods := slimAll(svc, sl, pods)
 	for _, port := range []uint32{80, 3306, 53, 7777} {
 		for _, host := range []string{"", "web-c"} {
-			want := HostAddressSet(cfg, svc, port, host, sl, pods.lookup)
-			got := HostAddressSet(cfg, ssvc, port, host, ssl, spods.lookup)
+			want := hostSet(cfg, svc, port, host, sl, pods.lookup)
+			got := hostSet(cfg, ssvc, port, host, ssl, spods.lookup)
 			if !got.Equal(want) {
 				t.Errorf("port %d host %q: slim gives\n%q\nwant\n%q", port, host, renderSet(got), renderSet(want))
 			}
@@ -190,15 +190,19 @@ func TestSlimDropsBulk(t *testing.T) {
 
 func TestSlimSharesNoMemory(t *testing.T) {
 	svc, sl, pods := slimFixture()
-	ssvc, ssl, spods := slimAll(svc, sl, pods)
+	ssvc, _, spods := slimAll(svc, sl, pods)
+	ssl := slimSlices(sl)
 	*ssl[0].Ports[0].Port = 1
-	ssl[0].Endpoints[0].Addresses[0] = "1.1.1.1"
+	*ssl[0].Endpoints[0].Zone = "z9"
 	ssl[0].Labels[LabelServiceName] = "x"
+	if c := ssl[0].DeepCopy(); !reflect.DeepEqual(c, ssl[0]) || c.Endpoints[0].Zone == ssl[0].Endpoints[0].Zone || &c.Ports[0] == &ssl[0].Ports[0] {
+		t.Errorf("DeepCopy of a projection differs or shares memory:\n%+v\n%+v", c, ssl[0])
+	}
 	spods["ns/a"].Labels[LabelControlPlaneNS] = "x"
 	spods["ns/c"].Spec.Containers[0].Ports[0].ContainerPort = 1
 	ssvc.Spec.Ports[0].Port = 1
 	*ssvc.ManagedFields[0].Time = metav1.Now()
-	if !svc.ManagedFields[1].Time.Equal(&metav1.Time{Time: managedTime0.Add(time.Minute)}) || *sl[0].Ports[0].Port != 8080 || sl[0].Endpoints[0].Addresses[0] != "10.0.0.1" || sl[0].Labels[LabelServiceName] != "web" ||
+	if !svc.ManagedFields[1].Time.Equal(&metav1.Time{Time: managedTime0.Add(time.Minute)}) || *sl[0].Ports[0].Port != 8080 || *sl[0].Endpoints[0].Zone != "z1" || sl[0].Labels[LabelServiceName] != "web" ||
 		pods["ns/a"].Labels[LabelControlPlaneNS] != "linkerd" || pods["ns/c"].Spec.Containers[0].Ports[0].ContainerPort != 8080 || svc.Spec.Ports[0].Port != 80 {
 		t.Error("a change to a slim copy reached the original")
 	}
@@ -283,7 +287,7 @@ func checkAllProjections(t *testing.T, svc *corev1.Service, sl []*discoveryv1.En
 	t.Helper()
 	checkProjection(t, "service", svc, SlimService, IsSlimService, ProjectService)
 	for _, es := range sl {
-		checkProjection(t, "slice", es, SlimEndpointSlice, IsSlimEndpointSlice, ProjectEndpointSlice)
+		checkSliceProjection(t, es)
 	}
 	for k, p := range pods {
 		checkProjection(t, "pod "+k, p, SlimPod, IsSlimPod, ProjectPod)
@@ -298,7 +302,7 @@ func TestProjectionIdempotent(t *testing.T) {
 	cfg := DefaultConfig()
 	ssvc, ssl, spods := slimAll(slimAll(svc, sl, pods))
 	for _, port := range []uint32{80, 3306, 53} {
-		if got, want := AddressSet(cfg, ssvc, port, ssl, spods.lookup), AddressSet(cfg, svc, port, sl, pods.lookup); !got.Equal(want) {
+		if got, want := addressSet(cfg, ssvc, port, ssl, spods.lookup), addressSet(cfg, svc, port, sl, pods.lookup); !got.Equal(want) {
 			t.Errorf("port %d: projected twice gives\n%q\nwant\n%q", port, renderSet(got), renderSet(want))
 		}
 	}
@@ -345,4 +349,31 @@ func FuzzProjection(f *testing.F) {
 		}
 		checkAllProjections(t, svc, sl, pods)
 	})
+}
+
+// checkSliceProjection checks the projection contract on one EndpointSlice: projecting the
+// API object of a projection (unslim) gives the projection again, Project projects, a deep
+// copy is equal, and the input is not modified.
+func checkSliceProjection(t *testing.T, x *discoveryv1.EndpointSlice) {
+	t.Helper()
+	in := normal(x)
+	s := SlimEndpointSlice(x)
+	if again := SlimEndpointSlice(unslim(s)); !reflect.DeepEqual(normal(again), normal(s)) {
+		t.Fatalf("slice: projecting a projection differs:\n%+v\n%+v", again, s)
+	}
+	if x == nil {
+		return
+	}
+	if p, ok := Project(x).(*EndpointSlice); !ok || !reflect.DeepEqual(p, s) {
+		t.Fatalf("slice: Project gives %+v, want %+v", Project(x), s)
+	}
+	if Project(s) != any(s) {
+		t.Fatal("slice: Project copies a projection")
+	}
+	if c := s.DeepCopyObject(); !reflect.DeepEqual(c, s) {
+		t.Fatalf("slice: DeepCopyObject differs:\n%+v\n%+v", c, s)
+	}
+	if !reflect.DeepEqual(normal(x), in) {
+		t.Fatal("slice: input modified")
+	}
 }

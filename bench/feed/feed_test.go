@@ -127,7 +127,7 @@ func TestFrameErrors(t *testing.T) {
 type recorder struct {
 	mu       sync.Mutex
 	services map[string]*corev1.Service
-	slices   map[string]*discoveryv1.EndpointSlice
+	slices   map[string]*translator.EndpointSlice
 	pods     int
 	// want, when set, is the recorder's source.ServiceFilter: it keeps only those slices.
 	want func(namespace, service string) bool
@@ -139,12 +139,12 @@ func (r *recorder) WantsService(namespace, service string) bool {
 }
 
 func newRecorder() *recorder {
-	return &recorder{services: map[string]*corev1.Service{}, slices: map[string]*discoveryv1.EndpointSlice{}}
+	return &recorder{services: map[string]*corev1.Service{}, slices: map[string]*translator.EndpointSlice{}}
 }
 
 func (r *recorder) OnService(s *corev1.Service, deleted bool) { keep(&r.mu, r.services, s, deleted) }
 
-func (r *recorder) OnEndpointSlice(es *discoveryv1.EndpointSlice, deleted bool) {
+func (r *recorder) OnEndpointSlice(es *translator.EndpointSlice, deleted bool) {
 	keep(&r.mu, r.slices, es, deleted)
 }
 
@@ -189,7 +189,7 @@ func (r *recorder) matches(c *gen.Cluster) bool {
 				if !e.Ready {
 					continue
 				}
-				if j >= len(es.Endpoints) || es.Endpoints[j].Addresses[0] != gen.SerialAddr(e.Serial).String() {
+				if j >= len(es.Endpoints) || es.Endpoints[j].Addr != gen.SerialAddr(e.Serial) {
 					return false
 				}
 				j++

@@ -12,6 +12,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 
 	"github.com/meridian-mesh/meridian/bench/gen"
+	"github.com/meridian-mesh/meridian/translator"
 )
 
 // FrameType is the first byte of a frame.
@@ -65,7 +66,7 @@ type Event struct {
 	Type          FrameType
 	Hello         *Hello
 	Service       *corev1.Service
-	EndpointSlice *discoveryv1.EndpointSlice
+	EndpointSlice *translator.EndpointSlice
 	Token         uint64
 	// Skipped is set for an EndpointSlice of a service the handler does not want: it was
 	// not decoded past its metadata and is not delivered.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 
-	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -24,17 +23,17 @@ import (
 // metadata is projected by translator.SlimEndpointSlice itself, and the ports and endpoints
 // are a faster implementation of the same projection, which FuzzSlimEndpointSlice holds to
 // it (the result equals translator.SlimEndpointSlice of the generated decoding, for every
-// input). A slice that kept more would anyway be projected again by whoever keeps it
-// (translator.ProjectEndpointSlice in the index).
+// input). Each endpoint's fields are collected as translator.EndpointFields and projected by
+// translator's own SliceBuilder.Endpoint, as SlimEndpointSlice projects them.
 //
 // The metadata, the ports, and an endpoint's hints and deprecated topology (both rare) go
 // through the generated decoders, so that they are checked exactly as before; of the hints,
-// translator.SlimHints keeps the zones.
+// translator.HintZones keeps the zones.
 //
 // When want is not nil, it is asked, once the metadata is read, whether the slice's service
 // is wanted; if not, the rest is not decoded and the result is nil with no error (the
 // framing of the whole message is still checked).
-func decodeSlimEndpointSlice(b []byte, in *interner, want func(namespace, service string) bool) (*discoveryv1.EndpointSlice, error) {
+func decodeSlimEndpointSlice(b []byte, in *interner, want func(namespace, service string) bool) (*translator.EndpointSlice, error) {
 	d := sliceDecoder{in: in, want: want}
 	out, err := d.decode(b)
 	if err != nil {
@@ -46,10 +45,10 @@ func decodeSlimEndpointSlice(b []byte, in *interner, want func(namespace, servic
 type sliceDecoder struct {
 	in   *interner
 	want func(namespace, service string) bool
-	// The endpoints' addresses and target references are carved from these, a few
-	// allocations per slice instead of some per endpoint.
-	addrs []string
-	refs  []corev1.ObjectReference
+	// b builds the slice's endpoints; f holds the endpoint being decoded.
+	b          translator.SliceBuilder
+	f          translator.EndpointFields
+	nEndpoints int
 }
 
 // The wire primitives below follow the generated (gogo) decoders of k8s.io/api exactly,
@@ -169,10 +168,12 @@ func skip(full []byte) ([]byte, error) {
 	return nil, io.ErrUnexpectedEOF
 }
 
-func (d *sliceDecoder) decode(b []byte) (*discoveryv1.EndpointSlice, error) {
-	// First the metadata (merged, as repeated occurrences of a message field are), and the
-	// number of endpoints, to size what they are carved from.
+func (d *sliceDecoder) decode(b []byte) (*translator.EndpointSlice, error) {
+	// First the metadata (merged, as repeated occurrences of a message field are), the
+	// address type (the last occurrence wins) and the number of endpoints, to size what they
+	// are carved from: the endpoints' addresses are parsed for the slice's family.
 	var meta metav1.ObjectMeta
+	var addressType []byte
 	n := 0
 	for rest := b; len(rest) > 0; {
 		num, typ, r, err := field(rest)
@@ -180,12 +181,14 @@ func (d *sliceDecoder) decode(b []byte) (*discoveryv1.EndpointSlice, error) {
 			return nil, err
 		}
 		switch num {
-		case 1:
+		case 1, 4:
 			var v []byte
 			if v, rest, err = bytesField(typ, r); err != nil {
 				return nil, fmt.Errorf("field %d: %w", num, err)
 			}
-			if err := meta.Unmarshal(v); err != nil {
+			if num == 4 {
+				addressType = v
+			} else if err := meta.Unmarshal(v); err != nil {
 				return nil, err
 			}
 			continue
@@ -199,12 +202,11 @@ func (d *sliceDecoder) decode(b []byte) (*discoveryv1.EndpointSlice, error) {
 	if d.want != nil && !d.want(meta.Namespace, meta.Labels[discoveryv1.LabelServiceName]) {
 		return nil, nil
 	}
-	out := &discoveryv1.EndpointSlice{}
-	var eps []discoveryv1.Endpoint
-	if n > 0 {
-		eps = make([]discoveryv1.Endpoint, 0, n)
-		d.addrs = make([]string, 0, n)
-		d.refs = make([]corev1.ObjectReference, 0, n)
+	out := &translator.EndpointSlice{AddressType: discoveryv1.AddressType(d.in.string(addressType))}
+	d.b = translator.SliceBuilder{AddressType: out.AddressType, Namespace: meta.Namespace}
+	keep := out.AddressType == discoveryv1.AddressTypeIPv4 || out.AddressType == discoveryv1.AddressTypeIPv6
+	if n > 0 && keep {
+		out.Endpoints = make([]translator.SliceEndpoint, 0, n)
 	}
 	for len(b) > 0 {
 		num, typ, r, err := field(b)
@@ -224,15 +226,18 @@ func (d *sliceDecoder) decode(b []byte) (*discoveryv1.EndpointSlice, error) {
 			continue
 		}
 		switch num {
-		case 1: // read above
+		case 1, 4: // read above
 		case 2:
-			eps = append(eps, discoveryv1.Endpoint{})
-			ready, err := d.endpoint(&eps[len(eps)-1], v)
+			ready, err := d.endpoint(v)
 			if err != nil {
-				return nil, fmt.Errorf("endpoint %d: %w", len(eps)-1, err)
+				return nil, fmt.Errorf("endpoint %d: %w", d.nEndpoints, err)
 			}
-			if !ready {
-				eps = eps[:len(eps)-1]
+			d.nEndpoints++
+			if !ready || !keep {
+				continue
+			}
+			if e, ok := d.b.Endpoint(&d.f); ok {
+				out.Endpoints = append(out.Endpoints, e)
 			}
 		case 3:
 			var p discoveryv1.EndpointPort
@@ -240,22 +245,21 @@ func (d *sliceDecoder) decode(b []byte) (*discoveryv1.EndpointSlice, error) {
 				return nil, err
 			}
 			out.Ports = append(out.Ports, discoveryv1.EndpointPort{Name: p.Name, Protocol: p.Protocol, Port: p.Port})
-		case 4:
-			out.AddressType = discoveryv1.AddressType(d.in.string(v))
 		}
 	}
 	out.ObjectMeta = translator.SlimEndpointSlice(&discoveryv1.EndpointSlice{ObjectMeta: meta}).ObjectMeta
-	if out.AddressType == discoveryv1.AddressTypeIPv4 || out.AddressType == discoveryv1.AddressTypeIPv6 {
-		if len(eps) > 0 {
-			out.Endpoints = eps
-		}
+	if len(out.Endpoints) == 0 {
+		out.Endpoints = nil
 	}
 	return out, nil
 }
 
-// endpoint decodes one Endpoint into ep, keeping what the slim form keeps, and reports
-// whether it is ready (the slim form keeps only those; ready unset counts as ready).
-func (d *sliceDecoder) endpoint(ep *discoveryv1.Endpoint, b []byte) (bool, error) {
+// endpoint decodes one Endpoint into d.f, keeping what the projection reads, and reports
+// whether it is ready (the projection keeps only those; ready unset counts as ready).
+func (d *sliceDecoder) endpoint(b []byte) (bool, error) {
+	f := &d.f
+	*f = translator.EndpointFields{Addrs: f.Addrs[:0]}
+	var hints *discoveryv1.EndpointHints
 	ready := true
 	for len(b) > 0 {
 		num, typ, r, err := field(b)
@@ -275,31 +279,19 @@ func (d *sliceDecoder) endpoint(ep *discoveryv1.Endpoint, b []byte) (bool, error
 			continue
 		}
 		switch num {
-		case 1: // addresses
-			s := string(v)
-			if len(ep.Addresses) == 0 && len(d.addrs) < cap(d.addrs) {
-				d.addrs = append(d.addrs, s)
-				ep.Addresses = d.addrs[len(d.addrs)-1 : len(d.addrs) : len(d.addrs)]
-			} else {
-				ep.Addresses = append(ep.Addresses, s)
+		case 1: // addresses: those of the slice's family
+			if a, ok := d.b.ParseAddr(string(v)); ok {
+				f.Addrs = append(f.Addrs, a)
 			}
 		case 2: // conditions: only ready matters
 			if ready, err = d.ready(ready, v); err != nil {
 				return false, fmt.Errorf("conditions: %w", err)
 			}
 		case 3: // hostname
-			s := string(v)
-			ep.Hostname = &s
-		case 4: // targetRef: kind, namespace and name
-			if ep.TargetRef == nil {
-				if len(d.refs) < cap(d.refs) {
-					d.refs = append(d.refs, corev1.ObjectReference{})
-					ep.TargetRef = &d.refs[len(d.refs)-1]
-				} else {
-					ep.TargetRef = &corev1.ObjectReference{}
-				}
-			}
-			if err := d.targetRef(ep.TargetRef, v); err != nil {
+			f.Hostname = string(v)
+		case 4: // targetRef: kind, namespace and name (occurrences merge)
+			f.Ref = true
+			if err := d.targetRef(f, v); err != nil {
 				return false, fmt.Errorf("targetRef: %w", err)
 			}
 		case 5: // deprecatedTopology: checked, not kept
@@ -309,19 +301,17 @@ func (d *sliceDecoder) endpoint(ep *discoveryv1.Endpoint, b []byte) (bool, error
 			}
 		case 6: // nodeName: not kept
 		case 7: // zone
-			ep.Zone = d.in.stringPtr(v)
-		case 8: // hints: their zones, as translator.SlimHints keeps them (occurrences merge)
-			var h discoveryv1.EndpointHints
-			if ep.Hints != nil {
-				h = *ep.Hints
+			f.Zone = d.in.stringPtr(v)
+		case 8: // hints: their zones, as translator.HintZones keeps them (occurrences merge)
+			if hints == nil {
+				hints = &discoveryv1.EndpointHints{}
 			}
-			if err := h.Unmarshal(v); err != nil {
+			if err := hints.Unmarshal(v); err != nil {
 				return false, err
 			}
-			ep.Hints = &h
 		}
 	}
-	ep.Hints = translator.SlimHints(ep.Hints)
+	f.ForZones = translator.HintZones(hints)
 	return ready, nil
 }
 
@@ -355,8 +345,9 @@ func (d *sliceDecoder) ready(ready bool, b []byte) (bool, error) {
 	return ready, nil
 }
 
-// targetRef decodes an ObjectReference into ref, merging, keeping kind, namespace and name.
-func (d *sliceDecoder) targetRef(ref *corev1.ObjectReference, b []byte) error {
+// targetRef decodes an ObjectReference into f's reference, merging, keeping kind,
+// namespace and name.
+func (d *sliceDecoder) targetRef(f *translator.EndpointFields, b []byte) error {
 	for len(b) > 0 {
 		num, typ, r, err := field(b)
 		if err != nil {
@@ -374,11 +365,11 @@ func (d *sliceDecoder) targetRef(ref *corev1.ObjectReference, b []byte) error {
 		}
 		switch num {
 		case 1:
-			ref.Kind = d.in.string(v)
+			f.RefKind = d.in.string(v)
 		case 2:
-			ref.Namespace = d.in.string(v)
+			f.RefNamespace = d.in.string(v)
 		case 3:
-			ref.Name = string(v)
+			f.RefName = string(v)
 		}
 	}
 	return nil

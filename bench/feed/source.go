@@ -139,9 +139,10 @@ func (s *Source) dispatch(ev Event, h source.Handler) error {
 			return nil
 		}
 		if hello := s.hello.Load(); hello.DeliverPods && ev.Type == FrameEndpointSlice {
-			for i := range ev.EndpointSlice.Endpoints {
-				if ref := ev.EndpointSlice.Endpoints[i].TargetRef; ref != nil && ref.Kind == "Pod" {
-					if p := gen.Pod(hello.Cluster, ref.Namespace, ref.Name); p != nil {
+			es := ev.EndpointSlice
+			for i := range es.Endpoints {
+				if e := &es.Endpoints[i]; e.Pod != "" {
+					if p := gen.Pod(hello.Cluster, e.PodNamespace(es), e.Pod); p != nil {
 						h.OnPod(p, false)
 					}
 				}

@@ -114,7 +114,19 @@ func decodeService(_ manifest.TypeMeta, data []byte) (manifest.Decoded, error) {
 	return decodeObject(data, s, func() []fieldError { defaultService(s); return validateService(s) })
 }
 
-func decodeEndpointSlice(_ manifest.TypeMeta, data []byte) (manifest.Decoded, error) {
+// decodeEndpointSlice decodes and checks an EndpointSlice, which is delivered as its
+// projection (translator.SlimEndpointSlice), as the Kubernetes source delivers it.
+func decodeEndpointSlice(tm manifest.TypeMeta, data []byte) (manifest.Decoded, error) {
+	d, err := decodeAPIEndpointSlice(tm, data)
+	if es, ok := d.Value.(*discoveryv1.EndpointSlice); ok {
+		d.Value = translator.SlimEndpointSlice(es)
+	}
+	return d, err
+}
+
+// decodeAPIEndpointSlice is decodeEndpointSlice before the projection: the API object,
+// defaulted and checked.
+func decodeAPIEndpointSlice(_ manifest.TypeMeta, data []byte) (manifest.Decoded, error) {
 	es := &discoveryv1.EndpointSlice{}
 	return decodeObject(data, es, func() []fieldError { defaultEndpointSlice(es); return validateEndpointSlice(es) })
 }

@@ -191,12 +191,12 @@ func TestDecodeDefaults(t *testing.T) {
 	if svc.Spec.Ports[0].TargetPort != intstr.FromString("http") {
 		t.Errorf("named targetPort = %v", svc.Spec.Ports[0].TargetPort)
 	}
-	es := got.Objects[1].Value.(*discoveryv1.EndpointSlice)
+	es := got.Objects[1].Value.(*translator.EndpointSlice)
 	if es.Ports[0].Protocol == nil || *es.Ports[0].Protocol != corev1.ProtocolTCP {
 		t.Errorf("slice port protocol not defaulted")
 	}
-	if es.Endpoints[0].Conditions.Ready == nil || !*es.Endpoints[0].Conditions.Ready {
-		t.Errorf("ready condition lost")
+	if len(es.Endpoints) != 1 || es.Endpoints[0].Addr.String() != "127.0.10.1" {
+		t.Errorf("the ready endpoint lost: %+v", es.Endpoints)
 	}
 	pod := got.Objects[2].Value.(*corev1.Pod)
 	if len(pod.Status.PodIPs) != 1 || pod.Status.PodIPs[0].IP != "127.0.10.1" {
@@ -245,9 +245,13 @@ func TestExamples(t *testing.T) {
 		if len(got.Errors) > 0 {
 			t.Fatalf("%s: %v", f, got.Errors)
 		}
-		for _, o := range got.Objects {
-			counts[o.Key.Kind]++
-			namespaces[o.Key.Namespace] = true
+		// The slices as written, before the projection drops their not-ready endpoints.
+		objs := append(got.Objects, apiSliceDecoder.Decode(f, data).Objects...)
+		for _, o := range objs {
+			if _, ok := o.Value.(*discoveryv1.EndpointSlice); !ok {
+				counts[o.Key.Kind]++
+				namespaces[o.Key.Namespace] = true
+			}
 			switch v := o.Value.(type) {
 			case *discoveryv1.EndpointSlice:
 				if v.AddressType == discoveryv1.AddressTypeIPv6 {
@@ -298,8 +302,8 @@ func FuzzDirParse(f *testing.F) {
 				problems = validateService(v)
 			case *corev1.Pod:
 				problems = validatePod(v)
-			case *discoveryv1.EndpointSlice:
-				problems = validateEndpointSlice(v)
+			case *translator.EndpointSlice:
+				problems = sliceProblems(data, o.Key)
 			case *metav1.PartialObjectMetadata:
 				if o.Key.Kind != KindNode || v.Namespace != "" || !translator.IsSlimNode(v) {
 					t.Fatalf("%s: a Node that is not a projection: %+v", o.Key, v)
@@ -325,4 +329,20 @@ func FuzzDirParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// apiSliceDecoder decodes the EndpointSlices of a manifest as the Dir decoder does, but
+// delivers the API objects rather than their projections.
+var apiSliceDecoder = manifest.NewDecoder(
+	manifest.Kind{Group: "discovery.k8s.io", Kind: KindEndpointSlice, Versions: []string{"v1"}, Decode: decodeAPIEndpointSlice})
+
+// sliceProblems returns validateEndpointSlice's problems with the API object of the slice
+// key in data.
+func sliceProblems(data []byte, key manifest.Key) []fieldError {
+	for _, o := range apiSliceDecoder.Decode("f.yaml", data).Objects {
+		if o.Key == key {
+			return validateEndpointSlice(o.Value.(*discoveryv1.EndpointSlice))
+		}
+	}
+	return []fieldError{{path: "", msg: "the slice is not decoded as an API object"}}
 }

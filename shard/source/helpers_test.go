@@ -7,7 +7,6 @@ import (
 	"github.com/meridian-mesh/meridian/internal/manifest/manifesttest"
 	"github.com/meridian-mesh/meridian/translator"
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -34,7 +33,7 @@ func (r *recorder) record(kind string, o metav1.Object, deleted bool) {
 }
 
 func (r *recorder) OnService(s *corev1.Service, deleted bool) { r.record(KindService, s, deleted) }
-func (r *recorder) OnEndpointSlice(es *discoveryv1.EndpointSlice, deleted bool) {
+func (r *recorder) OnEndpointSlice(es *translator.EndpointSlice, deleted bool) {
 	r.record(KindEndpointSlice, es, deleted)
 }
 func (r *recorder) OnPod(p *corev1.Pod, deleted bool) { r.record(KindPod, p, deleted) }

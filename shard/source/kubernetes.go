@@ -11,7 +11,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
@@ -365,7 +364,7 @@ func (k *Kubernetes) slimFactory(obj any) (any, error) {
 		i = 0
 	case *corev1.Service:
 		i = 1
-	case *discoveryv1.EndpointSlice:
+	case *translator.EndpointSlice:
 		i = 2
 	}
 	if i < 0 {

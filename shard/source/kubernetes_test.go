@@ -134,7 +134,7 @@ func checkProjected(t *testing.T, rec *recorder, ns string) *corev1.Pod {
 		svc.Spec.Selector != nil || svc.Spec.Ports[0].Port != 80 {
 		t.Errorf("service after transform: %+v", svc)
 	}
-	if es := rec.get("EndpointSlice " + ns + "/web-1").(*discoveryv1.EndpointSlice); !translator.IsSlimEndpointSlice(es) || len(es.Endpoints) != 1 {
+	if es := rec.get("EndpointSlice " + ns + "/web-1").(*translator.EndpointSlice); len(es.Endpoints) != 1 || es.Endpoints[0].Addr.String() != "10.0.0.1" || es.Labels[translator.LabelServiceName] != "web" {
 		t.Errorf("slice after transform: %+v", es)
 	}
 	pod := rec.get("Pod " + ns + "/web-a").(*corev1.Pod)
@@ -248,7 +248,7 @@ func TestKubernetesSource(t *testing.T) {
 	update(t, ctx, c, ns)
 	testutil.Eventually(t, apiTimeout, "the three updates", func() bool {
 		s, _ := rec.get("Service " + ns + "/web").(*corev1.Service)
-		e, _ := rec.get("EndpointSlice " + ns + "/web-1").(*discoveryv1.EndpointSlice)
+		e, _ := rec.get("EndpointSlice " + ns + "/web-1").(*translator.EndpointSlice)
 		p, _ := rec.get("Pod " + ns + "/web-a").(*corev1.Pod)
 		return s != nil && s.Annotations[translator.AnnotationOpaquePorts] == "3306,5432" && e != nil && len(e.Endpoints) == 2 && p != nil && p.Status.PodIP == "10.0.0.1"
 	})
@@ -321,9 +321,9 @@ func TestKubernetesResyncAfterRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, 2*apiTimeout, "the changes made after the restart", func() bool {
-		e, _ := rec.get("EndpointSlice " + ns + "/before-1").(*discoveryv1.EndpointSlice)
+		e, _ := rec.get("EndpointSlice " + ns + "/before-1").(*translator.EndpointSlice)
 		return rec.get("Service "+ns+"/after") != nil && rec.get("Service "+ns+"/before") == nil &&
-			e != nil && e.Endpoints[0].Addresses[0] == "10.0.0.9"
+			e != nil && e.Endpoints[0].Addr.String() == "10.0.0.9"
 	})
 	if histogramCount(t, reg, "endpointslices_informer_lag_seconds") <= lagBefore {
 		t.Errorf("the slice update after the restart was not observed in the lag histogram")

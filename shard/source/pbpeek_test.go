@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -118,7 +119,8 @@ func TestKindsDecode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g, w := got.(*discoveryv1.EndpointSlice), translator.SlimEndpointSlice(es); g.Name != w.Name || len(g.Endpoints) != 2 || !translator.IsSlimEndpointSlice(g) {
+	if g, w := got.(*translator.EndpointSlice), translator.SlimEndpointSlice(es); g.Name != w.Name || len(g.Endpoints) != 2 ||
+		!reflect.DeepEqual(g.Endpoints, w.Endpoints) || !reflect.DeepEqual(g.Ports, w.Ports) { // (times decode in the local zone)
 		t.Fatalf("decoded %+v", g)
 	}
 	if got, err := lw.decode(env.raw, func(string, string) bool { return false }); got != nil || err != nil {
@@ -203,7 +205,7 @@ func BenchmarkSliceDecode(b *testing.B) {
 			if err := o.Unmarshal(env.raw); err != nil {
 				b.Fatal(err)
 			}
-			_ = translator.ProjectEndpointSlice(o)
+			_ = translator.SlimEndpointSlice(o)
 		}
 	})
 	b.Run("FullJSON", func(b *testing.B) {
@@ -215,7 +217,7 @@ func BenchmarkSliceDecode(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			_ = translator.ProjectEndpointSlice(o.(*discoveryv1.EndpointSlice))
+			_ = translator.SlimEndpointSlice(o.(*discoveryv1.EndpointSlice))
 		}
 	})
 }

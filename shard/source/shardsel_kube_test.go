@@ -10,11 +10,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/sharding"
 
 	"github.com/meridian-mesh/meridian/internal/kubetest"
 	"github.com/meridian-mesh/meridian/internal/testutil"
+	"github.com/meridian-mesh/meridian/translator"
 )
 
 // nsRecorder is a recorder that wants the services of some namespaces, and asks the API
@@ -121,7 +121,7 @@ func TestShardedListKubernetes(t *testing.T) {
 			}
 			updateSlice(t, env, nss[2], "web-s", "10.3.0.1", "10.3.0.2")
 			testutil.Eventually(t, apiTimeout, "the gained slice's update", func() bool {
-				es, _ := rec.get(key).(*discoveryv1.EndpointSlice)
+				es, _ := rec.get(key).(*translator.EndpointSlice)
 				return es != nil && len(es.Endpoints) == 2
 			})
 		})

@@ -12,11 +12,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/meridian-mesh/meridian/internal/kubetest"
 	"github.com/meridian-mesh/meridian/internal/testutil"
+	"github.com/meridian-mesh/meridian/translator"
 )
 
 // filterRecorder is a recorder that wants the services whose names start with one of its
@@ -115,7 +115,7 @@ func TestShareFilterKubernetes(t *testing.T) {
 	updateSlice(t, env, ns, "b1-s", "10.2.0.1", "10.2.0.2")
 	updateSlice(t, env, ns, "a1-s", "10.1.0.1", "10.1.0.2")
 	testutil.Eventually(t, apiTimeout, "the wanted slice's update", func() bool {
-		es, _ := rec.get(keyA).(*discoveryv1.EndpointSlice)
+		es, _ := rec.get(keyA).(*translator.EndpointSlice)
 		return es != nil && len(es.Endpoints) == 2
 	})
 	if rec.get(keyB) != nil || src.stored("EndpointSlice", ns+"/b1-s") != nil {
@@ -127,7 +127,7 @@ func TestShareFilterKubernetes(t *testing.T) {
 	if err := src.Gain(ctx, Gained{Before: func(_, name string) bool { return strings.HasPrefix(name, "a") }}); err != nil {
 		t.Fatal(err)
 	}
-	if es, _ := rec.get(keyB).(*discoveryv1.EndpointSlice); es == nil || len(es.Endpoints) != 2 {
+	if es, _ := rec.get(keyB).(*translator.EndpointSlice); es == nil || len(es.Endpoints) != 2 {
 		t.Fatalf("Gain delivered %v, want the gained slice with 2 endpoints", es)
 	}
 	if b := rec.get(KindService + " " + ns + "/b1").(*corev1.Service); IsClusterIPsOnly(b) || len(b.Spec.Ports) != 1 {
@@ -151,7 +151,7 @@ func TestShareFilterKubernetes(t *testing.T) {
 	}
 	updateSlice(t, env, ns, "b1-s", "10.2.0.3")
 	testutil.Eventually(t, apiTimeout, "the wanted slice's update", func() bool {
-		es, _ := rec.get(keyB).(*discoveryv1.EndpointSlice)
+		es, _ := rec.get(keyB).(*translator.EndpointSlice)
 		return es != nil && len(es.Endpoints) == 1
 	})
 	if ev := rec.Take(); slices.Contains(ev, "+"+keyA) || slices.Contains(ev, "-"+keyA) {
@@ -255,7 +255,7 @@ func TestShareRelistKeepsOneCopy(t *testing.T) {
 	create(t, ctx, env.Client, testService(ns, "a1"), testSlice(ns, "a1-s", "a1", "10.1.0.1"))
 	src, rec := startFiltered(t, env, ns, "a")
 	key := KindEndpointSlice + " " + ns + "/a1-s"
-	held, _ := rec.get(key).(*discoveryv1.EndpointSlice)
+	held, _ := rec.get(key).(*translator.EndpointSlice)
 	if held == nil || src.stored("EndpointSlice", ns+"/a1-s") != any(held) {
 		t.Fatalf("the handler holds %p, the cache %p: want one object", held, src.stored("EndpointSlice", ns+"/a1-s"))
 	}

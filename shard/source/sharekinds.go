@@ -71,8 +71,9 @@ func collectionPath(groupVersion, resource, ns string) string {
 	return p + "/" + resource
 }
 
-// endpointSliceKind reads discovery.k8s.io/v1 EndpointSlices, keeping only those of the
-// services wanted; the others are read no further than their metadata.
+// endpointSliceKind reads discovery.k8s.io/v1 EndpointSlices as their projections
+// (translator.EndpointSlice), keeping only those of the services wanted; the others are read
+// no further than their metadata.
 func endpointSliceKind(ns string) shareKind {
 	return shareKind{
 		path:    collectionPath("discovery.k8s.io/v1", "endpointslices", ns),
@@ -83,14 +84,14 @@ func endpointSliceKind(ns string) shareKind {
 			if err := es.Unmarshal(raw); err != nil {
 				return nil, err
 			}
-			return translator.ProjectEndpointSlice(es), nil
+			return translator.SlimEndpointSlice(es), nil
 		},
 		unwanted: func(objMeta, []byte) (runtime.Object, error) { return nil, nil },
 		list: func(rv, cont string, items []runtime.Object) runtime.Object {
-			return &discoveryv1.EndpointSliceList{ListMeta: metav1.ListMeta{ResourceVersion: rv, Continue: cont}, Items: itemsOf[discoveryv1.EndpointSlice](items)}
+			return &translator.EndpointSliceList{ListMeta: metav1.ListMeta{ResourceVersion: rv, Continue: cont}, Items: itemsOf[translator.EndpointSlice](items)}
 		},
 		placeholder: func(m objMeta) runtime.Object {
-			return &discoveryv1.EndpointSlice{ObjectMeta: reducedMeta(m, dropped)}
+			return &translator.EndpointSlice{ObjectMeta: reducedMeta(m, dropped)}
 		},
 	}
 }

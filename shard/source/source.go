@@ -4,7 +4,6 @@ import (
 	"context"
 
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/meridian-mesh/meridian/translator"
@@ -17,8 +16,9 @@ import (
 type Handler interface {
 	// OnService is called for an added or updated Service, or with deleted=true when it is gone.
 	OnService(svc *corev1.Service, deleted bool)
-	// OnEndpointSlice is called for an added, updated or deleted EndpointSlice.
-	OnEndpointSlice(es *discoveryv1.EndpointSlice, deleted bool)
+	// OnEndpointSlice is called for an added, updated or deleted EndpointSlice, as its
+	// projection.
+	OnEndpointSlice(es *translator.EndpointSlice, deleted bool)
 	// OnPod is called for an added, updated or deleted Pod.
 	OnPod(pod *corev1.Pod, deleted bool)
 }
@@ -54,7 +54,7 @@ type ProfileFilter interface {
 	WantsProfile(namespace, name string) bool
 }
 
-// deliver calls h's method for obj (a *corev1.Service, *discoveryv1.EndpointSlice,
+// deliver calls h's method for obj (a *corev1.Service, *translator.EndpointSlice,
 // *corev1.Pod, a Node's *metav1.PartialObjectMetadata, a *translator.Server or a
 // *translator.ServiceProfile); it ignores
 // objects of other types, and those of kinds h does not implement a method for.
@@ -62,7 +62,7 @@ func deliver(h Handler, obj any, deleted bool) {
 	switch v := obj.(type) {
 	case *corev1.Service:
 		h.OnService(v, deleted)
-	case *discoveryv1.EndpointSlice:
+	case *translator.EndpointSlice:
 		h.OnEndpointSlice(v, deleted)
 	case *corev1.Pod:
 		h.OnPod(v, deleted)
