@@ -14,9 +14,10 @@ var cachedDesc = prometheus.NewDesc("destination_source_cached_objects",
 
 // listsDesc describes destination_source_lists_total: the list requests (pages included) the
 // share informers' reflectors made, their first and every relist (after a watch they could
-// not resume). Gain's lists are not counted.
+// not resume), and those the ServiceProfile fetcher made to read many profiles at once
+// (resource serviceprofiles; failed ones too). Gain's lists are not counted.
 var listsDesc = prometheus.NewDesc("destination_source_lists_total",
-	"List requests (pages included) the Kubernetes source's share informers made: the first, and each relist after a watch they could not resume.",
+	"List requests (pages included) the Kubernetes source's share informers made: the first, and each relist after a watch they could not resume; and for serviceprofiles, the lists that read many wanted profiles at once (when a replica starts or gains a share).",
 	[]string{"resource"}, nil)
 
 // cachedCollector counts the share informers' caches at each scrape (a few thousand objects:
@@ -26,12 +27,15 @@ type cachedCollector struct{ k *Kubernetes }
 // Describe implements prometheus.Collector.
 func (c cachedCollector) Describe(ch chan<- *prometheus.Desc) { ch <- cachedDesc; ch <- listsDesc }
 
-// Collect implements prometheus.Collector. Before Run starts (or without a filter) it reports
-// nothing.
+// Collect implements prometheus.Collector. Before Run starts it reports nothing; without a
+// filter, the ServiceProfile fetcher's lists only (when it reads profiles).
 func (c cachedCollector) Collect(ch chan<- prometheus.Metric) {
 	c.k.mu.Lock()
-	shares := c.k.shares
+	shares, profiles := c.k.shares, c.k.profiles
 	c.k.mu.Unlock()
+	if profiles != nil {
+		ch <- prometheus.MustNewConstMetric(listsDesc, prometheus.CounterValue, float64(profiles.lists.Load()), "serviceprofiles")
+	}
 	for _, s := range shares {
 		full, reduced := 0, 0
 		for _, obj := range s.informer.GetStore().List() {
