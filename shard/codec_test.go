@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"testing"
+	"unique"
 
 	pb "github.com/linkerd/linkerd2-proxy-api/go/destination"
 	"google.golang.org/protobuf/proto"
@@ -19,7 +20,7 @@ func TestServerCodecEncodesAsProto(t *testing.T) {
 		eps := make([]*snapshot.Endpoint, n)
 		for i := range eps {
 			eps[i] = &snapshot.Endpoint{Addr: netipMust(fmt.Sprintf("10.0.%d.%d:80", i/250, i%250+1)), Weight: 10000,
-				Identity: "web.ns.serviceaccount.identity.linkerd.cluster.local"}
+				ID: unique.Make("web.ns.serviceaccount.identity.linkerd.cluster.local")}
 		}
 		u := addUpdate(nil, eps)
 		want, err := protoCodec.Marshal(u)

@@ -138,8 +138,8 @@ func weightedAddrSize(e *snapshot.Endpoint) int {
 		n += protowire.SizeTag(numAddrWeight) + protowire.SizeVarint(uint64(e.Weight))
 	}
 	n += labelsSize(numAddrMetricLabels, e.Labels)
-	if e.Identity != "" {
-		n += protowire.SizeTag(numAddrTLSIdentity) + protowire.SizeBytes(tlsIdentitySize(e.Identity))
+	if id := e.Identity(); id != "" {
+		n += protowire.SizeTag(numAddrTLSIdentity) + protowire.SizeBytes(tlsIdentitySize(id))
 	}
 	if h := hintSize(e); h >= 0 {
 		n += protowire.SizeTag(numAddrProtocolHint) + protowire.SizeBytes(h)
@@ -166,12 +166,12 @@ func appendWeightedAddr(b []byte, e *snapshot.Endpoint) []byte {
 		b = protowire.AppendVarint(b, uint64(e.Weight))
 	}
 	b = appendLabels(b, numAddrMetricLabels, e.Labels)
-	if e.Identity != "" {
+	if id := e.Identity(); id != "" {
 		b = protowire.AppendTag(b, numAddrTLSIdentity, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(tlsIdentitySize(e.Identity)))
+		b = protowire.AppendVarint(b, uint64(tlsIdentitySize(id)))
 		// server_name before the strategy, a oneof, which proto.Marshal writes last
-		b = appendDNSLikeIdentity(b, numTLSServerName, e.Identity)
-		b = appendDNSLikeIdentity(b, numTLSDNSLikeIdentity, e.Identity)
+		b = appendDNSLikeIdentity(b, numTLSServerName, id)
+		b = appendDNSLikeIdentity(b, numTLSDNSLikeIdentity, id)
 	}
 	if h := hintSize(e); h >= 0 {
 		b = protowire.AppendTag(b, numAddrProtocolHint, protowire.BytesType)

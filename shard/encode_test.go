@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"testing"
+	"unique"
 
 	pb "github.com/linkerd/linkerd2-proxy-api/go/destination"
 	pbnet "github.com/linkerd/linkerd2-proxy-api/go/net"
@@ -71,7 +72,7 @@ func genEndpoint(r *rand.Rand) *snapshot.Endpoint {
 		Labels: genLabels(r, "label"),
 	}
 	if r.IntN(2) == 0 {
-		e.Identity = fmt.Sprintf("sa-%d.ns.serviceaccount.identity.linkerd.cluster.local", r.IntN(100))
+		e.SetIdentity(fmt.Sprintf("sa-%d.ns.serviceaccount.identity.linkerd.cluster.local", r.IntN(100)))
 	}
 	if r.IntN(2) == 0 {
 		e.OpaqueTransportPort = []uint16{4143, 1, 65535}[r.IntN(3)]
@@ -235,7 +236,7 @@ func BenchmarkEncodeAdd(b *testing.B) {
 			OpaqueTransportPort: 4143,
 			Hint:                snapshot.HintH2,
 			HTTP2:               true,
-			Identity:            "web.bench.serviceaccount.identity.linkerd.cluster.local",
+			ID:                  unique.Make("web.bench.serviceaccount.identity.linkerd.cluster.local"),
 			Labels: []snapshot.Label{
 				{Key: "control_plane_ns", Value: "linkerd"},
 				{Key: "deployment", Value: "web"},

@@ -44,11 +44,11 @@ func weightedAddr(e *snapshot.Endpoint) *pb.WeightedAddr {
 		Weight:       e.Weight,
 		MetricLabels: labelMap(e.Labels),
 	}
-	if e.Identity != "" {
-		id := &pb.TlsIdentity_DnsLikeIdentity{Name: e.Identity}
+	if name := e.Identity(); name != "" {
+		id := &pb.TlsIdentity_DnsLikeIdentity{Name: name}
 		wa.TlsIdentity = &pb.TlsIdentity{
 			Strategy:   &pb.TlsIdentity_DnsLikeIdentity_{DnsLikeIdentity: id},
-			ServerName: &pb.TlsIdentity_DnsLikeIdentity{Name: e.Identity},
+			ServerName: &pb.TlsIdentity_DnsLikeIdentity{Name: name},
 		}
 	}
 	switch e.Hint {

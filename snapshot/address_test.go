@@ -13,8 +13,8 @@ func TestEndpointSize(t *testing.T) {
 	if unsafe.Sizeof(uintptr(0)) != 8 {
 		t.Skip("sizes are for 64-bit machines")
 	}
-	if got := unsafe.Sizeof(Endpoint{}); got > 112 {
-		t.Errorf("snapshot.Endpoint is %d bytes, want at most 112: put what few endpoints have in Rare", got)
+	if got := unsafe.Sizeof(Endpoint{}); got > 104 {
+		t.Errorf("snapshot.Endpoint is %d bytes, want at most 104: put what few endpoints have in Rare", got)
 	}
 }
 
@@ -84,7 +84,7 @@ func TestPodPlace(t *testing.T) {
 // given twice; Lookup finds each by binary search; Diff merges two sorted sets in order.
 func TestSortedEndpoints(t *testing.T) {
 	first, second := ep(5), ep(5)
-	second.Identity = "later"
+	second.SetIdentity("later")
 	eps := SortEndpoints([]*Endpoint{ep(9), first, ep(1), second, ep(3)})
 	var got []string
 	for _, e := range eps {

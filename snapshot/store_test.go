@@ -119,12 +119,12 @@ func TestSubscriptionInitialThenDeltas(t *testing.T) {
 	changed := set(1, 2)
 	i := slices.Index(changed.Endpoints, changed.Lookup(ep(2).Addr))
 	e := *changed.Endpoints[i]
-	e.Identity = "web.ns.serviceaccount.identity.linkerd.cluster.local"
+	e.SetIdentity("web.ns.serviceaccount.identity.linkerd.cluster.local")
 	changed.Endpoints[i] = &e
 	s.Publish(key, changed)
 	waitC(t, sub)
 	d, _ = sub.Next()
-	if len(d.Add) != 1 || d.Add[0].Identity == "" || len(d.Remove) != 0 {
+	if len(d.Add) != 1 || d.Add[0].Identity() == "" || len(d.Remove) != 0 {
 		t.Fatalf("changed endpoint should be re-added: %+v", d)
 	}
 }

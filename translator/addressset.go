@@ -235,7 +235,7 @@ func (r *Reuse) take(es *EndpointSlice, ep *SliceEndpoint, ap netip.AddrPort, po
 		}
 		var m snapshot.Endpoint
 		override := mirrorEndpoint(&m, es, port)
-		if m.Identity != old.Identity || override != old.AuthorityOverride() {
+		if m.ID != old.ID || override != old.AuthorityOverride() {
 			return nil
 		}
 		return old
@@ -419,7 +419,7 @@ func setMeshed(cfg Config, e *snapshot.Endpoint, pod *corev1.Pod, tp uint32, opa
 	if !isMeshed(cfg, pod) || IsSkippedInbound(pod, tp) {
 		return
 	}
-	e.Identity = b.identity(cfg, serviceAccount(pod), e.PodNamespace())
+	e.ID = b.identity(cfg, serviceAccount(pod), e.PodNamespace())
 	e.HTTP2 = true
 	e.Hint = snapshot.HintH2
 	if opaque {

@@ -18,7 +18,8 @@ type batch struct {
 	endpoints []snapshot.Endpoint
 	labels    []snapshot.Label
 	// The last identity built: the pods of a service mostly share one service account.
-	idSA, idNS, id string
+	idSA, idNS string
+	id         unique.Handle[string]
 	// The pod places made, of the first few (namespace, node) pairs seen: a service's pods
 	// spread over a few nodes.
 	places  [maxPlaces]unique.Handle[snapshot.PodPlace]
@@ -57,12 +58,12 @@ func (b *batch) rare(hostname string, forZones []string, override string) *snaps
 	return r
 }
 
-// identity returns Identity(cfg, sa, ns), reusing the last one when it matches, and
-// interned (unique.Make): the sets of every service of a service account, and every set
-// computed again, share one copy of the string, which lives while any set holds it.
-func (b *batch) identity(cfg Config, sa, ns string) string {
-	if b.id == "" || b.idSA != sa || b.idNS != ns {
-		b.idSA, b.idNS, b.id = sa, ns, unique.Make(Identity(cfg, sa, ns)).Value()
+// identity returns Identity(cfg, sa, ns) interned (unique.Make), reusing the last one when
+// it matches: the sets of every service of a service account, and every set computed again,
+// share one copy of the string, which lives while any set holds it.
+func (b *batch) identity(cfg Config, sa, ns string) unique.Handle[string] {
+	if b.id == (unique.Handle[string]{}) || b.idSA != sa || b.idNS != ns {
+		b.idSA, b.idNS, b.id = sa, ns, unique.Make(Identity(cfg, sa, ns))
 	}
 	return b.id
 }

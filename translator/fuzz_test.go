@@ -307,10 +307,10 @@ func checkEndpoint(t *testing.T, a netip.AddrPort, e *snapshot.Endpoint, sl []*d
 		t.Fatalf("%v: labels %v not sorted and unique", a, e.Labels)
 	}
 	meshedHint := e.Hint != snapshot.HintNone
-	if meshedHint != (e.Identity != "") || meshedHint != e.HTTP2 || (e.Hint == snapshot.HintOpaque) != (e.OpaqueTransportPort != 0) {
+	if meshedHint != (e.Identity() != "") || meshedHint != e.HTTP2 || (e.Hint == snapshot.HintOpaque) != (e.OpaqueTransportPort != 0) {
 		t.Fatalf("%v: inconsistent mesh fields %+v", a, e)
 	}
-	if e.Identity != "" && e.PodName() != "" && e.Label(LabelKeyControlPlaneNS) == "" {
+	if e.Identity() != "" && e.PodName() != "" && e.Label(LabelKeyControlPlaneNS) == "" {
 		t.Fatalf("%v: a pod's identity without control_plane_ns label", a)
 	}
 	if e.Label(LabelKeyZoneLocality) != ZoneUnknown || !slices.IsSorted(e.ForZones()) {

@@ -119,8 +119,8 @@ func render(e *snapshot.Endpoint) string {
 	if e.Hostname() != "" {
 		fmt.Fprintf(&b, " host=%s", e.Hostname())
 	}
-	if e.Identity != "" {
-		fmt.Fprintf(&b, " id=%s", e.Identity)
+	if e.Identity() != "" {
+		fmt.Fprintf(&b, " id=%s", e.Identity())
 	}
 	if e.Hint != snapshot.HintNone {
 		fmt.Fprintf(&b, " hint=%s", e.Hint)
@@ -218,7 +218,10 @@ func unslim(es *EndpointSlice) *discoveryv1.EndpointSlice {
 	out := &discoveryv1.EndpointSlice{TypeMeta: es.TypeMeta, ObjectMeta: es.ObjectMeta, AddressType: es.AddressType, Ports: es.Ports}
 	for i := range es.Endpoints {
 		e := &es.Endpoints[i]
-		ep := discoveryv1.Endpoint{Zone: e.Zone}
+		ep := discoveryv1.Endpoint{}
+		if z := e.ZoneName(); z != "" {
+			ep.Zone = &z
+		}
 		for j := range e.Addrs() {
 			ep.Addresses = append(ep.Addresses, e.AddrAt(j).String())
 		}

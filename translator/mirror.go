@@ -35,7 +35,7 @@ const (
 // authority, the endpoint's authority override ("" when none).
 func mirrorEndpoint(e *snapshot.Endpoint, es *EndpointSlice, port uint32) (authorityOverride string) {
 	if id := es.Annotations[AnnotationRemoteGatewayIdentity]; id != "" {
-		e.Identity = id
+		e.SetIdentity(id)
 		e.Hint = snapshot.HintH2
 		e.HTTP2 = true
 	}

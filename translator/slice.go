@@ -12,9 +12,9 @@ import (
 // EndpointSlice is the projection of a discovery.k8s.io/v1 EndpointSlice (sliceFields): what
 // AddressSet reads of it, in a form of its own rather than the API type's. A
 // discoveryv1.Endpoint is 96 bytes before its address string and target reference (another
-// 112); an endpoint here is 56, with its address parsed, and most endpoints need no other
-// allocation. Every replica caches every slice it owns in this form, and its sets are
-// computed from it.
+// 112); an endpoint here is 48, with its address parsed, and most endpoints need no other
+// allocation (the endpoints of a slice in one zone share their Rare part). Every replica
+// caches every slice it owns in this form, and its sets are computed from it.
 //
 // The projection keeps the endpoints that can contribute an address: ready ones (conditions
 // ready unset or true) with at least one address of the slice's family, and not those whose
@@ -24,8 +24,8 @@ import (
 // define it on the API type.
 //
 // It is a runtime.Object (the informers cache it) and a metav1.Object. Nothing in it is
-// modified once it is made: its endpoints share zones, and a set computed from it shares
-// its endpoints' zone hints.
+// modified once it is made: its endpoints share Rare parts, and a set computed from it
+// shares its endpoints' zone hints.
 type EndpointSlice struct {
 	metav1.TypeMeta
 	// ObjectMeta is the slice's identity, its service-name and mirror cluster labels, its
@@ -46,14 +46,15 @@ type SliceEndpoint struct {
 	// Pod is the name of the pod that the endpoint's targetRef names ("": the targetRef is
 	// not a Pod, or there is none).
 	Pod string
-	// Zone is the endpoint's zone (nil: none). The endpoints of a slice share one copy of each.
-	Zone *string
-	// Rare holds what few endpoints have (nil: none of it).
+	// Rare holds the endpoint's zone and what few endpoints have (nil: none of it). The
+	// endpoints of a slice with the same zone and zone hints and nothing else share one.
 	Rare *SliceEndpointRare
 }
 
-// SliceEndpointRare is the part of a SliceEndpoint that most endpoints lack.
+// SliceEndpointRare is the part of a SliceEndpoint that many endpoints lack, or share.
 type SliceEndpointRare struct {
+	// Zone is the endpoint's zone ("": none).
+	Zone string
 	// Hostname is the endpoint's hostname ("": none).
 	Hostname string
 	// ForZones are the names of the endpoint's zone hints, sorted and distinct (nil: none).
@@ -74,10 +75,10 @@ func (e *SliceEndpoint) Hostname() string {
 
 // ZoneName is the endpoint's zone ("": none).
 func (e *SliceEndpoint) ZoneName() string {
-	if e.Zone == nil {
+	if e.Rare == nil {
 		return ""
 	}
-	return *e.Zone
+	return e.Rare.Zone
 }
 
 // ForZones are the names of the endpoint's zone hints, sorted and distinct (nil: none).
@@ -202,14 +203,15 @@ func (b *SliceBuilder) Endpoint(f *EndpointFields) (SliceEndpoint, bool) {
 			podNS = f.RefNamespace
 		}
 	}
+	zone := ""
 	if f.Zone != nil {
-		e.Zone = b.Zone(*f.Zone)
+		zone = *f.Zone
 	}
-	var more []netip.Addr
-	if len(f.Addrs) > 1 {
-		more = slices.Clone(f.Addrs[1:])
+	if f.Hostname == "" && podNS == "" && len(f.Addrs) == 1 {
+		e.Rare = b.shared(zone, f.ForZones)
+		return e, true
 	}
-	e.Rare = NewSliceEndpointRare(f.Hostname, f.ForZones, podNS, more)
+	e.Rare = NewSliceEndpointRare(zone, f.Hostname, f.ForZones, podNS, slices.Clone(f.Addrs[1:]))
 	return e, true
 }
 
@@ -228,11 +230,14 @@ func SlimPorts(ps []discoveryv1.EndpointPort) []discoveryv1.EndpointPort {
 
 // NewSliceEndpointRare returns the Rare of an endpoint with these values, nil when they are
 // all empty. forZones must be sorted and distinct (HintZones).
-func NewSliceEndpointRare(hostname string, forZones []string, podNamespace string, more []netip.Addr) *SliceEndpointRare {
-	if hostname == "" && len(forZones) == 0 && podNamespace == "" && len(more) == 0 {
+func NewSliceEndpointRare(zone, hostname string, forZones []string, podNamespace string, more []netip.Addr) *SliceEndpointRare {
+	if zone == "" && hostname == "" && len(forZones) == 0 && podNamespace == "" && len(more) == 0 {
 		return nil
 	}
-	return &SliceEndpointRare{Hostname: hostname, ForZones: forZones, PodNamespace: podNamespace, More: more}
+	if len(more) == 0 {
+		more = nil
+	}
+	return &SliceEndpointRare{Zone: zone, Hostname: hostname, ForZones: forZones, PodNamespace: podNamespace, More: more}
 }
 
 // HintZones returns the names of the zone hints of h, sorted and distinct, or nil when it has
@@ -249,30 +254,31 @@ func HintZones(h *discoveryv1.EndpointHints) []string {
 	return slices.Compact(out)
 }
 
-// SliceBuilder holds what the endpoints of one slice's projection share: the copies of their
-// zones. The bench feed's decoder, which builds projections straight from the wire, uses it
-// too.
+// SliceBuilder holds what the endpoints of one slice's projection share: the Rare parts of
+// the endpoints that have only a zone and zone hints. The bench feed's decoder, which builds
+// projections straight from the wire, uses it too.
 type SliceBuilder struct {
 	AddressType discoveryv1.AddressType
 	Namespace   string
-	zones       []*string // the distinct zones seen, up to maxSliceZones
+	rares       []*SliceEndpointRare // the first few distinct ones, up to maxSharedRares
 }
 
-const maxSliceZones = 8
-
-// Zone returns the shared copy of zone z.
-func (b *SliceBuilder) Zone(z string) *string {
-	for _, p := range b.zones {
-		if *p == z {
-			return p
+// shared returns the Rare part of an endpoint with this zone and these zone hints and nothing
+// else rare (nil when both are empty), the same one for the endpoints alike.
+func (b *SliceBuilder) shared(zone string, forZones []string) *SliceEndpointRare {
+	if zone == "" && len(forZones) == 0 {
+		return nil
+	}
+	for _, r := range b.rares {
+		if r.Zone == zone && slices.Equal(r.ForZones, forZones) {
+			return r
 		}
 	}
-	p := new(string) // not &z, which would move every caller's z to the heap
-	*p = z
-	if len(b.zones) < maxSliceZones {
-		b.zones = append(b.zones, p)
+	r := &SliceEndpointRare{Zone: zone, ForZones: forZones}
+	if len(b.rares) < maxSharedRares {
+		b.rares = append(b.rares, r)
 	}
-	return p
+	return r
 }
 
 // ParseAddr parses an endpoint address of the builder's address type (false: it is not one).
@@ -290,13 +296,15 @@ func (es *EndpointSlice) DeepCopy() *EndpointSlice {
 	es.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
 	if es.Endpoints != nil {
 		out.Endpoints = make([]SliceEndpoint, len(es.Endpoints))
-		b := SliceBuilder{}
+		copies := map[*SliceEndpointRare]*SliceEndpointRare{} // shared parts stay shared
 		for i, e := range es.Endpoints {
-			if e.Zone != nil {
-				e.Zone = b.Zone(*e.Zone)
-			}
 			if r := e.Rare; r != nil {
-				e.Rare = &SliceEndpointRare{Hostname: r.Hostname, ForZones: slices.Clone(r.ForZones), PodNamespace: r.PodNamespace, More: slices.Clone(r.More)}
+				c, ok := copies[r]
+				if !ok {
+					c = &SliceEndpointRare{Zone: r.Zone, Hostname: r.Hostname, ForZones: slices.Clone(r.ForZones), PodNamespace: r.PodNamespace, More: slices.Clone(r.More)}
+					copies[r] = c
+				}
+				e.Rare = c
 			}
 			out.Endpoints[i] = e
 		}

@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"testing"
 	"time"
+	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -193,9 +194,9 @@ func TestSlimSharesNoMemory(t *testing.T) {
 	ssvc, _, spods := slimAll(svc, sl, pods)
 	ssl := slimSlices(sl)
 	*ssl[0].Ports[0].Port = 1
-	*ssl[0].Endpoints[0].Zone = "z9"
+	ssl[0].Endpoints[0].Rare.Zone = "z9"
 	ssl[0].Labels[LabelServiceName] = "x"
-	if c := ssl[0].DeepCopy(); !reflect.DeepEqual(c, ssl[0]) || c.Endpoints[0].Zone == ssl[0].Endpoints[0].Zone || &c.Ports[0] == &ssl[0].Ports[0] {
+	if c := ssl[0].DeepCopy(); !reflect.DeepEqual(c, ssl[0]) || c.Endpoints[0].Rare == ssl[0].Endpoints[0].Rare || &c.Ports[0] == &ssl[0].Ports[0] {
 		t.Errorf("DeepCopy of a projection differs or shares memory:\n%+v\n%+v", c, ssl[0])
 	}
 	spods["ns/a"].Labels[LabelControlPlaneNS] = "x"
@@ -375,5 +376,32 @@ func checkSliceProjection(t *testing.T, x *discoveryv1.EndpointSlice) {
 	}
 	if !reflect.DeepEqual(normal(x), in) {
 		t.Fatal("slice: input modified")
+	}
+}
+
+// TestSliceSharesRare: the endpoints of a slice with the same zone and hints and nothing else
+// rare share one Rare part; one with a hostname has its own.
+func TestSliceSharesRare(t *testing.T) {
+	es := SlimEndpointSlice(eslice("ns", "web-1", "web", v4, []discoveryv1.EndpointPort{eport("http", 8080)},
+		withZone(endpoint("a", "10.0.0.1"), "z1"), withZone(endpoint("b", "10.0.0.2"), "z1"),
+		withZone(endpoint("c", "10.0.0.3"), "z2"), withHostname(withZone(endpoint("d", "10.0.0.4"), "z1"), "web-d"),
+		endpoint("e", "10.0.0.5")))
+	e := es.Endpoints
+	if len(e) != 5 || e[0].Rare != e[1].Rare || e[0].Rare == e[2].Rare || e[3].Rare == e[0].Rare || e[4].Rare != nil {
+		t.Fatalf("rare parts %p %p %p %p %p", e[0].Rare, e[1].Rare, e[2].Rare, e[3].Rare, e[4].Rare)
+	}
+	if e[0].ZoneName() != "z1" || e[2].ZoneName() != "z2" || e[3].ZoneName() != "z1" || e[3].Hostname() != "web-d" || e[4].ZoneName() != "" {
+		t.Fatalf("zones %q %q %q %q, hostname %q", e[0].ZoneName(), e[2].ZoneName(), e[3].ZoneName(), e[4].ZoneName(), e[3].Hostname())
+	}
+}
+
+// TestSliceEndpointSize guards the size of an endpoint of a slice projection, which every
+// replica caches per owned endpoint (on 64-bit machines).
+func TestSliceEndpointSize(t *testing.T) {
+	if unsafe.Sizeof(uintptr(0)) != 8 {
+		t.Skip("sizes are for 64-bit machines")
+	}
+	if got := unsafe.Sizeof(SliceEndpoint{}); got > 48 {
+		t.Errorf("translator.SliceEndpoint is %d bytes, want at most 48: put what few endpoints have in Rare", got)
 	}
 }
