@@ -11,7 +11,6 @@ import (
 	"github.com/puzpuzpuz/xsync/v3"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/workqueue"
 
@@ -322,7 +321,7 @@ func (x *Index) OnServer(srv *translator.Server, deleted bool) {
 
 // OnEndpointSlice implements source.Handler.
 func (x *Index) OnEndpointSlice(es *translator.EndpointSlice, deleted bool) {
-	name := es.Labels[discoveryv1.LabelServiceName]
+	name := es.Service
 	if name == "" {
 		return
 	}

@@ -191,7 +191,7 @@ func hostAddressSet(cfg Config, in Inputs, port uint32, hostname string, reuse *
 			var tmpl snapshot.Endpoint
 			translated, ok := false, true
 			for j := range ep.Addrs() {
-				ap := netip.AddrPortFrom(ep.AddrAt(j), uint16(tp))
+				ap := netip.AddrPortFrom(ep.AddrAt(es, j), uint16(tp))
 				if old := reuse.take(es, ep, ap, port); old != nil {
 					set.Endpoints = append(set.Endpoints, old)
 					continue
@@ -270,7 +270,7 @@ func servicePortName(svc *corev1.Service, port uint32) (string, bool) {
 }
 
 func sliceOf(es *EndpointSlice, svc *corev1.Service) bool {
-	return es != nil && es.Namespace == svc.Namespace && es.Labels[LabelServiceName] == svc.Name &&
+	return es != nil && es.Namespace == svc.Namespace && es.Service == svc.Name &&
 		(es.AddressType == discoveryv1.AddressTypeIPv4 || es.AddressType == discoveryv1.AddressTypeIPv6)
 }
 

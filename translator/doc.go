@@ -16,7 +16,7 @@
 // projections are objects of their API types; Project and ProjectPod, ProjectService apply it
 // without copying what is projected already (IsSlimPod, IsSlimService); SlimPod, SlimService
 // always copy. An EndpointSlice's projection is a type of its own, EndpointSlice (slice.go):
-// an endpoint in 48 bytes, its address parsed, made by SlimEndpointSlice, and it is what
+// an endpoint in 40 bytes, its address parsed, made by SlimEndpointSlice, and it is what
 // AddressSet reads. The Kubernetes source's informer transform, the index (for what every
 // source delivers) and the bench feed's decoder all use it. The projections of a Node (ProjectNode:
 // its name and zone) and of a policy.linkerd.io Server (ProjectServer: a Server type of its

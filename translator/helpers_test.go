@@ -2,6 +2,7 @@ package translator
 
 import (
 	"fmt"
+	"maps"
 	"strings"
 
 	"github.com/meridian-mesh/meridian/snapshot"
@@ -216,6 +217,13 @@ func unslim(es *EndpointSlice) *discoveryv1.EndpointSlice {
 		return nil
 	}
 	out := &discoveryv1.EndpointSlice{TypeMeta: es.TypeMeta, ObjectMeta: es.ObjectMeta, AddressType: es.AddressType, Ports: es.Ports}
+	if es.Service != "" {
+		out.Labels = maps.Clone(es.Labels)
+		if out.Labels == nil {
+			out.Labels = map[string]string{}
+		}
+		out.Labels[LabelServiceName] = es.Service
+	}
 	for i := range es.Endpoints {
 		e := &es.Endpoints[i]
 		ep := discoveryv1.Endpoint{}
@@ -223,7 +231,7 @@ func unslim(es *EndpointSlice) *discoveryv1.EndpointSlice {
 			ep.Zone = &z
 		}
 		for j := range e.Addrs() {
-			ep.Addresses = append(ep.Addresses, e.AddrAt(j).String())
+			ep.Addresses = append(ep.Addresses, e.AddrAt(es, j).String())
 		}
 		if h := e.Hostname(); h != "" {
 			ep.Hostname = &h

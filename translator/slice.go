@@ -12,7 +12,7 @@ import (
 // EndpointSlice is the projection of a discovery.k8s.io/v1 EndpointSlice (sliceFields): what
 // AddressSet reads of it, in a form of its own rather than the API type's. A
 // discoveryv1.Endpoint is 96 bytes before its address string and target reference (another
-// 112); an endpoint here is 48, with its address parsed, and most endpoints need no other
+// 112); an endpoint here is 40, with its address parsed, and most endpoints need no other
 // allocation (the endpoints of a slice in one zone share their Rare part). Every replica
 // caches every slice it owns in this form, and its sets are computed from it.
 //
@@ -28,9 +28,14 @@ import (
 // shares its endpoints' zone hints.
 type EndpointSlice struct {
 	metav1.TypeMeta
-	// ObjectMeta is the slice's identity, its service-name and mirror cluster labels, its
-	// mirror annotations, and its newest managedFields time (slimMeta).
+	// ObjectMeta is the slice's identity, its mirror cluster label (the only label kept in
+	// Labels, which is nil without it), its mirror annotations, and its newest managedFields
+	// time (slimMeta).
 	metav1.ObjectMeta
+	// Service is the Service the slice belongs to: its kubernetes.io/service-name label, kept
+	// here rather than in a map of its own. Code that reads a slice's labels through
+	// metav1.Object (GetLabels) does not find it there.
+	Service     string
 	AddressType discoveryv1.AddressType
 	// Ports are the slice's ports, with their names, numbers and protocols only.
 	Ports []discoveryv1.EndpointPort
@@ -40,9 +45,10 @@ type EndpointSlice struct {
 
 // SliceEndpoint is one endpoint of an EndpointSlice projection.
 type SliceEndpoint struct {
-	// Addr is the endpoint's first address that is valid of the slice's family (its further
-	// ones are in Rare).
-	Addr netip.Addr
+	// addr is the endpoint's first address that is valid of the slice's family (its further
+	// ones are in Rare), in 16 bytes (an IPv4 address in its IPv4-mapped form, which the
+	// slice's address type tells apart from an IPv6 one): Addr returns it.
+	addr [16]byte
 	// Pod is the name of the pod that the endpoint's targetRef names ("": the targetRef is
 	// not a Pod, or there is none).
 	Pod string
@@ -98,6 +104,15 @@ func (e *SliceEndpoint) PodNamespace(es *EndpointSlice) string {
 	return es.Namespace
 }
 
+// Addr returns the endpoint's first address; es is its slice.
+func (e *SliceEndpoint) Addr(es *EndpointSlice) netip.Addr {
+	a := netip.AddrFrom16(e.addr)
+	if es.AddressType == discoveryv1.AddressTypeIPv4 {
+		return a.Unmap()
+	}
+	return a
+}
+
 // Addrs returns the number of the endpoint's addresses.
 func (e *SliceEndpoint) Addrs() int {
 	if e.Rare == nil {
@@ -106,10 +121,10 @@ func (e *SliceEndpoint) Addrs() int {
 	return 1 + len(e.Rare.More)
 }
 
-// AddrAt returns the endpoint's address i (0 ≤ i < Addrs()).
-func (e *SliceEndpoint) AddrAt(i int) netip.Addr {
+// AddrAt returns the endpoint's address i (0 ≤ i < Addrs()); es is its slice.
+func (e *SliceEndpoint) AddrAt(es *EndpointSlice, i int) netip.Addr {
 	if i == 0 {
-		return e.Addr
+		return e.Addr(es)
 	}
 	return e.Rare.More[i-1]
 }
@@ -123,6 +138,7 @@ func SlimEndpointSlice(es *discoveryv1.EndpointSlice) *EndpointSlice {
 	out := &EndpointSlice{
 		TypeMeta:    metav1.TypeMeta{Kind: es.Kind, APIVersion: es.APIVersion},
 		ObjectMeta:  slimMeta(&es.ObjectMeta, sliceLabels, sliceAnnotations),
+		Service:     es.Labels[LabelServiceName],
 		AddressType: es.AddressType,
 		Ports:       SlimPorts(es.Ports),
 	}
@@ -192,7 +208,7 @@ func (b *SliceBuilder) Endpoint(f *EndpointFields) (SliceEndpoint, bool) {
 	if len(f.Addrs) == 0 {
 		return SliceEndpoint{}, false // no address of the slice's family: it contributes nothing
 	}
-	e := SliceEndpoint{Addr: f.Addrs[0]}
+	e := SliceEndpoint{addr: f.Addrs[0].As16()}
 	podNS := ""
 	if f.Ref && f.RefKind == "Pod" {
 		if f.RefName == "" {
@@ -292,7 +308,7 @@ func (es *EndpointSlice) DeepCopy() *EndpointSlice {
 	if es == nil {
 		return nil
 	}
-	out := &EndpointSlice{TypeMeta: es.TypeMeta, AddressType: es.AddressType, Ports: SlimPorts(es.Ports)}
+	out := &EndpointSlice{TypeMeta: es.TypeMeta, Service: es.Service, AddressType: es.AddressType, Ports: SlimPorts(es.Ports)}
 	es.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
 	if es.Endpoints != nil {
 		out.Endpoints = make([]SliceEndpoint, len(es.Endpoints))

@@ -14,8 +14,9 @@ import (
 // the informer lag histograms read (internal/kube.NewestManagedTime) after the informers'
 // transform has replaced the object by its projection. It is defined here once and used by
 // every source: the Kubernetes source's informer transform (Project), the index for what any
-// source delivers (ProjectService, ProjectEndpointSlice), and the bench feed's decoder, whose
-// output must equal SlimEndpointSlice of the full decoding.
+// source delivers (ProjectService, SlimEndpointSlice), and the bench feed's decoder, whose
+// output must equal SlimEndpointSlice of the full decoding. An EndpointSlice's projection is a
+// type of its own (EndpointSlice, slice.go).
 //
 // For every input, AddressSet over projected objects equals AddressSet over the originals. A
 // projected object is for this package: code that reads other fields (a Server's pod
@@ -80,7 +81,7 @@ var (
 
 var (
 	podAnnotations     = []string{AnnotationOpaquePorts, AnnotationSkipInboundPorts}
-	sliceLabels        = []string{LabelServiceName, LabelRemoteClusterName}
+	sliceLabels        = []string{LabelRemoteClusterName} // the service name is EndpointSlice.Service
 	sliceAnnotations   = []string{AnnotationRemoteGatewayIdentity, AnnotationRemoteServiceFQName}
 	serviceAnnotations = []string{AnnotationOpaquePorts}
 )

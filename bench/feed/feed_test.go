@@ -15,7 +15,6 @@ import (
 	"go.uber.org/goleak"
 	"go.uber.org/zap/zaptest"
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/meridian-mesh/meridian/bench/gen"
@@ -189,7 +188,7 @@ func (r *recorder) matches(c *gen.Cluster) bool {
 				if !e.Ready {
 					continue
 				}
-				if j >= len(es.Endpoints) || es.Endpoints[j].Addr != gen.SerialAddr(e.Serial) {
+				if j >= len(es.Endpoints) || es.Endpoints[j].Addr(es) != gen.SerialAddr(e.Serial) {
 					return false
 				}
 				j++
@@ -419,7 +418,7 @@ func TestServiceFilter(t *testing.T) {
 		t.Errorf("%d services delivered, want all %d", len(f.rec.services), smallConfig().Services)
 	}
 	for k, es := range f.rec.slices {
-		if svc := es.Labels[discoveryv1.LabelServiceName]; svc != gen.ServiceName(1) && svc != gen.ServiceName(2) {
+		if svc := es.Service; svc != gen.ServiceName(1) && svc != gen.ServiceName(2) {
 			t.Errorf("slice %s of unwanted service %s delivered", k, svc)
 		}
 	}

@@ -247,7 +247,8 @@ func (d *sliceDecoder) decode(b []byte) (*translator.EndpointSlice, error) {
 			out.Ports = append(out.Ports, discoveryv1.EndpointPort{Name: p.Name, Protocol: p.Protocol, Port: p.Port})
 		}
 	}
-	out.ObjectMeta = translator.SlimEndpointSlice(&discoveryv1.EndpointSlice{ObjectMeta: meta}).ObjectMeta
+	head := translator.SlimEndpointSlice(&discoveryv1.EndpointSlice{ObjectMeta: meta})
+	out.ObjectMeta, out.Service = head.ObjectMeta, head.Service
 	if len(out.Endpoints) == 0 {
 		out.Endpoints = nil
 	}

@@ -195,7 +195,7 @@ func TestDecodeDefaults(t *testing.T) {
 	if es.Ports[0].Protocol == nil || *es.Ports[0].Protocol != corev1.ProtocolTCP {
 		t.Errorf("slice port protocol not defaulted")
 	}
-	if len(es.Endpoints) != 1 || es.Endpoints[0].Addr.String() != "127.0.10.1" {
+	if len(es.Endpoints) != 1 || es.Endpoints[0].Addr(es).String() != "127.0.10.1" {
 		t.Errorf("the ready endpoint lost: %+v", es.Endpoints)
 	}
 	pod := got.Objects[2].Value.(*corev1.Pod)

@@ -134,7 +134,7 @@ func checkProjected(t *testing.T, rec *recorder, ns string) *corev1.Pod {
 		svc.Spec.Selector != nil || svc.Spec.Ports[0].Port != 80 {
 		t.Errorf("service after transform: %+v", svc)
 	}
-	if es := rec.get("EndpointSlice " + ns + "/web-1").(*translator.EndpointSlice); len(es.Endpoints) != 1 || es.Endpoints[0].Addr.String() != "10.0.0.1" || es.Labels[translator.LabelServiceName] != "web" {
+	if es := rec.get("EndpointSlice " + ns + "/web-1").(*translator.EndpointSlice); len(es.Endpoints) != 1 || es.Endpoints[0].Addr(es).String() != "10.0.0.1" || es.Service != "web" {
 		t.Errorf("slice after transform: %+v", es)
 	}
 	pod := rec.get("Pod " + ns + "/web-a").(*corev1.Pod)
@@ -323,7 +323,7 @@ func TestKubernetesResyncAfterRestart(t *testing.T) {
 	testutil.Eventually(t, 2*apiTimeout, "the changes made after the restart", func() bool {
 		e, _ := rec.get("EndpointSlice " + ns + "/before-1").(*translator.EndpointSlice)
 		return rec.get("Service "+ns+"/after") != nil && rec.get("Service "+ns+"/before") == nil &&
-			e != nil && e.Endpoints[0].Addr.String() == "10.0.0.9"
+			e != nil && e.Endpoints[0].Addr(e).String() == "10.0.0.9"
 	})
 	if histogramCount(t, reg, "endpointslices_informer_lag_seconds") <= lagBefore {
 		t.Errorf("the slice update after the restart was not observed in the lag histogram")

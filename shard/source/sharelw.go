@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/meridian-mesh/meridian/internal/quote"
+	"github.com/meridian-mesh/meridian/translator"
 )
 
 // protobufType is the media type the share list/watch asks for: its objects can be read
@@ -120,8 +121,8 @@ func (lw *shareLW) reduce(obj any) any {
 		return obj
 	}
 	svc := m.GetName()
-	if lw.kind.kind == "EndpointSlice" {
-		svc = m.GetLabels()[serviceLabel]
+	if es, ok := obj.(*translator.EndpointSlice); ok {
+		svc = es.Service // not a label: the projection keeps it as a field
 	}
 	if lw.wants(m.GetNamespace(), svc) {
 		return obj
