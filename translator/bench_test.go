@@ -118,19 +118,8 @@ func BenchmarkSliceMemory(b *testing.B) {
 					}
 				}
 			}
-			out := make([]any, slices)
-			var perEndpoint float64
-			for b.Loop() {
-				clear(out)
-				before := heapAfterGC()
-				for i, es := range in {
-					out[i] = SlimEndpointSlice(es)
-				}
-				perEndpoint = (float64(heapAfterGC()) - float64(before)) / (slices * width)
-			}
-			runtime.KeepAlive(out)
+			reportLiveBytes(b, slices, slices*width, func(i int) any { return SlimEndpointSlice(in[i]) })
 			runtime.KeepAlive(in)
-			b.ReportMetric(perEndpoint, "bytes/endpoint")
 		})
 	}
 }
@@ -199,26 +188,17 @@ func BenchmarkSetMemory(b *testing.B) {
 				}
 				in[i] = input{svc, slimSlices(sl), pods}
 			}
-			sets := make([]any, services)
-			var perEndpoint float64
-			for b.Loop() {
-				clear(sets)
-				before := heapAfterGC()
-				for i, x := range in {
-					if c.afterEmpty {
-						// A Service indexed before its slices arrive: its first set is empty,
-						// and the next is computed reusing it, as the index does.
-						empty := AddressSet(cfg, x.svc, 80, nil, x.pods.lookup)
-						sets[i] = AddressSetReusing(cfg, Inputs{Service: x.svc, Slices: x.slices, Pods: x.pods.lookup}, 80, Reuse{Prev: empty})
-						continue
-					}
-					sets[i] = AddressSet(cfg, x.svc, 80, x.slices, x.pods.lookup)
+			reportLiveBytes(b, services, services*width, func(i int) any {
+				x := in[i]
+				if c.afterEmpty {
+					// A Service indexed before its slices arrive: its first set is empty,
+					// and the next is computed reusing it, as the index does.
+					empty := AddressSet(cfg, x.svc, 80, nil, x.pods.lookup)
+					return AddressSetReusing(cfg, Inputs{Service: x.svc, Slices: x.slices, Pods: x.pods.lookup}, 80, Reuse{Prev: empty})
 				}
-				perEndpoint = (float64(heapAfterGC()) - float64(before)) / (services * width)
-			}
-			runtime.KeepAlive(sets)
+				return AddressSet(cfg, x.svc, 80, x.slices, x.pods.lookup)
+			})
 			runtime.KeepAlive(in)
-			b.ReportMetric(perEndpoint, "bytes/endpoint")
 		})
 	}
 }
@@ -237,6 +217,24 @@ func renamePods(sl []*discoveryv1.EndpointSlice, pods podIndex, prefix string) p
 		}
 	}
 	return out
+}
+
+// reportLiveBytes reports, as bytes/endpoint, the live heap that keeping build(0) ..
+// build(n-1) adds, over endpoints endpoints: each iteration drops the previous results, then
+// measures the heap after a GC before and after making them all.
+func reportLiveBytes(b *testing.B, n, endpoints int, build func(i int) any) {
+	out := make([]any, n)
+	var perEndpoint float64
+	for b.Loop() {
+		clear(out)
+		before := heapAfterGC()
+		for i := range out {
+			out[i] = build(i)
+		}
+		perEndpoint = (float64(heapAfterGC()) - float64(before)) / float64(endpoints)
+	}
+	runtime.KeepAlive(out)
+	b.ReportMetric(perEndpoint, "bytes/endpoint")
 }
 
 func heapAfterGC() uint64 {
