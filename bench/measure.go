@@ -90,7 +90,8 @@ func (r *run) measureIdle() error {
 		if err != nil {
 			return err
 		}
-		r.res.IdleHeapBytesPerShard = append(r.res.IdleHeapBytesPerShard, st.HeapAlloc)
+		r.res.IdleHeapBytesPerShard = append(r.res.IdleHeapBytesPerShard, st.HeapLive)
+		r.res.IdleHeapAllocBytes = append(r.res.IdleHeapAllocBytes, st.HeapAlloc)
 	}
 	return nil
 }
@@ -141,7 +142,8 @@ func (r *run) waitReleased() error {
 
 // addReplica adds one replica's figures to res.
 func (res *RunResult) addReplica(st procStats) {
-	res.HeapBytesPerShard = append(res.HeapBytesPerShard, st.HeapAlloc)
+	res.HeapBytesPerShard = append(res.HeapBytesPerShard, st.HeapLive)
+	res.HeapAllocBytes = append(res.HeapAllocBytes, st.HeapAlloc)
 	res.HeapInuseBytes = append(res.HeapInuseBytes, st.HeapInuse)
 	res.RSSBytesPerShard = append(res.RSSBytesPerShard, st.RSS)
 	res.CPUSecondsPerShard = append(res.CPUSecondsPerShard, st.CPUSeconds)

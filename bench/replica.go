@@ -150,7 +150,9 @@ func (r *replica) waitReady(ctx context.Context, timeout time.Duration) error {
 
 // procStats are the figures read from a replica's /metrics.
 type procStats struct {
-	HeapAlloc, HeapInuse, RSS uint64
+	// HeapLive is the heap the forced collection found live (go_gc_heap_live_bytes); HeapAlloc
+	// adds what was allocated after it, by the heap profile's encoding and the scrape itself.
+	HeapLive, HeapAlloc, HeapInuse, RSS uint64
 	CPUSeconds                float64
 	Coalescings               uint64
 	OwnershipChanges          uint64
@@ -200,6 +202,10 @@ func (r *replica) scrape(ctx context.Context, heapProfile string) (procStats, er
 		return st, err
 	}
 	st.HeapAlloc = uint64(m["go_memstats_heap_alloc_bytes"])
+	st.HeapLive = uint64(m["go_gc_heap_live_bytes"])
+	if st.HeapLive == 0 { // a replica built before the metric was exported
+		st.HeapLive = st.HeapAlloc
+	}
 	st.HeapInuse = uint64(m["go_memstats_heap_inuse_bytes"])
 	st.RSS = uint64(m["process_resident_memory_bytes"])
 	st.CPUSeconds = m["process_cpu_seconds_total"]

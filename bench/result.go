@@ -53,14 +53,19 @@ type RunResult struct {
 	StormMaxMs    float64 `json:"storm_first_batch_max_ms"`
 	SyncSeconds   float64 `json:"sync_seconds"`
 	StreamsOpened int     `json:"streams_opened"`
-	// IdleHeapBytesPerShard is each replica's live heap, after a forced garbage collection,
-	// once it was ready and before any stream was open.
+	// IdleHeapBytesPerShard is each replica's live heap, as the forced garbage collection
+	// found it (go_gc_heap_live_bytes), once it was ready and before any stream was open.
+	// IdleHeapAllocBytes is go_memstats_heap_alloc_bytes read just after, which these figures
+	// were before (it adds what the heap profile and the scrape allocated since).
 	IdleHeapBytesPerShard []uint64 `json:"idle_heap_bytes_per_shard"`
+	IdleHeapAllocBytes    []uint64 `json:"idle_heap_alloc_bytes_per_shard,omitempty"`
 	// With SourceKubernetes, the RSS of the API server and of etcd at the end of the run.
 	APIServerRSSBytes uint64 `json:"apiserver_rss_bytes,omitempty"`
 	EtcdRSSBytes      uint64 `json:"etcd_rss_bytes,omitempty"`
-	// Per replica, after a forced garbage collection at the end of the run.
+	// Per replica, after a forced garbage collection at the end of the run: the live heap
+	// (as IdleHeapBytesPerShard) and go_memstats_heap_alloc_bytes (as IdleHeapAllocBytes).
 	HeapBytesPerShard  []uint64  `json:"heap_bytes_per_shard"`
+	HeapAllocBytes     []uint64  `json:"heap_alloc_bytes_per_shard,omitempty"`
 	HeapInuseBytes     []uint64  `json:"heap_inuse_bytes_per_shard"`
 	RSSBytesPerShard   []uint64  `json:"rss_bytes_per_shard"`
 	CPUSecondsPerShard []float64 `json:"cpu_seconds_per_shard"`

@@ -10,6 +10,7 @@ import (
 	"math/big"
 	"net/http"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -112,5 +113,33 @@ func TestLocalAddrMustBeLoopback(t *testing.T) {
 				t.Errorf("WithGRPCConfig accepted LocalAddr %q", addr)
 			}
 		}
+	}
+}
+
+// TestRegistryHeapLive: a process's registry exports the live heap the last collection found
+// (go_gc_heap_live_bytes), which the bench harness reads, beside the MemStats gauges.
+func TestRegistryHeapLive(t *testing.T) {
+	keep := make([]byte, 8<<20) // live across the collection below
+	runtime.GC()
+	mfs, err := NewRegistry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		if len(mf.GetMetric()) == 1 && mf.GetMetric()[0].GetGauge() != nil {
+			got[mf.GetName()] = mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	runtime.KeepAlive(keep)
+	live, ok := got["go_gc_heap_live_bytes"]
+	if !ok {
+		t.Fatalf("no go_gc_heap_live_bytes gauge among %d families", len(mfs))
+	}
+	if live < float64(len(keep)) {
+		t.Errorf("go_gc_heap_live_bytes = %v, want at least the %d bytes kept live", live, len(keep))
+	}
+	if _, ok := got["go_memstats_heap_alloc_bytes"]; !ok {
+		t.Error("the MemStats gauges are gone (go_memstats_heap_alloc_bytes)")
 	}
 }
