@@ -153,12 +153,12 @@ type procStats struct {
 	// HeapLive is the heap the forced collection found live (go_gc_heap_live_bytes); HeapAlloc
 	// adds what was allocated after it, by the heap profile's encoding and the scrape itself.
 	HeapLive, HeapAlloc, HeapInuse, RSS uint64
-	CPUSeconds                float64
-	Coalescings               uint64
-	OwnershipChanges          uint64
-	Handovers                 uint64
-	Forwarded                 uint64
-	OwnedServices             uint64
+	CPUSeconds                          float64
+	Coalescings                         uint64
+	OwnershipChanges                    uint64
+	Handovers                           uint64
+	Forwarded                           uint64
+	OwnedServices                       uint64
 }
 
 // scrape forces a garbage collection in the replica (pprof's heap profile with gc=1, which
