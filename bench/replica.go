@@ -202,10 +202,11 @@ func (r *replica) scrape(ctx context.Context, heapProfile string) (procStats, er
 		return st, err
 	}
 	st.HeapAlloc = uint64(m["go_memstats_heap_alloc_bytes"])
-	st.HeapLive = uint64(m["go_gc_heap_live_bytes"])
-	if st.HeapLive == 0 { // a replica built before the metric was exported
-		st.HeapLive = st.HeapAlloc
+	live, ok := m["go_gc_heap_live_bytes"]
+	if !ok { // replicas run the harness's own binary, which exports it (internal/serve)
+		return st, fmt.Errorf("replica %d: no go_gc_heap_live_bytes in /metrics", r.spec.Index)
 	}
+	st.HeapLive = uint64(live)
 	st.HeapInuse = uint64(m["go_memstats_heap_inuse_bytes"])
 	st.RSS = uint64(m["process_resident_memory_bytes"])
 	st.CPUSeconds = m["process_cpu_seconds_total"]
