@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/meridian-mesh/meridian/bench/gen"
+	"github.com/meridian-mesh/meridian/bench/internal/schedstat"
 	"github.com/meridian-mesh/meridian/deploy/charts"
 	"github.com/meridian-mesh/meridian/internal/kubeenv"
 )
@@ -45,6 +46,10 @@ type kubeWorld struct {
 	mu      sync.Mutex // guards cluster; held from a change to its request's start
 	cluster *gen.Cluster
 	patches *patcher
+	// watch is the harness's own watch of the slices (the API server's part of propagation).
+	watch *apiWatch
+	// cpuAtChurn is the API server's and etcd's CPU seconds when the churn began.
+	cpuAtChurn [2]float64
 }
 
 // startKubeWorld starts the API server (with the chart's CRDs), writes a kubeconfig for the
@@ -89,12 +94,24 @@ func startKubeWorld(ctx context.Context, cfg Config, log *zap.Logger) (_ *kubeWo
 	}
 	w.createSeconds = time.Since(start).Seconds()
 	log.Info("created the cluster", zap.Float64("seconds", w.createSeconds))
+	pc := rest.CopyConfig(env.Config)
+	pc.ContentType = "application/vnd.kubernetes.protobuf" // as the replicas read slices
+	watchClient, err := kubernetes.NewForConfig(pc)
+	if err != nil {
+		return nil, err
+	}
+	if w.watch, err = startAPIWatch(ctx, watchClient, log); err != nil {
+		return nil, err
+	}
 	return w, nil
 }
 
 // stop ends the patcher, stops the API server and etcd and removes the kubeconfig.
 func (w *kubeWorld) stop(log *zap.Logger) {
 	w.patches.stop()
+	if w.watch != nil {
+		w.watch.stop()
+	}
 	if err := w.env.Stop(); err != nil {
 		log.Warn("stop the API server", zap.Error(err))
 	}
@@ -265,8 +282,9 @@ func (w *kubeWorld) apply(ctx context.Context, rng *rand.Rand, busy func(uint32)
 	}
 	// Only this goroutine changes the truth, and busy reads what pre records: recording the
 	// change after the lock is released loses nothing.
-	pre(ch, time.Now())
-	return w.patches.enqueue(patchJob{ctx: ctx, ch: ch, ns: sl.Namespace, name: sl.Name, body: body, post: post})
+	at := time.Now()
+	pre(ch, at)
+	return w.patches.enqueue(patchJob{ctx: ctx, ch: ch, at: at, ns: sl.Namespace, name: sl.Name, body: body, post: post})
 }
 
 // flush waits for the patches in flight.
@@ -280,9 +298,25 @@ func (w *kubeWorld) read(fn func(*gen.Cluster)) {
 
 func (w *kubeWorld) resyncs() uint64 { return 0 }
 
-// measure reads the API server's and etcd's RSS.
+// beginChurn reads the API server's and etcd's CPU time and starts the watch's figures anew.
+func (w *kubeWorld) beginChurn(start time.Time) {
+	api, etcd := w.env.PIDs()
+	w.cpuAtChurn[0], _ = schedstat.CPUSeconds(api)
+	w.cpuAtChurn[1], _ = schedstat.CPUSeconds(etcd)
+	w.watch.begin(start)
+}
+
+// measure reads the API server's and etcd's RSS and their CPU time since the churn began,
+// and the watch's figures.
 func (w *kubeWorld) measure(res *RunResult) {
 	api, etcd := w.env.PIDs()
 	res.APIServerRSSBytes, _ = rssBytes(api)
 	res.EtcdRSSBytes, _ = rssBytes(etcd)
+	if c, err := schedstat.CPUSeconds(api); err == nil {
+		res.APIServerCPUSecondsChurn = c - w.cpuAtChurn[0]
+	}
+	if c, err := schedstat.CPUSeconds(etcd); err == nil {
+		res.EtcdCPUSecondsChurn = c - w.cpuAtChurn[1]
+	}
+	w.watch.fill(res)
 }

@@ -26,6 +26,7 @@ const (
 type patchJob struct {
 	ctx      context.Context
 	ch       gen.Change
+	at       time.Time // when the change was recorded (pre)
 	ns, name string
 	body     []byte
 	post     func(gen.Change, time.Time)
@@ -72,10 +73,15 @@ func (p *patcher) send(j patchJob) error {
 			return err
 		}
 	}
-	if _, err := p.w.client.DiscoveryV1().EndpointSlices(j.ns).Patch(j.ctx, j.name, types.MergePatchType, j.body, metav1.PatchOptions{}); err != nil {
+	got, err := p.w.client.DiscoveryV1().EndpointSlices(j.ns).Patch(j.ctx, j.name, types.MergePatchType, j.body, metav1.PatchOptions{})
+	if err != nil {
 		return fmt.Errorf("patch %s/%s (%s): %w", j.ns, j.name, j.ch.Kind, err)
 	}
-	j.post(j.ch, time.Now())
+	at := time.Now()
+	j.post(j.ch, at)
+	if p.w.watch != nil {
+		p.w.watch.returned(got.ResourceVersion, j.at, at)
+	}
 	return nil
 }
 

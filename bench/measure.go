@@ -27,8 +27,9 @@ type usage struct {
 	driverGC   uint32
 }
 
-// readBaseline reads r.baseline.
+// readBaseline reads r.baseline, and marks the churn's start for the world's own figures.
 func (r *run) readBaseline() error {
+	r.world.beginChurn(time.Now())
 	r.baseline.driverWait, _ = runqueueWait(0)
 	r.baseline.driverCPU, _ = selfCPUSeconds()
 	var mst runtime.MemStats

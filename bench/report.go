@@ -46,6 +46,11 @@ func rows() []row {
 		{"propagation p999 (ms)", func(r RunResult) float64 { return r.P999Ms }, f1, true},
 		{"propagation max (ms)", func(r RunResult) float64 { return r.MaxMs }, f1, true},
 		{fmt.Sprintf("seconds with a sample over %d ms", SlowMs), func(r RunResult) float64 { return float64(r.SlowSeconds) }, n0, false},
+		{"API server watch p50 (ms)", func(r RunResult) float64 { return r.APIWatchP50Ms }, f1, true},
+		{"API server watch p99 (ms)", func(r RunResult) float64 { return r.APIWatchP99Ms }, f1, true},
+		{"API server watch max (ms)", func(r RunResult) float64 { return r.APIWatchMaxMs }, f1, true},
+		{fmt.Sprintf("API server watch, seconds over %d ms", SlowMs), func(r RunResult) float64 { return float64(r.APIWatchSlowSeconds) }, n0, false},
+		{"API server watch missed", func(r RunResult) float64 { return float64(r.APIWatchMissed) }, n0, false},
 		{"latency samples", func(r RunResult) float64 { return float64(r.LatencySamples) }, n0, false},
 		{"latency missed", func(r RunResult) float64 { return float64(r.LatencyMissed) }, n0, false},
 		{"idle heap per shard, mean", func(r RunResult) float64 { return meanU(r.IdleHeapBytesPerShard) }, mib, true},
@@ -55,6 +60,8 @@ func rows() []row {
 		{"RSS per shard, mean", func(r RunResult) float64 { return meanU(r.RSSBytesPerShard) }, mib, true},
 		{"API server RSS", func(r RunResult) float64 { return float64(r.APIServerRSSBytes) }, mib, false},
 		{"etcd RSS", func(r RunResult) float64 { return float64(r.EtcdRSSBytes) }, mib, false},
+		{"API server CPU seconds in churn", func(r RunResult) float64 { return r.APIServerCPUSecondsChurn }, f1, false},
+		{"etcd CPU seconds in churn", func(r RunResult) float64 { return r.EtcdCPUSecondsChurn }, f1, false},
 		{"driver heap", func(r RunResult) float64 { return float64(r.DriverHeapBytes) }, mib, false},
 		{"CPU seconds in churn (all shards)", func(r RunResult) float64 { return r.CPUSecondsChurn }, f1, true},
 		{"driver CPU seconds in churn", func(r RunResult) float64 { return r.DriverCPUSecondsChurn }, f1, false},
@@ -111,7 +118,10 @@ func tableCells(res *Result) [][]string {
 
 // hideWhenZero names the rows left out of the table when every configuration has 0 there
 // (the API server's figures, with the feed source).
-var hideWhenZero = map[string]bool{"API server RSS": true, "etcd RSS": true}
+var hideWhenZero = map[string]bool{"API server RSS": true, "etcd RSS": true,
+	"API server CPU seconds in churn": true, "etcd CPU seconds in churn": true,
+	"API server watch p50 (ms)": true, "API server watch p99 (ms)": true, "API server watch max (ms)": true,
+	fmt.Sprintf("API server watch, seconds over %d ms", SlowMs): true, "API server watch missed": true}
 
 func allZero(runs []RunResult, val func(RunResult) float64) bool {
 	for _, r := range runs {

@@ -62,6 +62,19 @@ type RunResult struct {
 	// With SourceKubernetes, the RSS of the API server and of etcd at the end of the run.
 	APIServerRSSBytes uint64 `json:"apiserver_rss_bytes,omitempty"`
 	EtcdRSSBytes      uint64 `json:"etcd_rss_bytes,omitempty"`
+	// With SourceKubernetes, the API server's and etcd's CPU time during churn, and the API
+	// server's own watch: the harness watches the EndpointSlices as the replicas do, and
+	// measures from each patch's answer to its watch event (from the change, when the event
+	// came first, as propagation does). That is the API server's part of propagation, in the
+	// same run; APIWatchMissed counts patches whose event it did not see.
+	APIServerCPUSecondsChurn float64 `json:"apiserver_cpu_seconds_churn,omitempty"`
+	EtcdCPUSecondsChurn      float64 `json:"etcd_cpu_seconds_churn,omitempty"`
+	APIWatchP50Ms            float64 `json:"apiserver_watch_p50_ms,omitempty"`
+	APIWatchP99Ms            float64 `json:"apiserver_watch_p99_ms,omitempty"`
+	APIWatchMaxMs            float64 `json:"apiserver_watch_max_ms,omitempty"`
+	APIWatchSamples          int64   `json:"apiserver_watch_samples,omitempty"`
+	APIWatchMissed           int64   `json:"apiserver_watch_missed,omitempty"`
+	APIWatchSlowSeconds      int     `json:"apiserver_watch_slow_seconds,omitempty"`
 	// Per replica, after a forced garbage collection at the end of the run: the live heap
 	// (as IdleHeapBytesPerShard) and go_memstats_heap_alloc_bytes (as IdleHeapAllocBytes).
 	HeapBytesPerShard  []uint64  `json:"heap_bytes_per_shard"`

@@ -29,7 +29,11 @@ type world interface {
 	read(fn func(*gen.Cluster))
 	// resyncs counts the times a replica's feed fell behind and got the whole state.
 	resyncs() uint64
-	// measure adds the world's own figures (the API server's and etcd's RSS) to res.
+	// beginChurn marks the start of a run's churn, which the world's own figures of it count
+	// from.
+	beginChurn(start time.Time)
+	// measure adds the world's own figures (the API server's and etcd's RSS, CPU and watch
+	// latency) to res.
 	measure(res *RunResult)
 }
 
@@ -73,4 +77,5 @@ func (w *feedWorld) flush() error { return nil }
 
 func (w *feedWorld) read(fn func(*gen.Cluster)) { w.srv.Read(fn) }
 func (w *feedWorld) resyncs() uint64            { return w.srv.Resyncs() }
+func (w *feedWorld) beginChurn(time.Time)       {}
 func (w *feedWorld) measure(*RunResult)         {}

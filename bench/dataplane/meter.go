@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/meridian-mesh/meridian/bench/internal/schedstat"
 )
 
 // meter accumulates one process's figures over the segments of its variant: CPU time,
@@ -37,7 +39,7 @@ type reading struct {
 func (m *meter) read(ctx context.Context) (reading, error) {
 	r := reading{at: time.Now()}
 	for _, pid := range m.pids() {
-		s, err := cpuSeconds(pid)
+		s, err := schedstat.CPUSeconds(pid)
 		if err != nil {
 			return r, err
 		}
