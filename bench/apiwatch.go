@@ -16,9 +16,9 @@ import (
 )
 
 // apiWatch is the harness's own watch of every EndpointSlice on the API server, read as the
-// replicas read them (protobuf): for each churn patch, the time from the API server's answer
-// to the patch's watch event. It is the API server's part of propagation, measured in the
-// same run as the replicas' figure; what propagation adds to it is Meridian's part. A patch
+// replicas read them (protobuf): for each churn write, the time from the API server's answer
+// to its watch event. It is the API server's part of propagation, measured in the
+// same run as the replicas' figure; what propagation adds to it is Meridian's part. A write
 // whose event came before its answer counts from when the change was recorded, as
 // propagation does. Its goroutine is owned by the kubeWorld (stop ends it and waits).
 type apiWatch struct {
@@ -34,7 +34,7 @@ type apiWatch struct {
 	timeline timeline
 }
 
-// watchMark is one patch's times (UnixNano), each 0 until known.
+// watchMark is one write's times (UnixNano), each 0 until known.
 type watchMark struct{ recorded, returned, seen int64 }
 
 // startAPIWatch opens the watch from the API server's current resourceVersion (a one-item
@@ -100,7 +100,7 @@ func (a *apiWatch) fail(err error) {
 	}
 }
 
-// returned records a patch's answer: the object's resourceVersion, when the change was
+// returned records a write's answer: the object's resourceVersion, when the change was
 // recorded (before the request) and when the answer came.
 func (a *apiWatch) returned(rv string, recorded, at time.Time) {
 	a.mu.Lock()
@@ -136,7 +136,7 @@ func (a *apiWatch) complete(rv string, m watchMark) watchMark {
 	return watchMark{}
 }
 
-// settleWatch bounds how long fill waits for the events of patches already answered: the
+// settleWatch bounds how long fill waits for the events of writes already answered: the
 // replicas have seen them by then (the run settled), so the harness's watch is at most a
 // moment behind.
 const settleWatch = 5 * time.Second
@@ -147,7 +147,7 @@ func (a *apiWatch) outstanding() int64 {
 	return a.outstandingLocked()
 }
 
-// outstandingLocked counts the patches answered whose event was not seen. a.mu is held.
+// outstandingLocked counts the writes answered whose event was not seen. a.mu is held.
 func (a *apiWatch) outstandingLocked() int64 {
 	var n int64
 	for _, m := range a.marks {
@@ -171,7 +171,7 @@ func (a *apiWatch) begin(start time.Time) {
 }
 
 // fill adds to res what was measured since begin: the latency quantiles, the seconds with a
-// sample over SlowMs, and the patches whose event was not seen (a watch that stopped, or
+// sample over SlowMs, and the writes whose event was not seen (a watch that stopped, or
 // one still behind after settleWatch).
 func (a *apiWatch) fill(res *RunResult) {
 	deadline := time.Now().Add(settleWatch)

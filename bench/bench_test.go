@@ -135,8 +135,8 @@ func checkRun(t *testing.T, r RunResult, services int) {
 	if len(r.HeapBytesPerShard) != r.Shards || r.HeapBytesPerShard[0] == 0 || r.RSSBytesPerShard[0] == 0 {
 		t.Errorf("heap %v, rss %v", r.HeapBytesPerShard, r.RSSBytesPerShard)
 	}
-	if r.StormStreams != 40 || r.StormMaxMs == 0 {
-		t.Errorf("storm: %d streams, max %.2f ms", r.StormStreams, r.StormMaxMs)
+	if r.StormStreams != 40 || r.StormMaxMs == 0 || r.StormGetP99Ms == 0 || r.StormGetP99Ms > r.StormMaxMs {
+		t.Errorf("storm: %d streams, max %.2f ms, Gets' p99 %.2f ms", r.StormStreams, r.StormMaxMs, r.StormGetP99Ms)
 	}
 	if r.Shards > 1 {
 		owned := uint64(0)

@@ -21,7 +21,7 @@ type Config struct {
 	// kubeenv.DefaultAssetsDir).
 	KubeAssets string
 	// ScaleShare is, with SourceKubernetes, the fraction of churn changes that scale a slice
-	// up or down (half each); the others patch an endpoint's readiness or replace it.
+	// up or down (half each); the others flip an endpoint's readiness or replace it.
 	ScaleShare float64
 	// KubePods makes, with SourceKubernetes, a running Pod for every endpoint, named by the
 	// endpoint's targetRef (two requests per pod: sizes of tens of thousands). Without it

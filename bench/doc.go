@@ -5,7 +5,7 @@
 // opens many real Get streams against them (receiving their messages undecoded and reading
 // only the addresses from them, wire.ScanUpdate, so that its times and CPU are the replicas'
 // and not its own decoding), applies churn (through the API server: slice
-// patches, scale-ups and scale-downs), and measures
+// updates, scale-ups and scale-downs), and measures
 // propagation latency (HdrHistogram), first-batch latency under a storm of new streams,
 // per-replica heap, RSS and CPU, bytes received, coalescings, closed streams, and whether
 // every stream's final set equals the truth. It writes a summary table, a JSON file and a

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
@@ -45,7 +44,9 @@ type kubeWorld struct {
 
 	mu      sync.Mutex // guards cluster; held from a change to its request's start
 	cluster *gen.Cluster
-	patches *patcher
+	writes  *sliceWriter
+	// writer is the churn's client: protobuf, as the EndpointSlice controller's.
+	writer kubernetes.Interface
 	// watch is the harness's own watch of the slices (the API server's part of propagation).
 	watch *apiWatch
 	// cpuAtChurn is the API server's and etcd's CPU seconds when the churn began.
@@ -70,7 +71,7 @@ func startKubeWorld(ctx context.Context, cfg Config, log *zap.Logger) (_ *kubeWo
 		return nil, err
 	}
 	w := &kubeWorld{env: env, cfg: cfg, cluster: cluster}
-	w.patches = newPatcher(w)
+	w.writes = newSliceWriter(w)
 	defer func() {
 		if err != nil {
 			w.stop(log)
@@ -94,21 +95,20 @@ func startKubeWorld(ctx context.Context, cfg Config, log *zap.Logger) (_ *kubeWo
 	}
 	w.createSeconds = time.Since(start).Seconds()
 	log.Info("created the cluster", zap.Float64("seconds", w.createSeconds))
-	pc := rest.CopyConfig(env.Config)
-	pc.ContentType = "application/vnd.kubernetes.protobuf" // as the replicas read slices
-	watchClient, err := kubernetes.NewForConfig(pc)
-	if err != nil {
+	pc := rest.CopyConfig(rc)
+	pc.ContentType = "application/vnd.kubernetes.protobuf" // as controllers write and replicas read slices
+	if w.writer, err = kubernetes.NewForConfig(pc); err != nil {
 		return nil, err
 	}
-	if w.watch, err = startAPIWatch(ctx, watchClient, log); err != nil {
+	if w.watch, err = startAPIWatch(ctx, w.writer, log); err != nil {
 		return nil, err
 	}
 	return w, nil
 }
 
-// stop ends the patcher, stops the API server and etcd and removes the kubeconfig.
+// stop ends the slice writer and the watch, stops the API server and etcd and removes the kubeconfig.
 func (w *kubeWorld) stop(log *zap.Logger) {
-	w.patches.stop()
+	w.writes.stop()
 	if w.watch != nil {
 		w.watch.stop()
 	}
@@ -254,10 +254,10 @@ func (w *kubeWorld) runBounded(ctx context.Context, desc string, jobs []func(con
 
 func (w *kubeWorld) source(s *ReplicaSpec) { s.Kubeconfig = w.kubeconfig }
 
-// apply makes one change to the truth (a patch of an endpoint's readiness or a replacement,
-// or, cfg.ScaleShare of the time, a scale-up or scale-down of the slice), calls pre, and
-// queues the changed slice's endpoints for the API server as a JSON merge patch (which
-// replaces the list; see patcher), whose return calls post. Only churn's goroutine calls it.
+// apply makes one change to the truth (an endpoint's readiness flipped or the endpoint
+// replaced, or, cfg.ScaleShare of the time, a scale-up or scale-down of the slice), calls pre,
+// and queues the changed slice for the API server (see sliceWriter), whose answer calls post.
+// Only churn's goroutine calls it.
 func (w *kubeWorld) apply(ctx context.Context, rng *rand.Rand, busy func(uint32) bool, pre, post func(gen.Change, time.Time)) error {
 	w.mu.Lock()
 	var ch gen.Change
@@ -276,19 +276,15 @@ func (w *kubeWorld) apply(ctx context.Context, rng *rand.Rand, busy func(uint32)
 	}
 	sl := w.slice(ch.Service, ch.Slice)
 	w.mu.Unlock()
-	body, err := json.Marshal(map[string]any{"endpoints": sl.Endpoints})
-	if err != nil {
-		return err
-	}
 	// Only this goroutine changes the truth, and busy reads what pre records: recording the
 	// change after the lock is released loses nothing.
 	at := time.Now()
 	pre(ch, at)
-	return w.patches.enqueue(patchJob{ctx: ctx, ch: ch, at: at, ns: sl.Namespace, name: sl.Name, body: body, post: post})
+	return w.writes.enqueue(writeJob{ctx: ctx, ch: ch, at: at, slice: sl, post: post})
 }
 
-// flush waits for the patches in flight.
-func (w *kubeWorld) flush() error { return w.patches.flush() }
+// flush waits for the writes in flight.
+func (w *kubeWorld) flush() error { return w.writes.flush() }
 
 func (w *kubeWorld) read(fn func(*gen.Cluster)) {
 	w.mu.Lock()

@@ -55,7 +55,7 @@ func TestKubernetesSource(t *testing.T) {
 		if r.APIServerRSSBytes == 0 || r.EtcdRSSBytes == 0 {
 			t.Errorf("%s: API server RSS %d, etcd RSS %d", r.Label(), r.APIServerRSSBytes, r.EtcdRSSBytes)
 		}
-		// The harness's own watch saw every patch it answered, and nothing else.
+		// The harness's own watch saw every write it answered, and nothing else.
 		if r.APIWatchSamples != r.ChangesApplied || r.APIWatchMissed != 0 || r.APIWatchP50Ms <= 0 {
 			t.Errorf("%s: API server watch: %d samples of %d changes, %d missed, p50 %.2f ms", r.Label(), r.APIWatchSamples, r.ChangesApplied, r.APIWatchMissed, r.APIWatchP50Ms)
 		}

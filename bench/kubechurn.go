@@ -6,37 +6,40 @@ import (
 	"sync"
 	"time"
 
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/meridian-mesh/meridian/bench/gen"
 )
 
 const (
-	// patchWorkers is how many churn patches may be in flight at once, so that the churn
-	// rate holds when the API server is slow to answer. The patches of one slice all go
+	// writeWorkers is how many churn writes may be in flight at once, so that the churn
+	// rate holds when the API server is slow to answer. The writes of one slice all go
 	// through one worker, in the order of the truth's changes.
-	patchWorkers = 8
-	// patchQueue bounds each worker's backlog; a full one makes churn wait.
-	patchQueue = 64
+	writeWorkers = 8
+	// writeQueue bounds each worker's backlog; a full one makes churn wait.
+	writeQueue = 64
 )
 
-// patchJob is one change on its way to the API server: the slice's endpoints after it, as
-// a JSON merge patch.
-type patchJob struct {
-	ctx      context.Context
-	ch       gen.Change
-	at       time.Time // when the change was recorded (pre)
-	ns, name string
-	body     []byte
-	post     func(gen.Change, time.Time)
+// writeJob is one change on its way to the API server: the slice after it, written whole
+// (an Update, in protobuf), as Kubernetes' EndpointSlice controller writes slices. The JSON
+// merge patch of the endpoints the harness sent before cost the API server nearly twice the
+// CPU (it renders the stored object as JSON, merges, and decodes the result): 19.5 against
+// 10.9 CPU seconds for 30 s of 50 changes a second at 500k endpoints, which on a small
+// machine set the tail of every figure timed through it.
+type writeJob struct {
+	ctx   context.Context
+	ch    gen.Change
+	at    time.Time // when the change was recorded (pre)
+	slice *discoveryv1.EndpointSlice
+	post  func(gen.Change, time.Time)
 }
 
-// patcher sends the churn's patches on patchWorkers goroutines, which it owns: stop ends
+// sliceWriter sends the churn's writes on writeWorkers goroutines, which it owns: stop ends
 // them and waits.
-type patcher struct {
+type sliceWriter struct {
 	w        *kubeWorld
-	queues   []chan patchJob
+	queues   []chan writeJob
 	workers  sync.WaitGroup
 	inflight sync.WaitGroup // jobs queued and not yet done
 
@@ -44,10 +47,10 @@ type patcher struct {
 	err error // the first failure
 }
 
-func newPatcher(w *kubeWorld) *patcher {
-	p := &patcher{w: w, queues: make([]chan patchJob, patchWorkers)}
+func newSliceWriter(w *kubeWorld) *sliceWriter {
+	p := &sliceWriter{w: w, queues: make([]chan writeJob, writeWorkers)}
 	for i := range p.queues {
-		q := make(chan patchJob, patchQueue)
+		q := make(chan writeJob, writeQueue)
 		p.queues[i] = q
 		p.workers.Add(1)
 		go func() {
@@ -66,16 +69,17 @@ func newPatcher(w *kubeWorld) *patcher {
 }
 
 // send creates the pod a change adds (with cfg.KubePods: it exists before the slice names
-// it, as a controller's would), then patches the slice, then calls post.
-func (p *patcher) send(j patchJob) error {
+// it, as a controller's would), then writes the slice, then calls post.
+func (p *sliceWriter) send(j writeJob) error {
 	if p.w.cfg.KubePods && (j.ch.Kind == gen.Replace || j.ch.Kind == gen.ScaleUp) {
 		if err := p.w.createPod(j.ctx, j.ch.Service, j.ch.New); err != nil {
 			return err
 		}
 	}
-	got, err := p.w.client.DiscoveryV1().EndpointSlices(j.ns).Patch(j.ctx, j.name, types.MergePatchType, j.body, metav1.PatchOptions{})
+	// Unconditional (no resourceVersion): this worker is the slice's only writer, in order.
+	got, err := p.w.writer.DiscoveryV1().EndpointSlices(j.slice.Namespace).Update(j.ctx, j.slice, metav1.UpdateOptions{})
 	if err != nil {
-		return fmt.Errorf("patch %s/%s (%s): %w", j.ns, j.name, j.ch.Kind, err)
+		return fmt.Errorf("update %s/%s (%s): %w", j.slice.Namespace, j.slice.Name, j.ch.Kind, err)
 	}
 	at := time.Now()
 	j.post(j.ch, at)
@@ -87,7 +91,7 @@ func (p *patcher) send(j patchJob) error {
 
 // enqueue hands j to its slice's worker, waiting while that worker's queue is full. It
 // returns the first failure of an earlier job, if any.
-func (p *patcher) enqueue(j patchJob) error {
+func (p *sliceWriter) enqueue(j writeJob) error {
 	if err := p.failed(); err != nil {
 		return err
 	}
@@ -104,21 +108,21 @@ func (p *patcher) enqueue(j patchJob) error {
 
 // flush waits until every queued job is done (the jobs' requests end with their ctx) and
 // returns the first failure.
-func (p *patcher) flush() error {
+func (p *sliceWriter) flush() error {
 	p.inflight.Wait()
 	return p.failed()
 }
 
 // stop ends the workers once their queues are empty and waits for them. Nothing may be
 // enqueued after it.
-func (p *patcher) stop() {
+func (p *sliceWriter) stop() {
 	for _, q := range p.queues {
 		close(q)
 	}
 	p.workers.Wait()
 }
 
-func (p *patcher) fail(err error) {
+func (p *sliceWriter) fail(err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.err == nil {
@@ -126,7 +130,7 @@ func (p *patcher) fail(err error) {
 	}
 }
 
-func (p *patcher) failed() error {
+func (p *sliceWriter) failed() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.err

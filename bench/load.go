@@ -109,7 +109,8 @@ type load struct {
 	changedAt  *xsync.MapOf[uint32, int64] // endpoint serial -> when it last changed (UnixNano)
 	subsPerSvc []int32
 	latency    *histogram
-	storm      *histogram
+	storm      *histogram // every storm stream
+	stormGets  *histogram // the storm's Get streams only (their first Add)
 	timeline   timeline
 
 	bytes, updates       atomic.Int64
@@ -140,6 +141,7 @@ func newLoad(cfg gen.Config, replicas int) *load {
 		subsPerSvc: make([]int32, cfg.Services),
 		latency:    newHistogram(),
 		storm:      newHistogram(),
+		stormGets:  newHistogram(),
 		dead:       make([]atomic.Bool, replicas),
 	}
 }

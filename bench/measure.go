@@ -252,6 +252,9 @@ func fillLatency(res *RunResult, ld *load) {
 	if s.TotalCount() > 0 {
 		res.StormP50Ms, res.StormP99Ms, res.StormMaxMs = ms(s.ValueAtQuantile(50)), ms(s.ValueAtQuantile(99)), ms(s.Max())
 	}
+	if g := ld.stormGets.h; g.TotalCount() > 0 {
+		res.StormGetP99Ms = ms(g.ValueAtQuantile(99))
+	}
 }
 
 // cdf returns h's cumulative distribution in milliseconds: the upper bound of non-empty

@@ -202,7 +202,11 @@ func (l *load) stormRun(ctx context.Context, cfg Config, n int, open func(svc, s
 	for _, st := range sts {
 		select {
 		case <-st.firstBatch:
-			l.storm.record(st.firstAt.Sub(st.opened))
+			d := st.firstAt.Sub(st.opened)
+			l.storm.record(d)
+			if !st.profile {
+				l.stormGets.record(d)
+			}
 		case <-ctx.Done():
 			return
 		}
