@@ -34,12 +34,16 @@ func Handler(g prometheus.Gatherer, ready ReadyFunc) http.Handler {
 	return NewHandler(g, Options{Ready: ready, Pprof: true})
 }
 
-// NewHandler returns the admin mux: /metrics from g, /live (always 200 while the process
+// NewHandler returns the admin mux: /metrics from g (never compressed), /live (always 200 while the process
 // runs), /ready (200 "ready" when o.Ready returns nil, else 503 "not ready: " and the reason,
 // then the warnings) and, when o.Pprof, /debug/pprof/.
 func NewHandler(g prometheus.Gatherer, o Options) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
+	// Uncompressed even when the scraper offers gzip: a control-plane process exposes a few
+	// hundred series, and each gzip'd scrape keeps a compressor of about 800 KB in promhttp's
+	// pool, which outlives the scrape (an idle destination replica's live heap after a forced
+	// collection: 3.3 MiB scraped plainly, 4.9 MiB scraped with gzip).
+	mux.Handle("/metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{DisableCompression: true}))
 	mux.HandleFunc("/live", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("live\n"))
 	})

@@ -83,3 +83,32 @@ func TestReadyShowsWarningsAndPprofIsOptional(t *testing.T) {
 		}
 	}
 }
+
+// /metrics answers uncompressed even to a scraper offering gzip (as Prometheus does): the
+// compressor a gzip'd answer needs would stay in the process's heap after the scrape.
+func TestMetricsUncompressed(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "admin_test_total", Help: "t"})
+	reg.MustRegister(c)
+	srv := httptest.NewServer(NewHandler(reg, Options{}))
+	defer srv.Close()
+	req, err := http.NewRequest(http.MethodGet, srv.URL+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept-Encoding", "gzip") // set by hand: the transport then does not decode
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if enc := resp.Header.Get("Content-Encoding"); enc != "" || !strings.Contains(string(b), "admin_test_total 0") {
+		t.Fatalf("/metrics: Content-Encoding %q, body %q", enc, quoteShort(b))
+	}
+}
+
+func quoteShort(b []byte) string { return string(b[:min(len(b), 64)]) }
