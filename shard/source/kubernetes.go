@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/metadata/metadatainformer"
@@ -285,7 +287,7 @@ func (k *Kubernetes) Run(ctx context.Context, h Handler) error {
 		return fmt.Errorf("kubernetes source: %w", err)
 	}
 	kinds = append(kinds,
-		informerKind{name: "pods", informer: factory.Core().V1().Pods().Informer(), handler: eventHandler(k, k.lagPods, h.OnPod)},
+		informerKind{name: "pods", informer: factory.InformerFor(&corev1.Pod{}, k.podInformer), handler: eventHandler(k, k.lagPods, h.OnPod)},
 		informerKind{name: "services", informer: svcInf, handler: eventHandler(k, k.lagServices, h.OnService)},
 		informerKind{name: "endpointslices", informer: sliceInf, handler: eventHandler(k, k.lagSlices, h.OnEndpointSlice)},
 	)
@@ -506,4 +508,10 @@ func eventHandler[T metav1.Object](k *Kubernetes, lag *kube.Lag, deliver func(T,
 			}
 		},
 	}
+}
+
+// podInformer is the factory's Pod informer without its namespace index, which nothing
+// reads (Pod looks a pod up by its key): the index holds an entry per pod, on every replica.
+func (k *Kubernetes) podInformer(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+	return coreinformers.NewFilteredPodInformer(c, k.cfg.Namespace, resync, cache.Indexers{}, nil)
 }

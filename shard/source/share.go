@@ -34,7 +34,8 @@ func (k *Kubernetes) shareInformers(want func(namespace, service string) bool, s
 				return sharder.ShardSelector()
 			}
 		}
-		inf := cache.NewSharedIndexInformer(lw, obj, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+		// No namespace index: nothing reads one, and it would hold an entry per object.
+		inf := cache.NewSharedIndexInformer(lw, obj, 0, cache.Indexers{})
 		if err := inf.SetTransform(lw.slim); err != nil {
 			return nil, err
 		}
