@@ -47,7 +47,6 @@ func startAPIWatch(ctx context.Context, client kubernetes.Interface, log *zap.Lo
 	ctx, cancel := context.WithCancel(ctx)
 	a := &apiWatch{client: client, log: log, cancel: cancel, done: make(chan struct{}),
 		marks: map[string]watchMark{}, hist: newHistogram()}
-	a.timeline.start = time.Now()
 	go a.run(ctx, l.ResourceVersion)
 	return a, nil
 }
@@ -186,11 +185,5 @@ func (a *apiWatch) fill(res *RunResult) {
 	if h.TotalCount() > 0 {
 		res.APIWatchP50Ms, res.APIWatchP99Ms, res.APIWatchMaxMs = ms(h.ValueAtQuantile(50)), ms(h.ValueAtQuantile(99)), ms(h.Max())
 	}
-	a.timeline.mu.Lock()
-	defer a.timeline.mu.Unlock()
-	for _, s := range a.timeline.secs {
-		if s.Slow > 0 {
-			res.APIWatchSlowSeconds++
-		}
-	}
+	res.APIWatchSlowSeconds = a.timeline.slowSeconds()
 }

@@ -77,6 +77,19 @@ func (t *timeline) record(at time.Time, d time.Duration) {
 	x.MaxMs = max(x.MaxMs, ms)
 }
 
+// slowSeconds counts the seconds with a sample over SlowMs. t.mu must not be held.
+func (t *timeline) slowSeconds() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, s := range t.secs {
+		if s.Slow > 0 {
+			n++
+		}
+	}
+	return n
+}
+
 // pendingChange is a change not yet seen by every stream of its service.
 type pendingChange struct {
 	// at is when the change was made (UnixNano): when it was sent to the feed, or when the

@@ -243,11 +243,7 @@ func fillLatency(res *RunResult, ld *load) {
 	ld.timeline.mu.Lock()
 	res.LatencyBySecond = slices.Clone(ld.timeline.secs)
 	ld.timeline.mu.Unlock()
-	for _, s := range res.LatencyBySecond {
-		if s.Slow > 0 {
-			res.SlowSeconds++
-		}
-	}
+	res.SlowSeconds = ld.timeline.slowSeconds()
 	s := ld.storm.h
 	if s.TotalCount() > 0 {
 		res.StormP50Ms, res.StormP99Ms, res.StormMaxMs = ms(s.ValueAtQuantile(50)), ms(s.ValueAtQuantile(99)), ms(s.Max())

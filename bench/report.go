@@ -98,7 +98,7 @@ func tableCells(res *Result) [][]string {
 	}
 	out := [][]string{head}
 	for _, rw := range rows() {
-		if hideWhenZero[rw.name] && allZero(res.Runs, rw.val) {
+		if hiddenWhenZero(rw.name) && allZero(res.Runs, rw.val) {
 			continue
 		}
 		cells := []string{rw.name}
@@ -117,12 +117,12 @@ func tableCells(res *Result) [][]string {
 	return out
 }
 
-// hideWhenZero names the rows left out of the table when every configuration has 0 there
-// (the API server's figures, with the feed source).
-var hideWhenZero = map[string]bool{"API server RSS": true, "etcd RSS": true,
-	"API server CPU seconds in churn": true, "etcd CPU seconds in churn": true,
-	"API server watch p50 (ms)": true, "API server watch p99 (ms)": true, "API server watch max (ms)": true,
-	fmt.Sprintf("API server watch, seconds over %d ms", SlowMs): true, "API server watch missed": true}
+// hiddenWhenZero reports whether the row named name is left out of the table when every
+// configuration has 0 there: the API server's and etcd's figures, which the feed source has
+// none of.
+func hiddenWhenZero(name string) bool {
+	return strings.HasPrefix(name, "API server ") || strings.HasPrefix(name, "etcd ")
+}
 
 func allZero(runs []RunResult, val func(RunResult) float64) bool {
 	for _, r := range runs {

@@ -177,7 +177,7 @@ func TestTableAndHTML(t *testing.T) {
 	if !strings.Contains(out, "4/1") || !regexp.MustCompile(`heap per shard, mean.*0\.26`).MatchString(out) {
 		t.Errorf("table:\n%s", out)
 	}
-	if strings.Contains(out, "API server RSS") {
+	if strings.Contains(out, "API server") || strings.Contains(out, "etcd") {
 		t.Errorf("the feed source's table has the API server's rows:\n%s", out)
 	}
 	kres := sampleResult()

@@ -107,8 +107,6 @@ func TestMetricsUncompressed(t *testing.T) {
 		t.Fatal(err)
 	}
 	if enc := resp.Header.Get("Content-Encoding"); enc != "" || !strings.Contains(string(b), "admin_test_total 0") {
-		t.Fatalf("/metrics: Content-Encoding %q, body %q", enc, quoteShort(b))
+		t.Fatalf("/metrics: Content-Encoding %q, body %.64q", enc, b)
 	}
 }
-
-func quoteShort(b []byte) string { return string(b[:min(len(b), 64)]) }
