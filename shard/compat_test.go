@@ -60,16 +60,16 @@ func TestEmptiedAndDeletedService(t *testing.T) {
 }
 
 // TestPodUpdateInvisibleSendsNothing: a pod update that changes nothing a proxy sees (here a
-// new annotation nobody reads) sends nothing, where Linkerd sends the Add again for every
+// new label that no metric label or Server reads) sends nothing, where Linkerd sends the Add again for every
 // new resourceVersion (TestPodChangeDetection, "will update pod if resource version is
 // different"); a change a proxy sees (the pod meshed) is sent.
 func TestPodUpdateInvisibleSendsNothing(t *testing.T) {
 	e, s := watchName1(t)
-	e.write("svc.yaml", name1Fixture(name1Endpoint, ", annotations: {example.com/build: \"2\"}"))
-	// The source delivered the new version (the Dir source keeps pods as they are written)...
+	e.write("svc.yaml", name1Fixture(name1Endpoint, ", labels: {example.com/build: \"2\"}"))
+	// The source delivered the new version (the projection keeps every label)...
 	testutil.Eventually(t, 10*time.Second, "the pod's new version", func() bool {
 		p := e.replica.Index().pods("ns", "name1-1")
-		return p != nil && p.Annotations["example.com/build"] == "2"
+		return p != nil && p.Label("example.com/build") == "2"
 	})
 	// ...and the stream receives nothing.
 	s.quiet(t, 500*time.Millisecond)

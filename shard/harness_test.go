@@ -37,12 +37,12 @@ type pushSource struct {
 	synced   atomic.Bool
 	services map[string]*corev1.Service
 	slices   map[string]*translator.EndpointSlice
-	pods     map[string]*corev1.Pod
+	pods     map[string]*translator.Pod
 }
 
 func newPushSource() *pushSource {
 	return &pushSource{ready: make(chan struct{}), services: map[string]*corev1.Service{},
-		slices: map[string]*translator.EndpointSlice{}, pods: map[string]*corev1.Pod{}}
+		slices: map[string]*translator.EndpointSlice{}, pods: map[string]*translator.Pod{}}
 }
 
 func (s *pushSource) Run(ctx context.Context, h source.Handler) error {
@@ -57,7 +57,7 @@ func (s *pushSource) Run(ctx context.Context, h source.Handler) error {
 
 func (s *pushSource) Synced() bool { return s.synced.Load() }
 
-func (s *pushSource) Pod(ns, name string) *corev1.Pod {
+func (s *pushSource) Pod(ns, name string) *translator.Pod {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.pods[ns+"/"+name]
@@ -105,8 +105,8 @@ func (s *pushSource) OnEndpointSlice(v *translator.EndpointSlice, deleted bool) 
 	keep(s, s.slices, v.Namespace+"/"+v.Name, v, deleted).OnEndpointSlice(v, deleted)
 }
 
-func (s *pushSource) OnPod(v *corev1.Pod, deleted bool) {
-	keep(s, s.pods, v.Namespace+"/"+v.Name, v, deleted).OnPod(v, deleted)
+func (s *pushSource) OnPod(v *translator.Pod, deleted bool) {
+	keep(s, s.pods, v.Namespace()+"/"+v.Name, v, deleted).OnPod(v, deleted)
 }
 
 // handler waits for Run and returns the source itself, which records and forwards.
@@ -246,7 +246,8 @@ func apiSlice(ns, svc, name string, port int32, eps ...epSpec) *discoveryv1.Endp
 	return es
 }
 
-func podObj(ns, name, ip string, meshed bool) *corev1.Pod {
+// podObj returns the projection of a pod with the address ip, meshed or not.
+func podObj(ns, name, ip string, meshed bool) *translator.Pod {
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{}},
 		Spec:       corev1.PodSpec{ServiceAccountName: "web"},
@@ -255,7 +256,7 @@ func podObj(ns, name, ip string, meshed bool) *corev1.Pod {
 	if meshed {
 		p.Labels["linkerd.io/control-plane-ns"] = "linkerd"
 	}
-	return p
+	return translator.SlimPod(p)
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -346,9 +346,9 @@ func (x *Index) OnEndpointSlice(es *translator.EndpointSlice, deleted bool) {
 
 // OnPod implements source.Handler: the services whose slices name the pod translate its
 // endpoints again (the pod itself stays with the source).
-func (x *Index) OnPod(pod *corev1.Pod, deleted bool) {
+func (x *Index) OnPod(pod *translator.Pod, deleted bool) {
 	x.ips.setPod(pod, deleted, x.ownsIP)
-	pk := podKey{pod.Namespace, pod.Name}
+	pk := podKey{pod.Namespace(), pod.Name}
 	x.refMu.Lock()
 	refs := x.podRefs[pk]
 	keys := make([]ServiceKey, len(refs))

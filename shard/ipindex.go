@@ -54,11 +54,11 @@ func (ix *ipIndex) setService(k ServiceKey, svc *corev1.Service, deleted bool) {
 // setPod records the addresses of pod that owns admits (none when deleted) and wakes the
 // watchers of its addresses, old and new: what a pod-IP profile shows depends on the whole
 // pod.
-func (ix *ipIndex) setPod(pod *corev1.Pod, deleted bool, owns func(netip.Addr) bool) {
-	k := podKey{pod.Namespace, pod.Name}
+func (ix *ipIndex) setPod(pod *translator.Pod, deleted bool, owns func(netip.Addr) bool) {
+	k := podKey{pod.Namespace(), pod.Name}
 	var ips []netip.Addr
 	if !deleted {
-		ips = slices.DeleteFunc(translator.PodIPs(pod), func(a netip.Addr) bool { return !owns(a) })
+		ips = slices.DeleteFunc(slices.Clone(translator.PodIPs(pod)), func(a netip.Addr) bool { return !owns(a) })
 		if len(ips) == 0 {
 			ips = nil
 		}

@@ -10,7 +10,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
-	corev1 "k8s.io/api/core/v1"
 
 	"github.com/meridian-mesh/meridian/translator"
 )
@@ -61,7 +60,7 @@ func (l *local) ipProfile(ctx context.Context, ap netip.AddrPort, k ServiceKey, 
 			stopIP()
 			return status.Errorf(codes.FailedPrecondition, "found %d pods with the pod network IP %s: %s", len(tgt.pods), ap.Addr(), podList(tgt.pods))
 		}
-		var pod *corev1.Pod
+		var pod *translator.Pod
 		servers := func() {}
 		var nsChanged <-chan struct{}
 		if len(tgt.pods) == 1 {
@@ -71,7 +70,7 @@ func (l *local) ipProfile(ctx context.Context, ap netip.AddrPort, k ServiceKey, 
 		}
 		var srvs []*translator.Server
 		if pod != nil {
-			srvs = l.idx.cluster.serversOf(pod.Namespace)
+			srvs = l.idx.cluster.serversOf(pod.Namespace())
 		}
 		ep := translator.PodEndpoint(l.cfg.Translator, pod, ap, srvs)
 		p := &pb.DestinationProfile{RetryBudget: retryBudget(l.cfg), Endpoint: podEndpointAddr(ep.Endpoint), OpaqueProtocol: ep.Opaque}

@@ -35,7 +35,7 @@ const (
 
 // PodLookup returns the pod named ns/name, or nil when it is unknown. It must be cheap (an
 // index lookup): AddressSet calls it once per endpoint. The pod must not be modified.
-type PodLookup func(ns, name string) *corev1.Pod
+type PodLookup func(ns, name string) *Pod
 
 // IsExternalName reports whether svc is an ExternalName Service, which has no endpoints and
 // which Get refuses (InvalidArgument).
@@ -345,21 +345,21 @@ func (tc *templateContext) endpointTemplate(es *EndpointSlice, ep *SliceEndpoint
 	}
 	e.Rare = b.rare(ep.Hostname(), ep.ForZones(), "")
 	ns := ep.PodNamespace(es)
-	var pod *corev1.Pod
+	var pod *Pod
 	if tc.pods != nil {
 		pod = tc.pods(ns, ep.Pod)
 	}
 	if pod == nil {
 		return e, false
 	}
-	if pod.Namespace != "" {
-		ns = pod.Namespace
+	if pns := pod.Namespace(); pns != "" {
+		ns = pns
 	}
 	name := pod.Name
 	if name == "" {
 		name = ep.Pod
 	}
-	b.setPod(&e, name, ns, pod.Spec.NodeName)
+	b.setPod(&e, name, ns, pod.NodeName())
 	e.Labels = podLabels(cfg, pod, name, zone, b)
 	opaque := IsOpaque(cfg, pod, tp) || ServerOpaque(tc.servers, pod, tp)
 	setMeshed(cfg, &e, pod, tp, opaque, b)
@@ -368,7 +368,7 @@ func (tc *templateContext) endpointTemplate(es *EndpointSlice, ep *SliceEndpoint
 
 // podLabels returns the metric labels of an address of pod (named name) in zone ("":
 // unknown), in key order, the owner's slotted in where it sorts, with zone_locality unknown.
-func podLabels(cfg Config, pod *corev1.Pod, name, zone string, b *batch) []snapshot.Label {
+func podLabels(cfg Config, pod *Pod, name, zone string, b *batch) []snapshot.Label {
 	owner := snapshot.Label{}
 	if kind, oname := Owner(pod); kind != "" && !reservedLabel(kind) {
 		owner = snapshot.Label{Key: kind, Value: oname}
@@ -385,7 +385,7 @@ func podLabels(cfg Config, pod *corev1.Pod, name, zone string, b *batch) []snaps
 		add(snapshot.Label{Key: LabelKeyControlPlaneNS, Value: cfg.ControlPlaneNamespace})
 	}
 	add(snapshot.Label{Key: LabelKeyPod, Value: name})
-	if h := pod.Labels[LabelPodTemplateHash]; h != "" {
+	if h := pod.Label(LabelPodTemplateHash); h != "" {
 		add(snapshot.Label{Key: LabelKeyPodTemplate, Value: h})
 	}
 	add(snapshot.Label{Key: LabelKeyServiceAccount, Value: serviceAccount(pod)})
@@ -400,22 +400,22 @@ func podLabels(cfg Config, pod *corev1.Pod, name, zone string, b *batch) []snaps
 }
 
 // serviceAccount is pod's service account ("default" when unset, as the API server fills in).
-func serviceAccount(pod *corev1.Pod) string {
-	if sa := pod.Spec.ServiceAccountName; sa != "" {
+func serviceAccount(pod *Pod) string {
+	if sa := pod.ServiceAccountName(); sa != "" {
 		return sa
 	}
 	return "default"
 }
 
 // isMeshed reports whether pod is meshed by this control plane.
-func isMeshed(cfg Config, pod *corev1.Pod) bool {
-	return cfg.ControlPlaneNamespace != "" && pod.Labels[LabelControlPlaneNS] == cfg.ControlPlaneNamespace
+func isMeshed(cfg Config, pod *Pod) bool {
+	return cfg.ControlPlaneNamespace != "" && pod.Label(LabelControlPlaneNS) == cfg.ControlPlaneNamespace
 }
 
 // setMeshed gives e, an address of pod on port tp, what a meshed pod's address gets: identity,
 // HTTP/2 client parameters and the protocol hint (opaque, with the opaque-transport port, when
 // the port is opaque). An unmeshed pod, or a port that skips the inbound proxy, gets none.
-func setMeshed(cfg Config, e *snapshot.Endpoint, pod *corev1.Pod, tp uint32, opaque bool, b *batch) {
+func setMeshed(cfg Config, e *snapshot.Endpoint, pod *Pod, tp uint32, opaque bool, b *batch) {
 	if !isMeshed(cfg, pod) || IsSkippedInbound(pod, tp) {
 		return
 	}

@@ -460,7 +460,7 @@ func TestOwner(t *testing.T) {
 		{"no owner", pod("ns", "p"), "", ""},
 		{"replicaset named only by the hash", hashOnly, "replicaset", "-h"},
 	} {
-		if k, n := Owner(tc.pod); k != tc.kind || n != tc.want {
+		if k, n := Owner(SlimPod(tc.pod)); k != tc.kind || n != tc.want {
 			t.Errorf("%s: Owner = %q %q, want %q %q", tc.name, k, n, tc.kind, tc.want)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // benchService builds a Service with n meshed endpoints, each pod owned by a Deployment's
@@ -37,7 +38,7 @@ func BenchmarkAddressSet(b *testing.B) {
 		for _, port := range []uint32{80, 3306} {
 			b.Run(fmt.Sprintf("endpoints=%d/port=%d", n, port), func(b *testing.B) {
 				svc, sl, pods := benchService(n)
-				lookup := pods.lookup
+				lookup := pods.projected()
 				ssl := slimSlices(sl)
 				b.ReportAllocs()
 				for b.Loop() {
@@ -69,21 +70,42 @@ func BenchmarkSlimPod(b *testing.B) {
 	}
 }
 
-// BenchmarkProjectPod is the informers' transform on a pod: a fresh one is copied (IsSlimPod
-// fails early), a projected one is checked and kept (the idempotent path).
+// BenchmarkProjectPod is the informers' transform on a pod: a fresh one is copied, a
+// projected one is kept (the idempotent path).
 func BenchmarkProjectPod(b *testing.B) {
 	p := fatPod(pod("ns", "a", meshed("linkerd"), owned("ReplicaSet", "web-abc"), label(LabelPodTemplateHash, "abc"), annotate(AnnotationOpaquePorts, "http")))
 	for _, tc := range []struct {
 		name string
-		p    *corev1.Pod
-	}{{"fresh", p}, {"projected", SlimPod(p)}} {
+		p    any
+	}{{"fresh", p}, {"projected", Project(p)}} {
 		b.Run(tc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				ProjectPod(tc.p)
+				Project(tc.p)
 			}
 		})
 	}
+}
+
+// BenchmarkPodMemory reports the live heap of the projections of many pods (bytes/pod), as
+// every replica caches them, the decoded pods excluded: the pods of 100 Deployments, as the
+// API server gives them (fatPod), each with its own name, UID, resourceVersion and address.
+func BenchmarkPodMemory(b *testing.B) {
+	const pods = 10000
+	in := make([]*corev1.Pod, pods)
+	for i := range in {
+		dep := fmt.Sprintf("web-%02d", i%100)
+		p := fatPod(pod("shop", fmt.Sprintf("%s-7c9d8f6b5-%05d", dep, i), meshed("linkerd"), owned("ReplicaSet", dep+"-7c9d8f6b5"),
+			label(LabelPodTemplateHash, "7c9d8f6b5"), label("app", dep), sa(dep)))
+		p.UID = types.UID(fmt.Sprintf("0b6f0c1e-6b2e-4c1c-9a3b-%012d", i))
+		p.ResourceVersion = fmt.Sprint(100000 + i)
+		p.Spec.NodeName = fmt.Sprintf("node-%d", i%50)
+		ip := fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255)
+		p.Status.PodIP, p.Status.PodIPs = ip, []corev1.PodIP{{IP: ip}}
+		in[i] = p
+	}
+	reportLiveBytesPer(b, pods, pods, "pod", func(i int) any { return Project(in[i]) })
+	runtime.KeepAlive(in)
 }
 
 // BenchmarkSlimEndpointSlice projects a slice of 100 endpoints.
@@ -169,7 +191,7 @@ func BenchmarkSetMemory(b *testing.B) {
 			type input struct {
 				svc    *corev1.Service
 				slices []*EndpointSlice
-				pods   podIndex
+				pods   PodLookup
 			}
 			in := make([]input, services)
 			for i := range in {
@@ -186,17 +208,17 @@ func BenchmarkSetMemory(b *testing.B) {
 						}
 					}
 				}
-				in[i] = input{svc, slimSlices(sl), pods}
+				in[i] = input{svc, slimSlices(sl), pods.projected()}
 			}
 			reportLiveBytes(b, services, services*width, func(i int) any {
 				x := in[i]
 				if c.afterEmpty {
 					// A Service indexed before its slices arrive: its first set is empty,
 					// and the next is computed reusing it, as the index does.
-					empty := AddressSet(cfg, x.svc, 80, nil, x.pods.lookup)
-					return AddressSetReusing(cfg, Inputs{Service: x.svc, Slices: x.slices, Pods: x.pods.lookup}, 80, Reuse{Prev: empty})
+					empty := AddressSet(cfg, x.svc, 80, nil, x.pods)
+					return AddressSetReusing(cfg, Inputs{Service: x.svc, Slices: x.slices, Pods: x.pods}, 80, Reuse{Prev: empty})
 				}
-				return AddressSet(cfg, x.svc, 80, x.slices, x.pods.lookup)
+				return AddressSet(cfg, x.svc, 80, x.slices, x.pods)
 			})
 			runtime.KeepAlive(in)
 		})
@@ -210,7 +232,7 @@ func renamePods(sl []*discoveryv1.EndpointSlice, pods podIndex, prefix string) p
 	for _, es := range sl {
 		for j := range es.Endpoints {
 			ref := es.Endpoints[j].TargetRef
-			p := pods.lookup(es.Namespace, ref.Name).DeepCopy()
+			p := pods[es.Namespace+"/"+ref.Name].DeepCopy()
 			ref.Name = prefix + ref.Name
 			p.Name = ref.Name
 			out[p.Namespace+"/"+p.Name] = p
@@ -223,6 +245,11 @@ func renamePods(sl []*discoveryv1.EndpointSlice, pods podIndex, prefix string) p
 // build(n-1) adds, over endpoints endpoints: each iteration drops the previous results, then
 // measures the heap after a GC before and after making them all.
 func reportLiveBytes(b *testing.B, n, endpoints int, build func(i int) any) {
+	reportLiveBytesPer(b, n, endpoints, "endpoint", build)
+}
+
+// reportLiveBytesPer is reportLiveBytes over units of what (bytes/what).
+func reportLiveBytesPer(b *testing.B, n, units int, what string, build func(i int) any) {
 	out := make([]any, n)
 	var perEndpoint float64
 	for b.Loop() {
@@ -231,10 +258,10 @@ func reportLiveBytes(b *testing.B, n, endpoints int, build func(i int) any) {
 		for i := range out {
 			out[i] = build(i)
 		}
-		perEndpoint = (float64(heapAfterGC()) - float64(before)) / float64(endpoints)
+		perEndpoint = (float64(heapAfterGC()) - float64(before)) / float64(units)
 	}
 	runtime.KeepAlive(out)
-	b.ReportMetric(perEndpoint, "bytes/endpoint")
+	b.ReportMetric(perEndpoint, "bytes/"+what)
 }
 
 func heapAfterGC() uint64 {

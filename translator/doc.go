@@ -12,18 +12,21 @@
 //
 // It owns the projection: the one definition of what the destination keeps of a Service, an
 // EndpointSlice and a Pod, which is what this package reads plus identity and the newest
-// managedFields time (see slim.go for the field list of each kind). A Pod's and a Service's
-// projections are objects of their API types; Project and ProjectPod, ProjectService apply it
-// without copying what is projected already (IsSlimPod, IsSlimService); SlimPod, SlimService
-// always copy. An EndpointSlice's projection is a type of its own, EndpointSlice (slice.go):
-// an endpoint in 40 bytes, its address parsed, made by SlimEndpointSlice, and it is what
-// AddressSet reads. The Kubernetes source's informer transform, the index (for what every
+// managedFields time (see slim.go for the field list of each kind). A Service's projection
+// is an object of its API type; Project and ProjectService apply it without copying what is
+// projected already (IsSlimService); SlimService always copies. An EndpointSlice's projection
+// is a type of its own, EndpointSlice (slice.go): an endpoint in 40 bytes, its address parsed,
+// made by SlimEndpointSlice, and it is what AddressSet reads. So is a Pod's, Pod (pod.go): 192
+// bytes, made by SlimPod, sharing what pods repeat (label maps, StringMap; names of namespaces,
+// nodes, service accounts, owners and ports) through weak intern tables (intern.go), so that
+// a cluster's pods cost each replica a few hundred bytes apiece. The Kubernetes source's informer transform, the index (for what every
 // source delivers) and the bench feed's decoder all use it. The projections of a Node (ProjectNode:
 // its name and zone) and of a policy.linkerd.io Server (ProjectServer: a Server type of its
 // own, from the ServerObject decoded) are defined here too.
 //
 // Everything here is a pure function of its arguments: no I/O, no goroutines, no clocks, no
-// global state. Inputs are never modified; outputs share no memory with inputs except strings
+// global state but the intern tables, which are invisible to callers (an interned value equals
+// the one given, and goes when nothing holds it). Inputs are never modified; outputs share no memory with inputs except strings
 // (and the Project functions, which return an input that is a projection already as it is).
 // That keeps it deterministic, fuzzable and safe to call from informer callbacks.
 //

@@ -102,7 +102,7 @@ func FuzzOpaquePorts(f *testing.F) {
 		port := uint32(port16)
 		l, err := ParsePortList(s)
 		p := pod("ns", "p", annotate(AnnotationOpaquePorts, s), annotate(AnnotationSkipInboundPorts, s))
-		opaque, skipped := IsOpaque(cfg, p, port), IsSkippedInbound(p, port)
+		opaque, skipped := IsOpaque(cfg, SlimPod(p), port), IsSkippedInbound(SlimPod(p), port)
 		if opaque != skipped {
 			t.Fatalf("%q port %d: opaque %v but skipped %v with no named container ports", s, port, opaque, skipped)
 		}
@@ -126,7 +126,7 @@ func FuzzOpaquePorts(f *testing.F) {
 		for _, n := range l.Names {
 			containerPort(n, int32(port))(p)
 		}
-		if want := l.Contains(port) || (len(l.Names) > 0 && port != 0); IsOpaque(cfg, p, port) != want {
+		if want := l.Contains(port) || (len(l.Names) > 0 && port != 0); IsOpaque(cfg, SlimPod(p), port) != want {
 			t.Fatalf("%q port %d with named ports: IsOpaque %v, want %v", s, port, !want, want)
 		}
 	})

@@ -98,6 +98,8 @@ func pod(ns, name string, opts ...podOpt) *corev1.Pod {
 	return p
 }
 
+// podIndex holds pods as the API gives them; its lookup projects each, as a source delivers
+// them.
 type podIndex map[string]*corev1.Pod
 
 func index(pods ...*corev1.Pod) podIndex {
@@ -108,7 +110,55 @@ func index(pods ...*corev1.Pod) podIndex {
 	return m
 }
 
-func (m podIndex) lookup(ns, name string) *corev1.Pod { return m[ns+"/"+name] }
+func (m podIndex) lookup(ns, name string) *Pod { return SlimPod(m[ns+"/"+name]) }
+
+// projected returns a lookup of the pods projected once, for benchmarks (lookup projects on
+// every call).
+func (m podIndex) projected() PodLookup {
+	p := make(map[string]*Pod, len(m))
+	for k, v := range m {
+		p[k] = SlimPod(v)
+	}
+	return func(ns, name string) *Pod { return p[ns+"/"+name] }
+}
+
+// unslimPod returns the API object of a Pod projection: the fields it keeps, as the API
+// gives them, its named ports in one container and one init container, its addresses as
+// status.podIPs (the first also as status.podIP). SlimPod of it is p again.
+func unslimPod(p *Pod) *corev1.Pod {
+	if p == nil {
+		return nil
+	}
+	out := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace(), UID: p.UID, ResourceVersion: p.ResourceVersion,
+		Labels: maps.Clone(p.GetLabels()), Annotations: maps.Clone(p.GetAnnotations()), DeletionTimestamp: clonePtr(p.GetDeletionTimestamp()),
+		OwnerReferences: p.GetOwnerReferences(), ManagedFields: p.GetManagedFields()}}
+	out.Spec.ServiceAccountName = p.ServiceAccountName()
+	out.Spec.NodeName = p.NodeName()
+	out.Spec.HostNetwork = p.HostNetwork()
+	var ports, initPorts []corev1.ContainerPort
+	for _, np := range p.NamedPorts() {
+		cp := corev1.ContainerPort{Name: np.Name(), ContainerPort: np.Port}
+		if np.Init {
+			initPorts = append(initPorts, cp)
+		} else {
+			ports = append(ports, cp)
+		}
+	}
+	if initPorts != nil {
+		out.Spec.InitContainers = []corev1.Container{{Ports: initPorts}}
+	}
+	if ports != nil {
+		out.Spec.Containers = []corev1.Container{{Ports: ports}}
+	}
+	out.Status.Phase = p.Phase()
+	for i, a := range p.IPs() {
+		if i == 0 {
+			out.Status.PodIP = a.String()
+		}
+		out.Status.PodIPs = append(out.Status.PodIPs, corev1.PodIP{IP: a.String()})
+	}
+	return out
+}
 
 // render prints an endpoint on one line for comparisons in tables.
 func render(e *snapshot.Endpoint) string {

@@ -34,25 +34,16 @@ func ParseIPAuthority(path string) (netip.AddrPort, bool) {
 
 // PodIPs returns the pod-network addresses of pod that it may be found by: none for a pod on
 // the host network, a terminated one (Succeeded or Failed) or one being deleted, as Linkerd's
-// pod IP index. Addresses that do not parse are skipped.
-func PodIPs(pod *corev1.Pod) []netip.Addr {
-	if pod == nil || pod.Spec.HostNetwork || pod.DeletionTimestamp != nil ||
-		pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+// pod IP index. Addresses that do not parse are skipped. The slice is the pod's and must not be
+// modified.
+func PodIPs(pod *Pod) []netip.Addr {
+	if pod == nil || pod.hostNetwork || pod.deletion != nil {
 		return nil
 	}
-	var out []netip.Addr
-	add := func(s string) {
-		if a, err := netip.ParseAddr(s); err == nil && a.Zone() == "" && !slices.Contains(out, a.Unmap()) {
-			out = append(out, a.Unmap())
-		}
+	if ph := pod.Phase(); ph == corev1.PodSucceeded || ph == corev1.PodFailed {
+		return nil
 	}
-	for _, ip := range pod.Status.PodIPs {
-		add(ip.IP)
-	}
-	if len(out) == 0 && pod.Status.PodIP != "" {
-		add(pod.Status.PodIP)
-	}
-	return out
+	return pod.ips
 }
 
 // ClusterIPs returns the cluster IPs of svc (none for a headless or ExternalName Service).
@@ -87,14 +78,15 @@ type IPEndpoint struct {
 // when the port is opaque by the pod's annotation or the defaults (IsOpaque), or by a Server
 // of servers (ServerOpaque). For no pod, or a pod that is not running (pending, say), the
 // bare address, opaque on the default opaque ports.
-func PodEndpoint(cfg Config, pod *corev1.Pod, addr netip.AddrPort, servers []*Server) IPEndpoint {
+func PodEndpoint(cfg Config, pod *Pod, addr netip.AddrPort, servers []*Server) IPEndpoint {
 	e := &snapshot.Endpoint{Addr: addr, Weight: DefaultWeight}
 	port := uint32(addr.Port())
-	if pod == nil || pod.Status.Phase != corev1.PodRunning {
+	if pod == nil || pod.Phase() != corev1.PodRunning {
 		return IPEndpoint{Endpoint: e, Opaque: IsOpaque(cfg, nil, port)}
 	}
 	var b batch
-	e.SetPod(pod.Name, pod.Namespace, pod.Spec.NodeName)
+	ns := pod.Namespace()
+	e.SetPod(pod.Name, ns, pod.NodeName())
 	labels := podLabels(cfg, pod, pod.Name, "", &b)
 	out := make([]snapshot.Label, 0, len(labels)+1)
 	for _, l := range labels {
@@ -102,7 +94,7 @@ func PodEndpoint(cfg Config, pod *corev1.Pod, addr netip.AddrPort, servers []*Se
 			out = append(out, l)
 		}
 	}
-	e.Labels = sortedLabels(append(out, snapshot.Label{Key: LabelKeyNamespace, Value: pod.Namespace}))
+	e.Labels = sortedLabels(append(out, snapshot.Label{Key: LabelKeyNamespace, Value: ns}))
 	opaque := IsOpaque(cfg, pod, port) || ServerOpaque(servers, pod, port)
 	setMeshed(cfg, e, pod, port, opaque, &b)
 	return IPEndpoint{Endpoint: e, Opaque: opaque}

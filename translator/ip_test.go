@@ -83,7 +83,7 @@ func TestPodIPsAndClusterIPs(t *testing.T) {
 		{"podIP only", func() *corev1.Pod { p := running(); p.Status.PodIPs = nil; return p }(), 1},
 		{"nil", nil, 0},
 	} {
-		if got := PodIPs(tc.pod); len(got) != tc.want {
+		if got := PodIPs(SlimPod(tc.pod)); len(got) != tc.want {
 			t.Errorf("%s: PodIPs = %v, want %d", tc.name, got, tc.want)
 		}
 	}
@@ -139,7 +139,7 @@ func TestPodEndpoint(t *testing.T) {
 		{"opaque by a Server", runningPod("policy-test", meshed("linkerd"), label("app", "policy-test")), 80,
 			"172.17.0.12:80 pod=ns/policy-test id=default.ns.serviceaccount.identity.linkerd.trust.domain hint=opaque otp=4143 h2c [control_plane_ns=linkerd,namespace=ns,pod=policy-test,serviceaccount=default] no-zone-locality", true},
 	} {
-		got := PodEndpoint(cfg, tc.pod, ap(tc.port), []*Server{opaqueSrv})
+		got := PodEndpoint(cfg, SlimPod(tc.pod), ap(tc.port), []*Server{opaqueSrv})
 		if r := render(got.Endpoint); r != tc.want || got.Opaque != tc.opaque {
 			t.Errorf("%s:\n got %s opaque=%v\nwant %s opaque=%v", tc.name, r, got.Opaque, tc.want, tc.opaque)
 		}
@@ -178,13 +178,13 @@ func TestServerOpaque(t *testing.T) {
 		{"no selector", srv("ns", intstr.FromInt32(80), "opaque", nil), 80, false},
 		{"everything", srv("ns", intstr.FromInt32(80), "opaque", &metav1.LabelSelector{}), 80, true},
 	} {
-		if got := ServerOpaque([]*Server{tc.s}, p, tc.port); got != tc.want {
+		if got := ServerOpaque([]*Server{tc.s}, SlimPod(p), tc.port); got != tc.want {
 			t.Errorf("%s: ServerOpaque = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 	bad, err := ProjectServer(&ServerObject{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "bad"},
 		Spec: ServerSpec{PodSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: "In"}}}, Port: ptr(intstr.FromInt32(80)), ProxyProtocol: "opaque"}})
-	if err == nil || bad == nil || bad.Problem == "" || ServerOpaque([]*Server{bad}, p, 80) {
+	if err == nil || bad == nil || bad.Problem == "" || ServerOpaque([]*Server{bad}, SlimPod(p), 80) {
 		t.Errorf("invalid Server: %+v, %v; want a Problem and no selection", bad, err)
 	}
 }

@@ -23,7 +23,7 @@ func ProjectNode(m *metav1.ObjectMeta) *metav1.PartialObjectMetadata {
 
 // IsSlimNode reports whether n is a projection of a Node (ProjectNode).
 func IsSlimNode(n *metav1.PartialObjectMetadata) bool {
-	return n == nil || (n.Namespace == "" && isSlimMeta(&n.ObjectMeta, nodeLabels, nil, 0))
+	return n == nil || (n.Namespace == "" && isSlimMeta(&n.ObjectMeta, nodeLabels, nil))
 }
 
 // NodeZone returns the zone of a Node ("" when it has none).

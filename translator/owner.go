@@ -3,7 +3,6 @@ package translator
 import (
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -13,20 +12,20 @@ import (
 // any other owner gives its own kind ("statefulset", "daemonset", "job", "replicaset", ...).
 // The owner is the controller reference, or the only reference when none is marked
 // controller. It returns "", "" when the pod has no such owner.
-func Owner(pod *corev1.Pod) (kind, name string) {
-	ref := controllerRef(pod.OwnerReferences)
-	if ref == nil || ref.Kind == "" || ref.Name == "" {
+func Owner(pod *Pod) (kind, name string) {
+	rkind, rname := pod.controller()
+	if rkind == "" || rname == "" {
 		return "", ""
 	}
-	if ref.Kind == "ReplicaSet" {
-		if h := pod.Labels[LabelPodTemplateHash]; h != "" {
-			if n := ref.Name; len(n) > len(h)+1 && n[len(n)-len(h)-1] == '-' && n[len(n)-len(h):] == h {
+	if rkind == "ReplicaSet" {
+		if h := pod.Label(LabelPodTemplateHash); h != "" {
+			if n := rname; len(n) > len(h)+1 && n[len(n)-len(h)-1] == '-' && n[len(n)-len(h):] == h {
 				return "deployment", n[:len(n)-len(h)-1]
 			}
 		}
-		return "replicaset", ref.Name
+		return "replicaset", rname
 	}
-	return lowerASCII(ref.Kind), ref.Name
+	return lowerASCII(rkind), rname
 }
 
 func controllerRef(refs []metav1.OwnerReference) *metav1.OwnerReference {

@@ -174,18 +174,14 @@ func listHas(s string, p uint32, named func(name string, p uint32) bool) bool {
 
 // podPortNamed reports whether one of pod's containers (or init containers, where native
 // sidecars run) has a port named name numbered p.
-func podPortNamed(pod *corev1.Pod) func(string, uint32) bool {
+func podPortNamed(pod *Pod) func(string, uint32) bool {
 	return func(name string, p uint32) bool { return hasNamedPort(pod, name, p) }
 }
 
-func hasNamedPort(pod *corev1.Pod, name string, p uint32) bool {
-	for _, cs := range [2][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
-		for i := range cs {
-			for _, cp := range cs[i].Ports {
-				if cp.Name == name && cp.ContainerPort >= 0 && uint32(cp.ContainerPort) == p {
-					return true
-				}
-			}
+func hasNamedPort(pod *Pod, name string, p uint32) bool {
+	for _, cp := range pod.ports {
+		if cp.Port >= 0 && uint32(cp.Port) == p && cp.Name() == name {
+			return true
 		}
 	}
 	return false
@@ -195,9 +191,9 @@ func hasNamedPort(pod *corev1.Pod, name string, p uint32) bool {
 // config.linkerd.io/opaque-ports annotation (numbers, ranges, or names of the pod's container
 // ports) when the pod has one (an empty value means no opaque ports), else in
 // cfg.DefaultOpaquePorts. A nil pod uses the defaults.
-func IsOpaque(cfg Config, pod *corev1.Pod, port uint32) bool {
+func IsOpaque(cfg Config, pod *Pod, port uint32) bool {
 	if pod != nil {
-		if v, ok := pod.Annotations[AnnotationOpaquePorts]; ok {
+		if v, ok := pod.annotations.Get(AnnotationOpaquePorts); ok {
 			return listHas(v, port, podPortNamed(pod))
 		}
 	}
@@ -211,11 +207,11 @@ func IsOpaque(cfg Config, pod *corev1.Pod, port uint32) bool {
 
 // IsSkippedInbound reports whether port is in the pod's config.linkerd.io/skip-inbound-ports
 // annotation (numbers and ranges), so that traffic to it bypasses the pod's proxy.
-func IsSkippedInbound(pod *corev1.Pod, port uint32) bool {
+func IsSkippedInbound(pod *Pod, port uint32) bool {
 	if pod == nil {
 		return false
 	}
-	v, ok := pod.Annotations[AnnotationSkipInboundPorts]
+	v, ok := pod.annotations.Get(AnnotationSkipInboundPorts)
 	return ok && listHas(v, port, nil)
 }
 

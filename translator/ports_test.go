@@ -81,7 +81,7 @@ func TestIsOpaque(t *testing.T) {
 		if tc.pod != nil {
 			opts = append(opts, tc.pod)
 		}
-		if got := IsOpaque(cfg, pod("ns", "p", opts...), tc.port); got != tc.want {
+		if got := IsOpaque(cfg, SlimPod(pod("ns", "p", opts...)), tc.port); got != tc.want {
 			t.Errorf("%s: IsOpaque(%d) = %v, want %v", tc.name, tc.port, got, tc.want)
 		}
 	}
@@ -91,19 +91,19 @@ func TestIsOpaque(t *testing.T) {
 }
 
 func TestIsSkippedInbound(t *testing.T) {
-	p := pod("ns", "p", annotate(AnnotationSkipInboundPorts, "22, 9000-9010,bad"))
+	p := SlimPod(pod("ns", "p", annotate(AnnotationSkipInboundPorts, "22, 9000-9010,bad")))
 	for port, want := range map[uint32]bool{22: true, 9000: true, 9005: true, 9010: true, 9011: false, 80: false} {
 		if got := IsSkippedInbound(p, port); got != want {
 			t.Errorf("IsSkippedInbound(%d) = %v, want %v", port, got, want)
 		}
 	}
-	if IsSkippedInbound(nil, 22) || IsSkippedInbound(pod("ns", "q"), 22) {
+	if IsSkippedInbound(nil, 22) || IsSkippedInbound(SlimPod(pod("ns", "q")), 22) {
 		t.Error("no annotation must skip nothing")
 	}
 }
 
 func TestListHasAllocatesNothing(t *testing.T) {
-	p := pod("ns", "p", containerPort("db", 7000), annotate(AnnotationOpaquePorts, "25, 4000-4100, db"))
+	p := SlimPod(pod("ns", "p", containerPort("db", 7000), annotate(AnnotationOpaquePorts, "25, 4000-4100, db")))
 	cfg := DefaultConfig()
 	if n := testing.AllocsPerRun(100, func() { IsOpaque(cfg, p, 7000) }); n != 0 {
 		t.Errorf("IsOpaque allocates %v times per call", n)

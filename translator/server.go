@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -134,8 +133,8 @@ func checkServerPort(p intstr.IntOrString) error {
 // Selects reports whether s selects port of pod: the pod is in s's namespace and matches its
 // selector, and the port is s's number or the number of the pod's container port (or init
 // container port) of s's name.
-func (s *Server) Selects(pod *corev1.Pod, port uint32) bool {
-	if s == nil || pod == nil || s.Selector == nil || s.Namespace != pod.Namespace || !s.Selector.Matches(labels.Set(pod.Labels)) {
+func (s *Server) Selects(pod *Pod, port uint32) bool {
+	if s == nil || pod == nil || s.Selector == nil || s.Namespace != pod.Namespace() || !s.Selector.Matches(labels.Set(pod.GetLabels())) {
 		return false
 	}
 	switch s.Port.Type {
@@ -149,7 +148,7 @@ func (s *Server) Selects(pod *corev1.Pod, port uint32) bool {
 
 // ServerOpaque reports whether a Server of servers with proxyProtocol opaque selects port of
 // pod (a Server of another namespace selects nothing), as Linkerd's destination decides.
-func ServerOpaque(servers []*Server, pod *corev1.Pod, port uint32) bool {
+func ServerOpaque(servers []*Server, pod *Pod, port uint32) bool {
 	for _, s := range servers {
 		if s.ProxyProtocol == ProxyProtocolOpaque && s.Selects(pod, port) {
 			return true

@@ -63,19 +63,21 @@ var (
 	// (IsOpaque, IsSkippedInbound) and the named container ports (which the opaque-ports
 	// annotation and Servers may name), with their numbers; the node (View) and what GetProfile
 	// by IP reads: phase, pod IPs, host network and whether the pod is being deleted. Not the
-	// proxy's environment: the opaque-transport port is Config.InboundProxyPort.
+	// proxy's environment: the opaque-transport port is Config.InboundProxyPort. Nor its kind:
+	// the projection is a Pod of this package (pod.go), which holds these fields in a compact
+	// form (the addresses parsed, the controller reference as its kind and name, the named
+	// ports without their containers, the newest managedFields time without its entry).
 	podFields = []string{
-		"kind", "apiVersion",
 		"metadata.name", "metadata.namespace", "metadata.uid", "metadata.resourceVersion",
 		"metadata.deletionTimestamp",
 		"metadata.labels[*]", // every label: a Server's pod selector may name any
 		"metadata.annotations[" + AnnotationOpaquePorts + "]", "metadata.annotations[" + AnnotationSkipInboundPorts + "]",
 		"metadata.ownerReferences[].kind", "metadata.ownerReferences[].name", "metadata.ownerReferences[].controller", // the controller reference (or the only one) only
-		"metadata.managedFields[].manager", "metadata.managedFields[].operation", "metadata.managedFields[].time", // the newest entry only
+		"metadata.managedFields[].time", // the newest one only
 		"spec.serviceAccountName", "spec.nodeName", "spec.hostNetwork",
 		"spec.initContainers[].ports[].name", "spec.initContainers[].ports[].containerPort", // named ports only; containers without one are dropped
 		"spec.containers[].ports[].name", "spec.containers[].ports[].containerPort", // named ports only; containers without one are dropped
-		"status.phase", "status.podIP", "status.podIPs[].ip",
+		"status.phase", "status.podIP", "status.podIPs[].ip", // as the addresses they give (Pod.IPs)
 	}
 )
 
@@ -90,27 +92,19 @@ var (
 var allKeys = []string{"*"}
 
 // Project returns the projection of a *corev1.Pod, *corev1.Service or
-// *discoveryv1.EndpointSlice (ProjectPod, ProjectService, SlimEndpointSlice) and any other
-// value as it is. It is idempotent: a projection is returned as it is, not copied again (an
-// EndpointSlice's is a *EndpointSlice of this package).
+// *discoveryv1.EndpointSlice (SlimPod, ProjectService, SlimEndpointSlice) and any other
+// value as it is. It is idempotent: a projection is returned as it is, not copied again (a
+// Pod's is a *Pod of this package, an EndpointSlice's a *EndpointSlice).
 func Project(obj any) any {
 	switch o := obj.(type) {
 	case *corev1.Pod:
-		return ProjectPod(o)
+		return SlimPod(o)
 	case *corev1.Service:
 		return ProjectService(o)
 	case *discoveryv1.EndpointSlice:
 		return SlimEndpointSlice(o)
 	}
 	return obj
-}
-
-// ProjectPod returns p itself when it is a projection already (IsSlimPod), else SlimPod(p).
-func ProjectPod(p *corev1.Pod) *corev1.Pod {
-	if IsSlimPod(p) {
-		return p
-	}
-	return SlimPod(p)
 }
 
 // ProjectService returns s itself when it is a projection already (IsSlimService), else
@@ -170,12 +164,7 @@ type managedTime struct {
 // newestManaged returns the entry with the newest time (the first of equal ones) with only
 // its manager, operation and time, or nil when no entry has a time.
 func newestManaged(fs []metav1.ManagedFieldsEntry) []metav1.ManagedFieldsEntry {
-	var newest *metav1.ManagedFieldsEntry
-	for i := range fs {
-		if f := &fs[i]; f.Time != nil && (newest == nil || newest.Time.Before(f.Time)) {
-			newest = f
-		}
-	}
+	newest := newestEntry(fs)
 	if newest == nil {
 		return nil
 	}
@@ -191,54 +180,16 @@ func newestManaged(fs []metav1.ManagedFieldsEntry) []metav1.ManagedFieldsEntry {
 	return m.entry[:]
 }
 
-// SlimPod returns the projection of p (podFields).
-func SlimPod(p *corev1.Pod) *corev1.Pod {
-	if p == nil {
-		return nil
-	}
-	out := &corev1.Pod{
-		TypeMeta:   metav1.TypeMeta{Kind: p.Kind, APIVersion: p.APIVersion},
-		ObjectMeta: slimMeta(&p.ObjectMeta, allKeys, podAnnotations),
-	}
-	if p.DeletionTimestamp != nil {
-		t := *p.DeletionTimestamp
-		out.DeletionTimestamp = &t
-	}
-	if ref := controllerRef(p.OwnerReferences); ref != nil {
-		out.OwnerReferences = []metav1.OwnerReference{{Kind: ref.Kind, Name: ref.Name, Controller: clonePtr(ref.Controller)}}
-	}
-	out.Spec.ServiceAccountName = p.Spec.ServiceAccountName
-	out.Spec.NodeName = p.Spec.NodeName
-	out.Spec.HostNetwork = p.Spec.HostNetwork
-	out.Spec.InitContainers = namedPorts(p.Spec.InitContainers)
-	out.Spec.Containers = namedPorts(p.Spec.Containers)
-	out.Status.Phase = p.Status.Phase
-	out.Status.PodIP = p.Status.PodIP
-	if len(p.Status.PodIPs) > 0 {
-		out.Status.PodIPs = make([]corev1.PodIP, len(p.Status.PodIPs))
-		for i, ip := range p.Status.PodIPs {
-			out.Status.PodIPs[i] = corev1.PodIP{IP: ip.IP}
+// newestEntry returns the entry of fs with the newest time (the first of equal ones), or nil
+// when no entry has a time.
+func newestEntry(fs []metav1.ManagedFieldsEntry) *metav1.ManagedFieldsEntry {
+	var newest *metav1.ManagedFieldsEntry
+	for i := range fs {
+		if f := &fs[i]; f.Time != nil && (newest == nil || newest.Time.Before(f.Time)) {
+			newest = f
 		}
 	}
-	return out
-}
-
-// namedPorts returns, for each of cs with a named port, a container holding just its named
-// ports (name and number), or nil when none has one.
-func namedPorts(cs []corev1.Container) []corev1.Container {
-	var out []corev1.Container
-	for i := range cs {
-		var ports []corev1.ContainerPort
-		for j := range cs[i].Ports {
-			if cp := &cs[i].Ports[j]; cp.Name != "" {
-				ports = append(ports, corev1.ContainerPort{Name: cp.Name, ContainerPort: cp.ContainerPort})
-			}
-		}
-		if ports != nil {
-			out = append(out, corev1.Container{Ports: ports})
-		}
-	}
-	return out
+	return newest
 }
 
 func ready(ep *discoveryv1.Endpoint) bool {

@@ -46,7 +46,6 @@ func kindOf[T any](name string, fields []string, base func() T, slim func(T) T, 
 
 var projectionKinds = []projectionKind{
 	kindOf("Service", serviceFields, baseService, SlimService, IsSlimService, ProjectService),
-	kindOf("Pod", podFields, basePod, SlimPod, IsSlimPod, ProjectPod),
 }
 
 // baseService, baseEndpointSlice and basePod are the base objects: projections with every
@@ -73,7 +72,8 @@ func baseEndpointSlice() *discoveryv1.EndpointSlice {
 }
 
 func basePod() *corev1.Pod {
-	p := &corev1.Pod{TypeMeta: metav1.TypeMeta{Kind: "Pod", APIVersion: "v1"}, ObjectMeta: baseMeta("web-abc-1")}
+	p := &corev1.Pod{ObjectMeta: baseMeta("web-abc-1")}
+	p.ManagedFields[0] = metav1.ManagedFieldsEntry{Time: p.ManagedFields[0].Time} // its time only
 	p.Labels = map[string]string{"*": "every label is kept"}
 	deleted := metav1.NewTime(baseTime.Add(time.Minute))
 	p.DeletionTimestamp = &deleted
@@ -319,6 +319,35 @@ func sorted(s []string) []string {
 	s = slices.Clone(s)
 	sort.Strings(s)
 	return s
+}
+
+// TestPodProjectionFields checks the Pod projection against podFields, over every field of
+// the API type, as TestSliceProjectionFields does for slices.
+func TestPodProjectionFields(t *testing.T) {
+	base := basePod()
+	if got, want := presentPaths(base), sorted(podFields); !slices.Equal(got, want) {
+		t.Fatalf("the base object sets\n%q\nthe list is\n%q", got, want)
+	}
+	want := SlimPod(base)
+	if back := unslimPod(want); !reflect.DeepEqual(back, base) {
+		t.Fatalf("the projection does not keep every listed field: it holds %q", presentPaths(back))
+	}
+	n := 0
+	for _, l := range leaves(reflect.TypeOf(base).Elem()) {
+		if slices.Contains(podFields, l.path) {
+			continue // a map listed as "[*]" keeps every entry: its leaf path is kept
+		}
+		n++
+		obj := basePod()
+		setLeaf(reflect.ValueOf(obj).Elem(), l.steps)
+		if reflect.DeepEqual(obj, base) {
+			t.Fatalf("%s: setting it changes nothing", l.path)
+		}
+		if got := SlimPod(obj); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: SlimPod keeps it (or changes something else): %+v", l.path, unslimPod(got))
+		}
+	}
+	t.Logf("%d fields kept, %d dropped", len(podFields), n)
 }
 
 // TestSliceProjectionFields checks the EndpointSlice projection against sliceFields, over

@@ -13,60 +13,12 @@ import (
 // answer means that SlimX(o) equals o, except that empty lists and maps may be nil; a false
 // answer means it does not. They allocate nothing. Nil is slim.
 
-// IsSlimPod reports whether p is a projection (podFields).
-func IsSlimPod(p *corev1.Pod) bool {
-	if p == nil {
-		return true
-	}
-	if !isSlimMeta(&p.ObjectMeta, allKeys, podAnnotations, metaOwners|metaDeletion) || !zeroExcept(reflect.ValueOf(&p.Spec).Elem(), podSpecKept) {
-		return false
-	}
-	if len(p.OwnerReferences) > 1 {
-		return false
-	}
-	if len(p.OwnerReferences) == 1 {
-		if r := p.OwnerReferences[0]; r != (metav1.OwnerReference{Kind: r.Kind, Name: r.Name, Controller: r.Controller}) {
-			return false
-		}
-	}
-	if !onlyNamedPorts(p.Spec.InitContainers) || !onlyNamedPorts(p.Spec.Containers) {
-		return false
-	}
-	if !zeroExcept(reflect.ValueOf(&p.Status).Elem(), podStatusKept) {
-		return false
-	}
-	for _, ip := range p.Status.PodIPs {
-		if ip != (corev1.PodIP{IP: ip.IP}) {
-			return false
-		}
-	}
-	return true
-}
-
-// onlyNamedPorts reports whether every container of cs holds named ports, with their names
-// and numbers only, and nothing else (what namedPorts makes).
-func onlyNamedPorts(cs []corev1.Container) bool {
-	for i := range cs {
-		c := &cs[i]
-		if len(c.Ports) == 0 || !zeroExcept(reflect.ValueOf(c).Elem(), containerKept) {
-			return false
-		}
-		for j := range c.Ports {
-			cp := &c.Ports[j]
-			if cp.Name == "" || *cp != (corev1.ContainerPort{Name: cp.Name, ContainerPort: cp.ContainerPort}) {
-				return false
-			}
-		}
-	}
-	return true
-}
-
 // IsSlimService reports whether s is a projection (serviceFields).
 func IsSlimService(s *corev1.Service) bool {
 	if s == nil {
 		return true
 	}
-	if !isSlimMeta(&s.ObjectMeta, nil, serviceAnnotations, 0) || !zeroExcept(reflect.ValueOf(&s.Spec).Elem(), serviceSpecKept) ||
+	if !isSlimMeta(&s.ObjectMeta, nil, serviceAnnotations) || !zeroExcept(reflect.ValueOf(&s.Spec).Elem(), serviceSpecKept) ||
 		!reflect.ValueOf(&s.Status).Elem().IsZero() {
 		return false
 	}
@@ -79,19 +31,12 @@ func IsSlimService(s *corev1.Service) bool {
 	return true
 }
 
-// What isSlimMeta allows beyond identity, labels, annotations and the managed time.
-const (
-	metaOwners   = 1 << iota // owner references, which the caller checks
-	metaDeletion             // the deletion timestamp
-)
-
 // isSlimMeta reports whether m holds only what slimMeta keeps with these labels and
-// annotations (allKeys: any), and what allow names.
-func isSlimMeta(m *metav1.ObjectMeta, labels, annotations []string, allow int) bool {
+// annotations (allKeys: any).
+func isSlimMeta(m *metav1.ObjectMeta, labels, annotations []string) bool {
 	//lint:ignore SA1019 selfLink is deprecated, but old objects and manifests can still carry it
 	if m.GenerateName != "" || m.SelfLink != "" || m.Generation != 0 || !m.CreationTimestamp.IsZero() ||
-		(allow&metaDeletion == 0 && m.DeletionTimestamp != nil) || m.DeletionGracePeriodSeconds != nil || len(m.Finalizers) != 0 ||
-		(allow&metaOwners == 0 && len(m.OwnerReferences) != 0) {
+		m.DeletionTimestamp != nil || m.DeletionGracePeriodSeconds != nil || len(m.Finalizers) != 0 || len(m.OwnerReferences) != 0 {
 		return false
 	}
 	switch len(m.ManagedFields) {
@@ -120,12 +65,9 @@ func onlyKeys(m map[string]string, keys []string) bool {
 	return true
 }
 
-// The fields of the structs that IsSlimPod and IsSlimService check by reflection (so that a
+// The fields of the structs that IsSlimService checks by reflection (so that a
 // field a new Kubernetes version adds counts as one to drop) which the projection keeps.
 var (
-	podSpecKept     = fieldIndexes[corev1.PodSpec]("ServiceAccountName", "NodeName", "HostNetwork", "InitContainers", "Containers")
-	containerKept   = fieldIndexes[corev1.Container]("Ports")
-	podStatusKept   = fieldIndexes[corev1.PodStatus]("Phase", "PodIP", "PodIPs")
 	serviceSpecKept = fieldIndexes[corev1.ServiceSpec]("Type", "ExternalName", "ClusterIP", "ClusterIPs", "InternalTrafficPolicy", "Ports")
 )
 

@@ -158,7 +158,7 @@ func keep[T metav1.Object](mu *sync.Mutex, m map[string]T, o T, deleted bool) {
 	}
 }
 
-func (r *recorder) OnPod(*corev1.Pod, bool) {
+func (r *recorder) OnPod(*translator.Pod, bool) {
 	r.mu.Lock()
 	r.pods++
 	r.mu.Unlock()
@@ -278,7 +278,7 @@ func (f *fixture) churn(t *testing.T, seed uint64, n int) {
 func TestServeAndChurn(t *testing.T) {
 	f := start(t, DefaultServerConfig())
 	f.converged(t, "initial state")
-	if p := f.src.Pod("ns-1", smallConfig().PodName(1, 200)); p == nil || p.Status.PodIP != gen.SerialAddr(200).String() {
+	if p := f.src.Pod("ns-1", smallConfig().PodName(1, 200)); p == nil || len(p.IPs()) != 1 || p.IPs()[0] != gen.SerialAddr(200) {
 		t.Fatalf("Pod lookup: %v", p)
 	}
 	f.churn(t, 1, 300)

@@ -10,8 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/meridian-mesh/meridian/translator"
 	"go.uber.org/zap"
-	corev1 "k8s.io/api/core/v1"
 
 	"github.com/meridian-mesh/meridian/bench/gen"
 	"github.com/meridian-mesh/meridian/shard/source"
@@ -58,14 +58,14 @@ func NewSource(addr string, log *zap.Logger) *Source {
 // Synced implements source.Source.
 func (s *Source) Synced() bool { return s.synced.Load() }
 
-// Pod synthesizes the pod ns/name from its name (gen.Pod), or returns nil when it is not one
-// of the generated cluster's pods or the feed has not said hello yet.
-func (s *Source) Pod(ns, name string) *corev1.Pod {
+// Pod synthesizes the pod ns/name from its name (the projection of gen.Pod), or returns nil
+// when it is not one of the generated cluster's pods or the feed has not said hello yet.
+func (s *Source) Pod(ns, name string) *translator.Pod {
 	h := s.hello.Load()
 	if h == nil {
 		return nil
 	}
-	return gen.Pod(h.Cluster, ns, name)
+	return translator.SlimPod(gen.Pod(h.Cluster, ns, name))
 }
 
 // Run implements source.Source: it reads the feed and hands every object to h until ctx ends
@@ -143,7 +143,7 @@ func (s *Source) dispatch(ev Event, h source.Handler) error {
 			for i := range es.Endpoints {
 				if e := &es.Endpoints[i]; e.Pod != "" {
 					if p := gen.Pod(hello.Cluster, e.PodNamespace(es), e.Pod); p != nil {
-						h.OnPod(p, false)
+						h.OnPod(translator.SlimPod(p), false)
 					}
 				}
 			}

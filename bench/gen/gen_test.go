@@ -148,7 +148,7 @@ func TestPodFromName(t *testing.T) {
 				if p.Status.PodIP != ep.Addresses[0] {
 					t.Fatalf("pod %s has IP %s, endpoint %s", ref.Name, p.Status.PodIP, ep.Addresses[0])
 				}
-				if kind, name := translator.Owner(p); kind != "deployment" || name != ServiceName(i) {
+				if kind, name := translator.Owner(translator.SlimPod(p)); kind != "deployment" || name != ServiceName(i) {
 					t.Fatalf("pod %s owner %s/%s", p.Name, kind, name)
 				}
 				if p.Labels["linkerd.io/control-plane-ns"] == cfg.ControlPlaneNamespace {

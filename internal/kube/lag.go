@@ -44,8 +44,12 @@ func (l *Lag) ObserveUpdate(o metav1.Object) {
 	}
 }
 
-// NewestManagedTime returns the newest managedFields time of an object, or zero.
+// NewestManagedTime returns the newest managedFields time of an object, or zero. An object
+// that keeps only that time (a projection) may say so itself, without building the entries.
 func NewestManagedTime(o metav1.Object) time.Time {
+	if m, ok := o.(interface{ NewestManagedTime() time.Time }); ok {
+		return m.NewestManagedTime()
+	}
 	var t time.Time
 	for _, f := range o.GetManagedFields() {
 		if f.Time != nil && f.Time.After(t) {

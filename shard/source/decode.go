@@ -131,7 +131,17 @@ func decodeAPIEndpointSlice(_ manifest.TypeMeta, data []byte) (manifest.Decoded,
 	return decodeObject(data, es, func() []fieldError { defaultEndpointSlice(es); return validateEndpointSlice(es) })
 }
 
-func decodePod(_ manifest.TypeMeta, data []byte) (manifest.Decoded, error) {
+// decodePod decodes a Pod, defaulted and checked, as its projection (translator.SlimPod).
+func decodePod(tm manifest.TypeMeta, data []byte) (manifest.Decoded, error) {
+	d, err := decodeAPIPod(tm, data)
+	if p, ok := d.Value.(*corev1.Pod); ok {
+		d.Value = translator.SlimPod(p)
+	}
+	return d, err
+}
+
+// decodeAPIPod is decodePod before the projection: the API object, defaulted and checked.
+func decodeAPIPod(_ manifest.TypeMeta, data []byte) (manifest.Decoded, error) {
 	p := &corev1.Pod{}
 	return decodeObject(data, p, func() []fieldError { defaultPod(p); return validatePod(p) })
 }

@@ -198,9 +198,9 @@ func TestDecodeDefaults(t *testing.T) {
 	if len(es.Endpoints) != 1 || es.Endpoints[0].Addr(es).String() != "127.0.10.1" {
 		t.Errorf("the ready endpoint lost: %+v", es.Endpoints)
 	}
-	pod := got.Objects[2].Value.(*corev1.Pod)
-	if len(pod.Status.PodIPs) != 1 || pod.Status.PodIPs[0].IP != "127.0.10.1" {
-		t.Errorf("podIPs not defaulted from podIP: %+v", pod.Status.PodIPs)
+	pod := got.Objects[2].Value.(*translator.Pod)
+	if ips := pod.IPs(); len(ips) != 1 || ips[0].String() != "127.0.10.1" {
+		t.Errorf("pod addresses %v, want its podIP", ips)
 	}
 
 	// Nodes and Servers are delivered as their projections.
@@ -214,7 +214,7 @@ func TestDecodeDefaults(t *testing.T) {
 	srv := got.Objects[1].Value.(*translator.Server)
 	web := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Labels: map[string]string{"app": "web"}}}
 	web.Spec.Containers = []corev1.Container{{Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}}}}
-	if !srv.Selects(web, 8080) || srv.Selects(web, 9090) || srv.ProxyProtocol != "opaque" || srv.Problem != "" {
+	if !srv.Selects(translator.SlimPod(web), 8080) || srv.Selects(translator.SlimPod(web), 9090) || srv.ProxyProtocol != "opaque" || srv.Problem != "" {
 		t.Errorf("server %+v", srv)
 	}
 
@@ -266,10 +266,10 @@ func TestExamples(t *testing.T) {
 				if v.Spec.ClusterIP == corev1.ClusterIPNone {
 					headless++
 				}
-			case *corev1.Pod:
-				if v.Labels["linkerd.io/control-plane-ns"] == "linkerd" {
+			case *translator.Pod:
+				if v.Label("linkerd.io/control-plane-ns") == "linkerd" {
 					meshed++
-					if v.Spec.ServiceAccountName == "" || len(v.OwnerReferences) == 0 {
+					if v.ServiceAccountName() == "" || len(v.GetOwnerReferences()) == 0 {
 						t.Errorf("meshed pod %s lacks a service account or owner", o.Key)
 					}
 				}
@@ -300,10 +300,8 @@ func FuzzDirParse(f *testing.F) {
 			switch v := o.Value.(type) {
 			case *corev1.Service:
 				problems = validateService(v)
-			case *corev1.Pod:
-				problems = validatePod(v)
-			case *translator.EndpointSlice:
-				problems = sliceProblems(data, o.Key)
+			case *translator.Pod, *translator.EndpointSlice:
+				problems = apiProblems(data, o.Key)
 			case *metav1.PartialObjectMetadata:
 				if o.Key.Kind != KindNode || v.Namespace != "" || !translator.IsSlimNode(v) {
 					t.Fatalf("%s: a Node that is not a projection: %+v", o.Key, v)
@@ -332,17 +330,26 @@ func FuzzDirParse(f *testing.F) {
 }
 
 // apiSliceDecoder decodes the EndpointSlices of a manifest as the Dir decoder does, but
-// delivers the API objects rather than their projections.
-var apiSliceDecoder = manifest.NewDecoder(
-	manifest.Kind{Group: "discovery.k8s.io", Kind: KindEndpointSlice, Versions: []string{"v1"}, Decode: decodeAPIEndpointSlice})
+// delivers the API objects rather than their projections; apiDecoder does so for
+// EndpointSlices and Pods.
+var (
+	apiSliceDecoder = manifest.NewDecoder(apiSliceKind)
+	apiDecoder      = manifest.NewDecoder(apiSliceKind, manifest.Kind{Kind: KindPod, Versions: []string{"v1"}, Decode: decodeAPIPod})
+	apiSliceKind    = manifest.Kind{Group: "discovery.k8s.io", Kind: KindEndpointSlice, Versions: []string{"v1"}, Decode: decodeAPIEndpointSlice}
+)
 
-// sliceProblems returns validateEndpointSlice's problems with the API object of the slice
-// key in data.
-func sliceProblems(data []byte, key manifest.Key) []fieldError {
-	for _, o := range apiSliceDecoder.Decode("f.yaml", data).Objects {
+// apiProblems returns the validation problems of the API object of the slice or pod key in
+// data.
+func apiProblems(data []byte, key manifest.Key) []fieldError {
+	for _, o := range apiDecoder.Decode("f.yaml", data).Objects {
 		if o.Key == key {
-			return validateEndpointSlice(o.Value.(*discoveryv1.EndpointSlice))
+			switch v := o.Value.(type) {
+			case *discoveryv1.EndpointSlice:
+				return validateEndpointSlice(v)
+			case *corev1.Pod:
+				return validatePod(v)
+			}
 		}
 	}
-	return []fieldError{{path: "", msg: "the slice is not decoded as an API object"}}
+	return []fieldError{{path: "", msg: "the object is not decoded as an API object"}}
 }

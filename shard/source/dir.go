@@ -10,9 +10,9 @@ import (
 
 	"github.com/meridian-mesh/meridian/internal/manifest"
 	"github.com/meridian-mesh/meridian/internal/run"
+	"github.com/meridian-mesh/meridian/translator"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
-	corev1 "k8s.io/api/core/v1"
 )
 
 // DirConfig configures a Dir source.
@@ -147,10 +147,10 @@ func (d *Dir) deliver(h Handler, u manifest.Update) {
 }
 
 // Pod implements Source: the pod as last delivered.
-func (d *Dir) Pod(ns, name string) *corev1.Pod {
+func (d *Dir) Pod(ns, name string) *translator.Pod {
 	if m := d.state.Load(); m != nil {
 		if o, ok := (*m)[manifest.Key{Kind: KindPod, Namespace: ns, Name: name}]; ok {
-			p, _ := o.Value.(*corev1.Pod)
+			p, _ := o.Value.(*translator.Pod)
 			return p
 		}
 	}

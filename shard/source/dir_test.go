@@ -239,7 +239,7 @@ func TestDirPodAndReplay(t *testing.T) {
 		"b.yaml": podYAML("shop", "b", "127.0.10.2"),
 	}, nil)
 	h.Expect("+Service shop/web", "+EndpointSlice shop/web-1", "+Pod shop/a", "+Pod shop/b")
-	if p := h.src.Pod("shop", "a"); p == nil || p.Status.PodIP != "127.0.10.1" {
+	if p := h.src.Pod("shop", "a"); p == nil || len(p.IPs()) != 1 || p.IPs()[0].String() != "127.0.10.1" {
 		t.Errorf("Pod(shop, a) = %v", p)
 	}
 	if p := h.src.Pod("shop", "web"); p != nil {
@@ -355,7 +355,7 @@ func TestDirReplacedDirectory(t *testing.T) {
 	if errs := h.src.Errors(); len(errs) != 0 {
 		t.Errorf("Errors() = %v after the directory came back", errs)
 	}
-	if p := h.src.Pod("shop", "web-b"); p == nil || p.Status.PodIP != "127.0.10.2" {
+	if p := h.src.Pod("shop", "web-b"); p == nil || len(p.IPs()) != 1 || p.IPs()[0].String() != "127.0.10.2" {
 		t.Errorf("Pod(shop, web-b) = %v", p)
 	}
 }

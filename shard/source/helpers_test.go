@@ -36,7 +36,7 @@ func (r *recorder) OnService(s *corev1.Service, deleted bool) { r.record(KindSer
 func (r *recorder) OnEndpointSlice(es *translator.EndpointSlice, deleted bool) {
 	r.record(KindEndpointSlice, es, deleted)
 }
-func (r *recorder) OnPod(p *corev1.Pod, deleted bool) { r.record(KindPod, p, deleted) }
+func (r *recorder) OnPod(p *translator.Pod, deleted bool) { r.record(KindPod, p, deleted) }
 
 func (r *recorder) get(key string) metav1.Object {
 	r.mu.Lock()

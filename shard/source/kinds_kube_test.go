@@ -75,8 +75,9 @@ func TestKubernetesNodesAndServers(t *testing.T) {
 		t.Errorf("node after transform: %+v", n)
 	}
 	web := rec.get(KindServer + " " + ns + "/web").(*translator.Server)
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Labels: map[string]string{"app": "web"}}}
-	pod.Spec.Containers = []corev1.Container{{Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}}}}
+	api := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Labels: map[string]string{"app": "web"}}}
+	api.Spec.Containers = []corev1.Container{{Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}}}}
+	pod := translator.SlimPod(api)
 	if !web.Selects(pod, 8080) || web.Problem != "" || web.Annotations != nil || web.ProxyProtocol != "opaque" {
 		t.Errorf("server after transform: %+v", web)
 	}

@@ -111,7 +111,7 @@ type Kubernetes struct {
 }
 
 // Pod implements Source from the pod informer's cache. The pod must not be modified.
-func (k *Kubernetes) Pod(ns, name string) *corev1.Pod {
+func (k *Kubernetes) Pod(ns, name string) *translator.Pod {
 	k.mu.Lock()
 	store := k.pods
 	k.mu.Unlock()
@@ -122,7 +122,7 @@ func (k *Kubernetes) Pod(ns, name string) *corev1.Pod {
 	if err != nil || !ok {
 		return nil
 	}
-	p, _ := obj.(*corev1.Pod)
+	p, _ := obj.(*translator.Pod)
 	return p
 }
 
@@ -362,7 +362,7 @@ func (k *Kubernetes) slimFactory(obj any) (any, error) {
 	}
 	i := -1
 	switch o.(type) {
-	case *corev1.Pod:
+	case *translator.Pod:
 		i = 0
 	case *corev1.Service:
 		i = 1

@@ -2,8 +2,11 @@ package source
 
 import (
 	"context"
+	"fmt"
+	"net/netip"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -127,7 +130,7 @@ func create(t *testing.T, ctx context.Context, c kubernetes.Interface, objs ...m
 
 // checkProjected checks that the transform replaced the objects TestKubernetesSource created by
 // translator's projection of them, and returns the pod the handler received.
-func checkProjected(t *testing.T, rec *recorder, ns string) *corev1.Pod {
+func checkProjected(t *testing.T, rec *recorder, ns string) *translator.Pod {
 	t.Helper()
 	svc := rec.get("Service " + ns + "/web").(*corev1.Service)
 	if !translator.IsSlimService(svc) || len(svc.Annotations) != 1 || svc.Annotations[translator.AnnotationOpaquePorts] != "3306" ||
@@ -137,27 +140,30 @@ func checkProjected(t *testing.T, rec *recorder, ns string) *corev1.Pod {
 	if es := rec.get("EndpointSlice " + ns + "/web-1").(*translator.EndpointSlice); len(es.Endpoints) != 1 || es.Endpoints[0].Addr(es).String() != "10.0.0.1" || es.Service != "web" {
 		t.Errorf("slice after transform: %+v", es)
 	}
-	pod := rec.get("Pod " + ns + "/web-a").(*corev1.Pod)
-	if !translator.IsSlimPod(pod) {
-		t.Errorf("pod after transform is not a projection: %+v", pod)
+	pod, ok := rec.get("Pod " + ns + "/web-a").(*translator.Pod)
+	if !ok {
+		t.Fatalf("pod after transform is not a projection: %T", rec.get("Pod "+ns+"/web-a"))
 	}
-	for what, mf := range map[string][]metav1.ManagedFieldsEntry{"service": svc.ManagedFields, "pod": pod.ManagedFields} {
-		if len(mf) != 1 || mf[0].Time == nil || mf[0].FieldsV1 != nil || mf[0].Manager == "" {
-			t.Errorf("%s managedFields after transform: %+v", what, mf)
-		}
+	if mf := svc.ManagedFields; len(mf) != 1 || mf[0].Time == nil || mf[0].FieldsV1 != nil || mf[0].Manager == "" {
+		t.Errorf("service managedFields after transform: %+v", mf)
+	}
+	if mf := pod.GetManagedFields(); len(mf) != 1 || mf[0].Time == nil || pod.NewestManagedTime().IsZero() {
+		t.Errorf("pod managedFields after transform: %+v", mf)
 	}
 	// Nothing reads the proxy's environment (the opaque-transport port is
 	// translator.Config.InboundProxyPort), so the init containers, which have no named
 	// port, go with the rest. The labels stay: Servers select pods by them.
-	if pod.Spec.Volumes != nil || pod.Spec.InitContainers != nil || pod.Spec.DNSPolicy != "" || pod.Labels["app"] != "web" || pod.Annotations["other"] != "" {
-		t.Errorf("pod spec not projected: %+v", pod.Spec)
+	if pod.Label("app") != "web" || pod.GetAnnotations()["other"] != "" {
+		t.Errorf("pod not projected: labels %v, annotations %v", pod.GetLabels(), pod.GetAnnotations())
 	}
-	want := []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}, {Name: "metrics", ContainerPort: 9090}}
-	if c := pod.Spec.Containers; len(c) != 1 || !reflect.DeepEqual(c[0].Ports, want) ||
-		c[0].Image != "" || c[0].Env != nil || c[0].ReadinessProbe != nil {
-		t.Errorf("pod containers after transform: %+v, want only the named ports", c)
+	var ports []string
+	for _, p := range pod.NamedPorts() {
+		ports = append(ports, fmt.Sprintf("%s=%d init=%v", p.Name(), p.Port, p.Init))
 	}
-	if pod.Spec.ServiceAccountName != "web" || pod.Labels["linkerd.io/control-plane-ns"] != "linkerd" || pod.UID == "" {
+	if want := []string{"http=8080 init=false", "metrics=9090 init=false"}; !slices.Equal(ports, want) {
+		t.Errorf("pod named ports after transform: %q, want %q", ports, want)
+	}
+	if pod.ServiceAccountName() != "web" || pod.Label("linkerd.io/control-plane-ns") != "linkerd" || pod.UID == "" {
 		t.Errorf("pod lost fields Meridian reads: %+v", pod)
 	}
 	return pod
@@ -165,10 +171,10 @@ func checkProjected(t *testing.T, rec *recorder, ns string) *corev1.Pod {
 
 // checkCacheAndReplay checks that Pod reads the informer cache, which holds the projections
 // (pod is the one the handler received), and that Replay delivers the caches again.
-func checkCacheAndReplay(t *testing.T, ctx context.Context, src *Kubernetes, rec *recorder, ns string, pod *corev1.Pod) {
+func checkCacheAndReplay(t *testing.T, ctx context.Context, src *Kubernetes, rec *recorder, ns string, pod *translator.Pod) {
 	t.Helper()
 	// The informer cache holds the projection, the very object the handler received.
-	if p := src.Pod(ns, "web-a"); p != pod || !translator.IsSlimPod(p) || p.Spec.ServiceAccountName != "web" {
+	if p := src.Pod(ns, "web-a"); p != pod || p.ServiceAccountName() != "web" {
 		t.Errorf("Pod(%s, web-a) = %v, want the projection the handler received", ns, p)
 	}
 	for _, store := range src.stores {
@@ -249,8 +255,9 @@ func TestKubernetesSource(t *testing.T) {
 	testutil.Eventually(t, apiTimeout, "the three updates", func() bool {
 		s, _ := rec.get("Service " + ns + "/web").(*corev1.Service)
 		e, _ := rec.get("EndpointSlice " + ns + "/web-1").(*translator.EndpointSlice)
-		p, _ := rec.get("Pod " + ns + "/web-a").(*corev1.Pod)
-		return s != nil && s.Annotations[translator.AnnotationOpaquePorts] == "3306,5432" && e != nil && len(e.Endpoints) == 2 && p != nil && p.Status.PodIP == "10.0.0.1"
+		p, _ := rec.get("Pod " + ns + "/web-a").(*translator.Pod)
+		return s != nil && s.Annotations[translator.AnnotationOpaquePorts] == "3306,5432" && e != nil && len(e.Endpoints) == 2 && p != nil &&
+			slices.Equal(p.IPs(), []netip.Addr{netip.MustParseAddr("10.0.0.1")})
 	})
 	for _, name := range []string{"services_informer_lag_seconds", "endpointslices_informer_lag_seconds", "pods_informer_lag_seconds"} {
 		if n := histogramCount(t, reg, name); n == 0 {
@@ -341,19 +348,19 @@ func TestSlimObjectIdempotent(t *testing.T) {
 	}
 	in := pod.DeepCopy()
 	once, _ := slimObject(pod)
-	first := once.(*corev1.Pod).DeepCopy()
+	first := once.(*translator.Pod).DeepCopy()
 	twice, _ := slimObject(once)
 	if twice != once {
 		t.Error("the transform copies a projected pod again")
 	}
-	if got := twice.(*corev1.Pod); !equalPods(first, got) {
+	if got := twice.(*translator.Pod); !reflect.DeepEqual(first, got) {
 		t.Errorf("transform is not idempotent:\n%+v\n%+v", first, got)
 	}
 	if !equalPods(pod, in) {
 		t.Error("the transform modified its input")
 	}
-	mf := first.ManagedFields
-	if len(mf) != 1 || mf[0].Manager != "kubelet" || !mf[0].Time.Equal(&now) || mf[0].FieldsV1 != nil {
+	mf := first.GetManagedFields()
+	if len(mf) != 1 || !mf[0].Time.Equal(&now) || mf[0].FieldsV1 != nil {
 		t.Errorf("managedFields = %+v, want only the newest time", mf)
 	}
 	if got := kube.NewestManagedTime(first); !got.Equal(now.Time) {
@@ -370,13 +377,18 @@ func TestSlimObjectIdempotent(t *testing.T) {
 	}
 	// A tombstone carries its object projected; anything else passes unchanged.
 	got, _ := slimObject(cache.DeletedFinalStateUnknown{Key: "ns/p", Obj: in})
-	if d, ok := got.(cache.DeletedFinalStateUnknown); !ok || d.Key != "ns/p" || !translator.IsSlimPod(d.Obj.(*corev1.Pod)) {
+	if d, ok := got.(cache.DeletedFinalStateUnknown); !ok || d.Key != "ns/p" || !isPod(d.Obj) {
 		t.Errorf("tombstone after transform: %+v", got)
 	}
 	cm := &corev1.ConfigMap{}
 	if got, err := slimObject(cm); got != any(cm) || err != nil {
 		t.Errorf("a ConfigMap after transform: %v, %v", got, err)
 	}
+}
+
+func isPod(o any) bool {
+	_, ok := o.(*translator.Pod)
+	return ok
 }
 
 func equalPods(a, b *corev1.Pod) bool {

@@ -30,7 +30,7 @@ func typicalPod(tb testing.TB) *corev1.Pod {
 // cache (heap-B/pod): the pod is decoded from its protobuf encoding, as client-go decodes a
 // watch event, and passed through the informers' transform, as client-go does before it
 // caches the object. "decoded" is the cost without a transform. The cache's own per-key
-// overhead (its map entry and namespace index) comes on top of both and is the same.
+// overhead (its map entry) comes on top of both and is the same.
 func BenchmarkCachedPodHeap(b *testing.B) {
 	raw, err := typicalPod(b).Marshal()
 	if err != nil {

@@ -20,7 +20,7 @@ type Handler interface {
 	// projection.
 	OnEndpointSlice(es *translator.EndpointSlice, deleted bool)
 	// OnPod is called for an added, updated or deleted Pod.
-	OnPod(pod *corev1.Pod, deleted bool)
+	OnPod(pod *translator.Pod, deleted bool)
 }
 
 // NodeHandler is implemented by a Handler that wants Nodes, read as metadata only and
@@ -55,7 +55,7 @@ type ProfileFilter interface {
 }
 
 // deliver calls h's method for obj (a *corev1.Service, *translator.EndpointSlice,
-// *corev1.Pod, a Node's *metav1.PartialObjectMetadata, a *translator.Server or a
+// *translator.Pod, a Node's *metav1.PartialObjectMetadata, a *translator.Server or a
 // *translator.ServiceProfile); it ignores
 // objects of other types, and those of kinds h does not implement a method for.
 func deliver(h Handler, obj any, deleted bool) {
@@ -64,7 +64,7 @@ func deliver(h Handler, obj any, deleted bool) {
 		h.OnService(v, deleted)
 	case *translator.EndpointSlice:
 		h.OnEndpointSlice(v, deleted)
-	case *corev1.Pod:
+	case *translator.Pod:
 		h.OnPod(v, deleted)
 	case *metav1.PartialObjectMetadata:
 		if nh, ok := h.(NodeHandler); ok {
@@ -141,7 +141,7 @@ type Source interface {
 	// Pod returns the current pod ns/name, or nil when unknown. The source keeps the pods, so
 	// that a replica need not keep a second copy; it must be cheap (an index lookup) and safe
 	// for concurrent use. The pod must not be modified.
-	Pod(ns, name string) *corev1.Pod
+	Pod(ns, name string) *translator.Pod
 	// Replay delivers the current state of every object again to the handler given to Run
 	// (as updates) and returns when it has. A replica calls it when it gains services on a
 	// ring change, since it did not keep their objects before. It fails if Run is not running.

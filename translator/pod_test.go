@@ -1,0 +1,134 @@
+package translator
+
+import (
+	"fmt"
+	"reflect"
+	"runtime"
+	"testing"
+	"time"
+	"unsafe"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/meridian-mesh/meridian/internal/testutil"
+)
+
+// checkPodProjection checks the projection contract on one pod: projecting the API object of
+// a projection (unslimPod) gives the projection again, Project projects (and keeps a
+// projection as it is), a deep copy is equal, and the input is not modified.
+func checkPodProjection(t *testing.T, what string, x *corev1.Pod) {
+	t.Helper()
+	in := normal(x)
+	s := SlimPod(x)
+	if again := SlimPod(unslimPod(s)); !reflect.DeepEqual(again, s) {
+		t.Fatalf("pod %s: projecting a projection differs:\n%+v\n%+v", what, again, s)
+	}
+	if x == nil {
+		return
+	}
+	if p, ok := Project(x).(*Pod); !ok || !reflect.DeepEqual(p, s) {
+		t.Fatalf("pod %s: Project gives %+v, want %+v", what, Project(x), s)
+	}
+	if Project(s) != any(s) {
+		t.Fatalf("pod %s: Project copies a projection", what)
+	}
+	if c := s.DeepCopyObject(); !reflect.DeepEqual(c, s) {
+		t.Fatalf("pod %s: DeepCopyObject differs:\n%+v\n%+v", what, c, s)
+	}
+	if !reflect.DeepEqual(normal(x), in) {
+		t.Fatalf("pod %s: input modified", what)
+	}
+}
+
+// TestPodShares: pods with the same labels share one map, and the same port annotations
+// another; names repeated across pods are held once; a change to the API object after the
+// projection does not reach it.
+func TestPodShares(t *testing.T) {
+	a := fatPod(pod("ns", "a", meshed("linkerd"), owned("ReplicaSet", "web-abc"), label(LabelPodTemplateHash, "abc"), annotate(AnnotationOpaquePorts, "http")))
+	b := fatPod(pod("ns", "b", meshed("linkerd"), owned("ReplicaSet", "web-abc"), label(LabelPodTemplateHash, "abc"), annotate(AnnotationOpaquePorts, "http")))
+	c := fatPod(pod("ns", "c", meshed("linkerd"), owned("ReplicaSet", "web-def"), label(LabelPodTemplateHash, "def")))
+	pa, pb, pc := SlimPod(a), SlimPod(b), SlimPod(c)
+	if pa.labels == nil || pa.labels != pb.labels || pa.labels == pc.labels {
+		t.Fatalf("label maps %p %p %p: a and b have the same labels, c others", pa.labels, pb.labels, pc.labels)
+	}
+	if pa.annotations == nil || pa.annotations != pb.annotations || pc.annotations != nil {
+		t.Fatalf("annotation maps %p %p %p: a and b have the same port annotations, c none", pa.annotations, pb.annotations, pc.annotations)
+	}
+	if pa.namespace != pc.namespace || pa.ownerName != pb.ownerName || pa.ownerName == pc.ownerName || pa.NodeName() != "node-1" {
+		t.Fatalf("names: %q %q %q", pa.Namespace(), pa.ownerName.Value(), pc.ownerName.Value())
+	}
+	if ps := pa.NamedPorts(); len(ps) != 3 || ps[0].Name() != "linkerd-admin" || !ps[0].Init || ps[1].Name() != "http" || ps[1].Port != 8080 || ps[1].Init {
+		t.Fatalf("named ports %+v", ps)
+	}
+	a.Labels[LabelControlPlaneNS] = "x"
+	a.Annotations[AnnotationOpaquePorts] = "9"
+	a.Spec.Containers[0].Ports[0].ContainerPort = 1
+	if pa.Label(LabelControlPlaneNS) != "linkerd" || pa.GetAnnotations()[AnnotationOpaquePorts] != "http" || !hasNamedPort(pa, "http", 8080) {
+		t.Fatal("a change to the API object reached its projection")
+	}
+}
+
+// TestInternedMapsGo: a label map no pod holds any more leaves the table.
+func TestInternedMapsGo(t *testing.T) {
+	before := internedMaps()
+	pods := make([]*Pod, 100)
+	for i := range pods {
+		pods[i] = SlimPod(pod("ns", "p", label("app", fmt.Sprintf("gone-%d", i))))
+	}
+	if n := internedMaps(); n < before+100 {
+		t.Fatalf("%d maps in the table, want at least %d", n, before+100)
+	}
+	runtime.KeepAlive(pods)
+	pods = nil
+	testutil.Eventually(t, 10*time.Second, "the maps to leave the table", func() bool {
+		runtime.GC()
+		return internedMaps() <= before
+	})
+}
+
+// TestPodObject: a Pod serves client-go's key functions (which read it through meta.Accessor)
+// and the lag histograms through metav1.Object, and a setter of a field it does not keep
+// changes nothing.
+func TestPodObject(t *testing.T) {
+	base := basePod()
+	p := SlimPod(base)
+	if m, err := meta.Accessor(p); err != nil || m.GetNamespace()+"/"+m.GetName() != "ns/web-abc-1" {
+		t.Fatalf("meta.Accessor: %v, %v", m, err)
+	}
+	var o metav1.Object = p
+	if o.GetUID() != "uid-1" || o.GetResourceVersion() != "7" || o.GetDeletionTimestamp() == nil || o.GetLabels()["*"] == "" {
+		t.Fatalf("metav1.Object: %+v", unslimPod(p))
+	}
+	if got := p.NewestManagedTime(); !got.Equal(baseTime.Time) {
+		t.Fatalf("newest managed time %v, want %v", got, baseTime)
+	}
+	if refs := o.GetOwnerReferences(); len(refs) != 1 || refs[0].Kind != "ReplicaSet" || refs[0].Name != "web-abc" || refs[0].Controller == nil || !*refs[0].Controller {
+		t.Fatalf("owner references %+v", refs)
+	}
+	want := p.DeepCopy()
+	o.SetGeneration(3)
+	o.SetFinalizers([]string{"f"})
+	o.SetCreationTimestamp(metav1.Now())
+	o.SetAnnotations(map[string]string{AnnotationOpaquePorts: "http", AnnotationSkipInboundPorts: "9090", "other": "x"})
+	if !reflect.DeepEqual(p, want) {
+		t.Fatalf("setting dropped fields changed the pod: %+v", unslimPod(p))
+	}
+	o.SetNamespace("other")
+	o.SetLabels(map[string]string{"app": "x"})
+	if p.Namespace() != "other" || p.Label("app") != "x" || p.Label("*") != "" {
+		t.Fatalf("setters: %+v", unslimPod(p))
+	}
+}
+
+// TestPodSize guards the size of a Pod projection, which every replica keeps per pod (on
+// 64-bit machines).
+func TestPodSize(t *testing.T) {
+	if unsafe.Sizeof(uintptr(0)) != 8 {
+		t.Skip("sizes are for 64-bit machines")
+	}
+	if n := unsafe.Sizeof(Pod{}); n > 192 {
+		t.Errorf("a Pod is %d bytes, want at most 192", n)
+	}
+}
