@@ -137,7 +137,9 @@ func weightedAddrSize(e *snapshot.Endpoint) int {
 	if e.Weight != 0 {
 		n += protowire.SizeTag(numAddrWeight) + protowire.SizeVarint(uint64(e.Weight))
 	}
-	n += labelsSize(numAddrMetricLabels, e.Labels)
+	for l := range e.MetricLabels() {
+		n += protowire.SizeTag(numAddrMetricLabels) + protowire.SizeBytes(labelEntrySize(l))
+	}
 	if id := e.Identity(); id != "" {
 		n += protowire.SizeTag(numAddrTLSIdentity) + protowire.SizeBytes(tlsIdentitySize(id))
 	}
@@ -165,7 +167,9 @@ func appendWeightedAddr(b []byte, e *snapshot.Endpoint) []byte {
 		b = protowire.AppendTag(b, numAddrWeight, protowire.VarintType)
 		b = protowire.AppendVarint(b, uint64(e.Weight))
 	}
-	b = appendLabels(b, numAddrMetricLabels, e.Labels)
+	for l := range e.MetricLabels() {
+		b = appendLabel(b, numAddrMetricLabels, l)
+	}
 	if id := e.Identity(); id != "" {
 		b = protowire.AppendTag(b, numAddrTLSIdentity, protowire.BytesType)
 		b = protowire.AppendVarint(b, uint64(tlsIdentitySize(id)))
@@ -274,14 +278,19 @@ func labelsSize(num protowire.Number, ls []snapshot.Label) int {
 // appendLabels appends ls as the map field num: one entry each, in their (sorted) order.
 func appendLabels(b []byte, num protowire.Number, ls []snapshot.Label) []byte {
 	for _, l := range ls {
-		b = protowire.AppendTag(b, num, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(labelEntrySize(l)))
-		b = protowire.AppendTag(b, numMapKey, protowire.BytesType)
-		b = protowire.AppendString(b, l.Key)
-		b = protowire.AppendTag(b, numMapValue, protowire.BytesType)
-		b = protowire.AppendString(b, l.Value)
+		b = appendLabel(b, num, l)
 	}
 	return b
+}
+
+// appendLabel appends l as one entry of the map field num.
+func appendLabel(b []byte, num protowire.Number, l snapshot.Label) []byte {
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(labelEntrySize(l)))
+	b = protowire.AppendTag(b, numMapKey, protowire.BytesType)
+	b = protowire.AppendString(b, l.Key)
+	b = protowire.AppendTag(b, numMapValue, protowire.BytesType)
+	return protowire.AppendString(b, l.Value)
 }
 
 // ipv6Halves are the IPv6 fields of a (not an IPv4 address once unmapped), as wire.IP

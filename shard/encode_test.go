@@ -71,6 +71,12 @@ func genEndpoint(r *rand.Rand) *snapshot.Endpoint {
 		HTTP2:  r.IntN(2) == 0,
 		Labels: genLabels(r, "label"),
 	}
+	if r.IntN(2) == 0 { // the pod label, which the encoders slot in among the labels
+		e.Pod = fmt.Sprintf("web-%d", r.IntN(100))
+	}
+	if r.IntN(2) == 0 {
+		e.Labels = append(e.Labels, snapshot.Label{Key: "zone", Value: "z1"}) // a label after "pod"
+	}
 	if r.IntN(2) == 0 {
 		e.SetIdentity(fmt.Sprintf("sa-%d.ns.serviceaccount.identity.linkerd.cluster.local", r.IntN(100)))
 	}
@@ -237,10 +243,10 @@ func BenchmarkEncodeAdd(b *testing.B) {
 			Hint:                snapshot.HintH2,
 			HTTP2:               true,
 			ID:                  unique.Make("web.bench.serviceaccount.identity.linkerd.cluster.local"),
+			Pod:                 fmt.Sprintf("web-5d8f7c9b6d-%05d", i), // its pod label
 			Labels: []snapshot.Label{
 				{Key: "control_plane_ns", Value: "linkerd"},
 				{Key: "deployment", Value: "web"},
-				{Key: "pod", Value: fmt.Sprintf("web-5d8f7c9b6d-%05d", i)},
 				{Key: "pod_template_hash", Value: "5d8f7c9b6d"},
 				{Key: "serviceaccount", Value: "web"},
 			},

@@ -35,6 +35,18 @@ func labelMap(ls []snapshot.Label) map[string]string {
 	return m
 }
 
+// endpointLabelMap returns the metric labels of e as a map (nil for none).
+func endpointLabelMap(e *snapshot.Endpoint) map[string]string {
+	var m map[string]string
+	for l := range e.MetricLabels() {
+		if m == nil {
+			m = make(map[string]string, len(e.Labels)+1)
+		}
+		m[l.Key] = l.Value
+	}
+	return m
+}
+
 // weightedAddr encodes one endpoint as the API's WeightedAddr. A Get stream's updates are
 // written as bytes by appendWeightedAddr (encode.go), which follows the same rules: change
 // both together (encode_test.go checks that they agree).
@@ -42,7 +54,7 @@ func weightedAddr(e *snapshot.Endpoint) *pb.WeightedAddr {
 	wa := &pb.WeightedAddr{
 		Addr:         wire.TCPAddr(e.Addr),
 		Weight:       e.Weight,
-		MetricLabels: labelMap(e.Labels),
+		MetricLabels: endpointLabelMap(e),
 	}
 	if name := e.Identity(); name != "" {
 		id := &pb.TlsIdentity_DnsLikeIdentity{Name: name}

@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"iter"
 	"net/netip"
 	"slices"
 	"unique"
@@ -29,6 +30,11 @@ func (h ProtocolHint) String() string {
 // Label is one metric label of an endpoint.
 type Label struct{ Key, Value string }
 
+// LabelPod is the metric label that names an endpoint's pod. An endpoint holds it as its Pod,
+// not in its Labels, so that the endpoints of the pods of one workload can share one Labels
+// slice; MetricLabels gives the labels with it.
+const LabelPod = "pod"
+
 // Endpoint is one address of a service port as the Destination API serves it.
 // An Endpoint is immutable once it is part of a published AddressSet.
 //
@@ -46,8 +52,9 @@ type Endpoint struct {
 	Hint                ProtocolHint
 	// HTTP2 asks the client to use HTTP/2 client parameters (keep-alive) to meshed endpoints.
 	HTTP2 bool
-	// Labels are the per-address metric labels, sorted by key. Endpoints may share one
-	// slice (its capacity is then its length): never write into it.
+	// Labels are the per-address metric labels but LabelPod (which is Pod: MetricLabels
+	// gives them all), sorted by key. Endpoints may share one slice (its capacity is then
+	// its length): never write into it.
 	Labels []Label
 	// ID is the endpoint's TLS identity (a DNS-like name), interned; the zero Handle when the
 	// pod is not meshed or the port skips the inbound proxy. Read it through Identity, set it
@@ -159,8 +166,33 @@ func (e *Endpoint) SetIdentity(id string) {
 	e.ID = unique.Make(id)
 }
 
-// Label returns the value of label k, or "".
+// MetricLabels yields the endpoint's metric labels in key order: Labels, and LabelPod with
+// the value Pod when Pod is set.
+func (e *Endpoint) MetricLabels() iter.Seq[Label] {
+	return func(yield func(Label) bool) {
+		pod := e.Pod != ""
+		for _, l := range e.Labels {
+			if pod && l.Key > LabelPod {
+				if !yield(Label{Key: LabelPod, Value: e.Pod}) {
+					return
+				}
+				pod = false
+			}
+			if !yield(l) {
+				return
+			}
+		}
+		if pod {
+			yield(Label{Key: LabelPod, Value: e.Pod})
+		}
+	}
+}
+
+// Label returns the value of metric label k, or "".
 func (e *Endpoint) Label(k string) string {
+	if k == LabelPod {
+		return e.Pod
+	}
 	for _, l := range e.Labels {
 		if l.Key == k {
 			return l.Value

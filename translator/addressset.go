@@ -17,7 +17,7 @@ const DefaultWeight = 10000
 const (
 	LabelKeyService        = "service"
 	LabelKeyNamespace      = "namespace"
-	LabelKeyPod            = "pod"
+	LabelKeyPod            = snapshot.LabelPod // an endpoint's Pod, not among its Labels
 	LabelKeyServiceAccount = "serviceaccount"
 	LabelKeyControlPlaneNS = "control_plane_ns"
 	LabelKeyZone           = "zone"
@@ -147,7 +147,7 @@ func hostAddressSet(cfg Config, in Inputs, port uint32, hostname string, reuse *
 	// ready addresses.
 	own := make([]*EndpointSlice, 0, len(slices))
 	var b batch
-	nAddrs, nLabels := 0, 0
+	nAddrs := 0
 	for _, es := range slices {
 		if !sliceOf(es, svc) {
 			continue
@@ -159,9 +159,6 @@ func hostAddressSet(cfg Config, in Inputs, port uint32, hostname string, reuse *
 		for i := range es.Endpoints {
 			ep := &es.Endpoints[i]
 			nAddrs += ep.Addrs()
-			if ep.Pod != "" {
-				nLabels += maxPodLabels
-			}
 		}
 	}
 	sortSlices(own)
@@ -171,9 +168,8 @@ func hostAddressSet(cfg Config, in Inputs, port uint32, hostname string, reuse *
 	set.Endpoints = make([]*snapshot.Endpoint, 0, nAddrs)
 	switch {
 	case reuse == nil:
-		// Every endpoint is new: two exact allocations.
+		// Every endpoint is new: one exact allocation.
 		b.endpoints = make([]snapshot.Endpoint, 0, nAddrs)
-		b.labels = make([]snapshot.Label, 0, nLabels)
 	case nAddrs > reuse.Prev.Len():
 		// At least the addresses beyond the earlier set's are new (a Service's first slices
 		// arriving after it, a scale-up): one allocation for them. Beyond those, the batch
@@ -360,20 +356,34 @@ func (tc *templateContext) endpointTemplate(es *EndpointSlice, ep *SliceEndpoint
 		name = ep.Pod
 	}
 	b.setPod(&e, name, ns, pod.NodeName())
-	e.Labels = podLabels(cfg, pod, name, zone, b)
+	e.Labels = podLabels(cfg, pod, zone, b)
 	opaque := IsOpaque(cfg, pod, tp) || ServerOpaque(tc.servers, pod, tp)
 	setMeshed(cfg, &e, pod, tp, opaque, b)
 	return e, true
 }
 
-// podLabels returns the metric labels of an address of pod (named name) in zone ("":
-// unknown), in key order, the owner's slotted in where it sorts, with zone_locality unknown.
-func podLabels(cfg Config, pod *Pod, name, zone string, b *batch) []snapshot.Label {
-	owner := snapshot.Label{}
+// podLabels returns the metric labels of an address of pod in zone ("": unknown) but its pod
+// label (the endpoint's Pod), in key order, the owner's slotted in where it sorts, with
+// zone_locality unknown: interned (internLabels), so that the addresses of the pods of one
+// workload in one zone share them.
+func podLabels(cfg Config, pod *Pod, zone string, b *batch) []snapshot.Label {
+	k := podLabelKey{meshed: isMeshed(cfg, pod), hash: pod.Label(LabelPodTemplateHash), sa: serviceAccount(pod), zone: zone}
 	if kind, oname := Owner(pod); kind != "" && !reservedLabel(kind) {
-		owner = snapshot.Label{Key: kind, Value: oname}
+		k.ownerKind, k.ownerName = kind, oname
 	}
-	labels := b.labelBuf(maxPodLabels)
+	return b.podLabels(k, func() []snapshot.Label { return buildPodLabels(cfg, k, b) })
+}
+
+// podLabelKey is what the labels of a pod's address depend on (with the Config).
+type podLabelKey struct {
+	meshed                               bool
+	hash, sa, zone, ownerKind, ownerName string
+}
+
+// buildPodLabels builds the labels podLabels returns.
+func buildPodLabels(cfg Config, k podLabelKey, b *batch) []snapshot.Label {
+	owner := snapshot.Label{Key: k.ownerKind, Value: k.ownerName}
+	labels := b.scratch[:0]
 	add := func(l snapshot.Label) {
 		if owner.Key != "" && owner.Key < l.Key {
 			labels = append(labels, owner)
@@ -381,22 +391,22 @@ func podLabels(cfg Config, pod *Pod, name, zone string, b *batch) []snapshot.Lab
 		}
 		labels = append(labels, l)
 	}
-	if isMeshed(cfg, pod) {
+	if k.meshed {
 		add(snapshot.Label{Key: LabelKeyControlPlaneNS, Value: cfg.ControlPlaneNamespace})
 	}
-	add(snapshot.Label{Key: LabelKeyPod, Value: name})
-	if h := pod.Label(LabelPodTemplateHash); h != "" {
-		add(snapshot.Label{Key: LabelKeyPodTemplate, Value: h})
+	if k.hash != "" {
+		add(snapshot.Label{Key: LabelKeyPodTemplate, Value: k.hash})
 	}
-	add(snapshot.Label{Key: LabelKeyServiceAccount, Value: serviceAccount(pod)})
-	if zone != "" {
-		add(snapshot.Label{Key: LabelKeyZone, Value: zone})
+	add(snapshot.Label{Key: LabelKeyServiceAccount, Value: k.sa})
+	if k.zone != "" {
+		add(snapshot.Label{Key: LabelKeyZone, Value: k.zone})
 	}
 	add(snapshot.Label{Key: LabelKeyZoneLocality, Value: ZoneUnknown})
 	if owner.Key != "" {
 		labels = append(labels, owner)
 	}
-	return labels
+	b.scratch = labels
+	return internLabels(labels)
 }
 
 // serviceAccount is pod's service account ("default" when unset, as the API server fills in).
@@ -446,6 +456,4 @@ func reservedLabel(k string) bool {
 	return false
 }
 
-// maxPodLabels is the most labels an address of a pod has: pod, serviceaccount,
-// control_plane_ns, zone, zone_locality, pod_template_hash and the owner.
-const maxPodLabels = 7
+

@@ -16,7 +16,8 @@ import (
 // published set does anyway.
 type batch struct {
 	endpoints []snapshot.Endpoint
-	labels    []snapshot.Label
+	// scratch is where an address's labels are built before they are interned.
+	scratch []snapshot.Label
 	// The last identity built: the pods of a service mostly share one service account.
 	idSA, idNS string
 	id         unique.Handle[string]
@@ -26,6 +27,21 @@ type batch struct {
 	nPlaces int
 	// The labels of addresses without a pod, of the first few zones: they share them.
 	podless [][]snapshot.Label
+	// The labels of pods' addresses last made (podLabels), and of addresses seen from a
+	// zone (localized), round robin: a set's pods are of a few workloads and zones, and
+	// the global intern table is then asked once for each.
+	podLabelCache [8]struct {
+		k  podLabelKey
+		ls []snapshot.Label
+	}
+	nPodLabels int
+	localCache [8]struct {
+		from     *snapshot.Label
+		n        int
+		locality string
+		ls       []snapshot.Label
+	}
+	nLocal int
 	// The Rare parts of the first few hinted zone sets with nothing else rare: the
 	// endpoints hinted alike share one.
 	rares []*snapshot.Rare
@@ -91,28 +107,55 @@ func (b *batch) setPod(e *snapshot.Endpoint, name, namespace, nodeName string) {
 }
 
 // podlessLabels returns the labels of an address without a pod in zone ("": unknown): the
-// zone when known and zone_locality unknown. The addresses of a zone (of the first few zones
-// seen) share one slice, whose capacity is its length, so that an append copies it rather
-// than write into it.
+// zone when known and zone_locality unknown, interned (internLabels); the batch keeps those
+// of the first few zones seen, so that it interns each once.
 func (b *batch) podlessLabels(zone string) []snapshot.Label {
 	for _, ls := range b.podless {
 		if zone == "" && ls[0].Key == LabelKeyZoneLocality || zone != "" && ls[0].Key == LabelKeyZone && ls[0].Value == zone {
 			return ls
 		}
 	}
-	n := 1
-	if zone != "" {
-		n = 2
-	}
-	labels := b.labelBuf(n)
+	labels := b.scratch[:0]
 	if zone != "" {
 		labels = append(labels, snapshot.Label{Key: LabelKeyZone, Value: zone})
 	}
 	labels = append(labels, snapshot.Label{Key: LabelKeyZoneLocality, Value: ZoneUnknown})
+	b.scratch = labels
+	labels = internLabels(labels)
 	if len(b.podless) < 8 {
 		b.podless = append(b.podless, labels)
 	}
 	return labels
+}
+
+// podLabels returns the labels of a pod's address with the key k: the cached ones, else
+// make's, which it caches.
+func (b *batch) podLabels(k podLabelKey, make func() []snapshot.Label) []snapshot.Label {
+	for i := range min(b.nPodLabels, len(b.podLabelCache)) {
+		if c := &b.podLabelCache[i]; c.k == k {
+			return c.ls
+		}
+	}
+	ls := make()
+	c := &b.podLabelCache[b.nPodLabels%len(b.podLabelCache)]
+	c.k, c.ls = k, ls
+	b.nPodLabels++
+	return ls
+}
+
+// localized returns the labels from (non-empty) with zone_locality set to locality: the
+// cached ones for the same slice, else make's, which it caches.
+func (b *batch) localized(from []snapshot.Label, locality string, make func() []snapshot.Label) []snapshot.Label {
+	for i := range min(b.nLocal, len(b.localCache)) {
+		if c := &b.localCache[i]; c.from == &from[0] && c.n == len(from) && c.locality == locality {
+			return c.ls
+		}
+	}
+	ls := make()
+	c := &b.localCache[b.nLocal%len(b.localCache)]
+	c.from, c.n, c.locality, c.ls = &from[0], len(from), locality, ls
+	b.nLocal++
+	return ls
 }
 
 // endpoint returns a zero endpoint of the batch. A batch allocated with the exact count
@@ -125,15 +168,4 @@ func (b *batch) endpoint() *snapshot.Endpoint {
 	}
 	b.endpoints = b.endpoints[:len(b.endpoints)+1]
 	return &b.endpoints[len(b.endpoints)-1]
-}
-
-// labelBuf returns an empty slice with room for n labels; appending beyond n reallocates
-// rather than overwrite a neighbour.
-func (b *batch) labelBuf(n int) []snapshot.Label {
-	if cap(b.labels)-len(b.labels) < n {
-		b.labels = make([]snapshot.Label, 0, max(min(2*cap(b.labels), 1536), n))
-	}
-	l := len(b.labels)
-	b.labels = b.labels[:l+n]
-	return b.labels[l : l : l+n]
 }

@@ -303,7 +303,7 @@ func checkEndpoint(t *testing.T, a netip.AddrPort, e *snapshot.Endpoint, sl []*d
 	if e.Weight != DefaultWeight {
 		t.Fatalf("%v: weight %d", a, e.Weight)
 	}
-	if !labelsStrictlySorted(e.Labels) {
+	if !labelsStrictlySorted(e.Labels) || e.Label(LabelKeyPod) != e.PodName() || slices.ContainsFunc(e.Labels, func(l snapshot.Label) bool { return l.Key == LabelKeyPod }) {
 		t.Fatalf("%v: labels %v not sorted and unique", a, e.Labels)
 	}
 	meshedHint := e.Hint != snapshot.HintNone

@@ -189,7 +189,7 @@ func render(e *snapshot.Endpoint) string {
 	// left out; one without it says so.
 	var ls []string
 	locality := false
-	for _, l := range e.Labels {
+	for l := range e.MetricLabels() { // as the wire has them: the pod label among them
 		if l.Key == LabelKeyZoneLocality {
 			locality = true
 			if l.Value == ZoneUnknown {

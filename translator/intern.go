@@ -6,7 +6,10 @@ import (
 	"strconv"
 	"sync"
 	"unique"
+	"unsafe"
 	"weak"
+
+	"github.com/meridian-mesh/meridian/snapshot"
 )
 
 // StringMap is a read-only map of strings that objects with the same entries share (a pod's
@@ -130,4 +133,70 @@ func str(n name) string {
 		return ""
 	}
 	return n.Value()
+}
+
+// labelTable holds every interned label slice (internLabels) by its labels' encoding, weakly,
+// as mapTable does: an entry goes when no endpoint holds its slice any more.
+var labelTable = struct {
+	sync.Mutex
+	m   map[string]labelRef
+	buf []byte
+}{m: map[string]labelRef{}}
+
+// labelRef is an interned label slice: its first element, weakly, and its length.
+type labelRef struct {
+	first weak.Pointer[snapshot.Label]
+	n     int
+}
+
+// internLabels returns a slice equal to ls (nil for none) that every holder of the same
+// labels shares: the one in use, if any, else a copy of ls, whose capacity is its length (an
+// append copies it). The endpoints of the pods of one workload carry the same labels (their
+// pod is not among them: snapshot.LabelPod), so a set holds one slice per workload and zone
+// rather than one per endpoint, and a recomputed set shares the slices of the one before.
+func internLabels(ls []snapshot.Label) []snapshot.Label {
+	if len(ls) == 0 {
+		return nil
+	}
+	t := &labelTable
+	t.Lock()
+	defer t.Unlock()
+	buf := t.buf[:0]
+	for _, l := range ls {
+		buf = strconv.AppendInt(buf, int64(len(l.Key)), 10)
+		buf = append(buf, ':')
+		buf = append(buf, l.Key...)
+		buf = strconv.AppendInt(buf, int64(len(l.Value)), 10)
+		buf = append(buf, ':')
+		buf = append(buf, l.Value...)
+	}
+	t.buf = buf
+	if r, ok := t.m[string(buf)]; ok && r.n == len(ls) {
+		if p := r.first.Value(); p != nil {
+			return unsafe.Slice(p, r.n) // the array the weak pointer's first element starts
+		}
+	}
+	out := make([]snapshot.Label, len(ls)) // exactly: its capacity is its length
+	copy(out, ls)
+	key := string(buf)
+	t.m[key] = labelRef{first: weak.Make(&out[0]), n: len(out)}
+	runtime.AddCleanup(&out[0], dropLabels, key)
+	return out
+}
+
+// dropLabels removes the table's entry key when its slice is gone (and not made again since).
+func dropLabels(key string) {
+	t := &labelTable
+	t.Lock()
+	if r, ok := t.m[key]; ok && r.first.Value() == nil {
+		delete(t.m, key)
+	}
+	t.Unlock()
+}
+
+// internedLabels returns the number of entries in the label table (for tests).
+func internedLabels() int {
+	labelTable.Lock()
+	defer labelTable.Unlock()
+	return len(labelTable.m)
 }

@@ -87,7 +87,7 @@ func PodEndpoint(cfg Config, pod *Pod, addr netip.AddrPort, servers []*Server) I
 	var b batch
 	ns := pod.Namespace()
 	e.SetPod(pod.Name, ns, pod.NodeName())
-	labels := podLabels(cfg, pod, pod.Name, "", &b)
+	labels := podLabels(cfg, pod, "", &b)
 	out := make([]snapshot.Label, 0, len(labels)+1)
 	for _, l := range labels {
 		if l.Key != LabelKeyZoneLocality {

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/meridian-mesh/meridian/internal/testutil"
+	"github.com/meridian-mesh/meridian/snapshot"
 )
 
 // checkPodProjection checks the projection contract on one pod: projecting the API object of
@@ -70,22 +71,42 @@ func TestPodShares(t *testing.T) {
 	}
 }
 
-// TestInternedMapsGo: a label map no pod holds any more leaves the table.
-func TestInternedMapsGo(t *testing.T) {
-	before := internedMaps()
+// TestInternedGo: a label map no pod holds any more, and a label slice no endpoint holds,
+// leave their tables.
+func TestInternedGo(t *testing.T) {
 	pods := make([]*Pod, 100)
+	labels := make([][]snapshot.Label, 100)
 	for i := range pods {
 		pods[i] = SlimPod(pod("ns", "p", label("app", fmt.Sprintf("gone-%d", i))))
+		labels[i] = internLabels([]snapshot.Label{{Key: "gone", Value: fmt.Sprint(i)}})
 	}
-	if n := internedMaps(); n < before+100 {
-		t.Fatalf("%d maps in the table, want at least %d", n, before+100)
+	maps, ls := internedMaps(), internedLabels()
+	if maps < 100 || ls < 100 {
+		t.Fatalf("%d maps and %d label slices in the tables, want at least 100 each", maps, ls)
 	}
 	runtime.KeepAlive(pods)
-	pods = nil
-	testutil.Eventually(t, 10*time.Second, "the maps to leave the table", func() bool {
+	runtime.KeepAlive(labels)
+	pods, labels = nil, nil
+	testutil.Eventually(t, 10*time.Second, "the maps and label slices to leave their tables", func() bool {
 		runtime.GC()
-		return internedMaps() <= before
+		return internedMaps() <= maps-100 && internedLabels() <= ls-100
 	})
+}
+
+// TestInternLabels: equal labels give one slice, whose capacity is its length; other labels
+// another; the result does not share the caller's buffer.
+func TestInternLabels(t *testing.T) {
+	buf := []snapshot.Label{{Key: "a", Value: "1"}, {Key: "b", Value: "2"}, {}}
+	x := internLabels(buf[:2])
+	buf[0].Value = "9"
+	y := internLabels([]snapshot.Label{{Key: "a", Value: "1"}, {Key: "b", Value: "2"}})
+	z := internLabels([]snapshot.Label{{Key: "a", Value: "1"}})
+	if &x[0] == &buf[0] || &x[0] != &y[0] || len(x) != 2 || cap(x) != 2 || x[0].Value != "1" || &z[0] == &x[0] || len(z) != 1 {
+		t.Fatalf("interned %v %v %v", x, y, z)
+	}
+	if internLabels(nil) != nil {
+		t.Fatal("no labels interned as some")
+	}
 }
 
 // TestPodObject: a Pod serves client-go's key functions (which read it through meta.Accessor)
@@ -130,5 +151,29 @@ func TestPodSize(t *testing.T) {
 	}
 	if n := unsafe.Sizeof(Pod{}); n > 192 {
 		t.Errorf("a Pod is %d bytes, want at most 192", n)
+	}
+}
+
+// TestPodEndpointsShareLabels: the addresses of the pods of one Deployment in one zone share
+// one label slice, in one set and across sets; their pod label is their Pod.
+func TestPodEndpointsShareLabels(t *testing.T) {
+	cfg := DefaultConfig()
+	svc, sl, pods := benchService(6) // zones 0, 1, 2, 0, 1, 2
+	a := addressSet(cfg, svc, 80, sl, pods.lookup)
+	b := addressSet(cfg, svc, 80, sl, pods.lookup)
+	byPod := map[string]*snapshot.Endpoint{}
+	for _, e := range a.Endpoints {
+		byPod[e.PodName()] = e
+	}
+	e0, e3 := byPod["web-7c9d8f6b5-00000"], byPod["web-7c9d8f6b5-00003"]
+	e1 := byPod["web-7c9d8f6b5-00001"]
+	if e0 == nil || e3 == nil || e1 == nil || &e0.Labels[0] != &e3.Labels[0] || &e0.Labels[0] == &e1.Labels[0] {
+		t.Fatalf("label slices: %p %p %p", e0.Labels, e3.Labels, e1.Labels)
+	}
+	if &b.Endpoints[0].Labels[0] != &a.Endpoints[0].Labels[0] {
+		t.Fatal("a set computed again does not share the labels of the first")
+	}
+	if e0.Label(LabelKeyPod) != "web-7c9d8f6b5-00000" || e0.Label(LabelKeyServiceAccount) != "web" {
+		t.Fatalf("labels of %s: %q", e0.PodName(), render(e0))
 	}
 }

@@ -164,13 +164,16 @@ func localize(cfg Config, e *snapshot.Endpoint, zone string, prev *Prev, b *batc
 	ne := b.endpoint()
 	*ne = *e
 	ne.Weight = weight
-	labels := b.labelBuf(len(e.Labels))
-	for _, l := range e.Labels {
-		if l.Key == LabelKeyZoneLocality {
-			l.Value = locality
+	ne.Labels = b.localized(e.Labels, locality, func() []snapshot.Label {
+		labels := b.scratch[:0]
+		for _, l := range e.Labels {
+			if l.Key == LabelKeyZoneLocality {
+				l.Value = locality
+			}
+			labels = append(labels, l)
 		}
-		labels = append(labels, l)
-	}
-	ne.Labels = labels
+		b.scratch = labels
+		return internLabels(labels)
+	})
 	return ne
 }
