@@ -38,23 +38,21 @@ func (s *StringMap) Get(k string) (string, bool) {
 // entry goes when the last object holding its map does (a cleanup removes it), so a label set
 // of a ReplicaSet long rolled over costs nothing.
 var mapTable = struct {
-	sync.Mutex
-	m   map[string]weak.Pointer[StringMap]
-	buf []byte
-	kvs []string
+	sync.RWMutex
+	m map[string]weak.Pointer[StringMap]
 }{m: map[string]weak.Pointer[StringMap]{}}
 
 // internMap returns the StringMap of the entries of m with the given keys (every entry for
 // allKeys), or nil when there are none: the one already in use with the same entries, if
-// any, else a new one, which copies only the map (its strings are m's).
+// any, else a new one, which copies only the map (its strings are m's). Looking one up takes
+// the table's read lock only (the informers' transforms and sources' lookups call it
+// concurrently), and allocates nothing.
 func internMap(m map[string]string, keys []string) *StringMap {
 	if len(m) == 0 {
 		return nil
 	}
-	t := &mapTable
-	t.Lock()
-	defer t.Unlock()
-	kvs := t.kvs[:0]
+	var kvArr [16]string
+	kvs := kvArr[:0]
 	if len(keys) == 1 && keys[0] == allKeys[0] {
 		for k := range m {
 			kvs = append(kvs, k)
@@ -67,22 +65,26 @@ func internMap(m map[string]string, keys []string) *StringMap {
 		}
 	}
 	if len(kvs) == 0 {
-		t.kvs = kvs
 		return nil
 	}
 	slices.Sort(kvs)
-	buf := t.buf[:0]
+	var bufArr [256]byte
+	buf := bufArr[:0]
 	for _, k := range kvs { // length-prefixed, so that no two maps encode alike
-		v := m[k]
-		buf = strconv.AppendInt(buf, int64(len(k)), 10)
-		buf = append(buf, ':')
-		buf = append(buf, k...)
-		buf = strconv.AppendInt(buf, int64(len(v)), 10)
-		buf = append(buf, ':')
-		buf = append(buf, v...)
+		buf = appendKeyed(buf, k, m[k])
 	}
-	t.buf, t.kvs = buf, kvs
-	if wp, ok := t.m[string(buf)]; ok {
+	t := &mapTable
+	t.RLock()
+	wp, ok := t.m[string(buf)]
+	t.RUnlock()
+	if ok {
+		if s := wp.Value(); s != nil {
+			return s
+		}
+	}
+	t.Lock()
+	defer t.Unlock()
+	if wp, ok := t.m[string(buf)]; ok { // made since, by another caller
 		if s := wp.Value(); s != nil {
 			return s
 		}
@@ -97,6 +99,16 @@ func internMap(m map[string]string, keys []string) *StringMap {
 	return s
 }
 
+// appendKeyed appends k and v to b, each length-prefixed.
+func appendKeyed(b []byte, k, v string) []byte {
+	b = strconv.AppendInt(b, int64(len(k)), 10)
+	b = append(b, ':')
+	b = append(b, k...)
+	b = strconv.AppendInt(b, int64(len(v)), 10)
+	b = append(b, ':')
+	return append(b, v...)
+}
+
 // dropMap removes the table's entry key when its map is gone (and not made again since).
 func dropMap(key string) {
 	t := &mapTable
@@ -109,8 +121,8 @@ func dropMap(key string) {
 
 // internedMaps returns the number of entries in the table (for tests).
 func internedMaps() int {
-	mapTable.Lock()
-	defer mapTable.Unlock()
+	mapTable.RLock()
+	defer mapTable.RUnlock()
 	return len(mapTable.m)
 }
 
@@ -138,9 +150,8 @@ func str(n name) string {
 // labelTable holds every interned label slice (internLabels) by its labels' encoding, weakly,
 // as mapTable does: an entry goes when no endpoint holds its slice any more.
 var labelTable = struct {
-	sync.Mutex
-	m   map[string]labelRef
-	buf []byte
+	sync.RWMutex
+	m map[string]labelRef
 }{m: map[string]labelRef{}}
 
 // labelRef is an interned label slice: its first element, weakly, and its length.
@@ -154,27 +165,28 @@ type labelRef struct {
 // append copies it). The endpoints of the pods of one workload carry the same labels (their
 // pod is not among them: snapshot.LabelPod), so a set holds one slice per workload and zone
 // rather than one per endpoint, and a recomputed set shares the slices of the one before.
+// Looking one up takes the table's read lock only, and allocates nothing.
 func internLabels(ls []snapshot.Label) []snapshot.Label {
 	if len(ls) == 0 {
 		return nil
 	}
+	var bufArr [256]byte
+	buf := bufArr[:0]
+	for _, l := range ls {
+		buf = appendKeyed(buf, l.Key, l.Value)
+	}
 	t := &labelTable
+	t.RLock()
+	r, ok := t.m[string(buf)]
+	t.RUnlock()
+	if got := r.slice(ok, len(ls)); got != nil {
+		return got
+	}
 	t.Lock()
 	defer t.Unlock()
-	buf := t.buf[:0]
-	for _, l := range ls {
-		buf = strconv.AppendInt(buf, int64(len(l.Key)), 10)
-		buf = append(buf, ':')
-		buf = append(buf, l.Key...)
-		buf = strconv.AppendInt(buf, int64(len(l.Value)), 10)
-		buf = append(buf, ':')
-		buf = append(buf, l.Value...)
-	}
-	t.buf = buf
-	if r, ok := t.m[string(buf)]; ok && r.n == len(ls) {
-		if p := r.first.Value(); p != nil {
-			return unsafe.Slice(p, r.n) // the array the weak pointer's first element starts
-		}
+	r, ok = t.m[string(buf)] // made since, by another caller
+	if got := r.slice(ok, len(ls)); got != nil {
+		return got
 	}
 	out := make([]snapshot.Label, len(ls)) // exactly: its capacity is its length
 	copy(out, ls)
@@ -182,6 +194,18 @@ func internLabels(ls []snapshot.Label) []snapshot.Label {
 	t.m[key] = labelRef{first: weak.Make(&out[0]), n: len(out)}
 	runtime.AddCleanup(&out[0], dropLabels, key)
 	return out
+}
+
+// slice returns the interned slice r refers to, of n labels, or nil when there is none (ok
+// false, or it is gone).
+func (r labelRef) slice(ok bool, n int) []snapshot.Label {
+	if !ok || r.n != n {
+		return nil
+	}
+	if p := r.first.Value(); p != nil {
+		return unsafe.Slice(p, n) // the array whose first element the weak pointer holds
+	}
+	return nil
 }
 
 // dropLabels removes the table's entry key when its slice is gone (and not made again since).
@@ -196,7 +220,7 @@ func dropLabels(key string) {
 
 // internedLabels returns the number of entries in the label table (for tests).
 func internedLabels() int {
-	labelTable.Lock()
-	defer labelTable.Unlock()
+	labelTable.RLock()
+	defer labelTable.RUnlock()
 	return len(labelTable.m)
 }

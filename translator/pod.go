@@ -113,6 +113,15 @@ func addIP(ips []netip.Addr, s string) []netip.Addr {
 	return ips
 }
 
+// Variant returns a copy of p named name, on node, with the addresses ips (which it keeps):
+// everything else is p's. A source that synthesizes the pods of a workload (the bench feed)
+// projects one and derives the others, which differ only in these, cheaply.
+func (p *Pod) Variant(name, node string, ips []netip.Addr) *Pod {
+	out := *p
+	out.Name, out.node, out.ips = name, mkName(node), ips
+	return &out
+}
+
 // Namespace returns the pod's namespace.
 func (p *Pod) Namespace() string { return str(p.namespace) }
 

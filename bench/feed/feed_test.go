@@ -281,6 +281,18 @@ func TestServeAndChurn(t *testing.T) {
 	if p := f.src.Pod("ns-1", smallConfig().PodName(1, 200)); p == nil || len(p.IPs()) != 1 || p.IPs()[0] != gen.SerialAddr(200) {
 		t.Fatalf("Pod lookup: %v", p)
 	}
+	// A pod derived from its shape's is the projection of the pod gen synthesizes, for pods
+	// of a shape seen before and not, meshed and not.
+	cfg := smallConfig()
+	for _, serial := range []uint32{200, 201, 202, 203, 300, 200} {
+		name := cfg.PodName(1, serial)
+		if got, want := f.src.Pod("ns-1", name), translator.SlimPod(gen.Pod(cfg, "ns-1", name)); !reflect.DeepEqual(got, want) {
+			t.Fatalf("Pod(%s) = %+v, want %+v", name, got, want)
+		}
+	}
+	if p := f.src.Pod("ns-1", "not-a-pod"); p != nil {
+		t.Fatalf("Pod of an unknown name: %+v", p)
+	}
 	f.churn(t, 1, 300)
 	f.converged(t, "after churn")
 	if f.rec.pods != 0 {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -37,6 +38,19 @@ type Source struct {
 
 	mu      sync.Mutex
 	waiters map[uint64]chan struct{}
+
+	// shapes holds a projected pod of each shape (podShape) of the cluster the hello names,
+	// from which Pod derives the others (translator.Pod.Variant).
+	shapeMu sync.RWMutex
+	shapeOf *Hello
+	shapes  map[podShape]*translator.Pod
+}
+
+// podShape is what a synthesized pod shares with the others of its deployment: all but its
+// name, node and address.
+type podShape struct {
+	namespace, deployment string
+	meshed                bool
 }
 
 var _ source.Source = (*Source)(nil)
@@ -59,13 +73,37 @@ func NewSource(addr string, log *zap.Logger) *Source {
 func (s *Source) Synced() bool { return s.synced.Load() }
 
 // Pod synthesizes the pod ns/name from its name (the projection of gen.Pod), or returns nil
-// when it is not one of the generated cluster's pods or the feed has not said hello yet.
+// when it is not one of the generated cluster's pods or the feed has not said hello yet. It
+// projects one pod of each shape, and derives the others from it: a lookup is then one small
+// copy, as a cache lookup of a real source is one read.
 func (s *Source) Pod(ns, name string) *translator.Pod {
 	h := s.hello.Load()
 	if h == nil {
 		return nil
 	}
-	return translator.SlimPod(gen.Pod(h.Cluster, ns, name))
+	dep, serial, ok := h.Cluster.ParsePodName(name)
+	if !ok {
+		return nil
+	}
+	k := podShape{namespace: ns, deployment: dep, meshed: h.Cluster.Meshed(name)}
+	s.shapeMu.RLock()
+	shape := s.shapes[k]
+	if s.shapeOf != h {
+		shape = nil
+	}
+	s.shapeMu.RUnlock()
+	if shape == nil {
+		if shape = translator.SlimPod(gen.Pod(h.Cluster, ns, name)); shape == nil {
+			return nil
+		}
+		s.shapeMu.Lock()
+		if s.shapeOf != h {
+			s.shapeOf, s.shapes = h, map[podShape]*translator.Pod{}
+		}
+		s.shapes[k] = shape
+		s.shapeMu.Unlock()
+	}
+	return shape.Variant(name, gen.NodeName(serial), []netip.Addr{gen.SerialAddr(serial)})
 }
 
 // Run implements source.Source: it reads the feed and hands every object to h until ctx ends

@@ -113,6 +113,28 @@ func parsePodName(name string) (deployment, hash string, serial uint32, ok bool)
 	return rest[:j], rest[j+1:], uint32(n), true
 }
 
+// nodeNames are the nodes pods run on: pod serial s on nodeNames[s%64].
+var nodeNames = func() (n [64]string) {
+	for i := range n {
+		n[i] = "node-" + strconv.Itoa(i)
+	}
+	return n
+}()
+
+// NodeName returns the node the pod of serial s runs on.
+func NodeName(serial uint32) string { return nodeNames[serial%uint32(len(nodeNames))] }
+
+// ParsePodName returns the deployment and serial of the pod named name, or false when the
+// name is not one this package generates for c (or the hash in it does not match), as Pod
+// decides.
+func (c Config) ParsePodName(name string) (deployment string, serial uint32, ok bool) {
+	dep, hash, serial, ok := parsePodName(name)
+	if !ok || hash != c.TemplateHash(dep) {
+		return "", 0, false
+	}
+	return dep, serial, true
+}
+
 // Pod synthesizes the pod named name in namespace ns from its name alone, or returns nil when
 // the name is not one this package generates (or the hash in it does not match). It
 // allocates a new Pod on every call; callers may keep it.
@@ -139,7 +161,7 @@ func Pod(c Config, ns, name string) *corev1.Pod {
 		},
 		Spec: corev1.PodSpec{
 			ServiceAccountName: dep,
-			NodeName:           "node-" + strconv.Itoa(int(serial%64)),
+			NodeName:           NodeName(serial),
 			Containers:         []corev1.Container{{Name: "app", Ports: []corev1.ContainerPort{{Name: PortName, ContainerPort: TargetPort, Protocol: corev1.ProtocolTCP}}}},
 		},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}}},
@@ -191,7 +213,7 @@ func (c Config) EndpointSlice(i, k int, eps []Endpoint) *discoveryv1.EndpointSli
 	}
 	ready, zs := [2]bool{false, true}, zones // per slice, so no two objects share them
 	for j, e := range eps {
-		node := "node-" + strconv.Itoa(int(e.Serial%64))
+		node := NodeName(e.Serial)
 		out.Endpoints[j] = discoveryv1.Endpoint{
 			Addresses:  []string{SerialAddr(e.Serial).String()},
 			Conditions: discoveryv1.EndpointConditions{Ready: &ready[b2i(e.Ready)], Serving: &ready[1], Terminating: &ready[0]},
