@@ -455,5 +455,3 @@ func reservedLabel(k string) bool {
 	}
 	return false
 }
-
-
