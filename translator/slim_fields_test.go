@@ -321,63 +321,45 @@ func sorted(s []string) []string {
 	return s
 }
 
-// TestPodProjectionFields checks the Pod projection against podFields, over every field of
-// the API type, as TestSliceProjectionFields does for slices.
+// TestSliceProjectionFields and TestPodProjectionFields check the EndpointSlice and Pod
+// projections, types of their own, against sliceFields and podFields (checkOwnProjection).
+func TestSliceProjectionFields(t *testing.T) {
+	checkOwnProjection(t, sliceFields, baseEndpointSlice, SlimEndpointSlice, unslim)
+}
+
 func TestPodProjectionFields(t *testing.T) {
-	base := basePod()
-	if got, want := presentPaths(base), sorted(podFields); !slices.Equal(got, want) {
+	checkOwnProjection(t, podFields, basePod, SlimPod, unslimPod)
+}
+
+// checkOwnProjection checks a projection of a type of its own (slim, with unslim its API
+// object) against fields, over every field of the API type T: the base object sets exactly
+// the listed fields, and its projection holds them all (unslim of it is the base again); and
+// for every other field (and every other map entry), the base with that field set projects
+// as the base does, so the field is dropped.
+func checkOwnProjection[T, P any](t *testing.T, fields []string, base func() *T, slim func(*T) P, unslim func(P) *T) {
+	t.Helper()
+	b := base()
+	if got, want := presentPaths(b), sorted(fields); !slices.Equal(got, want) {
 		t.Fatalf("the base object sets\n%q\nthe list is\n%q", got, want)
 	}
-	want := SlimPod(base)
-	if back := unslimPod(want); !reflect.DeepEqual(back, base) {
+	want := slim(b)
+	if back := unslim(want); !reflect.DeepEqual(back, b) {
 		t.Fatalf("the projection does not keep every listed field: it holds %q", presentPaths(back))
 	}
 	n := 0
-	for _, l := range leaves(reflect.TypeOf(base).Elem()) {
-		if slices.Contains(podFields, l.path) {
+	for _, l := range leaves(reflect.TypeFor[T]()) {
+		if slices.Contains(fields, l.path) {
 			continue // a map listed as "[*]" keeps every entry: its leaf path is kept
 		}
 		n++
-		obj := basePod()
+		obj := base()
 		setLeaf(reflect.ValueOf(obj).Elem(), l.steps)
-		if reflect.DeepEqual(obj, base) {
+		if reflect.DeepEqual(obj, b) {
 			t.Fatalf("%s: setting it changes nothing", l.path)
 		}
-		if got := SlimPod(obj); !reflect.DeepEqual(got, want) {
-			t.Errorf("%s: SlimPod keeps it (or changes something else): %+v", l.path, unslimPod(got))
+		if got := slim(obj); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: the projection keeps it (or changes something else): it holds %q", l.path, presentPaths(unslim(got)))
 		}
 	}
-	t.Logf("%d fields kept, %d dropped", len(podFields), n)
-}
-
-// TestSliceProjectionFields checks the EndpointSlice projection against sliceFields, over
-// every field of the API type: the base object sets exactly the listed fields, and its
-// projection holds them all (its API object, unslim, is the base again); and for every other
-// field (and every other map entry), the base with that field set projects as the base does,
-// so the field is dropped.
-func TestSliceProjectionFields(t *testing.T) {
-	base := baseEndpointSlice()
-	if got, want := presentPaths(base), sorted(sliceFields); !slices.Equal(got, want) {
-		t.Fatalf("the base object sets\n%q\nthe list is\n%q", got, want)
-	}
-	want := SlimEndpointSlice(base)
-	if back := unslim(want); !reflect.DeepEqual(back, base) {
-		t.Fatalf("the projection does not keep every listed field: it holds %q", presentPaths(back))
-	}
-	n := 0
-	for _, l := range leaves(reflect.TypeOf(base).Elem()) {
-		if slices.Contains(sliceFields, l.path) {
-			continue
-		}
-		n++
-		obj := baseEndpointSlice()
-		setLeaf(reflect.ValueOf(obj).Elem(), l.steps)
-		if reflect.DeepEqual(obj, base) {
-			t.Fatalf("%s: setting it changes nothing", l.path)
-		}
-		if got := SlimEndpointSlice(obj); !reflect.DeepEqual(got, want) {
-			t.Errorf("%s: SlimEndpointSlice keeps it (or changes something else): %+v", l.path, got)
-		}
-	}
-	t.Logf("%d fields kept, %d dropped", len(sliceFields), n)
+	t.Logf("%d fields kept, %d dropped", len(fields), n)
 }
