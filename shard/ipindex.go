@@ -58,7 +58,10 @@ func (ix *ipIndex) setPod(pod *translator.Pod, deleted bool, owns func(netip.Add
 	k := podKey{pod.Namespace(), pod.Name}
 	var ips []netip.Addr
 	if !deleted {
-		ips = slices.DeleteFunc(slices.Clone(translator.PodIPs(pod)), func(a netip.Addr) bool { return !owns(a) })
+		ips = translator.PodIPs(pod) // the pod's own slice, kept as it is when every address is owned
+		if unowned := func(a netip.Addr) bool { return !owns(a) }; slices.ContainsFunc(ips, unowned) {
+			ips = slices.DeleteFunc(slices.Clone(ips), unowned)
+		}
 		if len(ips) == 0 {
 			ips = nil
 		}
