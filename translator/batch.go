@@ -129,14 +129,14 @@ func (b *batch) podlessLabels(zone string) []snapshot.Label {
 }
 
 // podLabels returns the labels of a pod's address with the key k: the cached ones, else
-// make's, which it caches.
-func (b *batch) podLabels(k podLabelKey, make func() []snapshot.Label) []snapshot.Label {
+// build's, which it caches.
+func (b *batch) podLabels(k podLabelKey, build func() []snapshot.Label) []snapshot.Label {
 	for i := range min(b.nPodLabels, len(b.podLabelCache)) {
 		if c := &b.podLabelCache[i]; c.k == k {
 			return c.ls
 		}
 	}
-	ls := make()
+	ls := build()
 	c := &b.podLabelCache[b.nPodLabels%len(b.podLabelCache)]
 	c.k, c.ls = k, ls
 	b.nPodLabels++
@@ -144,14 +144,14 @@ func (b *batch) podLabels(k podLabelKey, make func() []snapshot.Label) []snapsho
 }
 
 // localized returns the labels from (non-empty) with zone_locality set to locality: the
-// cached ones for the same slice, else make's, which it caches.
-func (b *batch) localized(from []snapshot.Label, locality string, make func() []snapshot.Label) []snapshot.Label {
+// cached ones for the same slice, else build's, which it caches.
+func (b *batch) localized(from []snapshot.Label, locality string, build func() []snapshot.Label) []snapshot.Label {
 	for i := range min(b.nLocal, len(b.localCache)) {
 		if c := &b.localCache[i]; c.from == &from[0] && c.n == len(from) && c.locality == locality {
 			return c.ls
 		}
 	}
-	ls := make()
+	ls := build()
 	c := &b.localCache[b.nLocal%len(b.localCache)]
 	c.from, c.n, c.locality, c.ls = &from[0], len(from), locality, ls
 	b.nLocal++
