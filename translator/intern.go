@@ -34,19 +34,76 @@ func (s *StringMap) Get(k string) (string, bool) {
 	return v, ok
 }
 
-// mapTable holds every StringMap in use, by its entries' encoding (mapKey), weakly: an
-// entry goes when the last object holding its map does (a cleanup removes it), so a label set
-// of a ReplicaSet long rolled over costs nothing.
-var mapTable = struct {
-	sync.RWMutex
-	m map[string]weak.Pointer[StringMap]
-}{m: map[string]weak.Pointer[StringMap]{}}
+// weakTable holds interned values by their encoding (appendKeyed), weakly: an entry goes when
+// the last holder of its value does (a cleanup removes it), so that, say, the label set of a
+// ReplicaSet long rolled over costs nothing. Looking a value up takes the read lock only (the
+// informers' transforms, sources' lookups and the index's workers call it concurrently).
+type weakTable[T any] struct {
+	mu sync.RWMutex
+	m  map[string]weak.Pointer[T]
+}
+
+// get returns the value in use under key, or else the new one made returns, which it records
+// under key. It allocates nothing when the value is in use.
+func (t *weakTable[T]) get(key []byte, made func() *T) *T {
+	t.mu.RLock()
+	wp := t.m[string(key)]
+	t.mu.RUnlock()
+	if p := wp.Value(); p != nil {
+		return p
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if p := t.m[string(key)].Value(); p != nil { // made since, by another caller
+		return p
+	}
+	p := made()
+	k := string(key)
+	if t.m == nil {
+		t.m = map[string]weak.Pointer[T]{}
+	}
+	t.m[k] = weak.Make(p)
+	runtime.AddCleanup(p, t.drop, k)
+	return p
+}
+
+// drop removes the entry key when its value is gone (and not made again since).
+func (t *weakTable[T]) drop(key string) {
+	t.mu.Lock()
+	if wp, ok := t.m[key]; ok && wp.Value() == nil {
+		delete(t.m, key)
+	}
+	t.mu.Unlock()
+}
+
+// len returns the number of entries (for tests).
+func (t *weakTable[T]) len() int {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return len(t.m)
+}
+
+// appendKeyed appends k and v to b, each length-prefixed, so that no two lists of pairs
+// encode alike.
+func appendKeyed(b []byte, k, v string) []byte {
+	b = strconv.AppendInt(b, int64(len(k)), 10)
+	b = append(b, ':')
+	b = append(b, k...)
+	b = strconv.AppendInt(b, int64(len(v)), 10)
+	b = append(b, ':')
+	return append(b, v...)
+}
+
+// mapTable holds every StringMap in use; labelTable every interned label slice, by its first
+// element (the slice is the array the element starts, of the length its encoding gives).
+var (
+	mapTable   weakTable[StringMap]
+	labelTable weakTable[snapshot.Label]
+)
 
 // internMap returns the StringMap of the entries of m with the given keys (every entry for
 // allKeys), or nil when there are none: the one already in use with the same entries, if
-// any, else a new one, which copies only the map (its strings are m's). Looking one up takes
-// the table's read lock only (the informers' transforms and sources' lookups call it
-// concurrently), and allocates nothing.
+// any, else a new one, which copies only the map (its strings are m's).
 func internMap(m map[string]string, keys []string) *StringMap {
 	if len(m) == 0 {
 		return nil
@@ -70,60 +127,38 @@ func internMap(m map[string]string, keys []string) *StringMap {
 	slices.Sort(kvs)
 	var bufArr [256]byte
 	buf := bufArr[:0]
-	for _, k := range kvs { // length-prefixed, so that no two maps encode alike
+	for _, k := range kvs {
 		buf = appendKeyed(buf, k, m[k])
 	}
-	t := &mapTable
-	t.RLock()
-	wp, ok := t.m[string(buf)]
-	t.RUnlock()
-	if ok {
-		if s := wp.Value(); s != nil {
-			return s
+	return mapTable.get(buf, func() *StringMap {
+		s := &StringMap{m: make(map[string]string, len(kvs))}
+		for _, k := range kvs {
+			s.m[k] = m[k]
 		}
-	}
-	t.Lock()
-	defer t.Unlock()
-	if wp, ok := t.m[string(buf)]; ok { // made since, by another caller
-		if s := wp.Value(); s != nil {
-			return s
-		}
-	}
-	s := &StringMap{m: make(map[string]string, len(kvs))}
-	for _, k := range kvs {
-		s.m[k] = m[k]
-	}
-	key := string(buf)
-	t.m[key] = weak.Make(s)
-	runtime.AddCleanup(s, dropMap, key)
-	return s
+		return s
+	})
 }
 
-// appendKeyed appends k and v to b, each length-prefixed.
-func appendKeyed(b []byte, k, v string) []byte {
-	b = strconv.AppendInt(b, int64(len(k)), 10)
-	b = append(b, ':')
-	b = append(b, k...)
-	b = strconv.AppendInt(b, int64(len(v)), 10)
-	b = append(b, ':')
-	return append(b, v...)
-}
-
-// dropMap removes the table's entry key when its map is gone (and not made again since).
-func dropMap(key string) {
-	t := &mapTable
-	t.Lock()
-	if wp, ok := t.m[key]; ok && wp.Value() == nil {
-		delete(t.m, key)
+// internLabels returns a slice equal to ls (nil for none) that every holder of the same
+// labels shares: the one in use, if any, else a copy of ls, whose capacity is its length (an
+// append copies it). The endpoints of the pods of one workload carry the same labels (their
+// pod is not among them: snapshot.LabelPod), so a set holds one slice per workload and zone
+// rather than one per endpoint, and a recomputed set shares the slices of the one before.
+func internLabels(ls []snapshot.Label) []snapshot.Label {
+	if len(ls) == 0 {
+		return nil
 	}
-	t.Unlock()
-}
-
-// internedMaps returns the number of entries in the table (for tests).
-func internedMaps() int {
-	mapTable.RLock()
-	defer mapTable.RUnlock()
-	return len(mapTable.m)
+	var bufArr [256]byte
+	buf := bufArr[:0]
+	for _, l := range ls {
+		buf = appendKeyed(buf, l.Key, l.Value)
+	}
+	first := labelTable.get(buf, func() *snapshot.Label {
+		out := make([]snapshot.Label, len(ls))
+		copy(out, ls)
+		return &out[0]
+	})
+	return unsafe.Slice(first, len(ls)) // the array first starts: its length is len(ls), as the key says
 }
 
 // name is a string that many objects repeat (a namespace, node, service account, owner or
@@ -145,82 +180,4 @@ func str(n name) string {
 		return ""
 	}
 	return n.Value()
-}
-
-// labelTable holds every interned label slice (internLabels) by its labels' encoding, weakly,
-// as mapTable does: an entry goes when no endpoint holds its slice any more.
-var labelTable = struct {
-	sync.RWMutex
-	m map[string]labelRef
-}{m: map[string]labelRef{}}
-
-// labelRef is an interned label slice: its first element, weakly, and its length.
-type labelRef struct {
-	first weak.Pointer[snapshot.Label]
-	n     int
-}
-
-// internLabels returns a slice equal to ls (nil for none) that every holder of the same
-// labels shares: the one in use, if any, else a copy of ls, whose capacity is its length (an
-// append copies it). The endpoints of the pods of one workload carry the same labels (their
-// pod is not among them: snapshot.LabelPod), so a set holds one slice per workload and zone
-// rather than one per endpoint, and a recomputed set shares the slices of the one before.
-// Looking one up takes the table's read lock only, and allocates nothing.
-func internLabels(ls []snapshot.Label) []snapshot.Label {
-	if len(ls) == 0 {
-		return nil
-	}
-	var bufArr [256]byte
-	buf := bufArr[:0]
-	for _, l := range ls {
-		buf = appendKeyed(buf, l.Key, l.Value)
-	}
-	t := &labelTable
-	t.RLock()
-	r, ok := t.m[string(buf)]
-	t.RUnlock()
-	if got := r.slice(ok, len(ls)); got != nil {
-		return got
-	}
-	t.Lock()
-	defer t.Unlock()
-	r, ok = t.m[string(buf)] // made since, by another caller
-	if got := r.slice(ok, len(ls)); got != nil {
-		return got
-	}
-	out := make([]snapshot.Label, len(ls)) // exactly: its capacity is its length
-	copy(out, ls)
-	key := string(buf)
-	t.m[key] = labelRef{first: weak.Make(&out[0]), n: len(out)}
-	runtime.AddCleanup(&out[0], dropLabels, key)
-	return out
-}
-
-// slice returns the interned slice r refers to, of n labels, or nil when there is none (ok
-// false, or it is gone).
-func (r labelRef) slice(ok bool, n int) []snapshot.Label {
-	if !ok || r.n != n {
-		return nil
-	}
-	if p := r.first.Value(); p != nil {
-		return unsafe.Slice(p, n) // the array whose first element the weak pointer holds
-	}
-	return nil
-}
-
-// dropLabels removes the table's entry key when its slice is gone (and not made again since).
-func dropLabels(key string) {
-	t := &labelTable
-	t.Lock()
-	if r, ok := t.m[key]; ok && r.first.Value() == nil {
-		delete(t.m, key)
-	}
-	t.Unlock()
-}
-
-// internedLabels returns the number of entries in the label table (for tests).
-func internedLabels() int {
-	labelTable.RLock()
-	defer labelTable.RUnlock()
-	return len(labelTable.m)
 }

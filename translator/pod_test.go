@@ -80,7 +80,7 @@ func TestInternedGo(t *testing.T) {
 		pods[i] = SlimPod(pod("ns", "p", label("app", fmt.Sprintf("gone-%d", i))))
 		labels[i] = internLabels([]snapshot.Label{{Key: "gone", Value: fmt.Sprint(i)}})
 	}
-	maps, ls := internedMaps(), internedLabels()
+	maps, ls := mapTable.len(), labelTable.len()
 	if maps < 100 || ls < 100 {
 		t.Fatalf("%d maps and %d label slices in the tables, want at least 100 each", maps, ls)
 	}
@@ -89,7 +89,7 @@ func TestInternedGo(t *testing.T) {
 	pods, labels = nil, nil
 	testutil.Eventually(t, 10*time.Second, "the maps and label slices to leave their tables", func() bool {
 		runtime.GC()
-		return internedMaps() <= maps-100 && internedLabels() <= ls-100
+		return mapTable.len() <= maps-100 && labelTable.len() <= ls-100
 	})
 }
 
@@ -107,6 +107,14 @@ func TestInternLabels(t *testing.T) {
 	if internLabels(nil) != nil {
 		t.Fatal("no labels interned as some")
 	}
+	// Looking up labels and label maps in use allocates nothing.
+	m := map[string]string{"app": "web", "pod-template-hash": "abc"}
+	held := internMap(m, allKeys)
+	if n := testing.AllocsPerRun(100, func() { internLabels(x); internMap(m, allKeys) }); n != 0 {
+		t.Errorf("interning what is in use allocates %v times", n)
+	}
+	runtime.KeepAlive(x)
+	runtime.KeepAlive(held)
 }
 
 // TestPodObject: a Pod serves client-go's key functions (which read it through meta.Accessor)
