@@ -180,8 +180,8 @@ func (s *Source) dispatch(ev Event, h source.Handler) error {
 			es := ev.EndpointSlice
 			for i := range es.Endpoints {
 				if e := &es.Endpoints[i]; e.Pod != "" {
-					if p := gen.Pod(hello.Cluster, e.PodNamespace(es), e.Pod); p != nil {
-						h.OnPod(translator.SlimPod(p), false)
+					if p := s.Pod(e.PodNamespace(es), e.Pod); p != nil {
+						h.OnPod(p, false)
 					}
 				}
 			}
