@@ -211,6 +211,11 @@ type AddressSet struct {
 	// LocalTrafficPolicy is set when the Service has internalTrafficPolicy Local: a client
 	// is served the endpoints on its own node only.
 	LocalTrafficPolicy bool
+	// Unresolved counts the addresses left out because what they name is not known yet (a
+	// pod the source has not delivered); translator.AddressSetReusing computes the next set
+	// afresh rather than from this one while there are any. It is not part of what a client
+	// is sent.
+	Unresolved int32
 	// Endpoints are sorted by address, each address once (SortEndpoints makes them so). A
 	// sorted slice rather than a map: 8 bytes an address instead of about 50, in order for
 	// every stream and diff without sorting. It must not be altered after publication.

@@ -82,8 +82,14 @@ type Reuse struct {
 // lookup and one translation, not one per endpoint. The result is the one AddressSet gives
 // for the same inputs, provided r.Prev was computed from the same Service, Servers and Config
 // and r.Stale names every pod changed since.
+//
+// An earlier set that left addresses out for want of their pods (Unresolved) is not reused:
+// those pods arrive a few at a time (a source that reads pods after the slices naming them),
+// and reusing would carve each arrival's few endpoints from an array of their own, sized for
+// all the addresses still missing and pinned by the few. Computed afresh, the set is one
+// exact allocation, at the cost of translating every endpoint again once per arrival.
 func AddressSetReusing(cfg Config, in Inputs, port uint32, r Reuse) *snapshot.AddressSet {
-	if r.Prev == nil || !r.Prev.Exists {
+	if r.Prev == nil || !r.Prev.Exists || r.Prev.Unresolved > 0 {
 		return hostAddressSet(cfg, in, port, "", nil)
 	}
 	return hostAddressSet(cfg, in, port, "", &r)
@@ -197,6 +203,7 @@ func hostAddressSet(cfg Config, in Inputs, port uint32, hostname string, reuse *
 					tmpl, ok = tc.endpointTemplate(es, ep, tp, &b)
 				}
 				if !ok {
+					set.Unresolved += int32(ep.Addrs() - j)
 					break // its pod is unknown: every address of it is left out
 				}
 				e := b.endpoint()

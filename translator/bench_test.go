@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/meridian-mesh/meridian/snapshot"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -186,7 +187,11 @@ func BenchmarkSetMemory(b *testing.B) {
 		name               string
 		withPods, distinct bool
 		afterEmpty         bool // computed with AddressSetReusing from the Service's empty set
-	}{{"pods", true, false, false}, {"distinct-pods", true, true, false}, {"no-pods", false, false, false}, {"no-pods-after-empty", false, false, true}} {
+		// podsAfter: computed first with no pod known, then again each time 10 more pods
+		// are, reusing the earlier set (a source that reads pods after the slices naming them)
+		podsAfter bool
+	}{{"pods", true, false, false, false}, {"distinct-pods", true, true, false, false}, {"no-pods", false, false, false, false},
+		{"no-pods-after-empty", false, false, true, false}, {"pods-after-slices", true, false, false, true}} {
 		b.Run(c.name, func(b *testing.B) {
 			type input struct {
 				svc    *corev1.Service
@@ -212,6 +217,9 @@ func BenchmarkSetMemory(b *testing.B) {
 			}
 			reportLiveBytes(b, services, services*width, func(i int) any {
 				x := in[i]
+				if c.podsAfter {
+					return podsAfterSlices(cfg, x.svc, x.slices, x.pods)
+				}
 				if c.afterEmpty {
 					// A Service indexed before its slices arrive: its first set is empty,
 					// and the next is computed reusing it, as the index does.
@@ -223,6 +231,33 @@ func BenchmarkSetMemory(b *testing.B) {
 			runtime.KeepAlive(in)
 		})
 	}
+}
+
+// podsAfterSlices computes svc's set with none of the pods its slices name known, then again,
+// reusing the earlier set, each time 10 more are, as the index does when pods arrive after
+// their slices.
+func podsAfterSlices(cfg Config, svc *corev1.Service, sl []*EndpointSlice, pods PodLookup) *snapshot.AddressSet {
+	var names []string
+	for _, es := range sl {
+		for i := range es.Endpoints {
+			names = append(names, es.Endpoints[i].PodNamespace(es)+"/"+es.Endpoints[i].Pod)
+		}
+	}
+	known := map[string]bool{}
+	lookup := func(ns, name string) *Pod {
+		if known[ns+"/"+name] {
+			return pods(ns, name)
+		}
+		return nil
+	}
+	set := AddressSet(cfg, svc, 80, sl, lookup)
+	for k := 0; k < len(names); k += 10 {
+		for _, n := range names[k:min(k+10, len(names))] {
+			known[n] = true
+		}
+		set = AddressSetReusing(cfg, Inputs{Service: svc, Slices: sl, Pods: lookup}, 80, Reuse{Prev: set})
+	}
+	return set
 }
 
 // renamePods prefixes the names of the pods of slices sl (and of their references) with
