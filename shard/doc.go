@@ -12,7 +12,9 @@
 //     It keeps the ServiceProfiles of the services it owns, in every namespace (a client's
 //     overrides the Service's). Of the whole cluster it keeps only what any replica may need
 //     at once: the cluster IPs of Services (ipIndex), the zones of Nodes and the Servers of
-//     every namespace (clusterState); of pod IPs, those it owns in the ring (ipKey).
+//     every namespace (clusterState); of pod IPs, those it owns in the ring (ipKey). As a
+//     source.PodFilter it wants only the pods its slices name and those whose address it
+//     owns, and tells a source.PodLoader when a slice starts or stops naming one (refs.go).
 //     notifier wakes the streams that wait on a key (an IP, a namespace's Servers, a
 //     Service and its profiles).
 //   - ServiceKey (key.go) names a service and carries its ring hash, computed once, so that

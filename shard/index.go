@@ -41,6 +41,9 @@ type Index struct {
 	// each), so that the ring's shares can be reported.
 	known *xsync.MapOf[ServiceKey, struct{}]
 	pods  translator.PodLookup
+	// podLoader, when the source keeps only the pods the index wants (WantsPod), is told
+	// which pods the index starts and stops needing for its slices (set before Run).
+	podLoader source.PodLoader
 	// ips resolves the addresses of every Service and pod (GetProfile by IP); cluster holds
 	// the zones of Nodes and the Servers of every namespace.
 	ips     *ipIndex
@@ -73,6 +76,7 @@ var (
 	_ source.ServerHandler  = (*Index)(nil)
 	_ source.ProfileHandler = (*Index)(nil)
 	_ source.ProfileFilter  = (*Index)(nil)
+	_ source.PodFilter      = (*Index)(nil)
 
 	_ source.NamespaceSharder = (*Index)(nil)
 )
@@ -127,6 +131,16 @@ func (x *Index) WantsService(namespace, name string) bool {
 	return x.Owns(NewServiceKey(namespace, name))
 }
 
+// WantsPod implements source.PodFilter: the index needs the pods its slices name, and those
+// with an address it owns in the ring (it answers GetProfile for them, ipIndex).
+func (x *Index) WantsPod(namespace, name string, ips []netip.Addr) bool {
+	return slices.ContainsFunc(ips, x.ownsIP) || x.named(namespace, name)
+}
+
+// SetPodLoader gives the index the source's PodLoader (before Run): the source keeps only
+// the pods WantsPod admits, and is told when a slice starts or stops naming one.
+func (x *Index) SetPodLoader(l source.PodLoader) { x.podLoader = l }
+
 // Run runs cfg.Workers workers until ctx ends.
 func (x *Index) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
@@ -170,15 +184,29 @@ func (x *Index) settle(ctx context.Context) {
 	}
 }
 
-// hasSlices reports whether the index holds an EndpointSlice of k.
-func (x *Index) hasSlices(k ServiceKey) bool {
+// loaded reports whether the index holds an EndpointSlice of k and, when the source keeps
+// only the pods the index needs (podLoader), the source has every pod those slices name.
+func (x *Index) loaded(k ServiceKey) bool {
 	s, ok := x.services.Load(k)
 	if !ok {
 		return false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.slices) > 0
+	if len(s.slices) == 0 {
+		return false
+	}
+	if x.podLoader == nil || x.pods == nil {
+		return true
+	}
+	for _, es := range s.slices {
+		for i := range es.Endpoints {
+			if pk, ok := slicePod(es, i); ok && x.pods(pk.Namespace, pk.Name) == nil {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func (x *Index) getOrCreate(k ServiceKey) *service {

@@ -18,11 +18,20 @@ import (
 	"github.com/meridian-mesh/meridian/translator"
 )
 
+// loaderRecorder is a source.PodLoader that keeps the set of pods asked for and not let go.
+type loaderRecorder map[podKey]bool
+
+func (l loaderRecorder) WantPod(ns, name string)   { l[podKey{ns, name}] = true }
+func (l loaderRecorder) ForgetPod(ns, name string) { delete(l, podKey{ns, name}) }
+
 // TestPodRefsIncremental checks the pod reference index against a count from scratch while
 // slices of two services change at random: endpoints replaced, moved, duplicated, slices
-// deleted and services dropped.
+// deleted and services dropped. The pods the index asks its source for (PodLoader) and not
+// let go of are always those its slices name, which WantsPod admits.
 func TestPodRefsIncremental(t *testing.T) {
 	x := NewIndex(DefaultConfig(), snapshot.NewStore(snapshot.StoreConfig{}), nil, newMetrics(metrics.Exclusive(nil)), zap.NewNop())
+	loader := loaderRecorder{}
+	x.SetPodLoader(loader)
 	rng := rand.New(rand.NewPCG(1, 2))
 	type sliceID struct{ svc, name string }
 	truth := map[sliceID]*discoveryv1.EndpointSlice{}
@@ -113,6 +122,19 @@ func TestPodRefsIncremental(t *testing.T) {
 		x.refMu.Unlock()
 		if w := want(); !maps.EqualFunc(got, w, maps.Equal) {
 			t.Fatalf("step %d: references\n%v\nwant\n%v", step, got, w)
+		}
+		named := map[podKey]bool{}
+		for pk := range got {
+			named[pk] = true
+		}
+		if !maps.Equal(loader, named) {
+			t.Fatalf("step %d: the index asked for %v, its slices name %v", step, loader, got)
+		}
+		for i := range 5 {
+			name := fmt.Sprintf("p%d", i)
+			if n := named[podKey{"ns", name}]; x.WantsPod("ns", name, nil) != n {
+				t.Fatalf("step %d: WantsPod(%s) = %v with no address, named %v", step, name, !n, n)
+			}
 		}
 	}
 }

@@ -3,6 +3,7 @@ package shard
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -11,7 +12,9 @@ import (
 	pb "github.com/linkerd/linkerd2-proxy-api/go/destination"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/meridian-mesh/meridian/internal/destclient"
@@ -23,11 +26,14 @@ import (
 // kubeRing is a set of services on a real API server, one namespace, each with one slice
 // whose endpoints are two addresses of its current version.
 type kubeRing struct {
-	t       *testing.T
-	env     *kubetest.Env
-	nss     []string // service i is in nss[i%len(nss)]
-	key     ShardKey
-	n       int
+	t   *testing.T
+	env *kubetest.Env
+	nss []string // service i is in nss[i%len(nss)]
+	key ShardKey
+	n   int
+	// pods: every endpoint names a pod (created before the slice names it, as Kubernetes
+	// does), which a replica must know for the endpoint to be served.
+	pods    bool
 	mu      sync.Mutex
 	version map[int]int
 }
@@ -48,14 +54,46 @@ func (c *kubeRing) slice(i, v int) *discoveryv1.EndpointSlice {
 		Ports:       []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr(int32(8080))}},
 	}
 	for _, a := range c.addrs(i, v) {
-		es.Endpoints = append(es.Endpoints, discoveryv1.Endpoint{Addresses: []string{a}, Conditions: discoveryv1.EndpointConditions{Ready: ptr(true)}})
+		ep := discoveryv1.Endpoint{Addresses: []string{a}, Conditions: discoveryv1.EndpointConditions{Ready: ptr(true)}}
+		if c.pods {
+			ep.TargetRef = &corev1.ObjectReference{Kind: "Pod", Namespace: c.ns(i), Name: podName(a)}
+		}
+		es.Endpoints = append(es.Endpoints, ep)
 	}
 	return es
 }
 
+// podName is the name of the pod with address a.
+func podName(a string) string { return "pod-" + strings.ReplaceAll(a, ".", "-") }
+
+// createPods creates, when c has pods, those of service i's addresses at version v that do
+// not exist yet, running with their address.
+func (c *kubeRing) createPods(ctx context.Context, i, v int) {
+	c.t.Helper()
+	if !c.pods {
+		return
+	}
+	pods := c.env.Client.CoreV1().Pods(c.ns(i))
+	for _, a := range c.addrs(i, v) {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: podName(a), Namespace: c.ns(i)},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app"}}}}
+		created, err := pods.Create(ctx, p, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			continue
+		}
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		created.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: a, PodIPs: []corev1.PodIP{{IP: a}}}
+		if _, err := pods.UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+			c.t.Fatal(err)
+		}
+	}
+}
+
 // newKubeRing creates n services over namespaces fresh namespaces of env.
-func newKubeRing(t *testing.T, env *kubetest.Env, key ShardKey, n, namespaces int) *kubeRing {
-	c := &kubeRing{t: t, env: env, key: key, n: n, version: map[int]int{}}
+func newKubeRing(t *testing.T, env *kubetest.Env, key ShardKey, n, namespaces int, pods bool) *kubeRing {
+	c := &kubeRing{t: t, env: env, key: key, n: n, pods: pods, version: map[int]int{}}
 	for range namespaces {
 		c.nss = append(c.nss, env.Namespace(t, nil))
 	}
@@ -66,6 +104,7 @@ func newKubeRing(t *testing.T, env *kubetest.Env, key ShardKey, n, namespaces in
 		if _, err := env.Client.CoreV1().Services(c.ns(i)).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
+		c.createPods(ctx, i, 0)
 		if _, err := env.Client.DiscoveryV1().EndpointSlices(c.ns(i)).Create(ctx, c.slice(i, 0), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -83,6 +122,7 @@ func (c *kubeRing) bump(v int) {
 		if err != nil {
 			c.t.Fatal(err)
 		}
+		c.createPods(ctx, i, v)
 		es.Endpoints = c.slice(i, v).Endpoints
 		if _, err := c.env.Client.DiscoveryV1().EndpointSlices(c.ns(i)).Update(ctx, es, metav1.UpdateOptions{}); err != nil {
 			c.t.Fatal(err)
@@ -221,7 +261,58 @@ func checkHoldsOwned(t *testing.T, c *kubeRing, nodes []*shardNode) {
 // before the other lets it go, and when it crashes, the other loads it back; streams through
 // the first replica follow every change and never see an empty set.
 func TestKubeRingHandover(t *testing.T) {
-	testKubeRingHandover(t, newKubeRing(t, kubetest.Start(t), ShardByService, 16, 1), nil)
+	testKubeRingHandover(t, newKubeRing(t, kubetest.Start(t), ShardByService, 16, 1, false), nil)
+}
+
+// TestKubeRingHandoverWithPods is TestKubeRingHandover with a pod behind every endpoint,
+// which is served only once its replica knows the pod: each replica keeps exactly the pods it
+// needs (those its slices name, and those whose address it owns), reads a pod a slice starts
+// naming (each bump names new pods, created before the slice names them and so dropped by
+// every replica then), loads its share's pods when it joins, and the other replica's when it
+// crashes.
+func TestKubeRingHandoverWithPods(t *testing.T) {
+	c := newKubeRing(t, kubetest.Start(t), ShardByService, 16, 1, true)
+	testKubeRingHandover(t, c, nil, c.checkPods)
+}
+
+// checkPods fails unless each replica's source holds exactly the ring's pods it needs: those
+// named by the slices of the services it owns (at their current version), and those whose
+// address it owns.
+func (c *kubeRing) checkPods(t *testing.T, nodes []*shardNode, srcs []*source.Kubernetes) {
+	t.Helper()
+	testutil.EventuallyNoError(t, 30*time.Second, "each replica to hold exactly the pods it needs", func() error {
+		for j, n := range nodes {
+			r := n.cluster.Ring()
+			held, all := 0, 0
+			for i := range c.n {
+				owner := r.OwnsHash(c.key.hash(NewServiceKey(c.ns(i), fmt.Sprintf("svc%d", i))), n.name)
+				c.mu.Lock()
+				cur := c.version[i]
+				c.mu.Unlock()
+				for v := 0; v <= cur; v++ {
+					for k, a := range c.addrs(i, v) {
+						if v > 0 && k == 0 {
+							continue // the address every version shares
+						}
+						all++
+						named := owner && (k == 0 || v == cur)
+						want := named || r.OwnsHash(c.key.hash(ipKey(netip.MustParseAddr(a))), n.name)
+						got := srcs[j].Pod(c.ns(i), podName(a)) != nil
+						if got != want {
+							return fmt.Errorf("%s: pod %s (service %d owned %v): held %v, want %v", n.name, podName(a), i, owner, got, want)
+						}
+						if got {
+							held++
+						}
+					}
+				}
+			}
+			if len(nodes) > 1 && held == all {
+				return fmt.Errorf("%s holds all %d pods", n.name, all)
+			}
+		}
+		return nil
+	})
 }
 
 // TestKubeRingHandoverByNamespace is TestKubeRingHandover in a ring keyed by namespace, on an
@@ -236,7 +327,7 @@ func TestKubeRingHandoverByNamespace(t *testing.T) {
 			}
 			// 16 namespaces, one service each: the chance that one replica owns them all is
 			// 2^-15, where with 8 it was high enough to be seen.
-			c := newKubeRing(t, kubetest.StartWith(t, opts), ShardByNamespace, 16, 16)
+			c := newKubeRing(t, kubetest.StartWith(t, opts), ShardByNamespace, 16, 16, false)
 			testKubeRingHandover(t, c, func(src *source.Kubernetes) {
 				// The joining replica owned everything until it joined; then it asks for its
 				// share, and finds out whether the API server shards.
@@ -248,14 +339,22 @@ func TestKubeRingHandoverByNamespace(t *testing.T) {
 	}
 }
 
-func testKubeRingHandover(t *testing.T, c *kubeRing, check func(*source.Kubernetes)) {
-	r0, _ := startKubeShard(t, c, "k0")
+// testKubeRingHandover runs the handover; check, if set, looks at the joining replica's
+// source, and checkSources, if set, at every replica's after each change.
+func testKubeRingHandover(t *testing.T, c *kubeRing, check func(*source.Kubernetes), checkSources ...func(*testing.T, []*shardNode, []*source.Kubernetes)) {
+	checkAll := func(nodes []*shardNode, srcs []*source.Kubernetes) {
+		for _, f := range checkSources {
+			f(t, nodes, srcs)
+		}
+	}
+	r0, src0 := startKubeShard(t, c, "k0")
 	waitConverged(t, []*shardNode{r0}, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
 	ws := watchKube(t, ctx, &wg, c, r0)
 	waitKubeTruth(t, "first", c, ws)
+	checkAll([]*shardNode{r0}, []*source.Kubernetes{src0})
 
 	r1, src1 := startKubeShard(t, c, "k1", r0.gossip())
 	nodes := []*shardNode{r0, r1}
@@ -270,8 +369,10 @@ func testKubeRingHandover(t *testing.T, c *kubeRing, check func(*source.Kubernet
 		check(src1)
 	}
 	waitKubeTruth(t, "joined", c, ws)
+	checkAll(nodes, []*source.Kubernetes{src0, src1})
 	c.bump(1)
 	waitKubeTruth(t, "bumped", c, ws)
+	checkAll(nodes, []*source.Kubernetes{src0, src1})
 
 	// k1 crashes: k0 loads its share back from the API server.
 	_ = r1.cluster.Close()
@@ -282,6 +383,8 @@ func testKubeRingHandover(t *testing.T, c *kubeRing, check func(*source.Kubernet
 	t.Logf("k0 took over k1's share %v after k1 crashed (failure detection included)", time.Since(start))
 	checkHoldsOwned(t, c, nodes[:1])
 	waitKubeTruth(t, "took over", c, ws)
+	checkAll(nodes[:1], []*source.Kubernetes{src0})
 	c.bump(2)
 	waitKubeTruth(t, "bumped again", c, ws)
+	checkAll(nodes[:1], []*source.Kubernetes{src0})
 }

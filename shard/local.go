@@ -150,9 +150,11 @@ func (l *local) subscribe(t translator.Target, k ServiceKey, node string) (*snap
 	if translator.IsExternalName(svc) {
 		return nil, nil, externalName(t, svc)
 	}
-	if l.loading() && !l.idx.hasSlices(k) {
+	if l.loading() && !l.idx.loaded(k) {
 		// While the replica loads (its first sync, or a share it gained), a service without
-		// slices may only be one whose slices have not arrived: a stream moving here keeps
+		// slices may only be one whose slices have not arrived, and one whose slices name
+		// pods the source does not have yet one whose pods have not (a source that keeps only
+		// the pods the index needs reads them after the slices): a stream moving here keeps
 		// what it holds and retries, rather than being told there is nothing.
 		return nil, nil, status.Errorf(codes.Unavailable, "meridian: service %s is not loaded yet on this replica; retry", k)
 	}

@@ -2,6 +2,7 @@ package shard
 
 import (
 	"maps"
+	"slices"
 
 	"github.com/meridian-mesh/meridian/translator"
 )
@@ -20,7 +21,28 @@ func slicePod(es *translator.EndpointSlice, i int) (podKey, bool) {
 // a few, so the two lists are walked side by side and only the pods where they differ are
 // touched (one skipped insertion or removal is recognised as such): a change of one endpoint
 // costs one or two reference updates, not one per endpoint.
+//
+// When the source keeps only the pods the index wants (source.PodLoader), a pod that k's
+// slices start naming is asked for if the source does not have it, and one no slice names any
+// more is let go.
 func (x *Index) updateRefs(k ServiceKey, old, next *translator.EndpointSlice) {
+	named, unnamed := x.moveRefs(k, old, next)
+	if x.podLoader == nil {
+		return
+	}
+	for _, pk := range named {
+		if x.pods == nil || x.pods(pk.Namespace, pk.Name) == nil {
+			x.podLoader.WantPod(pk.Namespace, pk.Name)
+		}
+	}
+	for _, pk := range unnamed {
+		x.podLoader.ForgetPod(pk.Namespace, pk.Name)
+	}
+}
+
+// moveRefs is updateRefs' walk: it returns the pods named by no slice before and by one now,
+// and the reverse (both only when the source keeps some pods only).
+func (x *Index) moveRefs(k ServiceKey, old, next *translator.EndpointSlice) (named, unnamed []podKey) {
 	at := func(es *translator.EndpointSlice, i int) (podKey, bool, bool) {
 		if es == nil || i >= len(es.Endpoints) {
 			return podKey{}, false, false
@@ -36,7 +58,11 @@ func (x *Index) updateRefs(k ServiceKey, old, next *translator.EndpointSlice) {
 		po, okO, inO := at(old, i)
 		pn, okN, inN := at(next, j)
 		if !inO && !inN {
-			return
+			// A pod may have lost its last reference at one endpoint and gained one at a
+			// later one: what counts is how the walk left it.
+			named = slices.DeleteFunc(named, func(pk podKey) bool { return len(x.podRefs[pk]) == 0 })
+			unnamed = slices.DeleteFunc(unnamed, func(pk podKey) bool { return len(x.podRefs[pk]) > 0 })
+			return named, unnamed
 		}
 		switch {
 		case inO && inN && same(po, okO, pn, okN):
@@ -51,31 +77,40 @@ func (x *Index) updateRefs(k ServiceKey, old, next *translator.EndpointSlice) {
 		}
 		// Add before removing, so that a pod named on both sides keeps its entry.
 		if inN {
-			if okN {
-				x.addRef(pn, k)
+			if okN && x.addRef(pn, k) && x.podLoader != nil {
+				named = append(named, pn)
 			}
 			j++
 		}
 		if inO {
-			if okO {
-				x.dropRef(po, k)
+			if okO && x.dropRef(po, k) && x.podLoader != nil {
+				unnamed = append(unnamed, po)
 			}
 			i++
 		}
 	}
 }
 
-// addRef counts one more slice of k naming pk; refMu is held.
-func (x *Index) addRef(pk podKey, k ServiceKey) {
+// addRef counts one more slice of k naming pk, and reports whether pk was named by none
+// before; refMu is held.
+func (x *Index) addRef(pk podKey, k ServiceKey) bool {
 	refs := x.podRefs[pk]
 	for i := range refs {
 		if refs[i].key == k {
 			refs[i].count++
-			return
+			return false
 		}
 	}
 	x.podRefs[pk] = append(refs, svcRef{key: k, count: 1})
 	x.refsPeak = max(x.refsPeak, len(x.podRefs))
+	return len(refs) == 0
+}
+
+// named reports whether a slice the index keeps names pod ns/name.
+func (x *Index) named(ns, name string) bool {
+	x.refMu.Lock()
+	defer x.refMu.Unlock()
+	return len(x.podRefs[podKey{ns, name}]) > 0
 }
 
 // compactRefs copies podRefs into a map of its size once it holds under half of its peak
@@ -91,8 +126,9 @@ func (x *Index) compactRefs() {
 	}
 }
 
-// dropRef counts one slice of k naming pk less; refMu is held.
-func (x *Index) dropRef(pk podKey, k ServiceKey) {
+// dropRef counts one slice of k naming pk less, and reports whether none names pk now;
+// refMu is held.
+func (x *Index) dropRef(pk podKey, k ServiceKey) bool {
 	refs := x.podRefs[pk]
 	for i := range refs {
 		if refs[i].key != k {
@@ -100,14 +136,15 @@ func (x *Index) dropRef(pk podKey, k ServiceKey) {
 		}
 		refs[i].count--
 		if refs[i].count > 0 {
-			return
+			return false
 		}
 		refs = append(refs[:i], refs[i+1:]...)
 		if len(refs) == 0 {
 			delete(x.podRefs, pk)
-		} else {
-			x.podRefs[pk] = refs
+			return true
 		}
-		return
+		x.podRefs[pk] = refs
+		return false
 	}
+	return false
 }

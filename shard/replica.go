@@ -87,6 +87,9 @@ func NewReplica(cfg Config, deps Deps) (*Replica, error) {
 	m := newMetrics(set)
 	store := snapshot.NewStore(snapshot.StoreConfig{OnOverflow: func(snapshot.Key) { m.overflow.Inc() }})
 	idx := NewIndex(cfg, store, deps.Source.Pod, m, log)
+	if pl, ok := deps.Source.(source.PodLoader); ok {
+		idx.SetPodLoader(pl)
+	}
 	ownedServices(set, func() float64 { return float64(idx.Len()) })
 	if err := set.Err(); err != nil {
 		set.Unregister() // all of them or none

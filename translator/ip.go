@@ -37,13 +37,15 @@ func ParseIPAuthority(path string) (netip.AddrPort, bool) {
 // pod IP index. Addresses that do not parse are skipped. The slice is the pod's and must not be
 // modified.
 func PodIPs(pod *Pod) []netip.Addr {
-	if pod == nil || pod.hostNetwork || pod.deletion != nil {
-		return nil
-	}
-	if ph := pod.Phase(); ph == corev1.PodSucceeded || ph == corev1.PodFailed {
+	if pod == nil || !findable(pod.hostNetwork, pod.deletion != nil, pod.Phase()) {
 		return nil
 	}
 	return pod.ips
+}
+
+// findable reports whether a pod may be found by its addresses (PodIPs).
+func findable(hostNetwork, deleting bool, phase corev1.PodPhase) bool {
+	return !hostNetwork && !deleting && phase != corev1.PodSucceeded && phase != corev1.PodFailed
 }
 
 // ClusterIPs returns the cluster IPs of svc (none for a headless or ExternalName Service).

@@ -3,6 +3,7 @@ package translator
 import (
 	"errors"
 	"net/netip"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -83,8 +84,12 @@ func TestPodIPsAndClusterIPs(t *testing.T) {
 		{"podIP only", func() *corev1.Pod { p := running(); p.Status.PodIPs = nil; return p }(), 1},
 		{"nil", nil, 0},
 	} {
-		if got := PodIPs(SlimPod(tc.pod)); len(got) != tc.want {
+		got := PodIPs(SlimPod(tc.pod))
+		if len(got) != tc.want {
 			t.Errorf("%s: PodIPs = %v, want %d", tc.name, got, tc.want)
+		}
+		if direct := NetworkIPs(tc.pod); !slices.Equal(direct, got) {
+			t.Errorf("%s: NetworkIPs = %v, PodIPs of the projection %v", tc.name, direct, got)
 		}
 	}
 	svc := service("ns", "s")

@@ -13,9 +13,9 @@ import (
 )
 
 // Pod is the projection of a core/v1 Pod (podFields): what this package reads of it, in a
-// form of its own rather than the API type's. Every replica keeps every pod (the endpoints
-// of the services it owns name them, and GetProfile by IP finds them), so its size is what a
-// cluster's pods cost each replica. A corev1.Pod is a 1,240-byte struct before its strings,
+// form of its own rather than the API type's. A replica keeps the pods the endpoints of the
+// services it owns name, and those GetProfile by IP finds on it, so its size is what a
+// cluster's pods cost. A corev1.Pod is a 1,240-byte struct before its strings,
 // labels and containers; a Pod is 192 bytes, and what pods repeat is shared: the names of
 // namespaces, nodes, service accounts, owners and ports are held once (name), and pods with
 // the same labels share one map (StringMap), as do pods with the same port annotations.
@@ -93,16 +93,32 @@ func SlimPod(p *corev1.Pod) *Pod {
 			}
 		}
 	}
-	for _, ip := range p.Status.PodIPs {
-		out.ips = addIP(out.ips, ip.IP)
-	}
-	if len(out.ips) == 0 && p.Status.PodIP != "" {
-		out.ips = addIP(out.ips, p.Status.PodIP)
-	}
-	if out.ips != nil {
-		out.ips = slices.Clip(out.ips)
-	}
+	out.ips = podAddrs(p)
 	return out
+}
+
+// podAddrs returns the addresses of p's status (Pod.IPs).
+func podAddrs(p *corev1.Pod) []netip.Addr {
+	var ips []netip.Addr
+	for _, ip := range p.Status.PodIPs {
+		ips = addIP(ips, ip.IP)
+	}
+	if len(ips) == 0 && p.Status.PodIP != "" {
+		ips = addIP(ips, p.Status.PodIP)
+	}
+	if ips != nil {
+		ips = slices.Clip(ips)
+	}
+	return ips
+}
+
+// NetworkIPs returns what PodIPs returns for p's projection (SlimPod), without making one:
+// a source that keeps some pods only decides by it, before it projects the pod.
+func NetworkIPs(p *corev1.Pod) []netip.Addr {
+	if p == nil || !findable(p.Spec.HostNetwork, p.DeletionTimestamp != nil, p.Status.Phase) {
+		return nil
+	}
+	return podAddrs(p)
 }
 
 // addIP appends the address s to ips when it is one, without a zone, and not there yet.

@@ -20,12 +20,23 @@ var listsDesc = prometheus.NewDesc("destination_source_lists_total",
 	"List requests (pages included) the Kubernetes source's share informers made: the first, and each relist after a watch they could not resume; and for serviceprofiles, the lists that read many wanted profiles at once (when a replica starts or gains a share).",
 	[]string{"resource"}, nil)
 
+// podReadsDesc describes destination_source_pod_reads_total: the pods a replica that keeps
+// only the pods it needs (podShare) read one at a time, when a slice started naming a pod it
+// had dropped, by result: found, gone (deleted meanwhile), failed (retried).
+var podReadsDesc = prometheus.NewDesc("destination_source_pod_reads_total",
+	"Pods the Kubernetes source read one at a time because a slice the replica keeps started naming a pod it had not kept, by result: found, gone (deleted meanwhile), failed (retried with a backoff).",
+	[]string{"result"}, nil)
+
 // cachedCollector counts the share informers' caches at each scrape (a few thousand objects:
 // Services and EndpointSlices, not Pods).
 type cachedCollector struct{ k *Kubernetes }
 
 // Describe implements prometheus.Collector.
-func (c cachedCollector) Describe(ch chan<- *prometheus.Desc) { ch <- cachedDesc; ch <- listsDesc }
+func (c cachedCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- cachedDesc
+	ch <- listsDesc
+	ch <- podReadsDesc
+}
 
 // Collect implements prometheus.Collector. Before Run starts it reports nothing; without a
 // filter, the ServiceProfile fetcher's lists only (when it reads profiles).
@@ -33,6 +44,11 @@ func (c cachedCollector) Collect(ch chan<- prometheus.Metric) {
 	c.k.mu.Lock()
 	shares, profiles := c.k.shares, c.k.profiles
 	c.k.mu.Unlock()
+	if ps := c.k.podFiltering(); ps != nil {
+		for i, result := range [...]string{podFound: "found", podGone: "gone", podFailed: "failed"} {
+			ch <- prometheus.MustNewConstMetric(podReadsDesc, prometheus.CounterValue, float64(ps.reads[i].Load()), result)
+		}
+	}
 	if profiles != nil {
 		ch <- prometheus.MustNewConstMetric(listsDesc, prometheus.CounterValue, float64(profiles.lists.Load()), "serviceprofiles")
 	}

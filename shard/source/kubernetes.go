@@ -97,6 +97,9 @@ type Kubernetes struct {
 	// shares are the informers on Services and EndpointSlices that read only what the
 	// handler's ServiceFilter admits (share.go); nil when the handler has no filter.
 	shares []*shareInformer
+	// podShare keeps only the pods the handler's PodFilter wants (pods.go); nil when the
+	// handler has no PodFilter, or no ServiceFilter (shares).
+	podShare *podShare
 	// gainDeleted holds the keys the watch deleted while Gain runs (nil otherwise).
 	gainMu      sync.Mutex
 	gainDeleted map[string]struct{}
@@ -110,11 +113,38 @@ type Kubernetes struct {
 	deliverMu sync.Mutex
 }
 
+// podStore returns the pod informer's cache (nil before Run sets it).
+func (k *Kubernetes) podStore() cache.Store {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.pods
+}
+
+// WantPod implements PodLoader (see podShare); it does nothing while Run does not filter pods.
+func (k *Kubernetes) WantPod(namespace, name string) {
+	if ps := k.podFiltering(); ps != nil {
+		ps.WantPod(namespace, name)
+	}
+}
+
+// ForgetPod implements PodLoader (see podShare); it does nothing while Run does not filter
+// pods.
+func (k *Kubernetes) ForgetPod(namespace, name string) {
+	if ps := k.podFiltering(); ps != nil {
+		ps.ForgetPod(namespace, name)
+	}
+}
+
+// podFiltering returns the podShare while Run keeps only the pods the handler wants, else nil.
+func (k *Kubernetes) podFiltering() *podShare {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.podShare
+}
+
 // Pod implements Source from the pod informer's cache. The pod must not be modified.
 func (k *Kubernetes) Pod(ns, name string) *translator.Pod {
-	k.mu.Lock()
-	store := k.pods
-	k.mu.Unlock()
+	store := k.podStore()
 	if store == nil {
 		return nil
 	}
@@ -168,6 +198,7 @@ func (k *Kubernetes) Warnings() []string {
 var (
 	_ Source      = (*Kubernetes)(nil)
 	_ ShareLoader = (*Kubernetes)(nil)
+	_ PodLoader   = (*Kubernetes)(nil)
 	_ run.Warner  = (*Kubernetes)(nil)
 )
 
@@ -230,6 +261,9 @@ func (k *Kubernetes) Synced() bool {
 	if profiles != nil && !profiles.idle() {
 		return false // the profiles listed are still being read
 	}
+	if ps := k.podFiltering(); ps != nil && !ps.idle() {
+		return false // pods the slices named during the initial lists are still being read
+	}
 	k.synced.Store(true)
 	return true
 }
@@ -286,8 +320,30 @@ func (k *Kubernetes) Run(ctx context.Context, h Handler) error {
 	if err != nil {
 		return fmt.Errorf("kubernetes source: %w", err)
 	}
+	onPod := h.OnPod
+	var ps *podShare
+	if pf, ok := h.(PodFilter); ok && len(k.shares) > 0 {
+		ps = newPodShare(k, pf)
+		k.mu.Lock()
+		k.podShare = ps
+		k.mu.Unlock()
+		onPod = func(p *translator.Pod, deleted bool) {
+			h.OnPod(p, deleted)
+			if deleted {
+				ps.onDelete(p)
+			}
+		}
+		pctx, stopPods := context.WithCancel(ctx)
+		podsDone := make(chan struct{})
+		go func() { defer close(podsDone); ps.run(pctx) }()
+		defer func() { stopPods(); <-podsDone }()
+	}
+	podHandler := eventHandler(k, k.lagPods, onPod)
+	if ps != nil {
+		podHandler = ps.handler(podHandler)
+	}
 	kinds = append(kinds,
-		informerKind{name: "pods", informer: factory.InformerFor(&corev1.Pod{}, k.podInformer), handler: eventHandler(k, k.lagPods, h.OnPod)},
+		informerKind{name: "pods", informer: factory.InformerFor(&corev1.Pod{}, k.podInformer), handler: podHandler},
 		informerKind{name: "services", informer: svcInf, handler: eventHandler(k, k.lagServices, h.OnService)},
 		informerKind{name: "endpointslices", informer: sliceInf, handler: eventHandler(k, k.lagSlices, h.OnEndpointSlice)},
 	)
@@ -330,7 +386,9 @@ func (k *Kubernetes) Run(ctx context.Context, h Handler) error {
 	k.stores = stores
 	k.mu.Unlock()
 
-	factory.Start(ctx.Done())
+	if ps == nil {
+		factory.Start(ctx.Done())
+	}
 	var shareWG sync.WaitGroup
 	defer shareWG.Wait()
 	for _, si := range k.shares {
@@ -343,10 +401,20 @@ func (k *Kubernetes) Run(ctx context.Context, h Handler) error {
 	for i, r := range regs {
 		syncs[i] = r.HasSynced
 	}
+	if ps != nil {
+		// The pods wanted are those the slices name: the pod informer lists once the
+		// handler has every slice (the last two kinds), so that its list keeps them.
+		if cache.WaitForCacheSync(ctx.Done(), syncs[len(syncs)-2:]...) {
+			factory.Start(ctx.Done())
+		}
+	}
 	if cache.WaitForCacheSync(ctx.Done(), syncs...) {
 		// A ring change during the initial lists may have left objects of services the
 		// replica no longer owns (see Release).
 		k.sweep(k.shares)
+		if ps != nil {
+			ps.endDefer() // the initial sync's: read what the slices named meanwhile
+		}
 		k.log.Info("informers synced")
 	}
 	<-ctx.Done()
@@ -468,7 +536,7 @@ func (k *Kubernetes) warn(msg string) {
 }
 
 // eventHandler adapts one Handler method to informer callbacks.
-func eventHandler[T metav1.Object](k *Kubernetes, lag *kube.Lag, deliver func(T, bool)) cache.ResourceEventHandler {
+func eventHandler[T metav1.Object](k *Kubernetes, lag *kube.Lag, deliver func(T, bool)) cache.ResourceEventHandlerFuncs {
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if isDropped(obj) {
@@ -511,7 +579,11 @@ func eventHandler[T metav1.Object](k *Kubernetes, lag *kube.Lag, deliver func(T,
 }
 
 // podInformer is the factory's Pod informer without its namespace index, which nothing
-// reads (Pod looks a pod up by its key): the index holds an entry per pod, on every replica.
+// reads (Pod looks a pod up by its key): the index would hold an entry per pod. When the
+// source keeps only the pods the handler wants, it lists and watches through the podShare.
 func (k *Kubernetes) podInformer(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+	if ps := k.podFiltering(); ps != nil {
+		return cache.NewSharedIndexInformer(ps.listWatch(), &corev1.Pod{}, resync, cache.Indexers{})
+	}
 	return coreinformers.NewFilteredPodInformer(c, k.cfg.Namespace, resync, cache.Indexers{}, nil)
 }

@@ -28,7 +28,7 @@ import (
 	"github.com/meridian-mesh/meridian/translator"
 )
 
-func TestMain(m *testing.M) { os.Exit(kubetest.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(testutil.Main(m, kubetest.Main)) }
 
 // apiTimeout bounds each call to the API server and each wait for an event.
 const apiTimeout = 30 * time.Second

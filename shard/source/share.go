@@ -56,13 +56,26 @@ func (k *Kubernetes) shareInformers(want func(namespace, service string) bool, s
 // delivers them, then reads the ServiceProfiles the handler wants again. Objects the watch
 // has delivered since the filter changed are newer than the list and are not delivered again,
 // nor are those it has deleted meanwhile. Without a filter it replays the caches (Replay).
-func (k *Kubernetes) Gain(ctx context.Context, g Gained) error {
+// When it keeps only the pods the handler wants (podShare), it then lists the pods and
+// delivers those wanted now that it lacks: the pods of the gained slices, and those whose
+// addresses the handler gained.
+func (k *Kubernetes) Gain(ctx context.Context, g Gained) (err error) {
 	before := g.Before
 	k.mu.Lock()
-	h, shares, profiles := k.handler, k.shares, k.profiles
+	h, shares, profiles, ps := k.handler, k.shares, k.profiles, k.podShare
 	k.mu.Unlock()
 	if h == nil {
 		return fmt.Errorf("kubernetes source: Gain while Run is not running")
+	}
+	if ps != nil {
+		// The gained slices name many pods: the list below reads them, not a GET each.
+		ps.beginDefer()
+		defer ps.endDefer()
+		defer func() {
+			if err == nil {
+				err = ps.gain(ctx)
+			}
+		}()
 	}
 	if len(shares) == 0 || before == nil {
 		return k.Replay(ctx)
@@ -171,6 +184,9 @@ func (k *Kubernetes) Release() {
 		}
 	}
 	k.sweep(shares)
+	if ps := k.podFiltering(); ps != nil {
+		ps.sweep()
+	}
 }
 
 // sweep removes from the share informers' stores what the filter does not admit, and the

@@ -2,6 +2,7 @@ package source
 
 import (
 	"context"
+	"net/netip"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -86,11 +87,33 @@ func deliver(h Handler, obj any, deleted bool) {
 // a slice's metadata, whether to decode the rest, and drop the slice when the answer is no:
 // the handler would drop it anyway. Because a source may have dropped them, a handler that
 // starts wanting more services must call Source.Replay afterwards (a replica does: it keeps
-// nothing of the services it does not own). Pods are always delivered, and Services too, but
-// of a Service it does not want a source may deliver the cluster IPs only (IsClusterIPsOnly).
+// nothing of the services it does not own). Services are always delivered, but
+// of a Service it does not want a source may deliver the cluster IPs only (IsClusterIPsOnly);
+// a handler that also implements PodFilter may be given only the pods it wants.
 // WantsService must be cheap and safe for concurrent use.
 type ServiceFilter interface {
 	WantsService(namespace, name string) bool
+}
+
+// PodFilter is implemented by a Handler that needs some Pods only: a replica needs the pods
+// the EndpointSlices it keeps name, and those whose address it owns in the ring (GetProfile by
+// IP). A source may then keep nothing of a pod WantsPod refuses, and implements PodLoader:
+// the handler calls WantPod when it starts needing a pod the source does not have (a slice
+// names it), and ForgetPod when it stops. ips are the pod's addresses as translator.PodIPs
+// gives them (translator.NetworkIPs). WantsPod must be cheap and safe for concurrent use.
+type PodFilter interface {
+	WantsPod(namespace, name string, ips []netip.Addr) bool
+}
+
+// PodLoader is implemented by a source that keeps only the pods its handler's PodFilter
+// wants. Neither method blocks: both may be called from a Handler method.
+type PodLoader interface {
+	// WantPod says that the handler now needs pod namespace/name, which Source.Pod does not
+	// have: the source reads it and delivers it (OnPod) if it exists.
+	WantPod(namespace, name string)
+	// ForgetPod says that the handler no longer needs pod namespace/name for its slices: the
+	// source drops it from its cache unless the filter still wants it.
+	ForgetPod(namespace, name string)
 }
 
 // ShareLoader is implemented by a source that keeps only what its handler's ServiceFilter
@@ -100,10 +123,12 @@ type ServiceFilter interface {
 // the gained services) before it releases the lost ones, and Release after.
 type ShareLoader interface {
 	// Gain reads and delivers the Services and EndpointSlices of the services the filter
-	// admits now and before did not, and the ServiceProfiles the handler wants, and returns
-	// when it has. It must not be called from a Handler method.
+	// admits now and before did not, the ServiceProfiles the handler wants, and, when it
+	// keeps only the pods a PodFilter wants, those it wants now and the source does not
+	// have; it returns when it has. It must not be called from a Handler method.
 	Gain(ctx context.Context, g Gained) error
-	// Release drops from the source's caches what the filter no longer admits.
+	// Release drops from the source's caches what the filter no longer admits (and the
+	// pods the PodFilter no longer wants).
 	Release()
 }
 

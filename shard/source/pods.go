@@ -1,0 +1,420 @@
+package source
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/meridian-mesh/meridian/translator"
+)
+
+// podWorkers is how many pods the source reads at once for WantPod.
+const podWorkers = 4
+
+// Results of a pod read (destination_source_pod_reads_total).
+const (
+	podFound = iota
+	podGone
+	podFailed
+)
+
+// podShare keeps the pod informer's cache to the pods the handler's PodFilter wants: on a
+// replica of a ring, the pods of its share of the services and those whose address it owns,
+// rather than every pod of the cluster on every replica.
+//
+// The pod informer's list and watch (listWatch) pass on only the pods the filter wants as
+// they arrive. An unwanted pod is dropped when it is added; its modification becomes the
+// deletion of a placeholder, so that a pod the cache still holds from when it was wanted
+// leaves it. A pod the filter starts wanting later was dropped when it last changed, so it is
+// read again:
+//   - one a slice starts naming, by WantPod: a GET, on podWorkers goroutines (the queue
+//     retries failures with a backoff);
+//   - those a ring change gives the replica (the pods of its gained slices, those of its
+//     gained addresses), by Gain: one paged list of the pods (gain);
+//   - while the source syncs and while Gain runs, WantPod only records the pod (deferred),
+//     since the pod informer's first list (started once the slices are synced) or Gain's
+//     list reads it anyway; those still missing after are read one by one;
+//   - a pod a relist deleted (a tombstone: the list may have been filtered before a slice
+//     named the pod) is read again if it is wanted.
+//
+// A pod read is stored in the cache and delivered unless the cache holds it already (the
+// watch delivered it since it became wanted, which is as new), or the watch deleted it while
+// it was being read (deleted). ForgetPod and Release drop from the cache what the filter no
+// longer wants; the handler needs nothing of those.
+type podShare struct {
+	k      *Kubernetes
+	filter PodFilter
+	queue  *keyQueue
+	wg     sync.WaitGroup
+
+	mu sync.Mutex
+	// deferring counts the reasons to record WantPod rather than read (the initial sync,
+	// each Gain in progress); deferred holds what was recorded.
+	deferring int
+	deferred  map[string]struct{}
+	// loading counts the reads in progress; while there are any, deleted holds the UIDs of
+	// the pods the watch deleted, by key.
+	loading int
+	deleted map[string]types.UID
+
+	reads [3]atomic.Int64 // by result: podFound, podGone, podFailed
+}
+
+func newPodShare(k *Kubernetes, f PodFilter) *podShare {
+	return &podShare{k: k, filter: f, queue: newKeyQueue(), deferring: 1, deferred: map[string]struct{}{}}
+}
+
+// run reads the pods WantPod queues on podWorkers goroutines until ctx ends, then waits for
+// them.
+func (ps *podShare) run(ctx context.Context) {
+	for range podWorkers {
+		ps.wg.Go(func() {
+			for ps.next(ctx) {
+			}
+		})
+	}
+	<-ctx.Done()
+	ps.queue.close()
+	ps.wg.Wait()
+}
+
+func (ps *podShare) next(ctx context.Context) bool {
+	keys, _, ok := ps.queue.next(0)
+	if !ok {
+		return false
+	}
+	err := ps.read(ctx, keys[0])
+	if err != nil && ctx.Err() == nil {
+		ps.k.log.Warn("cannot read a pod a slice names; retrying", zap.String("pod", keys[0]), zap.Error(err))
+	}
+	ps.queue.done(keys[0], err != nil)
+	return true
+}
+
+// read reads the pod key (namespace/name) and keeps it, unless the cache has it already.
+func (ps *podShare) read(ctx context.Context, key string) error {
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil || ps.cached(key) {
+		return nil
+	}
+	ps.beginLoad()
+	defer ps.endLoad()
+	p, err := ps.k.clients.Typed.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		ps.reads[podGone].Add(1)
+		return nil
+	case err != nil:
+		ps.reads[podFailed].Add(1)
+		return err
+	}
+	ps.reads[podFound].Add(1)
+	ps.keep(p)
+	return nil
+}
+
+// keep stores the pod p, read by a GET or Gain's list, and delivers it, if the filter wants
+// it and the cache neither holds it nor saw it deleted meanwhile.
+func (ps *podShare) keep(p *corev1.Pod) {
+	if !ps.wants(p) {
+		return
+	}
+	key := p.Namespace + "/" + p.Name
+	obj, err := slimObject(p)
+	if err != nil {
+		return
+	}
+	k := ps.k
+	k.mu.Lock()
+	h, store := k.handler, k.pods
+	k.mu.Unlock()
+	if h == nil || store == nil {
+		return
+	}
+	k.deliverMu.Lock()
+	defer k.deliverMu.Unlock()
+	if _, ok, _ := store.GetByKey(key); ok {
+		return
+	}
+	ps.mu.Lock()
+	uid, gone := ps.deleted[key]
+	ps.mu.Unlock()
+	if gone && uid == p.UID {
+		return
+	}
+	if err := store.Add(obj); err == nil {
+		deliver(h, obj, false)
+	}
+}
+
+// onDelete is called, with the delivery lock held, after the handler was given the deletion
+// of p: a read in progress must not store p again, and a read that stored it between the
+// informer's removal and this call is undone (the informer tells its handlers after it
+// updates its cache).
+func (ps *podShare) onDelete(p *translator.Pod) {
+	key := p.Namespace() + "/" + p.Name
+	ps.mu.Lock()
+	if ps.loading > 0 {
+		ps.deleted[key] = p.UID
+	}
+	ps.mu.Unlock()
+	store := ps.k.podStore()
+	if cur, ok, _ := store.GetByKey(key); ok {
+		if c, ok := cur.(*translator.Pod); ok && c.UID == p.UID {
+			_ = store.Delete(cur)
+		}
+	}
+}
+
+// handler wraps the pod informer's event handler: a pod a relist deleted (a tombstone) is
+// read again when the filter still wants it.
+func (ps *podShare) handler(h cache.ResourceEventHandlerFuncs) cache.ResourceEventHandlerFuncs {
+	del := h.DeleteFunc
+	h.DeleteFunc = func(obj any) {
+		del(obj)
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			if p, ok := d.Obj.(*translator.Pod); ok && ps.wantsCached(p) {
+				ps.WantPod(p.Namespace(), p.Name)
+			}
+		}
+	}
+	return h
+}
+
+func (ps *podShare) beginLoad() {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if ps.loading == 0 {
+		ps.deleted = map[string]types.UID{}
+	}
+	ps.loading++
+}
+
+func (ps *podShare) endLoad() {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if ps.loading--; ps.loading == 0 {
+		ps.deleted = nil
+	}
+}
+
+// beginDefer makes WantPod record pods until the matching endDefer.
+func (ps *podShare) beginDefer() {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	ps.deferring++
+}
+
+// endDefer ends one beginDefer (or the initial sync); after the last, it queues the pods
+// recorded that the cache still lacks.
+func (ps *podShare) endDefer() {
+	ps.mu.Lock()
+	if ps.deferring--; ps.deferring > 0 {
+		ps.mu.Unlock()
+		return
+	}
+	recorded := ps.deferred
+	ps.deferred = map[string]struct{}{}
+	ps.mu.Unlock()
+	var missing []string
+	for key := range recorded {
+		if !ps.cached(key) {
+			missing = append(missing, key)
+		}
+	}
+	ps.queue.addAll(missing)
+}
+
+// idle reports whether no read is deferred, queued or in progress.
+func (ps *podShare) idle() bool {
+	ps.mu.Lock()
+	deferring := ps.deferring
+	ps.mu.Unlock()
+	return deferring == 0 && ps.queue.idle()
+}
+
+// WantPod queues the pod namespace/name to be read (or records it while reads are deferred).
+func (ps *podShare) WantPod(namespace, name string) {
+	key := namespace + "/" + name
+	ps.mu.Lock()
+	if ps.deferring > 0 {
+		ps.deferred[key] = struct{}{}
+		ps.mu.Unlock()
+		return
+	}
+	ps.mu.Unlock()
+	ps.queue.add(key)
+}
+
+// ForgetPod drops the pod namespace/name from the cache unless the filter still wants it.
+func (ps *podShare) ForgetPod(namespace, name string) {
+	store := ps.k.podStore()
+	if store == nil {
+		return
+	}
+	if obj, ok, _ := store.GetByKey(namespace + "/" + name); ok {
+		if p, ok := obj.(*translator.Pod); ok && !ps.wantsCached(p) {
+			_ = store.Delete(obj)
+		}
+	}
+}
+
+// sweep drops from the cache every pod the filter no longer wants (after a ring change).
+func (ps *podShare) sweep() {
+	store := ps.k.podStore()
+	if store == nil {
+		return
+	}
+	for _, obj := range store.List() {
+		if p, ok := obj.(*translator.Pod); ok && !ps.wantsCached(p) {
+			_ = store.Delete(obj)
+		}
+	}
+}
+
+// gain lists every pod, page by page, and keeps those the filter wants that the cache lacks:
+// after a ring change, the pods of the gained slices and of the gained addresses.
+func (ps *podShare) gain(ctx context.Context) error {
+	ps.beginLoad()
+	defer ps.endLoad()
+	pods := ps.k.clients.Typed.CoreV1().Pods(ps.k.cfg.Namespace)
+	opts := metav1.ListOptions{Limit: gainPageSize}
+	for {
+		l, err := pods.List(ctx, opts)
+		if err != nil {
+			return fmt.Errorf("kubernetes source: load gained pods: %w", err)
+		}
+		for i := range l.Items {
+			p := &l.Items[i]
+			if !ps.cached(p.Namespace+"/"+p.Name) && ps.wants(p) {
+				ps.keep(p)
+			}
+		}
+		if l.Continue == "" {
+			return nil
+		}
+		opts.Continue = l.Continue
+	}
+}
+
+func (ps *podShare) cached(key string) bool {
+	store := ps.k.podStore()
+	if store == nil {
+		return false
+	}
+	_, ok, _ := store.GetByKey(key)
+	return ok
+}
+
+// wants asks the filter about a pod as the API server sends it.
+func (ps *podShare) wants(p *corev1.Pod) bool {
+	return ps.filter.WantsPod(p.Namespace, p.Name, translator.NetworkIPs(p))
+}
+
+// wantsCached asks the filter about a cached pod.
+func (ps *podShare) wantsCached(p *translator.Pod) bool {
+	return ps.filter.WantsPod(p.Namespace(), p.Name, translator.PodIPs(p))
+}
+
+// listWatch is the pod informer's list and watch: those of the typed client, passing on only
+// what the filter wants (see podShare).
+func (ps *podShare) listWatch() cache.ListerWatcher {
+	pods := ps.k.clients.Typed.CoreV1().Pods(ps.k.cfg.Namespace)
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			l, err := pods.List(ctx, opts)
+			if err != nil {
+				return nil, err
+			}
+			kept := l.Items[:0]
+			for i := range l.Items {
+				if ps.wants(&l.Items[i]) {
+					kept = append(kept, l.Items[i])
+				}
+			}
+			clear(l.Items[len(kept):])
+			l.Items = kept
+			return l, nil
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			w, err := pods.Watch(ctx, opts)
+			if err != nil {
+				return nil, err
+			}
+			return newFilteredWatch(w, ps.filterEvent), nil
+		},
+	}
+}
+
+// filteredWatch passes the events of a watch through a filter (watch.Filter's goroutine
+// outlives a Stop when nobody reads its last event; this one ends with Stop, or when the
+// watch it reads ends).
+type filteredWatch struct {
+	in   watch.Interface
+	out  chan watch.Event
+	done chan struct{}
+	once sync.Once
+}
+
+func newFilteredWatch(in watch.Interface, f func(watch.Event) (watch.Event, bool)) *filteredWatch {
+	w := &filteredWatch{in: in, out: make(chan watch.Event), done: make(chan struct{})}
+	go w.loop(f)
+	return w
+}
+
+// ResultChan implements watch.Interface.
+func (w *filteredWatch) ResultChan() <-chan watch.Event { return w.out }
+
+// Stop implements watch.Interface.
+func (w *filteredWatch) Stop() {
+	w.once.Do(func() {
+		close(w.done)
+		w.in.Stop()
+	})
+}
+
+func (w *filteredWatch) loop(f func(watch.Event) (watch.Event, bool)) {
+	defer close(w.out)
+	for {
+		select {
+		case <-w.done:
+			return
+		case e, ok := <-w.in.ResultChan():
+			if !ok {
+				return
+			}
+			if e, keep := f(e); keep {
+				select {
+				case w.out <- e:
+				case <-w.done:
+					return
+				}
+			}
+		}
+	}
+}
+
+// filterEvent passes a watch event on when the filter wants its pod, or when it is no
+// addition or modification; the addition of an unwanted pod is dropped, and its
+// modification becomes the deletion of its placeholder (isDropped).
+func (ps *podShare) filterEvent(e watch.Event) (watch.Event, bool) {
+	p, ok := e.Object.(*corev1.Pod)
+	if !ok || (e.Type != watch.Added && e.Type != watch.Modified) || ps.wants(p) {
+		return e, true
+	}
+	if e.Type == watch.Added {
+		return e, false
+	}
+	m := objMeta{name: p.Name, namespace: p.Namespace, resourceVersion: p.ResourceVersion}
+	return watch.Event{Type: watch.Deleted, Object: &corev1.Pod{ObjectMeta: reducedMeta(m, dropped)}}, true
+}
