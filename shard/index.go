@@ -152,10 +152,46 @@ func (x *Index) Run(ctx context.Context) error {
 			}
 		}()
 	}
+	if x.podLoader != nil {
+		wg.Go(func() { x.askForMissingPods(ctx, missingPodsPeriod) })
+	}
 	<-ctx.Done()
 	x.queue.ShutDown()
 	wg.Wait()
 	return nil
+}
+
+// missingPodsPeriod is how often the index asks its source again for the pods its slices
+// name that the source does not have.
+const missingPodsPeriod = 30 * time.Second
+
+// askForMissingPods asks the source's PodLoader, every period until ctx ends, for each pod the
+// index's slices name that the source does not have. It is the backstop of the source's reads:
+// a source that keeps only the pods the index wants writes its cache beside its informer's,
+// and a write may race one of the informer's (a relist's replacement of the whole cache above
+// all), losing a pod that nothing would read again until it next changes. A pod that does
+// not exist (a slice names a pod deleted since) costs one read a period.
+func (x *Index) askForMissingPods(ctx context.Context, period time.Duration) {
+	tick := time.NewTicker(period)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		x.refMu.Lock()
+		named := make([]podKey, 0, len(x.podRefs))
+		for pk := range x.podRefs {
+			named = append(named, pk)
+		}
+		x.refMu.Unlock()
+		for _, pk := range named {
+			if x.pods == nil || x.pods(pk.Namespace, pk.Name) == nil {
+				x.podLoader.WantPod(pk.Namespace, pk.Name)
+			}
+		}
+	}
 }
 
 func (x *Index) processNext() bool {

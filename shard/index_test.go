@@ -1,12 +1,15 @@
 package shard
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
@@ -14,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/meridian-mesh/meridian/internal/metrics"
+	"github.com/meridian-mesh/meridian/internal/testutil"
 	"github.com/meridian-mesh/meridian/snapshot"
 	"github.com/meridian-mesh/meridian/translator"
 )
@@ -171,5 +175,61 @@ func TestPodRefsCompact(t *testing.T) {
 	}
 	if reflect.ValueOf(x.podRefs).UnsafePointer() == reflect.ValueOf(before).UnsafePointer() {
 		t.Fatal("the reference map was not replaced")
+	}
+}
+
+// syncLoader is a source.PodLoader that records the pods asked for, safe for concurrent use.
+type syncLoader struct {
+	mu     sync.Mutex
+	wanted map[podKey]int
+}
+
+func (l *syncLoader) WantPod(ns, name string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.wanted[podKey{ns, name}]++
+}
+func (l *syncLoader) ForgetPod(string, string) {}
+
+func (l *syncLoader) count(pk podKey) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.wanted[pk]
+}
+
+// TestAskForMissingPods: the index asks its source again, each period, for the pods its
+// slices name that the source does not have (and not for those it has): the backstop of a
+// read the source lost.
+func TestAskForMissingPods(t *testing.T) {
+	known := &translator.Pod{Name: "known"}
+	lookup := func(ns, name string) *translator.Pod {
+		if name == "known" {
+			return known
+		}
+		return nil
+	}
+	x := NewIndex(DefaultConfig(), snapshot.NewStore(snapshot.StoreConfig{}), lookup, newMetrics(metrics.Exclusive(nil)), zap.NewNop())
+	loader := &syncLoader{wanted: map[podKey]int{}}
+	x.SetPodLoader(loader)
+	es := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: "ns", Name: "s-0", Labels: map[string]string{discoveryv1.LabelServiceName: "s"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints: []discoveryv1.Endpoint{
+			{Addresses: []string{"10.0.0.1"}, TargetRef: &corev1.ObjectReference{Kind: "Pod", Name: "lost"}},
+			{Addresses: []string{"10.0.0.2"}, TargetRef: &corev1.ObjectReference{Kind: "Pod", Name: "known"}},
+		},
+	}
+	x.OnEndpointSlice(translator.SlimEndpointSlice(es), false)
+	lost, kept := podKey{"ns", "lost"}, podKey{"ns", "known"}
+	if loader.count(lost) != 1 || loader.count(kept) != 0 {
+		t.Fatalf("after the slice the index asked for %v, want the unknown pod once", loader.wanted)
+	}
+	testutil.Go(t, "askForMissingPods", func(ctx context.Context) error {
+		x.askForMissingPods(ctx, 10*time.Millisecond)
+		return nil
+	})
+	testutil.Eventually(t, 10*time.Second, "the unknown pod to be asked for again", func() bool { return loader.count(lost) >= 3 })
+	if n := loader.count(kept); n != 0 {
+		t.Fatalf("the known pod was asked for %d times", n)
 	}
 }

@@ -34,6 +34,7 @@ var uses = map[string][]access{
 		{false, "", "services", "list,watch", "", "shard/source/kubernetes.go: the Services informer"},
 		{false, "discovery.k8s.io", "endpointslices", "list,watch", "", "shard/source/kubernetes.go: the EndpointSlices informer"},
 		{false, "", "pods", "list,watch", "", "shard/source/kubernetes.go: the Pods informer"},
+		{false, "", "pods", "get", "", "shard/source/pods.go: podShare.read, of a pod a slice the replica keeps starts naming"},
 		{false, "", "nodes", "list,watch", "", "shard/source/kubernetes.go: the Nodes informer (metadata only)"},
 		{false, "policy.linkerd.io", "servers", "list,watch", "", "shard/source/kubernetes.go: the Servers informer (dynamic)"},
 		{false, "linkerd.io", "serviceprofiles", "list,watch", "", "shard/source/profiles_kube.go: the ServiceProfiles informer (metadata only)"},

@@ -340,7 +340,7 @@ func (k *Kubernetes) Run(ctx context.Context, h Handler) error {
 	}
 	podHandler := eventHandler(k, k.lagPods, onPod)
 	if ps != nil {
-		podHandler = ps.handler(podHandler)
+		podHandler = ps.handler(podHandler, h)
 	}
 	kinds = append(kinds,
 		informerKind{name: "pods", informer: factory.InformerFor(&corev1.Pod{}, k.podInformer), handler: podHandler},

@@ -68,6 +68,9 @@ type podShare struct {
 	deleted map[string]types.UID
 
 	reads [3]atomic.Int64 // by result: podFound, podGone, podFailed
+	// tombstone is set while the pod handler delivers a deletion a relist found (a
+	// tombstone): the pod may exist still, and is read again rather than recorded as deleted.
+	tombstone atomic.Bool
 }
 
 func newPodShare(k *Kubernetes, f PodFilter) *podShare {
@@ -104,8 +107,8 @@ func (ps *podShare) next(ctx context.Context) bool {
 // read reads the pod key (namespace/name) and keeps it, unless the cache has it already.
 func (ps *podShare) read(ctx context.Context, key string) error {
 	ns, name, err := cache.SplitMetaNamespaceKey(key)
-	if err != nil || ps.cached(key) {
-		return nil
+	if err != nil || ps.cached(key) || !ps.filter.WantsPod(ns, name, nil) {
+		return nil // no longer named: what would have been read is not wanted
 	}
 	ps.beginLoad()
 	defer ps.endLoad()
@@ -162,6 +165,9 @@ func (ps *podShare) keep(p *corev1.Pod) {
 // informer's removal and this call is undone (the informer tells its handlers after it
 // updates its cache).
 func (ps *podShare) onDelete(p *translator.Pod) {
+	if ps.tombstone.Load() {
+		return // the pod may exist: handler reads it again if it is wanted
+	}
 	key := p.Namespace() + "/" + p.Name
 	ps.mu.Lock()
 	if ps.loading > 0 {
@@ -176,19 +182,41 @@ func (ps *podShare) onDelete(p *translator.Pod) {
 	}
 }
 
-// handler wraps the pod informer's event handler: a pod a relist deleted (a tombstone) is
-// read again when the filter still wants it.
-func (ps *podShare) handler(h cache.ResourceEventHandlerFuncs) cache.ResourceEventHandlerFuncs {
-	del := h.DeleteFunc
-	h.DeleteFunc = func(obj any) {
+// handler wraps the pod informer's event handler (eh, delivering to hd):
+//   - a pod a relist deleted (a tombstone) is read again when the filter still wants it;
+//   - the placeholder of a pod the filter stopped wanting (filterEvent) is delivered to hd
+//     as the pod's deletion, so that what hd held of a pod it had (its addresses) goes; and
+//     when the filter wants the pod again by then (a slice named it since), it is read: the
+//     placeholder may have removed what a read stored.
+func (ps *podShare) handler(eh cache.ResourceEventHandlerFuncs, hd Handler) cache.ResourceEventHandlerFuncs {
+	del := eh.DeleteFunc
+	eh.DeleteFunc = func(obj any) {
+		if p, ok := obj.(*corev1.Pod); ok && isDropped(p) {
+			gone := translator.SlimPod(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace}})
+			ps.k.deliverMu.Lock()
+			hd.OnPod(gone, true)
+			ps.k.deliverMu.Unlock()
+			ps.wantAgain(p.Namespace, p.Name)
+			return
+		}
+		d, tomb := obj.(cache.DeletedFinalStateUnknown)
+		ps.tombstone.Store(tomb)
 		del(obj)
-		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		ps.tombstone.Store(false)
+		if tomb {
 			if p, ok := d.Obj.(*translator.Pod); ok && ps.wantsCached(p) {
 				ps.WantPod(p.Namespace(), p.Name)
 			}
 		}
 	}
-	return h
+	return eh
+}
+
+// wantAgain reads pod namespace/name when the filter wants it by name and the cache lacks it.
+func (ps *podShare) wantAgain(namespace, name string) {
+	if !ps.cached(namespace+"/"+name) && ps.filter.WantsPod(namespace, name, nil) {
+		ps.WantPod(namespace, name)
+	}
 }
 
 func (ps *podShare) beginLoad() {
@@ -265,6 +293,9 @@ func (ps *podShare) ForgetPod(namespace, name string) {
 	if obj, ok, _ := store.GetByKey(namespace + "/" + name); ok {
 		if p, ok := obj.(*translator.Pod); ok && !ps.wantsCached(p) {
 			_ = store.Delete(obj)
+			// A slice may have named it between the check and the deletion: its handler
+			// saw the pod cached and asked for nothing.
+			ps.wantAgain(namespace, name)
 		}
 	}
 }
@@ -278,6 +309,7 @@ func (ps *podShare) sweep() {
 	for _, obj := range store.List() {
 		if p, ok := obj.(*translator.Pod); ok && !ps.wantsCached(p) {
 			_ = store.Delete(obj)
+			ps.wantAgain(p.Namespace(), p.Name) // as in ForgetPod
 		}
 	}
 }
