@@ -320,28 +320,8 @@ func (k *Kubernetes) Run(ctx context.Context, h Handler) error {
 	if err != nil {
 		return fmt.Errorf("kubernetes source: %w", err)
 	}
-	onPod := h.OnPod
-	var ps *podShare
-	if pf, ok := h.(PodFilter); ok && len(k.shares) > 0 {
-		ps = newPodShare(k, pf)
-		k.mu.Lock()
-		k.podShare = ps
-		k.mu.Unlock()
-		onPod = func(p *translator.Pod, deleted bool) {
-			h.OnPod(p, deleted)
-			if deleted {
-				ps.onDelete(p)
-			}
-		}
-		pctx, stopPods := context.WithCancel(ctx)
-		podsDone := make(chan struct{})
-		go func() { defer close(podsDone); ps.run(pctx) }()
-		defer func() { stopPods(); <-podsDone }()
-	}
-	podHandler := eventHandler(k, k.lagPods, onPod)
-	if ps != nil {
-		podHandler = ps.handler(podHandler, h)
-	}
+	ps, podHandler, stopPods := k.podKind(ctx, h)
+	defer stopPods()
 	kinds = append(kinds,
 		informerKind{name: "pods", informer: factory.InformerFor(&corev1.Pod{}, k.podInformer), handler: podHandler},
 		informerKind{name: "services", informer: svcInf, handler: eventHandler(k, k.lagServices, h.OnService)},
@@ -419,6 +399,30 @@ func (k *Kubernetes) Run(ctx context.Context, h Handler) error {
 	}
 	<-ctx.Done()
 	return nil
+}
+
+// podKind returns the pod informer's event handler and, when h is a PodFilter (and a
+// ServiceFilter: the source reads shares), the podShare that keeps only the pods h wants,
+// running its readers until the returned function stops them (it waits for them).
+func (k *Kubernetes) podKind(ctx context.Context, h Handler) (*podShare, cache.ResourceEventHandlerFuncs, func()) {
+	pf, ok := h.(PodFilter)
+	if !ok || len(k.shares) == 0 {
+		return nil, eventHandler(k, k.lagPods, h.OnPod), func() {}
+	}
+	ps := newPodShare(k, pf)
+	k.mu.Lock()
+	k.podShare = ps
+	k.mu.Unlock()
+	onPod := func(p *translator.Pod, deleted bool) {
+		h.OnPod(p, deleted)
+		if deleted {
+			ps.onDelete(p)
+		}
+	}
+	pctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); ps.run(pctx) }()
+	return ps, ps.handler(eventHandler(k, k.lagPods, onPod), h), func() { stop(); <-done }
 }
 
 // slimFactory is the factory informers' transform: slimObject, and then the cached object
