@@ -150,6 +150,8 @@ func (res *RunResult) addReplica(st procStats) {
 	res.CPUSecondsPerShard = append(res.CPUSecondsPerShard, st.CPUSeconds)
 	res.Coalescings += st.Coalescings
 	res.OwnershipChanges += st.OwnershipChanges
+	res.Suspicions += st.Suspected
+	res.MembersDeclaredFailed += st.DeclaredFailed
 	res.StreamHandovers += st.Handovers
 	res.ForwardedStreams += st.Forwarded
 	res.OwnedServicesPerShard = append(res.OwnedServicesPerShard, st.OwnedServices)

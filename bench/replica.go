@@ -159,6 +159,10 @@ type procStats struct {
 	Handovers                           uint64
 	Forwarded                           uint64
 	OwnedServices                       uint64
+	// Suspected and DeclaredFailed are the replica's failure-detector counts
+	// (ring_failure_detector_events_total): its probes of a peer that went unanswered, and
+	// suspicions it held until they timed out (a member dropped from its ring).
+	Suspected, DeclaredFailed uint64
 }
 
 // scrape forces a garbage collection in the replica (pprof's heap profile with gc=1, which
@@ -216,6 +220,8 @@ func (r *replica) scrape(ctx context.Context, heapProfile string) (procStats, er
 	st.Handovers = uint64(m["destination_stream_handovers_total"])
 	st.Forwarded = uint64(m["destination_forwarded_streams"])
 	st.OwnedServices = uint64(m["destination_owned_services"])
+	st.Suspected = uint64(m[`ring_failure_detector_events_total{event="suspected"}`])
+	st.DeclaredFailed = uint64(m[`ring_failure_detector_events_total{event="declared_failed"}`])
 	return st, nil
 }
 
@@ -265,7 +271,8 @@ func (r *replica) cpuProfile(ctx context.Context, d time.Duration, path string) 
 var profileClient = &http.Client{}
 
 // parseMetrics reads Prometheus text exposition and returns, per metric name, the sum of its
-// samples over all label sets. It reads at most 64 MiB.
+// samples over all label sets, and per labelled series (`name{labels}` as the exposition
+// writes it) its own value. It reads at most 64 MiB.
 func parseMetrics(r io.Reader) (map[string]float64, error) {
 	out := map[string]float64{}
 	sc := bufio.NewScanner(io.LimitReader(r, 64<<20))
@@ -275,7 +282,7 @@ func parseMetrics(r io.Reader) (map[string]float64, error) {
 		if line == "" || line[0] == '#' {
 			continue
 		}
-		name, rest := line, ""
+		name, rest, series := line, "", ""
 		if i := strings.IndexAny(line, "{ "); i >= 0 {
 			name, rest = line[:i], line[i:]
 		}
@@ -284,6 +291,7 @@ func parseMetrics(r io.Reader) (map[string]float64, error) {
 			if j < 0 {
 				return nil, fmt.Errorf("metrics: unterminated labels in %q", line)
 			}
+			series = name + rest[:j+1]
 			rest = rest[j+1:]
 		}
 		fields := strings.Fields(rest)
@@ -295,6 +303,9 @@ func parseMetrics(r io.Reader) (map[string]float64, error) {
 			return nil, fmt.Errorf("metrics: value in %q: %w", line, err)
 		}
 		out[name] += v
+		if series != "" {
+			out[series] += v
+		}
 	}
 	if err := sc.Err(); err != nil {
 		return nil, errors.Join(errors.New("metrics"), err)

@@ -121,6 +121,12 @@ type RunResult struct {
 	OwnershipChanges uint64 `json:"ownership_changes"`
 	StreamHandovers  uint64 `json:"stream_handovers"`
 	ForwardedStreams uint64 `json:"forwarded_streams"`
+	// From the replicas' failure detectors (ring_failure_detector_events_total), summed:
+	// probes of a peer that went unanswered, and suspicions that timed out, each a member
+	// dropped from one replica's ring. Beyond a kill the run asked for, either is a flap's
+	// cause: a replica too starved to answer its probes in time.
+	Suspicions            uint64 `json:"suspicions"`
+	MembersDeclaredFailed uint64 `json:"members_declared_failed"`
 	// OwnedServicesPerShard is each replica's destination_owned_services at the end.
 	OwnedServicesPerShard []uint64 `json:"owned_services_per_shard"`
 	FeedResyncs           uint64   `json:"feed_resyncs"`

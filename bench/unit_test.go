@@ -33,7 +33,10 @@ process_cpu_seconds_total 1.25 1700000000
 	if err != nil {
 		t.Fatal(err)
 	}
-	for k, want := range map[string]float64{"go_memstats_heap_alloc_bytes": 1.5e6, "endpoint_updates_queue_overflow": 3, "destination_streams": 15, "process_cpu_seconds_total": 1.25} {
+	for k, want := range map[string]float64{
+		"go_memstats_heap_alloc_bytes": 1.5e6, "endpoint_updates_queue_overflow": 3, "destination_streams": 15, "process_cpu_seconds_total": 1.25,
+		`destination_streams{method="get"}`: 10, `destination_streams{method="get_profile",x="a b}"}`: 5,
+	} {
 		if m[k] != want {
 			t.Errorf("%s = %g, want %g", k, m[k], want)
 		}

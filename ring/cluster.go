@@ -54,9 +54,10 @@ type Cluster struct {
 	subMu sync.Mutex
 	subs  map[chan struct{}]struct{}
 
-	membersGauge prometheus.Gauge
-	changesTotal prometheus.Counter
-	keyMetrics   keyMetrics
+	membersGauge   prometheus.Gauge
+	changesTotal   prometheus.Counter
+	detectorEvents *prometheus.CounterVec
+	keyMetrics     keyMetrics
 
 	// keyring is memberlist's (nil for plaintext gossip); keyMu serialises SetGossipKeys.
 	keyring *memberlist.Keyring
@@ -92,16 +93,22 @@ func New(cfg Config) (*Cluster, error) {
 			Name: "ring_changes_total",
 			Help: "Times this replica's ring changed (a member joined, left or changed its address).",
 		}),
-		keyMetrics: newKeyMetrics(),
+		detectorEvents: newDetectorEvents(),
+		keyMetrics:     newKeyMetrics(),
 	}
-	mc, err := memberlistConfig(cfg, c.log, c.keyMetrics.refused, &c.shutDown)
+	mc, err := memberlistConfig(cfg, memberlistLog{
+		l:        c.log.WithOptions(zap.AddCallerSkip(3)).Named("memberlist"),
+		refused:  c.keyMetrics.refused,
+		detector: c.detectorEvents,
+		shutDown: &c.shutDown,
+	})
 	if err != nil {
 		return nil, err
 	}
 	c.keyring = mc.Keyring
 	mc.Delegate = metaDelegate(metaBytes)
 	mc.Events = eventDelegate{c}
-	cols := append([]prometheus.Collector{c.membersGauge, c.changesTotal}, c.keyMetrics.collectors()...)
+	cols := append([]prometheus.Collector{c.membersGauge, c.changesTotal, c.detectorEvents}, c.keyMetrics.collectors()...)
 	unregister := func(cols []prometheus.Collector) {
 		for _, col := range cols {
 			cfg.Registerer.Unregister(col)
@@ -145,9 +152,8 @@ func New(cfg Config) (*Cluster, error) {
 	return c, nil
 }
 
-// memberlistConfig maps cfg onto memberlist's configuration. refused counts the messages
-// memberlist refuses for their encryption (see refusedMessage).
-func memberlistConfig(cfg Config, lg *zap.Logger, refused prometheus.Counter, shutDown *atomic.Bool) (*memberlist.Config, error) {
+// memberlistConfig maps cfg onto memberlist's configuration, with lg as its logger.
+func memberlistConfig(cfg Config, lg memberlistLog) (*memberlist.Config, error) {
 	mc := memberlist.DefaultLANConfig()
 	if cfg.Fast {
 		mc = memberlist.DefaultLocalConfig()
@@ -197,7 +203,7 @@ func memberlistConfig(cfg Config, lg *zap.Logger, refused prometheus.Counter, sh
 	if mc.Keyring, err = newKeyring(cfg); err != nil {
 		return nil, err
 	}
-	mc.Logger = log.New(memberlistLog{l: lg.WithOptions(zap.AddCallerSkip(3)).Named("memberlist"), refused: refused, shutDown: shutDown}, "", 0)
+	mc.Logger = log.New(lg, "", 0)
 	return mc, nil
 }
 
@@ -390,12 +396,14 @@ func (e eventDelegate) set(n *memberlist.Node) {
 	e.c.wake()
 }
 
-// memberlistLog adapts memberlist's "[LEVEL] memberlist: message" log lines to zap, and
-// counts in refused (when not nil) the errors that are refusals for encryption. Once
-// shutDown (when not nil) is set, lines are dropped.
+// memberlistLog adapts memberlist's "[LEVEL] memberlist: message" log lines to zap. It
+// counts in refused (when not nil) the errors that are refusals for encryption, and in
+// detector (when not nil) the failure detector's events (detectorEvent). Once shutDown
+// (when not nil) is set, lines are dropped.
 type memberlistLog struct {
 	l        *zap.Logger
 	refused  prometheus.Counter
+	detector *prometheus.CounterVec
 	shutDown *atomic.Bool
 }
 
@@ -411,6 +419,9 @@ func (w memberlistLog) Write(p []byte) (int, error) {
 		}
 	}
 	msg = strings.TrimPrefix(msg, "memberlist: ")
+	if ev := detectorEvent(msg); ev != "" && w.detector != nil {
+		w.detector.WithLabelValues(ev).Inc()
+	}
 	switch level {
 	case "DEBUG", "TRACE":
 		w.l.Debug(msg)
@@ -425,4 +436,38 @@ func (w memberlistLog) Write(p []byte) (int, error) {
 		w.l.Info(msg)
 	}
 	return len(p), nil
+}
+
+// detectorEvents are the failure detector's events that ring_failure_detector_events_total
+// counts, each with the start of the memberlist (v0.7) log line that reports it: memberlist
+// has no callback for a suspicion or a refutation, and a member declared failed and back
+// before its peers noticed shows in no membership event either. "declared_failed" here, or
+// "refuted_death" on the member itself, is a flap: the ring dropped a live member.
+var detectorEvents = [...]struct{ event, prefix, has string }{
+	{"suspected", "Suspect ", " has failed"},                // this member's probe of a peer went unanswered
+	{"declared_failed", "Marking ", " as failed"},           // a suspicion this member held timed out
+	{"refuted_suspicion", "Refuting a suspect message", ""}, // a peer suspected this member
+	{"refuted_death", "Refuting a dead message", ""},        // a peer declared this member dead
+	{"tcp_fallback_failed", "Failed fallback TCP ping", ""}, // the TCP probe after a UDP one failed too
+}
+
+// detectorEvent returns the detectorEvents event msg reports, or "".
+func detectorEvent(msg string) string {
+	for _, e := range detectorEvents {
+		if strings.HasPrefix(msg, e.prefix) && strings.Contains(msg[len(e.prefix):], e.has) {
+			return e.event
+		}
+	}
+	return ""
+}
+
+func newDetectorEvents() *prometheus.CounterVec {
+	v := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ring_failure_detector_events_total",
+		Help: "memberlist failure-detector events seen by this replica: suspected (its probe of a peer went unanswered), declared_failed (a suspicion it held timed out), refuted_suspicion and refuted_death (a peer suspected it, or declared it dead, while it was alive), tcp_fallback_failed.",
+	}, []string{"event"})
+	for _, e := range detectorEvents {
+		v.WithLabelValues(e.event) // every series exists from the start, at 0
+	}
+	return v
 }

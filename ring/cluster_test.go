@@ -238,7 +238,38 @@ func TestClusterFailure(t *testing.T) {
 	}
 	waitConverged(t, []*node{a, b}, "a,b")
 	t.Logf("crashed member dropped after %v (Fast gossip settings)", time.Since(start).Round(10*time.Millisecond))
+	// The survivors' failure detectors counted how they got there: memberlist reports
+	// suspicions and failures only in its log lines, so this also checks that the lines
+	// ring_failure_detector_events_total reads are still the ones memberlist writes.
+	for _, ev := range []string{"suspected", "declared_failed"} {
+		if got := eventCount(t, a.reg, ev) + eventCount(t, b.reg, ev); got < 1 {
+			t.Errorf("ring_failure_detector_events_total{event=%q} on a and b = %v, want at least 1", ev, got)
+		}
+	}
 	c.stop(t)
+}
+
+// eventCount returns ring_failure_detector_events_total{event=ev} in reg.
+func eventCount(t *testing.T, reg *prometheus.Registry, ev string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "ring_failure_detector_events_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == "event" && lp.GetValue() == ev {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("ring_failure_detector_events_total{event=%q} not found", ev)
+	return 0
 }
 
 // TestClusterDNSSeed joins through a host name that resolves to several addresses
