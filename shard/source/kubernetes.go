@@ -413,16 +413,10 @@ func (k *Kubernetes) podKind(ctx context.Context, h Handler) (*podShare, cache.R
 	k.mu.Lock()
 	k.podShare = ps
 	k.mu.Unlock()
-	onPod := func(p *translator.Pod, deleted bool) {
-		h.OnPod(p, deleted)
-		if deleted {
-			ps.onDelete(p)
-		}
-	}
 	pctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); ps.run(pctx) }()
-	return ps, ps.handler(eventHandler(k, k.lagPods, onPod), h), func() { stop(); <-done }
+	return ps, ps.handler(eventHandler(k, k.lagPods, ps.onPod(h)), h), func() { stop(); <-done }
 }
 
 // slimFactory is the factory informers' transform: slimObject, and then the cached object

@@ -49,7 +49,8 @@ const (
 //
 // A pod read is stored in the cache and delivered unless the cache holds it already (the
 // watch delivered it since it became wanted, which is as new), or the watch deleted it while
-// it was being read (deleted). ForgetPod and Release drop from the cache what the filter no
+// it was being read (deleted); a read that overwrote the informer's newer copy is mended when
+// that copy is delivered (onStored). ForgetPod and Release drop from the cache what the filter no
 // longer wants; the handler needs nothing of those.
 type podShare struct {
 	k      *Kubernetes
@@ -157,6 +158,34 @@ func (ps *podShare) keep(p *corev1.Pod) {
 	}
 	if err := store.Add(obj); err == nil {
 		deliver(h, obj, false)
+	}
+}
+
+// onPod returns the pod informer's delivery to h (called with the delivery lock held): h is
+// given the pod, then the share mends the cache where a read raced the informer (onStored,
+// onDelete).
+func (ps *podShare) onPod(h Handler) func(*translator.Pod, bool) {
+	return func(p *translator.Pod, deleted bool) {
+		h.OnPod(p, deleted)
+		if deleted {
+			ps.onDelete(p)
+		} else {
+			ps.onStored(p)
+		}
+	}
+}
+
+// onStored is called, with the delivery lock held, after the handler was given p, which the
+// informer had stored. keep checks the cache and adds to it under the delivery lock, but the
+// informer writes its cache without it: when the informer stored p between keep's check and
+// its add, the add replaced p with the older copy keep read, and the informer would not store
+// p again before the pod's next change. So the cache gets p back when it holds another copy.
+// If that copy is newer than p (the informer stored it since), its own delivery, queued after
+// this one, puts it back in turn; a pod the informer deleted since is absent and stays so.
+func (ps *podShare) onStored(p *translator.Pod) {
+	store := ps.k.podStore()
+	if cur, ok, _ := store.GetByKey(p.Namespace() + "/" + p.Name); ok && cur != any(p) {
+		_ = store.Update(p)
 	}
 }
 

@@ -187,16 +187,31 @@ func TestPodShareKubernetes(t *testing.T) {
 	// pod may exist).
 	p3 := src.Pod(ns, "p3")
 	_ = src.podStore().Delete(p3)
-	handler := ps.handler(eventHandler(src, nil, func(p *translator.Pod, deleted bool) {
-		rec.OnPod(p, deleted)
-		if deleted {
-			ps.onDelete(p)
-		}
-	}), rec)
+	handler := ps.handler(eventHandler(src, nil, ps.onPod(rec)), rec)
 	ps.beginLoad()
 	handler.DeleteFunc(cache.DeletedFinalStateUnknown{Key: ns + "/p3", Obj: p3})
 	testutil.Eventually(t, apiTimeout, "p3 to be read again after the tombstone", func() bool { return src.Pod(ns, "p3") != nil })
 	ps.endLoad()
+
+	// A read of p3 that checked the cache just before the informer stored a newer copy, and
+	// stored its older one after it (keep's check and add are not atomic with the informer's
+	// writes): the informer's delivery of the newer copy puts it back in the cache.
+	before, err := env.Client.CoreV1().Pods(ns).Get(ctx, "p3", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	relabelPod(t, env, ns, "p3", "v", "4")
+	testutil.Eventually(t, apiTimeout, "p3's change to be delivered", func() bool {
+		p, _ := rec.get(podKey("p3")).(*translator.Pod)
+		return p != nil && p.Label("v") == "4"
+	})
+	fresh := src.Pod(ns, "p3")
+	staleCopy, _ := slimObject(before)
+	_ = src.podStore().Update(staleCopy) // keep's add, landing after the informer's
+	handler.UpdateFunc(staleCopy, fresh) // the informer's delivery of what it stored
+	if got := src.Pod(ns, "p3"); got != fresh {
+		t.Fatalf("after the informer's delivery the cache holds p3 with v=%q, want its newer copy (v=4)", got.Label("v"))
+	}
 
 	// p3 read before its deletion, stored after the watch deleted it: not stored. And a read
 	// stored between the informer's removal and the handler's call is undone by the call.
