@@ -4,6 +4,9 @@ BIN       := bin
 MERIDIAN  := $(BIN)/meridian
 PROXY     := $(BIN)/meridian-proxy
 FUZZTIME  ?= 3s
+# make fuzz FUZZ=<regexp of package:FuzzX> FUZZFLAGS='...': some targets, with more go test flags (hack/fuzz.sh)
+FUZZ      ?=
+FUZZFLAGS ?=
 GOFLAGS_TEST ?=
 
 .PHONY: all build run test vet unit fuzz bench bench-kube bench-proxy image clean kube-bin
@@ -46,7 +49,7 @@ unit:
 	$(GO) test -race -timeout 20m $(GOFLAGS_TEST) ./...
 
 fuzz:
-	FUZZTIME=$(FUZZTIME) ./hack/fuzz.sh
+	FUZZTIME=$(FUZZTIME) FUZZ='$(FUZZ)' FUZZFLAGS='$(FUZZFLAGS)' ./hack/fuzz.sh
 
 # Micro-benchmarks, then the full-size harness runs on the feed source (10k services x 100
 # endpoints, 1 vs 4 shards), then on a real API server (issue 15: 5,000 services x 100

@@ -203,7 +203,7 @@ func injectObject(obj map[string]any, opts ManifestOptions) (bool, []ReportLine,
 		return false, nil, err
 	}
 	var pt corev1.PodTemplateSpec
-	if err := json.Unmarshal(tjs, &pt); err != nil {
+	if err := decodeJSON(tjs, &pt); err != nil {
 		return false, []ReportLine{{Resource: resource, Reason: ReasonInvalidPod + ": " + err.Error()}}, nil
 	}
 	if len(pt.Spec.Containers) == 0 {

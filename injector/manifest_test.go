@@ -240,3 +240,21 @@ func isBlankYAML(doc []byte) bool {
 	}
 	return true
 }
+
+// TestInjectManifestKeysAreCaseSensitive: as the API server reads them, a template's
+// "Annotations" is not its annotations (TestWebhookKeysAreCaseSensitive for the webhook).
+func TestInjectManifestKeysAreCaseSensitive(t *testing.T) {
+	src := "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x, namespace: apps}\nspec:\n  template:\n" +
+		"    metadata:\n      Annotations: {linkerd.io/inject: disabled}\n    spec:\n      containers: [{name: a, image: a}]\n"
+	var out bytes.Buffer
+	report, err := InjectManifests("stdin", strings.NewReader(src), &out, manualOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(report) != 1 || !report[0].Injected {
+		t.Fatalf("report %v, want the deployment injected", report)
+	}
+	if !strings.Contains(out.String(), "linkerd-proxy") || !strings.Contains(out.String(), "Annotations:") {
+		t.Errorf("want the proxy injected and the unknown key kept:\n%s", out.String())
+	}
+}

@@ -14,6 +14,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	sjson "sigs.k8s.io/json"
 )
 
 // MaxReviewBytes bounds an AdmissionReview body. The API server's own request limit is
@@ -94,7 +95,7 @@ func DecodeReview(r io.Reader) (*admissionv1.AdmissionReview, error) {
 		return nil, errors.New("empty body: want an admission.k8s.io/v1 AdmissionReview")
 	}
 	var review admissionv1.AdmissionReview
-	if err := json.Unmarshal(body, &review); err != nil {
+	if err := decodeJSON(body, &review); err != nil {
 		return nil, fmt.Errorf("decode AdmissionReview: %w", err)
 	}
 	if review.APIVersion != "admission.k8s.io/v1" || review.Kind != "AdmissionReview" {
@@ -128,7 +129,7 @@ func (wh *Webhook) Review(ctx context.Context, req *admissionv1.AdmissionRequest
 		return skip(ReasonUnsupportedOperation, string(req.Operation))
 	}
 	var pod corev1.Pod
-	if err := json.Unmarshal(req.Object.Raw, &pod); err != nil {
+	if err := decodeJSON(req.Object.Raw, &pod); err != nil {
 		wh.metrics.observe(labelValues(Owner{}, req.Namespace, Decision{Reason: ReasonInvalidPod}, Meta{}, nil, nil), nil)
 		return skip(ReasonInvalidPod, err.Error())
 	}
@@ -180,12 +181,20 @@ func (wh *Webhook) Review(ctx context.Context, req *admissionv1.AdmissionRequest
 	return resp
 }
 
+// decodeJSON decodes as the API server does: keys match field names exactly (encoding/json
+// alone would read "annotatioNs" as annotations, and the patch computed from that would
+// not apply to the object the API server holds, which has no such field), and numbers
+// keep their integer form.
+func decodeJSON(data []byte, v any) error {
+	return sjson.UnmarshalCaseSensitivePreserveInts(data, v)
+}
+
 // hasMetadata reports whether a pod's JSON has a metadata object for the patch to add to.
 func hasMetadata(raw []byte) bool {
 	var shape struct {
 		Metadata json.RawMessage `json:"metadata"`
 	}
-	if err := json.Unmarshal(raw, &shape); err != nil {
+	if err := decodeJSON(raw, &shape); err != nil {
 		return false
 	}
 	m := bytes.TrimSpace(shape.Metadata)

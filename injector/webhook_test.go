@@ -463,3 +463,54 @@ func (r *recorder) WriteHeader(code int) {
 		r.code = code
 	}
 }
+
+// TestWebhookKeysAreCaseSensitive: the API server reads JSON keys exactly, so a pod whose
+// metadata has "Annotations" has no annotations there, and the patch is computed for, and
+// applies to, the object the API server holds. encoding/json alone matches keys in any
+// case: it read that key as annotations, skipped this pod on its inject: disabled, and
+// for other annotations wrote a patch adding to /metadata/annotations, which the raw
+// object lacks (FuzzAdmissionReview's seed 36e2bc7616a3c593).
+func TestWebhookKeysAreCaseSensitive(t *testing.T) {
+	m, err := NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wh, err := NewWebhook(DefaultConfig(), StaticNamespaces{"apps": {Annotations: map[string]string{AnnotationInject: "enabled"}}}, m, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pod := range []string{
+		`{"metadata":{"Annotations":{"linkerd.io/inject":"disabled"}},"spec":{"containers":[{"name":"a"}]}}`,
+		`{"metadata":{"annotatioNs":{"config.linkerd.io/proxy-uid":"7"}},"spec":{"containers":[{"name":"a"}]}}`,
+		`{"Metadata":{"name":"x"},"spec":{"containers":[{"name":"a"}]}}`,
+	} {
+		body := `{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{"uid":"u1",` +
+			`"kind":{"group":"","version":"v1","kind":"Pod"},"namespace":"apps","operation":"CREATE","object":` + pod + `}}`
+		req, err := http.NewRequest(http.MethodPost, "/", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := newRecorder()
+		wh.ServeHTTP(rec, req)
+		var out admissionv1.AdmissionReview
+		if err := json.Unmarshal(rec.body.Bytes(), &out); err != nil || out.Response == nil {
+			t.Fatalf("%s: status %d %s", pod, rec.code, rec.body.Bytes())
+		}
+		if out.Response.Patch == nil {
+			t.Errorf("%s: not injected: %+v", pod, out.Response.Result)
+			continue
+		}
+		p, err := jsonpatch.DecodePatch(out.Response.Patch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := p.Apply([]byte(pod))
+		if err != nil {
+			t.Errorf("%s: patch does not apply: %v", pod, err)
+			continue
+		}
+		if strings.Contains(string(got), `"runAsUser":7`) {
+			t.Errorf("%s: an annotation under a miscased key was honoured: %s", pod, got)
+		}
+	}
+}

@@ -356,4 +356,16 @@ func TestLineBreaksAsYAMLCounts(t *testing.T) {
 		}
 		manifesttest.CheckLocated(t, res.Errors, "f.yaml", data, Location)
 	}
+	// A UTF-16 file (by its byte order mark) is read as UTF-16, its breaks counted in its
+	// text: FuzzDecode's seed b50cf7d43fb0cf17, "\xfe\xff ) \xff", is PS then U+20FF.
+	for _, data := range []string{"\xfe\xff ) \xff", "\xfe\xff\x00a\x00:\x00 \x001\x00\n\x00b\x00:\x00 \x00[", "\xff\xfea\x00:\x00 \x00[\x00"} {
+		res := testDecoder().Decode("f.yaml", []byte(data))
+		if len(res.Errors) == 0 {
+			t.Fatalf("%q decoded without an error", data)
+		}
+		manifesttest.CheckLocated(t, res.Errors, "f.yaml", []byte(data), Location)
+		if _, line, _ := Location(res.Errors[0]); line != manifesttest.Lines([]byte(data)) {
+			t.Errorf("%q: error %v at line %d, want the last, %d", data, res.Errors[0], line, manifesttest.Lines([]byte(data)))
+		}
+	}
 }

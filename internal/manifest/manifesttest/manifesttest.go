@@ -1,6 +1,8 @@
 package manifesttest
 
 import (
+	"bytes"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,6 +11,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf16"
 
 	"github.com/meridian-mesh/meridian/internal/testutil"
 )
@@ -107,13 +110,34 @@ func Seeds(f *testing.F, dir string, data ...string) {
 // Lines is the number of lines of data as the YAML decoder counts them: CRLF, a lone CR and
 // LF each end a line, and so do NEL (U+0085), LS (U+2028) and PS (U+2029), which go-yaml's
 // scanner takes as line breaks too (YAML 1.1). So a file with a lone CR has two lines.
+// A file that starts with a UTF-16 byte order mark is read as UTF-16, as go-yaml reads it
+// (so "\xfe\xff\x20\x29" is PS, a break).
 func Lines(data []byte) int {
-	s := strings.ReplaceAll(string(data), "\r\n", "\n")
+	s := strings.ReplaceAll(decodeUTF16(data), "\r\n", "\n")
 	n := 1
 	for _, brk := range []string{"\n", "\r", "\u0085", "\u2028", "\u2029"} {
 		n += strings.Count(s, brk)
 	}
 	return n
+}
+
+// decodeUTF16 is data as text: UTF-16 when it starts with a byte order mark (big or little
+// endian; an odd last byte is dropped), else data as it is.
+func decodeUTF16(data []byte) string {
+	var order binary.ByteOrder
+	switch {
+	case bytes.HasPrefix(data, []byte{0xfe, 0xff}):
+		order = binary.BigEndian
+	case bytes.HasPrefix(data, []byte{0xff, 0xfe}):
+		order = binary.LittleEndian
+	default:
+		return string(data)
+	}
+	units := make([]uint16, 0, len(data)/2)
+	for i := 2; i+1 < len(data); i += 2 {
+		units = append(units, order.Uint16(data[i:]))
+	}
+	return string(utf16.Decode(units))
 }
 
 // CheckLocated fails t unless locate (manifest.Location) places every error in file, at a
