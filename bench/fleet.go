@@ -75,9 +75,11 @@ func (r *run) spec(i int) (ReplicaSpec, error) {
 
 // startReady starts replica i and waits until it is ready. Its ports come from freeAddr,
 // which another process can take between the probe and the replica's bind, so a replica
-// that fails to bind is started again on fresh ports (bounded). It is added to the fleet
-// once ready, or stopped when the run is already over.
-func (r *run) startReady(i int) error {
+// that fails to bind is started again on fresh ports (bounded). started, when not nil, is
+// told each start's gRPC address before the wait (a replica joins the ring, and others name
+// it as an owner, before it is ready). It is added to the fleet once ready, or stopped when
+// the run is already over.
+func (r *run) startReady(i int, started func(addr string) error) error {
 	for attempt := 1; ; attempt++ {
 		spec, err := r.spec(i)
 		if err != nil {
@@ -86,6 +88,12 @@ func (r *run) startReady(i int) error {
 		rep, err := startReplica(r.cfg.Binary, r.dir, spec, r.cfg.ExtraReplicaArgs)
 		if err != nil {
 			return err
+		}
+		if started != nil {
+			if err := started(spec.Addr); err != nil {
+				rep.Kill()
+				return err
+			}
 		}
 		if err = rep.waitReady(r.ctx, r.cfg.ReadyTimeout); err != nil {
 			rep.Kill()

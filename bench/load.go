@@ -26,6 +26,13 @@ const (
 	clusterDomain = "cluster.local"
 	// maxReconnects bounds how often one stream reopens after it was closed.
 	maxReconnects = 20
+	// maxRedirectsAtOnce is how many redirects in a row a stream follows at once; it then
+	// waits reconnectDelay before the next, as Meridian's proxy does (proxy/discovery's
+	// MaxRedirects): while the ring changes the replicas may name an owner that is gone, or
+	// disagree about the owner, for as long as their failure detectors take. Redirects do not
+	// count against maxReconnects.
+	maxRedirectsAtOnce = 3
+	reconnectDelay     = 100 * time.Millisecond
 )
 
 // histogram is an HdrHistogram of durations in microseconds (1µs .. 10 min), safe for
@@ -133,13 +140,43 @@ type load struct {
 	redirects            atomic.Int64
 	firstErr             atomic.Pointer[error]
 
-	paths   []string             // per service: its Get path
-	conns   [][]*grpc.ClientConn // per replica
-	byAddr  map[string]int       // replica gRPC address -> index (read only)
+	paths []string // per service: its Get path
+	// connMu guards conns and byAddr, which grow when a replica joins during churn.
+	connMu  sync.RWMutex
+	conns   [][]*grpc.ClientConn // per replica (a joining one's empty until it is ready)
+	byAddr  map[string]int       // replica gRPC address -> index
 	mu      sync.Mutex           // guards streams (the storm adds to it)
 	dead    []atomic.Bool        // per replica: killed on purpose
 	streams []*stream
 	wg      sync.WaitGroup
+}
+
+// setReplica makes replica i (at gRPC address addr, reached through conns) one that streams
+// are opened on and redirects are followed to, in place of what i was before (a replica
+// started again on another address); it returns the connections it replaced.
+func (l *load) setReplica(i int, addr string, conns []*grpc.ClientConn) []*grpc.ClientConn {
+	l.connMu.Lock()
+	defer l.connMu.Unlock()
+	if l.byAddr == nil {
+		l.byAddr = map[string]int{}
+	}
+	for a, j := range l.byAddr {
+		if j == i {
+			delete(l.byAddr, a)
+		}
+	}
+	l.byAddr[addr] = i
+	old := l.conns[i]
+	l.conns[i] = conns
+	return old
+}
+
+// replicaAt returns the index of the replica at gRPC address addr.
+func (l *load) replicaAt(addr string) (int, bool) {
+	l.connMu.RLock()
+	defer l.connMu.RUnlock()
+	i, ok := l.byAddr[addr]
+	return i, ok
 }
 
 func newLoad(cfg gen.Config, replicas int) *load {
@@ -227,6 +264,8 @@ func (l *load) fail(err error) {
 
 // client returns the connection for a stream, moving it off a killed replica.
 func (l *load) client(st *stream) (grpc.ClientConnInterface, int) {
+	l.connMu.RLock()
+	defer l.connMu.RUnlock()
 	r := int(st.replica.Load())
 	for range len(l.conns) {
 		if !l.dead[r].Load() && len(l.conns[r]) > 0 {
@@ -239,33 +278,40 @@ func (l *load) client(st *stream) (grpc.ClientConnInterface, int) {
 	return cs[st.slot%len(cs)], r
 }
 
-// run follows st until ctx ends, reopening it (bounded) when the server closes it.
+// run follows st until ctx ends, reopening it (bounded) when the server closes it, and
+// following redirects (maxRedirectsAtOnce in a row at once, then after a delay).
 func (l *load) run(ctx context.Context, st *stream) {
 	defer l.wg.Done()
-	for attempt := 0; attempt <= maxReconnects; attempt++ {
+	redirects := 0
+	for attempt := 0; attempt <= maxReconnects; {
 		c, r := l.client(st)
 		owner, err := l.follow(ctx, st, c)
 		if ctx.Err() != nil {
 			return
 		}
-		if i, ok := l.byAddr[owner]; ok && status.Code(err) == codes.FailedPrecondition {
-			// Redirected to the owner: reopen there at once (not a closed stream).
+		if i, ok := l.replicaAt(owner); ok && status.Code(err) == codes.FailedPrecondition {
+			// Redirected to the owner: reopen there (not a closed stream).
 			l.redirects.Add(1)
 			st.replica.Store(int32(i))
-			continue
-		}
-		if l.dead[r].Load() {
-			l.closedByKill.Add(1)
+			if redirects++; redirects <= maxRedirectsAtOnce {
+				continue
+			}
 		} else {
-			l.closed.Add(1)
-			if err != nil && status.Code(err) != codes.Unavailable {
-				l.fail(err)
+			attempt++
+			if l.dead[r].Load() {
+				l.closedByKill.Add(1)
+			} else {
+				l.closed.Add(1)
+				if err != nil && status.Code(err) != codes.Unavailable {
+					l.fail(err)
+				}
 			}
 		}
+		redirects = 0
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(reconnectDelay):
 		}
 	}
 }

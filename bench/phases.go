@@ -19,16 +19,11 @@ func (r *run) startReplicas() error {
 	start := time.Now()
 	ph := newPhase(r.cfg, int64(r.n), fmt.Sprintf("shards=%d: starting replicas", r.n), "replicas")
 	for i := range r.n {
-		if err := r.startReady(i); err != nil {
+		if err := r.startReady(i, nil); err != nil {
 			return err
 		}
 		ph.set(int64(i + 1))
 	}
-	byAddr := map[string]int{}
-	for i, rep := range r.reps.list() {
-		byAddr[rep.spec.Addr] = i
-	}
-	r.ld.byAddr = byAddr
 	ph.done()
 	r.res.SyncSeconds = time.Since(start).Seconds()
 	return nil
@@ -70,15 +65,30 @@ func (r *run) openStreams() error {
 // replica), spread round-robin over the replicas.
 func (r *run) dial() error {
 	nconns := (r.cfg.Streams + r.cfg.StreamsPerConn - 1) / r.cfg.StreamsPerConn
-	for c := range max(nconns, r.n) {
-		rep := r.reps.get(c % r.n)
-		cc, err := grpc.NewClient(rep.spec.Addr,
+	for i := range r.n {
+		// Connections c with c % n == i, of max(nconns, n).
+		if err := r.dialReplica(i, r.reps.get(i).spec.Addr, (max(nconns, r.n)-i+r.n-1)/r.n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// dialReplica dials n connections to replica i at addr, on which streams are then opened and
+// to which redirects are followed (grpc.NewClient connects when first used).
+func (r *run) dialReplica(i int, addr string, n int) error {
+	conns := make([]*grpc.ClientConn, 0, n)
+	for range n {
+		cc, err := grpc.NewClient(addr,
 			grpc.WithTransportCredentials(insecure.NewCredentials()),
 			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(256<<20)))
 		if err != nil {
 			return err
 		}
-		r.ld.conns[c%r.n] = append(r.ld.conns[c%r.n], cc)
+		conns = append(conns, cc)
+	}
+	for _, c := range r.ld.setReplica(i, addr, conns) {
+		c.Close()
 	}
 	return nil
 }
@@ -163,7 +173,11 @@ func (r *run) fire(ev *events, el, stormAt time.Duration, ph *phase) {
 		r.bg.Add(1)
 		go func() {
 			defer r.bg.Done()
-			if err := r.startReady(r.n); err != nil && r.ctx.Err() == nil {
+			// Redirects to it are followed (a proxy follows them to any replica) from when
+			// it starts, since it joins the ring before it is ready, and streams moved off a
+			// killed replica may open there.
+			err := r.startReady(r.n, func(addr string) error { return r.dialReplica(r.n, addr, 1) })
+			if err != nil && r.ctx.Err() == nil {
 				r.ld.fail(err)
 			}
 		}()

@@ -143,11 +143,19 @@ func newRun(ctx context.Context, cfg Config, n int, log *zap.Logger) *run {
 	r := &run{
 		cfg: cfg, n: n, ring: cfg.Ring || n > 1 || cfg.JoinAt > 0, log: log, ctx: ctx,
 		res: &RunResult{Shards: n, NonOwner: cfg.NonOwner, ReplicaGOMAXPROCS: cfg.replicaProcs(n, runtime.NumCPU())},
-		ld:  newLoad(cfg.Cluster, n),
+		ld:  newLoad(cfg.Cluster, n+joining(cfg)),
 	}
-	r.ld.conns = make([][]*grpc.ClientConn, n)
+	r.ld.conns = make([][]*grpc.ClientConn, n+joining(cfg))
 	r.sctx, r.cancelSctx = context.WithCancel(ctx)
 	return r
+}
+
+// joining is 1 when a replica joins during churn (cfg.JoinAt), else 0.
+func joining(cfg Config) int {
+	if cfg.JoinAt > 0 {
+		return 1
+	}
+	return 0
 }
 
 // dropLogs removes the replicas' log directory after a successful run (unless asked to keep
