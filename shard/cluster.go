@@ -15,9 +15,12 @@ import (
 // zone of each Node (name and zone only) and the projection of each policy.linkerd.io
 // Server. Both are small: a Server is a selector, a port and a protocol. Servers are kept
 // for every namespace rather than only those of the services the replica owns because a pod
-// IP's profile (GetProfile by IP) is answered by whichever replica the proxy asked, from the
-// pod and its namespace's Servers; routing it to an owner instead would add a hop to the
-// lookup every proxy makes for each connection to a pod IP. Safe for concurrent use.
+// IP's profile (GetProfile by IP) is answered by the owner of the address in the ring, from
+// the pod and its namespace's Servers, and the pods whose addresses a replica owns are
+// spread over every namespace that has a few pods: keeping only the namespaces of the pods
+// it holds would save nearly nothing, at the cost of a list per namespace it starts holding
+// a pod in. Nodes are kept whole for the same reason: a client on any node may ask. Safe
+// for concurrent use.
 type clusterState struct {
 	log *zap.Logger
 

@@ -392,6 +392,9 @@ func (k *Kubernetes) Run(ctx context.Context, h Handler) error {
 		// A ring change during the initial lists may have left objects of services the
 		// replica no longer owns (see Release).
 		k.sweep(k.shares)
+		if f := k.profiles; f != nil {
+			f.sweep()
+		}
 		if ps != nil {
 			ps.endDefer() // the initial sync's: read what the slices named meanwhile
 		}

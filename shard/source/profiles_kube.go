@@ -11,8 +11,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/meridian-mesh/meridian/translator"
@@ -22,18 +24,25 @@ import (
 var serviceProfileGVR = schema.GroupVersionResource{Group: translator.ServiceProfileGroup, Version: "v1alpha2", Resource: "serviceprofiles"}
 
 // profileFetcher reads the ServiceProfiles a replica wants, and only those. A metadata
-// informer follows every ServiceProfile's name and version (a few dozen bytes each); when
-// one the handler wants (ProfileFilter: a profile of a service the replica owns) changes, a
-// worker reads it whole with a GET and delivers translator's projection of it. The queue
-// holds each profile's key at most once and hands a key to one worker at a time, so the GET
-// that follows the last change of a profile is the last one delivered. A GET that fails for
-// another reason than the profile's absence is retried with backoff (keyQueue: 5ms doubling
-// to 5 minutes), until it succeeds or the profile goes.
+// informer follows the name and version (a few dozen bytes each) of every ServiceProfile the
+// handler wants (ProfileFilter: the profiles of the services the replica owns, in every
+// namespace): its list and watch drop the others before the cache, as the share informers
+// drop slices, so that a replica of a ring holds the metadata of its share only. When a
+// wanted profile changes, a worker reads it whole with a GET and delivers translator's
+// projection of it. The queue holds each profile's key at most once and hands a key to one
+// worker at a time, so the GET that follows the last change of a profile is the last one
+// delivered. A GET that fails for another reason than the profile's absence is retried with
+// backoff (keyQueue: 5ms doubling to 5 minutes), until it succeeds or the profile goes.
 //
 // When many keys are queued at once (listMin: when the replica starts, on replay after a
 // ring change, or when many profiles change together) a worker takes them all from the
 // queue as one batch and reads them with a paged LIST instead (list), giving back to the
 // GETs those the LIST cannot deliver as their latest state.
+//
+// The cache holds every wanted profile (the fetcher reads a key it lacks as deleted): a
+// profile the handler starts wanting (a ring change gave the replica its service) was
+// dropped by the watch when it last changed, so replay lists the metadata again first and
+// adds what the cache lacks (relist); Release sweeps what the handler no longer wants.
 type profileFetcher struct {
 	k     *Kubernetes
 	h     ProfileHandler
@@ -46,11 +55,17 @@ type profileFetcher struct {
 	// lists counts the fetcher's list requests (pages included, failed ones too):
 	// destination_source_lists_total{resource="serviceprofiles"}.
 	lists atomic.Int64
+
+	// relistMu guards deleted: while relist runs, the keys of the deletions the watch
+	// passed on (recorded before the informer applies them), which relist must not add back.
+	relistMu sync.Mutex
+	deleted  map[string]struct{}
 }
 
 // profileKinds returns the ServiceProfile metadata informer (as an informerKind whose
-// handler feeds the fetcher), its factory's start and stop, and the fetcher; none when the
-// clients or the CRD are missing (a warning says so), or when h wants no profiles.
+// handler feeds the fetcher), its start and its stop (which waits for it), and the fetcher;
+// none when the clients or the CRD are missing (a warning says so), or when h wants no
+// profiles.
 func (k *Kubernetes) profileKinds(h Handler) (*informerKind, func(<-chan struct{}), func(), *profileFetcher) {
 	ph, ok := h.(ProfileHandler)
 	if !ok || k.clients.Metadata == nil || k.clients.Dynamic == nil {
@@ -64,8 +79,7 @@ func (k *Kubernetes) profileKinds(h Handler) (*informerKind, func(<-chan struct{
 	if pf, ok := h.(ProfileFilter); ok {
 		f.want = pf.WantsProfile
 	}
-	factory := metadatainformer.NewFilteredSharedInformerFactory(k.clients.Metadata, 0, k.cfg.Namespace, nil)
-	inf := factory.ForResource(serviceProfileGVR).Informer()
+	inf := cache.NewSharedIndexInformer(f.listWatch(), &metav1.PartialObjectMetadata{}, 0, cache.Indexers{})
 	if err := inf.SetTransform(slimProfileMeta); err != nil {
 		k.warn(fmt.Sprintf("ServiceProfiles are not read: %v", err))
 		return nil, nil, nil, nil
@@ -91,7 +105,125 @@ func (k *Kubernetes) profileKinds(h Handler) (*informerKind, func(<-chan struct{
 			enqueue(n)
 		},
 	}
-	return &informerKind{name: "serviceprofiles", informer: inf, handler: handler}, factory.Start, factory.Shutdown, f
+	var wg sync.WaitGroup
+	start := func(stop <-chan struct{}) { wg.Go(func() { inf.Run(stop) }) }
+	return &informerKind{name: "serviceprofiles", informer: inf, handler: handler}, start, wg.Wait, f
+}
+
+// metadataClient is the metadata client of ServiceProfiles in the source's scope.
+func (f *profileFetcher) metadataClient() metadata.ResourceInterface {
+	return f.k.clients.Metadata.Resource(serviceProfileGVR).Namespace(f.k.cfg.Namespace)
+}
+
+// listWatch is the metadata informer's list and watch: the metadata of the profiles the
+// handler wants. An unwanted profile's addition is dropped; its modification becomes its
+// deletion, so that one the cache holds from when it was wanted leaves it.
+func (f *profileFetcher) listWatch() cache.ListerWatcher {
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			l, err := f.metadataClient().List(ctx, opts)
+			if err != nil {
+				return nil, err
+			}
+			kept := l.Items[:0]
+			for i := range l.Items {
+				if f.want(l.Items[i].Namespace, l.Items[i].Name) {
+					kept = append(kept, l.Items[i])
+				}
+			}
+			clear(l.Items[len(kept):])
+			l.Items = kept
+			return l, nil
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			w, err := f.metadataClient().Watch(ctx, opts)
+			if err != nil {
+				return nil, err
+			}
+			return newFilteredWatch(w, f.filterEvent), nil
+		},
+	}
+}
+
+// filterEvent passes a watch event on when the handler wants its profile, or when it is no
+// addition or modification; the addition of an unwanted profile is dropped, and its
+// modification becomes its deletion. A deletion is recorded for relist, before the informer
+// applies it.
+func (f *profileFetcher) filterEvent(e watch.Event) (watch.Event, bool) {
+	m, ok := e.Object.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return e, true
+	}
+	if e.Type == watch.Deleted {
+		f.relistMu.Lock()
+		if f.deleted != nil {
+			f.deleted[m.Namespace+"/"+m.Name] = struct{}{}
+		}
+		f.relistMu.Unlock()
+	}
+	if (e.Type != watch.Added && e.Type != watch.Modified) || f.want(m.Namespace, m.Name) {
+		return e, true
+	}
+	if e.Type == watch.Added {
+		return e, false
+	}
+	return watch.Event{Type: watch.Deleted, Object: profileMeta(m)}, true
+}
+
+// relist lists the metadata of the ServiceProfiles in scope, page by page, and adds to the
+// informer's cache those the handler wants that it lacks: the profiles of a service the
+// replica started wanting (a ring change), whose events the watch dropped before. A profile
+// the watch deletes while relist runs is not added back: either its deletion was recorded
+// first (filterEvent), or the informer applies it after the addition.
+func (f *profileFetcher) relist(ctx context.Context) error {
+	f.relistMu.Lock()
+	f.deleted = map[string]struct{}{}
+	f.relistMu.Unlock()
+	defer func() {
+		f.relistMu.Lock()
+		f.deleted = nil
+		f.relistMu.Unlock()
+	}()
+	opts := metav1.ListOptions{Limit: listPage}
+	for {
+		page, err := func() (*metav1.PartialObjectMetadataList, error) {
+			ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			return f.metadataClient().List(ctx, opts)
+		}()
+		if err != nil {
+			return fmt.Errorf("list %s metadata: %w", serviceProfileGVR.GroupResource(), err)
+		}
+		for i := range page.Items {
+			m := &page.Items[i]
+			key := m.Namespace + "/" + m.Name
+			if !f.want(m.Namespace, m.Name) {
+				continue
+			}
+			f.relistMu.Lock()
+			_, gone := f.deleted[key]
+			if _, held, _ := f.store.GetByKey(key); !held && !gone {
+				_ = f.store.Add(profileMeta(m))
+			}
+			f.relistMu.Unlock()
+		}
+		if page.Continue == "" {
+			return nil
+		}
+		opts.Continue = page.Continue
+	}
+}
+
+// sweep drops from the informer's cache the profiles the handler no longer wants (their
+// service went to another replica); the handler needs nothing of them.
+func (f *profileFetcher) sweep() {
+	for _, key := range f.store.ListKeys() {
+		if ns, name, err := cache.SplitMetaNamespaceKey(key); err == nil && !f.want(ns, name) {
+			if obj, ok, _ := f.store.GetByKey(key); ok {
+				_ = f.store.Delete(obj)
+			}
+		}
+	}
 }
 
 // slimProfileMeta keeps of a ServiceProfile's metadata its identity only.
@@ -350,9 +482,13 @@ func (f *profileFetcher) deliver(sp *translator.ServiceProfile, deleted bool) {
 // idle reports whether no profile waits to be read.
 func (f *profileFetcher) idle() bool { return f.queue.idle() }
 
-// replay queues every profile the handler wants, at once (so that many are read with a
-// LIST), and waits until they are delivered (or ctx ends).
+// replay adds to the cache the wanted profiles it lacks (relist), queues every profile the
+// handler wants, at once (so that many are read with a LIST), and waits until they are
+// delivered (or ctx ends).
 func (f *profileFetcher) replay(ctx context.Context) error {
+	if err := f.relist(ctx); err != nil {
+		return err
+	}
 	f.queue.addAll(f.wanted())
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()

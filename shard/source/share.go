@@ -163,7 +163,8 @@ func (k *Kubernetes) noteDeleted(obj any) {
 
 // Release implements ShareLoader: the caches let go of the objects the handler's filter no
 // longer admits (a ring change gave their services to another replica). An EndpointSlice
-// leaves the cache; of a Service the cache keeps its cluster IPs (IsClusterIPsOnly).
+// leaves the cache; of a Service the cache keeps its cluster IPs (IsClusterIPsOnly); the
+// metadata of a ServiceProfile of a lost service leaves the profile fetcher's cache.
 //
 // It changes the informers' stores directly, which client-go leaves to the informer. An
 // object read before the ring changed (a list page decoded under the old filter) that enters
@@ -186,6 +187,12 @@ func (k *Kubernetes) Release() {
 	k.sweep(shares)
 	if ps := k.podFiltering(); ps != nil {
 		ps.sweep()
+	}
+	k.mu.Lock()
+	profiles := k.profiles
+	k.mu.Unlock()
+	if profiles != nil {
+		profiles.sweep()
 	}
 }
 
