@@ -276,9 +276,9 @@ func TestFollowRaw(t *testing.T) {
 	l := newLoad(gen.Config{Services: 1, Namespaces: 1}, 1)
 
 	st := &stream{firstBatch: make(chan struct{}), opened: time.Now()}
-	owner, err := l.follow(ctx, st, cc)
-	if owner != "127.0.0.1:9" || status.Code(err) != codes.FailedPrecondition {
-		t.Fatalf("Get: owner %q, err %v; want the redirect", owner, err)
+	owner, got, err := l.follow(ctx, st, cc)
+	if owner != "127.0.0.1:9" || !got || status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("Get: owner %q, got %v, err %v; want the redirect after messages", owner, got, err)
 	}
 	select {
 	case <-st.firstBatch:
@@ -297,8 +297,8 @@ func TestFollowRaw(t *testing.T) {
 	}
 
 	pst := &stream{profile: true, firstBatch: make(chan struct{}), opened: time.Now()}
-	if owner, err := l.follow(ctx, pst, cc); owner != "" || err != nil {
-		t.Fatalf("GetProfile: owner %q, err %v; want the end of the stream", owner, err)
+	if owner, got, err := l.follow(ctx, pst, cc); owner != "" || !got || err != nil {
+		t.Fatalf("GetProfile: owner %q, got %v, err %v; want the end of the stream after a message", owner, got, err)
 	}
 	select {
 	case <-pst.firstBatch:

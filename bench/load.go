@@ -27,12 +27,14 @@ const (
 	// maxReconnects bounds how often one stream reopens after it was closed.
 	maxReconnects = 20
 	// maxRedirectsAtOnce is how many redirects in a row a stream follows at once; it then
-	// waits reconnectDelay before the next, as Meridian's proxy does (proxy/discovery's
-	// MaxRedirects): while the ring changes the replicas may name an owner that is gone, or
-	// disagree about the owner, for as long as their failure detectors take. Redirects do not
-	// count against maxReconnects.
+	// backs off before the next, from reconnectDelay doubling to maxRedirectDelay, until a
+	// stream delivers something, as Meridian's proxy does (proxy/discovery: MaxRedirects,
+	// then 100 ms doubling to 5 s): while the ring changes the replicas may name an owner that
+	// is gone, or disagree about the owner, for as long as their failure detectors take.
+	// Redirects do not count against maxReconnects.
 	maxRedirectsAtOnce = 3
 	reconnectDelay     = 100 * time.Millisecond
+	maxRedirectDelay   = time.Second
 )
 
 // histogram is an HdrHistogram of durations in microseconds (1µs .. 10 min), safe for
@@ -282,13 +284,17 @@ func (l *load) client(st *stream) (grpc.ClientConnInterface, int) {
 // following redirects (maxRedirectsAtOnce in a row at once, then after a delay).
 func (l *load) run(ctx context.Context, st *stream) {
 	defer l.wg.Done()
-	redirects := 0
+	redirects, delay := 0, reconnectDelay
 	for attempt := 0; attempt <= maxReconnects; {
 		c, r := l.client(st)
-		owner, err := l.follow(ctx, st, c)
+		owner, got, err := l.follow(ctx, st, c)
 		if ctx.Err() != nil {
 			return
 		}
+		if got {
+			redirects, delay = 0, reconnectDelay
+		}
+		wait := reconnectDelay
 		if i, ok := l.replicaAt(owner); ok && status.Code(err) == codes.FailedPrecondition {
 			// Redirected to the owner: reopen there (not a closed stream).
 			l.redirects.Add(1)
@@ -296,6 +302,7 @@ func (l *load) run(ctx context.Context, st *stream) {
 			if redirects++; redirects <= maxRedirectsAtOnce {
 				continue
 			}
+			wait, delay = delay, min(2*delay, maxRedirectDelay)
 		} else {
 			attempt++
 			if l.dead[r].Load() {
@@ -307,11 +314,10 @@ func (l *load) run(ctx context.Context, st *stream) {
 				}
 			}
 		}
-		redirects = 0
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(reconnectDelay):
+		case <-time.After(wait):
 		}
 	}
 }
@@ -320,21 +326,21 @@ func (l *load) run(ctx context.Context, st *stream) {
 // redirect named, if any. It receives messages undecoded (frameCodec): a stream's first
 // message is seen as soon as it has arrived, and the byte count is the messages' length. A
 // Get update is read with addrView.applyEncoded; a GetProfile message is only counted.
-func (l *load) follow(ctx context.Context, st *stream, cc grpc.ClientConnInterface) (owner string, _ error) {
+func (l *load) follow(ctx context.Context, st *stream, cc grpc.ClientConnInterface) (owner string, got bool, _ error) {
 	method := pb.Destination_Get_FullMethodName
 	if st.profile {
 		method = pb.Destination_GetProfile_FullMethodName
 	}
 	s, err := cc.NewStream(ctx, &serverStream, method, grpc.ForceCodecV2(frameCodec{}))
 	if err != nil {
-		return "", err
+		return "", got, err
 	}
 	// An io.EOF from SendMsg means the stream has ended: RecvMsg returns its status.
 	if err := s.SendMsg(&pb.GetDestination{Scheme: "k8s", Path: l.paths[st.svc]}); err != nil && !errors.Is(err, io.EOF) {
-		return "", err
+		return "", got, err
 	}
 	if err := s.CloseSend(); err != nil {
-		return "", err
+		return "", got, err
 	}
 	if !st.profile {
 		st.mu.Lock()
@@ -345,13 +351,14 @@ func (l *load) follow(ctx context.Context, st *stream, cc grpc.ClientConnInterfa
 	for {
 		if err := s.RecvMsg(&f); err != nil {
 			if errors.Is(err, io.EOF) {
-				return "", nil
+				return "", got, nil
 			}
 			if v := s.Trailer().Get(destclient.OwnerTrailer); len(v) > 0 {
 				owner = v[0]
 			}
-			return owner, err
+			return owner, got, err
 		}
+		got = true
 		now := time.Now()
 		st.firstOnce.Do(func() { st.firstAt = now; close(st.firstBatch) })
 		b := f.bytes()
@@ -364,7 +371,7 @@ func (l *load) follow(ctx context.Context, st *stream, cc grpc.ClientConnInterfa
 		if err != nil {
 			l.applyErrors.Add(1)
 			l.fail(err)
-			return "", err
+			return "", got, err
 		}
 	}
 }
