@@ -264,16 +264,23 @@ func (l *load) fail(err error) {
 	l.firstErr.CompareAndSwap(nil, &err)
 }
 
-// client returns the connection for a stream, moving it off a killed replica.
+// client returns the connection for a stream, moving it off a killed replica: to a live one
+// picked by the stream's slot, so that the streams of a killed replica spread over the
+// others, as proxies reconnecting through the destination Service's address do.
 func (l *load) client(st *stream) (grpc.ClientConnInterface, int) {
 	l.connMu.RLock()
 	defer l.connMu.RUnlock()
 	r := int(st.replica.Load())
-	for range len(l.conns) {
-		if !l.dead[r].Load() && len(l.conns[r]) > 0 {
-			break
+	if l.dead[r].Load() || len(l.conns[r]) == 0 {
+		live := make([]int, 0, len(l.conns))
+		for i := range l.conns {
+			if !l.dead[i].Load() && len(l.conns[i]) > 0 {
+				live = append(live, i)
+			}
 		}
-		r = (r + 1) % len(l.conns)
+		if len(live) > 0 {
+			r = live[st.slot%len(live)]
+		}
 	}
 	st.replica.Store(int32(r))
 	cs := l.conns[r]

@@ -8,7 +8,10 @@
 // skips the translator. The stream starts with a Hello (the generator's Config, from which
 // the replica synthesizes Pods on demand), then the whole state, a Synced marker, and then
 // every change. POST /replay asks the server to re-send the whole state into the same
-// ordered stream, followed by a ReplayDone marker carrying the caller's token.
+// ordered stream, followed by a ReplayDone marker carrying the caller's token; with a body (a
+// bitmap of service indices), only the state of those services, after the changes queued
+// before it was taken: Source.Gain asks for the services a ring change gave the replica, as
+// the Kubernetes source lists only the gained share (source.ShareLoader).
 //
 // Server owns the one copy of the truth (a gen.Cluster) and one bounded frame queue per
 // subscriber; when a subscriber's queue is full the server drops its queued frames and sends

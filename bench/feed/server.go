@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -19,6 +20,9 @@ import (
 
 // DefaultQueueFrames bounds each subscriber's queue of change frames.
 const DefaultQueueFrames = 8192
+
+// maxReplayBitmap bounds a partial replay's bitmap: 8 Mi services.
+const maxReplayBitmap = 1 << 20
 
 // ServerConfig configures a Server.
 type ServerConfig struct {
@@ -56,6 +60,11 @@ type subscriber struct {
 	// Guarded by Server.mu:
 	resync bool     // send the whole state before any further frame
 	tokens []uint64 // replay tokens to acknowledge after the next whole state
+	// only is the union of the partial replays pending (a bitmap of service indices, nil for
+	// none): the state of those services is sent after the frames queued before it was taken,
+	// and then partialTokens are acknowledged. A whole state pending (resync) takes them over.
+	only          []byte
+	partialTokens []uint64
 }
 
 // NewServer returns a server of cluster, which it owns from now on: read it with Read.
@@ -166,6 +175,9 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	return err
 }
 
+// replay asks for the whole state (an empty body), or for the state of some services (a body:
+// a bitmap of service indices, bit i%8 of byte i/8 for service i), to be sent to subscriber
+// ID on its stream, followed by the acknowledgement of token N.
 func (s *Server) replay(w http.ResponseWriter, r *http.Request) {
 	id, err1 := strconv.ParseUint(r.URL.Query().Get("subscriber"), 10, 64)
 	tok, err2 := strconv.ParseUint(r.URL.Query().Get("token"), 10, 64)
@@ -173,16 +185,32 @@ func (s *Server) replay(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "replay: want ?subscriber=ID&token=N: "+err.Error(), http.StatusBadRequest)
 		return
 	}
+	only, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxReplayBitmap))
+	if err != nil {
+		http.Error(w, "replay: read the bitmap of services: "+err.Error(), http.StatusBadRequest)
+		return
+	}
 	s.mu.Lock()
 	sub, ok := s.subs[id]
 	if ok {
-		if len(sub.tokens) >= 1024 {
+		if len(sub.tokens)+len(sub.partialTokens) >= 1024 {
 			s.mu.Unlock()
 			http.Error(w, "replay: too many replays pending", http.StatusTooManyRequests)
 			return
 		}
-		sub.resync = true
-		sub.tokens = append(sub.tokens, tok)
+		switch {
+		case len(only) == 0 || sub.resync: // the whole state, or one that is coming anyway
+			sub.resync = true
+			sub.tokens = append(sub.tokens, tok)
+		default:
+			if len(sub.only) < len(only) {
+				sub.only = append(sub.only, make([]byte, len(only)-len(sub.only))...)
+			}
+			for i, b := range only {
+				sub.only[i] |= b
+			}
+			sub.partialTokens = append(sub.partialTokens, tok)
+		}
 		poke(sub.wake)
 	}
 	s.mu.Unlock()
@@ -227,13 +255,13 @@ func (s *Server) watch(ctx context.Context, w http.ResponseWriter, r *http.Reque
 		s.mu.Lock()
 		if sub.resync {
 			// Drop what is queued (the state includes it) and take the state; frames queued
-			// from now on are newer than it.
+			// from now on are newer than it. It includes what partial replays asked for.
 			for len(sub.frames) > 0 {
 				<-sub.frames
 			}
 			sub.resync = false
-			tokens := sub.tokens
-			sub.tokens = nil
+			tokens := append(sub.tokens, sub.partialTokens...)
+			sub.tokens, sub.only, sub.partialTokens = nil, nil, nil
 			state := s.cluster.Clone()
 			s.mu.Unlock()
 			if err := writeState(bw, state); err != nil {
@@ -249,6 +277,13 @@ func (s *Server) watch(ctx context.Context, w http.ResponseWriter, r *http.Reque
 				tail = AppendReplayDone(tail, t)
 			}
 			if _, err := bw.Write(tail); err != nil {
+				return
+			}
+			continue
+		}
+		if sub.only != nil {
+			if err := s.writePartial(bw, sub); err != nil {
+				log.Debug("feed subscriber gone", zap.Error(err))
 				return
 			}
 			continue
@@ -273,6 +308,52 @@ func (s *Server) watch(ctx context.Context, w http.ResponseWriter, r *http.Reque
 			}
 		}
 	}
+}
+
+// writePartial, called with s.mu held (it releases it), sends sub the frames queued so far,
+// then the state of the services of its pending partial replays, taken with the lock held
+// (so those frames are older than it, and any queued after are newer), then acknowledges
+// their tokens.
+func (s *Server) writePartial(bw *bufio.Writer, sub *subscriber) error {
+	only, tokens := sub.only, sub.partialTokens
+	sub.only, sub.partialTokens = nil, nil
+	older := len(sub.frames)
+	state, err := appendServices(nil, s.cluster, only)
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	for range older {
+		if _, err := bw.Write(<-sub.frames); err != nil {
+			return err
+		}
+	}
+	for _, t := range tokens {
+		state = AppendReplayDone(state, t)
+	}
+	_, err = bw.Write(state)
+	return err
+}
+
+// appendServices appends the frames of the Services, and their EndpointSlices, of c whose
+// index is set in the bitmap only.
+func appendServices(buf []byte, c *gen.Cluster, only []byte) ([]byte, error) {
+	cfg := c.Config()
+	var err error
+	for i := range c.Services() {
+		if i/8 >= len(only) || only[i/8]&(1<<(i%8)) == 0 {
+			continue
+		}
+		if buf, err = AppendService(buf, cfg.Service(i), false); err != nil {
+			return buf, err
+		}
+		for k := range c.Slices(i) {
+			if buf, err = AppendEndpointSlice(buf, c.EndpointSlice(i, k), false); err != nil {
+				return buf, err
+			}
+		}
+	}
+	return buf, nil
 }
 
 // writeState writes every Service and EndpointSlice of c.

@@ -1,6 +1,7 @@
 package feed
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -31,8 +32,10 @@ type Source struct {
 
 	ran    atomic.Bool // Run was called
 	synced atomic.Bool
-	hello  atomic.Pointer[Hello]
-	token  atomic.Uint64
+	// want is the handler's service filter (nil: it wants every service), set by Run.
+	want  atomic.Pointer[func(namespace, service string) bool]
+	hello atomic.Pointer[Hello]
+	token atomic.Uint64
 	// done is closed when Run returns, failing pending replays.
 	done chan struct{}
 
@@ -53,7 +56,10 @@ type podShape struct {
 	meshed                bool
 }
 
-var _ source.Source = (*Source)(nil)
+var (
+	_ source.Source      = (*Source)(nil)
+	_ source.ShareLoader = (*Source)(nil)
+)
 
 // NewSource returns a source reading the feed served at addr ("127.0.0.1:PORT"). log may be nil.
 func NewSource(addr string, log *zap.Logger) *Source {
@@ -140,6 +146,7 @@ func (s *Source) run(ctx context.Context, h source.Handler) error {
 	var want func(namespace, service string) bool
 	if f, ok := h.(source.ServiceFilter); ok {
 		want = f.WantsService
+		s.want.Store(&want)
 	}
 	for {
 		t, p, err := r.Next()
@@ -204,7 +211,43 @@ func (s *Source) dispatch(ev Event, h source.Handler) error {
 // Replay asks the driver to send the whole current state again, through the same ordered
 // stream, and returns once the handler given to Run has received all of it (or ctx ends, or
 // the feed ends).
-func (s *Source) Replay(ctx context.Context) error {
+func (s *Source) Replay(ctx context.Context) error { return s.replay(ctx, nil) }
+
+// Gain implements source.ShareLoader: it asks the driver for the state of the services the
+// handler wants now and did not before (g.Before), only, as the Kubernetes source lists only
+// the gained share, and returns once the handler has received it. The cluster's services are
+// known from the hello (gen.Config), so the source names them by index.
+func (s *Source) Gain(ctx context.Context, g source.Gained) error {
+	h := s.hello.Load()
+	if h == nil {
+		return errors.New("feed: gain before the feed connected")
+	}
+	var want func(string, string) bool
+	if w := s.want.Load(); w != nil {
+		want = *w
+	}
+	cfg := h.Cluster
+	only := make([]byte, (cfg.Services+7)/8)
+	gained := 0
+	for i := range cfg.Services {
+		ns, name := cfg.Namespace(i), gen.ServiceName(i)
+		if (want == nil || want(ns, name)) && (g.Before == nil || !g.Before(ns, name)) {
+			only[i/8] |= 1 << (i % 8)
+			gained++
+		}
+	}
+	if gained == 0 {
+		return nil
+	}
+	return s.replay(ctx, only)
+}
+
+// Release implements source.ShareLoader: the source keeps nothing to release.
+func (s *Source) Release() {}
+
+// replay asks the driver for the whole state (only nil) or that of the services whose bits
+// only sets, and waits until the handler has received it.
+func (s *Source) replay(ctx context.Context, only []byte) error {
 	h := s.hello.Load()
 	if h == nil {
 		return errors.New("feed: replay before the feed connected")
@@ -220,7 +263,7 @@ func (s *Source) Replay(ctx context.Context) error {
 		s.mu.Unlock()
 	}()
 	u := "http://" + s.addr + "/replay?subscriber=" + strconv.FormatUint(h.Subscriber, 10) + "&token=" + strconv.FormatUint(tok, 10)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(only))
 	if err != nil {
 		return fmt.Errorf("feed replay: %w", err)
 	}
