@@ -66,9 +66,10 @@ func (f *follower) apply(ctx context.Context, prev, cur *ring.Ring) {
 		f.idx.SetShardSelector(ownedSelector(cur, self))
 	}
 	f.filtered.Store(cur)
+	var load, settle time.Duration
 	if gained && f.started.Load() {
 		f.replaying.Add(1)
-		f.replay(ctx, prev)
+		load, settle = f.replay(ctx, prev)
 		f.replaying.Add(-1)
 	}
 	f.own.swap(cur)
@@ -77,13 +78,16 @@ func (f *follower) apply(ctx context.Context, prev, cur *ring.Ring) {
 		sl.Release()
 	}
 	f.m.ownershipChanges.Inc()
-	f.log.Info("ring changed", zap.Int("members", cur.Len()), zap.Bool("gained", gained), zap.Int("released", dropped), zap.Int("owned", f.idx.Len()))
+	f.log.Info("ring changed", zap.Int("members", cur.Len()), zap.Bool("gained", gained), zap.Int("released", dropped), zap.Int("owned", f.idx.Len()),
+		zap.Duration("load", load), zap.Duration("settle", settle))
 }
 
 // replay hands the index what it gained from ring prev, once the source's initial delivery
 // (filtered by an older ring) has finished: a source that keeps only what the index wants
-// (source.ShareLoader) loads the gained share from the API server; any other replays.
-func (f *follower) replay(ctx context.Context, prev *ring.Ring) {
+// (source.ShareLoader) loads the gained share from the API server; any other replays. It
+// returns how long the source took to deliver, and the index then to compute, what was
+// gained.
+func (f *follower) replay(ctx context.Context, prev *ring.Ring) (load, settle time.Duration) {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for !f.src.Synced() && ctx.Err() == nil {
@@ -93,6 +97,7 @@ func (f *follower) replay(ctx context.Context, prev *ring.Ring) {
 		}
 	}
 	var err error
+	start := time.Now()
 	if sl, ok := f.src.(source.ShareLoader); ok && prev != nil {
 		self, key := f.own.self, f.own.key
 		g := source.Gained{Before: func(namespace, name string) bool {
@@ -105,10 +110,13 @@ func (f *follower) replay(ctx context.Context, prev *ring.Ring) {
 	} else {
 		err = f.src.Replay(ctx)
 	}
+	load = time.Since(start)
 	f.idx.settle(ctx)
+	settle = time.Since(start) - load
 	if err != nil && ctx.Err() == nil {
 		f.log.Error("replay of the source after a ring change failed; gained services may be incomplete", zap.Error(err))
 	}
+	return load, settle
 }
 
 // loading reports whether a replay is in progress.
