@@ -21,10 +21,13 @@ import (
 )
 
 // NewRegistry returns a process's metrics registry with the Go and process collectors. The
-// Go collector adds go_gc_heap_live_bytes (runtime/metrics /gc/heap/live:bytes) to its
-// default set: the heap the last collection found live, which is what a process needs, where
-// go_memstats_heap_alloc_bytes also counts what was allocated since (the bench harness's
-// heap figures read it after forcing a collection).
+// Go collector adds to its default set go_gc_heap_live_bytes (runtime/metrics
+// /gc/heap/live:bytes): the heap the last collection found live, which is what a process
+// needs, where go_memstats_heap_alloc_bytes also counts what was allocated since (the bench
+// harness's heap figures read it after forcing a collection); and go_sched_latencies_seconds
+// (/sched/latencies:seconds), how long goroutines waited runnable before they ran: a
+// replica starved of CPU (a throttled pod, an overloaded node) shows it there before its
+// gossip probes go unanswered and its peers suspect it.
 func NewRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
@@ -34,7 +37,7 @@ func NewRegistry() *prometheus.Registry {
 	return reg
 }
 
-var heapLive = regexp.MustCompile(`^/gc/heap/live:bytes$`)
+var heapLive = regexp.MustCompile(`^/gc/heap/live:bytes$|^/sched/latencies:seconds$`)
 
 // StopMargin is what a process whose components drain for a grace period adds to that
 // period for its group's stop bound (Group.StopTimeout = grace + StopMargin).

@@ -117,7 +117,8 @@ func TestLocalAddrMustBeLoopback(t *testing.T) {
 }
 
 // TestRegistryHeapLive: a process's registry exports the live heap the last collection found
-// (go_gc_heap_live_bytes), which the bench harness reads, beside the MemStats gauges.
+// (go_gc_heap_live_bytes), which the bench harness reads, beside the MemStats gauges, and the
+// scheduling latencies (go_sched_latencies_seconds).
 func TestRegistryHeapLive(t *testing.T) {
 	keep := make([]byte, 8<<20) // live across the collection below
 	runtime.GC()
@@ -141,5 +142,14 @@ func TestRegistryHeapLive(t *testing.T) {
 	}
 	if _, ok := got["go_memstats_heap_alloc_bytes"]; !ok {
 		t.Error("the MemStats gauges are gone (go_memstats_heap_alloc_bytes)")
+	}
+	sched := false
+	for _, mf := range mfs {
+		if mf.GetName() == "go_sched_latencies_seconds" && len(mf.GetMetric()) == 1 && mf.GetMetric()[0].GetHistogram().GetSampleCount() > 0 {
+			sched = true
+		}
+	}
+	if !sched {
+		t.Error("no go_sched_latencies_seconds histogram with samples")
 	}
 }
