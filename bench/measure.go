@@ -152,6 +152,7 @@ func (res *RunResult) addReplica(st procStats) {
 	res.OwnershipChanges += st.OwnershipChanges
 	res.Suspicions += st.Suspected
 	res.MembersDeclaredFailed += st.DeclaredFailed
+	res.SlowSchedWaits += st.SlowSchedWaits
 	res.StreamHandovers += st.Handovers
 	res.ForwardedStreams += st.Forwarded
 	res.OwnedServicesPerShard = append(res.OwnedServicesPerShard, st.OwnedServices)

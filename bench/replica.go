@@ -163,6 +163,36 @@ type procStats struct {
 	// (ring_failure_detector_events_total): its probes of a peer that went unanswered, and
 	// suspicions it held until they timed out (a member dropped from its ring).
 	Suspected, DeclaredFailed uint64
+	// SlowSchedWaits counts the replica's goroutines that waited over schedSlowBound to run
+	// since it started (go_sched_latencies_seconds): a replica starved of CPU, whose gossip
+	// probes then go unanswered.
+	SlowSchedWaits uint64
+}
+
+// schedSlowBound is the go_sched_latencies_seconds bucket bound (the Go collector's, about
+// 117 ms) above which a goroutine's wait to run counts as slow: half of it is a gossip
+// probe's timeout at the default 500 ms probe interval.
+const schedSlowBound = 0.11744051199999998
+
+// slowSchedWaits returns, from a scrape, how many goroutine waits to run were over the
+// largest go_sched_latencies_seconds bucket bound at most schedSlowBound (0 without the metric).
+func slowSchedWaits(m map[string]float64) uint64 {
+	const prefix = `go_sched_latencies_seconds_bucket{le="`
+	bound, under := -1.0, 0.0
+	for k, v := range m {
+		if !strings.HasPrefix(k, prefix) {
+			continue
+		}
+		le, err := strconv.ParseFloat(strings.TrimSuffix(k[len(prefix):], `"}`), 64)
+		if err == nil && le <= schedSlowBound*1.001 && le > bound {
+			bound, under = le, v
+		}
+	}
+	total, ok := m["go_sched_latencies_seconds_count"]
+	if !ok || bound < 0 || total < under {
+		return 0
+	}
+	return uint64(total - under)
 }
 
 // scrape forces a garbage collection in the replica (pprof's heap profile with gc=1, which
@@ -222,6 +252,7 @@ func (r *replica) scrape(ctx context.Context, heapProfile string) (procStats, er
 	st.OwnedServices = uint64(m["destination_owned_services"])
 	st.Suspected = uint64(m[`ring_failure_detector_events_total{event="suspected"}`])
 	st.DeclaredFailed = uint64(m[`ring_failure_detector_events_total{event="declared_failed"}`])
+	st.SlowSchedWaits = slowSchedWaits(m)
 	return st, nil
 }
 

@@ -79,6 +79,7 @@ func rows() []row {
 		{"ownership changes", func(r RunResult) float64 { return float64(r.OwnershipChanges) }, n0, false},
 		{"suspicions (unanswered probes)", func(r RunResult) float64 { return float64(r.Suspicions) }, n0, false},
 		{"members declared failed", func(r RunResult) float64 { return float64(r.MembersDeclaredFailed) }, n0, false},
+		{"goroutine waits over 0.12 s, all shards", func(r RunResult) float64 { return float64(r.SlowSchedWaits) }, n0, false},
 		{"forwarded streams at end", func(r RunResult) float64 { return float64(r.ForwardedStreams) }, n0, false},
 		{"streams closed by kill", func(r RunResult) float64 { return float64(r.StreamsClosedByKill) }, n0, false},
 		{"kill to streams converged (s)", func(r RunResult) float64 { return r.KillConvergeSeconds }, f1, false},

@@ -127,6 +127,10 @@ type RunResult struct {
 	// cause: a replica too starved to answer its probes in time.
 	Suspicions            uint64 `json:"suspicions"`
 	MembersDeclaredFailed uint64 `json:"members_declared_failed"`
+	// SlowSchedWaits sums the replicas' goroutine waits to run of over about 117 ms
+	// (go_sched_latencies_seconds) since they started: how starved of CPU they were, which
+	// is what makes them miss their probes.
+	SlowSchedWaits uint64 `json:"slow_sched_waits"`
 	// OwnedServicesPerShard is each replica's destination_owned_services at the end.
 	OwnedServicesPerShard []uint64 `json:"owned_services_per_shard"`
 	FeedResyncs           uint64   `json:"feed_resyncs"`

@@ -285,3 +285,26 @@ func TestTimeline(t *testing.T) {
 		t.Fatalf("timeline %+v, want %+v", tl.secs, want)
 	}
 }
+
+// TestSlowSchedWaits: the goroutine waits over the bucket bound at about 117 ms are counted
+// from the Go collector's go_sched_latencies_seconds, as it exposes them.
+func TestSlowSchedWaits(t *testing.T) {
+	text := `# TYPE go_sched_latencies_seconds histogram
+go_sched_latencies_seconds_bucket{le="6.399999999999999e-08"} 10
+go_sched_latencies_seconds_bucket{le="0.010485759999999998"} 90
+go_sched_latencies_seconds_bucket{le="0.11744051199999998"} 95
+go_sched_latencies_seconds_bucket{le="+Inf"} 102
+go_sched_latencies_seconds_sum NaN
+go_sched_latencies_seconds_count 102
+`
+	m, err := parseMetrics(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := slowSchedWaits(m); got != 7 {
+		t.Errorf("slowSchedWaits = %d, want 7", got)
+	}
+	if got := slowSchedWaits(map[string]float64{}); got != 0 {
+		t.Errorf("slowSchedWaits without the metric = %d, want 0", got)
+	}
+}
