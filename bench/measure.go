@@ -153,6 +153,8 @@ func (res *RunResult) addReplica(st procStats) {
 	res.Suspicions += st.Suspected
 	res.MembersDeclaredFailed += st.DeclaredFailed
 	res.SlowSchedWaits += st.SlowSchedWaits
+	res.DeadHeld += st.HeldDead
+	res.DeadRevived += st.Revived
 	res.StreamHandovers += st.Handovers
 	res.ForwardedStreams += st.Forwarded
 	res.OwnedServicesPerShard = append(res.OwnedServicesPerShard, st.OwnedServices)

@@ -167,6 +167,9 @@ type procStats struct {
 	// since it started (go_sched_latencies_seconds): a replica starved of CPU, whose gossip
 	// probes then go unanswered.
 	SlowSchedWaits uint64
+	// HeldDead and Revived: peers declared dead that still accepted connections, which the
+	// replica kept in its ring for the hold, and those of them that came back (a flap avoided).
+	HeldDead, Revived uint64
 }
 
 // schedSlowBound is the go_sched_latencies_seconds bucket bound (the Go collector's, about
@@ -253,6 +256,8 @@ func (r *replica) scrape(ctx context.Context, heapProfile string) (procStats, er
 	st.Suspected = uint64(m[`ring_failure_detector_events_total{event="suspected"}`])
 	st.DeclaredFailed = uint64(m[`ring_failure_detector_events_total{event="declared_failed"}`])
 	st.SlowSchedWaits = slowSchedWaits(m)
+	st.HeldDead = uint64(m[`ring_failure_detector_events_total{event="dead_reachable"}`])
+	st.Revived = uint64(m[`ring_failure_detector_events_total{event="dead_revived"}`])
 	return st, nil
 }
 

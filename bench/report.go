@@ -80,6 +80,8 @@ func rows() []row {
 		{"suspicions (unanswered probes)", func(r RunResult) float64 { return float64(r.Suspicions) }, n0, false},
 		{"members declared failed", func(r RunResult) float64 { return float64(r.MembersDeclaredFailed) }, n0, false},
 		{"goroutine waits over 0.12 s, all shards", func(r RunResult) float64 { return float64(r.SlowSchedWaits) }, n0, false},
+		{"dead but reachable, held", func(r RunResult) float64 { return float64(r.DeadHeld) }, n0, false},
+		{"dead but reachable: back (flaps avoided)", func(r RunResult) float64 { return float64(r.DeadRevived) }, n0, false},
 		{"forwarded streams at end", func(r RunResult) float64 { return float64(r.ForwardedStreams) }, n0, false},
 		{"streams closed by kill", func(r RunResult) float64 { return float64(r.StreamsClosedByKill) }, n0, false},
 		{"kill to streams converged (s)", func(r RunResult) float64 { return r.KillConvergeSeconds }, f1, false},

@@ -131,6 +131,11 @@ type RunResult struct {
 	// (go_sched_latencies_seconds) since they started: how starved of CPU they were, which
 	// is what makes them miss their probes.
 	SlowSchedWaits uint64 `json:"slow_sched_waits"`
+	// DeadHeld counts the peers the replicas found declared dead but still accepting
+	// connections, which they kept in their rings for the hold (ring.Config.DeadHold);
+	// DeadRevived, those that came back meanwhile: each a flap avoided.
+	DeadHeld    uint64 `json:"dead_held"`
+	DeadRevived uint64 `json:"dead_revived"`
 	// OwnedServicesPerShard is each replica's destination_owned_services at the end.
 	OwnedServicesPerShard []uint64 `json:"owned_services_per_shard"`
 	FeedResyncs           uint64   `json:"feed_resyncs"`

@@ -59,6 +59,11 @@ type Cluster struct {
 	detectorEvents *prometheus.CounterVec
 	keyMetrics     keyMetrics
 
+	// meta is this member's metadata, served to memberlist.
+	meta *metaDelegate
+	// dead holds members memberlist declared dead while their death is confirmed.
+	dead deadHold
+
 	// keyring is memberlist's (nil for plaintext gossip); keyMu serialises SetGossipKeys.
 	keyring *memberlist.Keyring
 	keyMu   sync.Mutex
@@ -85,6 +90,7 @@ func New(cfg Config) (*Cluster, error) {
 		changed: make(chan struct{}, 1),
 		subs:    make(map[chan struct{}]struct{}),
 		view:    make(map[string]nodeInfo),
+		dead:    deadHold{held: map[string]*heldMember{}, timeout: cfg.DeadHold},
 		membersGauge: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "ring_members",
 			Help: "Members in this replica's current ring (replicas alive in the gossip cluster with valid metadata).",
@@ -106,7 +112,9 @@ func New(cfg Config) (*Cluster, error) {
 		return nil, err
 	}
 	c.keyring = mc.Keyring
-	mc.Delegate = metaDelegate(metaBytes)
+	c.meta = &metaDelegate{}
+	c.meta.b.Store(&metaBytes)
+	mc.Delegate = c.meta
 	mc.Events = eventDelegate{c}
 	cols := append([]prometheus.Collector{c.membersGauge, c.changesTotal, c.detectorEvents}, c.keyMetrics.collectors()...)
 	unregister := func(cols []prometheus.Collector) {
@@ -255,6 +263,14 @@ func (c *Cluster) stop(leave bool) {
 	c.stopOnce.Do(func() {
 		c.joined.Store(false)
 		if leave {
+			// Say it is leaving first, so that the peers drop it at once when it goes
+			// rather than check whether it is alive (deadHold).
+			if b, err := encodeLeavingMeta(c.cfg.GRPCAddr); err == nil {
+				c.meta.b.Store(&b)
+				if err := c.ml.UpdateNode(c.cfg.LeaveTimeout / 2); err != nil {
+					c.log.Debug("announce leaving", zap.Error(err))
+				}
+			}
 			if err := c.ml.Leave(c.cfg.LeaveTimeout); err != nil {
 				c.log.Warn("leave gossip cluster", zap.Error(err))
 			}
@@ -262,6 +278,7 @@ func (c *Cluster) stop(leave bool) {
 		if err := c.ml.Shutdown(); err != nil {
 			c.log.Warn("shut down gossip", zap.Error(err))
 		}
+		c.stopHolds()
 		c.shutDown.Store(true)
 		c.log.Info("left gossip cluster")
 	})
@@ -348,22 +365,23 @@ func addrFromIP(ip net.IP) netip.Addr {
 	return a.Unmap()
 }
 
-// metaDelegate serves this member's metadata; the rest of memberlist's Delegate (user
-// messages and state exchange) is unused.
-type metaDelegate []byte
+// metaDelegate serves this member's metadata (which changes once, when it leaves); the rest
+// of memberlist's Delegate (user messages and state exchange) is unused.
+type metaDelegate struct{ b atomic.Pointer[[]byte] }
 
-var _ memberlist.Delegate = metaDelegate(nil)
+var _ memberlist.Delegate = (*metaDelegate)(nil)
 
-func (d metaDelegate) NodeMeta(limit int) []byte {
-	if len(d) > limit { // checked in New against memberlist.MetaMaxSize
+func (d *metaDelegate) NodeMeta(limit int) []byte {
+	b := *d.b.Load()
+	if len(b) > limit { // checked in New against memberlist.MetaMaxSize
 		return nil
 	}
-	return d
+	return b
 }
-func (metaDelegate) NotifyMsg([]byte)                {}
-func (metaDelegate) GetBroadcasts(int, int) [][]byte { return nil }
-func (metaDelegate) LocalState(bool) []byte          { return nil }
-func (metaDelegate) MergeRemoteState([]byte, bool)   {}
+func (*metaDelegate) NotifyMsg([]byte)                {}
+func (*metaDelegate) GetBroadcasts(int, int) [][]byte { return nil }
+func (*metaDelegate) LocalState(bool) []byte          { return nil }
+func (*metaDelegate) MergeRemoteState([]byte, bool)   {}
 
 // nodeInfo is what the ring needs of a live member, copied out of memberlist.
 type nodeInfo struct {
@@ -381,8 +399,15 @@ var _ memberlist.EventDelegate = eventDelegate{}
 func (e eventDelegate) NotifyJoin(n *memberlist.Node)   { e.set(n) }
 func (e eventDelegate) NotifyUpdate(n *memberlist.Node) { e.set(n) }
 
+// NotifyLeave drops a member that left on purpose (its metadata said it was leaving) at
+// once, and holds one memberlist declared dead while its death is confirmed (deadHold).
 func (e eventDelegate) NotifyLeave(n *memberlist.Node) {
 	e.c.viewMu.Lock()
+	info, ok := e.c.view[n.Name]
+	if ok && !leavingMeta(info.meta) && e.c.holdDead(n.Name, info) {
+		e.c.viewMu.Unlock()
+		return
+	}
 	delete(e.c.view, n.Name)
 	e.c.viewMu.Unlock()
 	e.c.wake()
@@ -392,6 +417,7 @@ func (e eventDelegate) set(n *memberlist.Node) {
 	info := nodeInfo{meta: bytes.Clone(n.Meta), gossip: netip.AddrPortFrom(addrFromIP(n.Addr), n.Port)}
 	e.c.viewMu.Lock()
 	e.c.view[n.Name] = info
+	e.c.revived(n.Name)
 	e.c.viewMu.Unlock()
 	e.c.wake()
 }
@@ -464,10 +490,12 @@ func detectorEvent(msg string) string {
 func newDetectorEvents() *prometheus.CounterVec {
 	v := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "ring_failure_detector_events_total",
-		Help: "memberlist failure-detector events seen by this replica: suspected (its probe of a peer went unanswered), declared_failed (a suspicion it held timed out), refuted_suspicion and refuted_death (a peer suspected it, or declared it dead, while it was alive), tcp_fallback_failed.",
+		Help: "memberlist failure-detector events seen by this replica: suspected (its probe of a peer went unanswered), declared_failed (a suspicion it held timed out), refuted_suspicion and refuted_death (a peer suspected it, or declared it dead, while it was alive), tcp_fallback_failed; dead_reachable (a member declared dead still accepted a connection, and stayed in the ring for the hold) and dead_revived (one held came back: a flap avoided).",
 	}, []string{"event"})
 	for _, e := range detectorEvents {
 		v.WithLabelValues(e.event) // every series exists from the start, at 0
 	}
+	v.WithLabelValues("dead_reachable")
+	v.WithLabelValues("dead_revived")
 	return v
 }

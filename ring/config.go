@@ -80,6 +80,14 @@ type Config struct {
 	// an overloaded node) is declared dead too, so a longer interval tolerates longer pauses
 	// and a crash takes longer to notice.
 	ProbeInterval time.Duration
+	// DeadHold is how long a member memberlist declared dead stays in the ring while its
+	// gRPC address still accepts connections: a replica too starved of CPU to answer its
+	// probes in time (a throttled pod, an overloaded node), not a crashed one, which refutes
+	// moments later; dropping it and taking it back would move its services twice (a flap).
+	// A member whose address refuses, or does not answer within a second, leaves at once,
+	// and so does one that left on purpose. Negative: every member declared dead leaves at
+	// once. Default 5s.
+	DeadHold time.Duration
 	// Fast shortens memberlist's gossip, probe and push-pull intervals and the retry
 	// intervals above, for tests on one machine. Not for production.
 	Fast bool
@@ -95,7 +103,8 @@ type Config struct {
 // DefaultConfig returns the defaults: node name from the hostname, gossip on the gRPC
 // address's host at port 7946, no key (one must be set, or InsecureGossip), the default
 // ring shape, join backoff 500ms..30s, seeds retried every second while one is missing,
-// leave timeout 5s, a probe every 500ms.
+// leave timeout 5s, a probe every 500ms, a dead member that still accepts connections held
+// for 5s.
 func DefaultConfig() Config {
 	host, _ := os.Hostname()
 	return Config{
@@ -106,6 +115,7 @@ func DefaultConfig() Config {
 		RejoinInterval: time.Second,
 		LeaveTimeout:   5 * time.Second,
 		ProbeInterval:  500 * time.Millisecond,
+		DeadHold:       5 * time.Second,
 	}
 }
 
@@ -262,6 +272,7 @@ func (c *Config) validate() error {
 	d := DefaultConfig()
 	if c.Fast {
 		d.JoinRetryMin, d.JoinRetryMax, d.RejoinInterval, d.LeaveTimeout = 50*time.Millisecond, time.Second, 200*time.Millisecond, 2*time.Second
+		d.DeadHold = 2 * time.Second
 	}
 	prod := DefaultConfig()
 	for _, p := range []struct{ v, d, prod *time.Duration }{
@@ -275,6 +286,9 @@ func (c *Config) validate() error {
 		if *p.v <= 0 || (c.Fast && *p.v == *p.prod) {
 			*p.v = *p.d
 		}
+	}
+	if c.DeadHold == 0 || (c.Fast && c.DeadHold == prod.DeadHold) {
+		c.DeadHold = d.DeadHold // negative: no hold
 	}
 	if c.JoinRetryMax < c.JoinRetryMin {
 		c.JoinRetryMax = c.JoinRetryMin

@@ -13,6 +13,20 @@ import (
 // older members: {"grpc":"10.0.0.7:8086"}. Unknown fields are ignored.
 type meta struct {
 	GRPC string `json:"grpc"`
+	// Leaving is set by a member about to leave the cluster on purpose: its peers drop it
+	// at once when it goes, rather than check whether it is alive (deadHold).
+	Leaving bool `json:"leaving,omitempty"`
+}
+
+// encodeLeavingMeta returns the metadata of a member at grpcAddr that is leaving.
+func encodeLeavingMeta(grpcAddr string) ([]byte, error) {
+	return json.Marshal(meta{GRPC: grpcAddr, Leaving: true})
+}
+
+// leavingMeta reports whether metadata b says its member is leaving.
+func leavingMeta(b []byte) bool {
+	var m meta
+	return json.Unmarshal(b, &m) == nil && m.Leaving
 }
 
 // encodeMeta returns the gossip metadata advertising grpcAddr, checking the address and

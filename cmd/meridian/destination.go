@@ -40,6 +40,7 @@ type destinationFlags struct {
 	nodeName, gossipAddr, advertise, gossipKey string
 	gossipKeysDir, nonOwner, shardKey          string
 	probeInterval                              time.Duration
+	deadHold                                   time.Duration
 }
 
 // stringList is a repeatable flag whose values may also be comma-separated.
@@ -78,6 +79,7 @@ func (f *destinationFlags) parse(name string, args []string) error {
 	fs.StringVar(&f.gossipKey, "gossip-key-file", "", "file holding the gossip encryption key (16, 24 or 32 bytes, raw or base64); reloaded when it changes")
 	fs.StringVar(&f.gossipKeysDir, "gossip-keys-dir", "", "directory of gossip keys for rotation: gossip.key (the primary, which encrypts) and any other *.key files (accepted); a Secret mounted whole. Reloaded when it changes")
 	fs.DurationVar(&f.probeInterval, "gossip-probe-interval", ring.DefaultConfig().ProbeInterval, "memberlist's probe interval: a crashed replica is declared dead about 5 to 7 intervals later, and so is a live one that answers nothing for as long (a long pause on an overloaded node); longer tolerates longer pauses")
+	fs.DurationVar(&f.deadHold, "gossip-dead-hold", ring.DefaultConfig().DeadHold, "how long a replica declared dead stays in the ring while its gRPC port still accepts connections (starved of CPU, not crashed): until it refutes, for at most this long; a replica that refuses, or does not answer within a second, leaves at once; 0 leaves at once always")
 	fs.BoolVar(&f.insecureGossip, "insecure-gossip", false, "allow --ring/--join without a gossip key: plaintext gossip that any process reaching the gossip port can join (tests and a local mesh only)")
 	fs.StringVar(&f.nonOwner, "non-owner", "forward", "for a service another replica owns: forward (relay the stream) or redirect (refuse, naming the owner)")
 	fs.StringVar(&f.shardKey, "shard-key", string(shard.ShardByService), "what places a service in the ring, the same on every replica: service (namespace/name) or namespace (every service of a namespace together; with --source kubernetes, the replica asks the API server for its namespaces' EndpointSlices only where the ShardedListAndWatch feature gate is on)")
@@ -107,6 +109,9 @@ func (f *destinationFlags) parse(name string, args []string) error {
 	}
 	if f.cfg.QueueCapacity < 1 {
 		return fmt.Errorf("--stream-queue-capacity must be at least 1, got %d", f.cfg.QueueCapacity)
+	}
+	if f.deadHold < 0 {
+		return fmt.Errorf("--gossip-dead-hold %s: want 0 (no hold) or more", f.deadHold)
 	}
 	if f.probeInterval < 100*time.Millisecond {
 		return fmt.Errorf("--gossip-probe-interval %s: want at least 100ms", f.probeInterval)
@@ -233,6 +238,10 @@ func (f *destinationFlags) newRing(grpcAddr net.Addr, reg prometheus.Registerer,
 	cfg.NodeName = f.nodeName
 	cfg.Join = f.join
 	cfg.ProbeInterval = f.probeInterval
+	cfg.DeadHold = f.deadHold
+	if f.deadHold == 0 {
+		cfg.DeadHold = -1 // ring.Config: negative is no hold
+	}
 	cfg.Logger = log.Named("ring")
 	cfg.Registerer = reg
 	cfg.GRPCAddr = f.advertise
