@@ -155,6 +155,21 @@ func (r *historyRecorder) checkLatest(t *testing.T, env *kubetest.Env, ns string
 	}
 }
 
+// setRoute replaces the spec of the ServiceProfile ns/name in sps with one route named route
+// (a GET match), and returns its new resourceVersion.
+func setRoute(ctx context.Context, sps dynamic.ResourceInterface, ns, name, route string) (string, error) {
+	cur, err := sps.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return "", err
+	}
+	cur.Object["spec"] = profileObject(ns, name, route, map[string]any{"method": "GET"}).Object["spec"]
+	u, err := sps.Update(ctx, cur, metav1.UpdateOptions{})
+	if err != nil {
+		return "", err
+	}
+	return u.GetResourceVersion(), nil
+}
+
 // createProfiles creates ServiceProfiles named prefix-0 ... prefix-(n-1) in ns with route r1;
 // those whose index invalid accepts with a condition the sp-validator refuses.
 func createProfiles(t *testing.T, env *kubetest.Env, ns, prefix string, n int, invalid func(int) bool) {
@@ -297,13 +312,7 @@ func TestProfilesListedAtStart(t *testing.T) {
 	}
 
 	// A change alone is read with a GET.
-	sps := env.Dynamic.Resource(profileResource).Namespace(ns)
-	cur, err := sps.Get(apiCtx(t), "w-3", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cur.Object["spec"] = profileObject(ns, "w-3", "r2", map[string]any{"method": "GET"}).Object["spec"]
-	if _, err := sps.Update(apiCtx(t), cur, metav1.UpdateOptions{}); err != nil {
+	if _, err := setRoute(apiCtx(t), env.Dynamic.Resource(profileResource).Namespace(ns), ns, "w-3", "r2"); err != nil {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, apiTimeout, "the update", func() bool { d, _ := rec.last(ns + "/w-3"); return d.route == "r2" })
@@ -327,18 +336,7 @@ func TestProfilesChangedDuringList(t *testing.T) {
 	createProfiles(t, env, ns, "w", 100, nil)
 	createProfiles(t, env, ns, "u", 20, nil)
 	sps := env.Dynamic.Resource(profileResource).Namespace(ns)
-	update := func(ctx context.Context, name, route string) (string, error) {
-		cur, err := sps.Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return "", err
-		}
-		cur.Object["spec"] = profileObject(ns, name, route, map[string]any{"method": "GET"}).Object["spec"]
-		u, err := sps.Update(ctx, cur, metav1.UpdateOptions{})
-		if err != nil {
-			return "", err
-		}
-		return u.GetResourceVersion(), nil
-	}
+	update := func(ctx context.Context, name, route string) (string, error) { return setRoute(ctx, sps, ns, name, route) }
 	reqs := &profileRequests{}
 	src, _ := newProfileSource(t, env, ns, wrapped(env, reqs))
 	var hookErr error

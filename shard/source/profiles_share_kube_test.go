@@ -130,22 +130,11 @@ func TestProfileMetadataShare(t *testing.T) {
 		t.Fatalf("after Release the metadata cache holds %d w- and %d u- profiles, want 0 and 59", w, u)
 	}
 	before, _ := rec.last(ns + "/w-3")
-	cur, err := sps.Get(apiCtx(t), "w-3", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cur.Object["spec"] = profileObject(ns, "w-3", "r2", map[string]any{"method": "GET"}).Object["spec"]
-	if _, err := sps.Update(apiCtx(t), cur, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	// A change of a wanted profile after it, to know the watch has passed the first.
-	cur, err = sps.Get(apiCtx(t), "u-5", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cur.Object["spec"] = profileObject(ns, "u-5", "r2", map[string]any{"method": "GET"}).Object["spec"]
-	if _, err := sps.Update(apiCtx(t), cur, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
+	for _, name := range []string{"w-3", "u-5"} {
+		if _, err := setRoute(apiCtx(t), sps, ns, name, "r2"); err != nil {
+			t.Fatal(err)
+		}
 	}
 	testutil.Eventually(t, apiTimeout, "the update of u-5", func() bool { d, _ := rec.last(ns + "/u-5"); return d.route == "r2" })
 	if after, _ := rec.last(ns + "/w-3"); after != before || cached("w") != 0 {
