@@ -249,29 +249,6 @@ func TestClusterFailure(t *testing.T) {
 	c.stop(t)
 }
 
-// eventCount returns ring_failure_detector_events_total{event=ev} in reg.
-func eventCount(t *testing.T, reg *prometheus.Registry, ev string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatalf("gather: %v", err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "ring_failure_detector_events_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if lp.GetName() == "event" && lp.GetValue() == ev {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	t.Fatalf("ring_failure_detector_events_total{event=%q} not found", ev)
-	return 0
-}
-
 // TestClusterDNSSeed joins through a host name that resolves to several addresses
 // ("localhost": 127.0.0.1 and possibly ::1, where nothing listens).
 func TestClusterDNSSeed(t *testing.T) {

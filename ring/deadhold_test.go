@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/meridian-mesh/meridian/internal/testutil"
 )
@@ -107,4 +108,27 @@ func TestDeadHoldEvents(t *testing.T) {
 	if got := eventCount(t, a.reg, "dead_reachable"); got != 1 {
 		t.Errorf("dead_reachable = %v after a leaving member went, want still 1", got)
 	}
+}
+
+// eventCount returns ring_failure_detector_events_total{event=ev} in reg.
+func eventCount(t *testing.T, reg *prometheus.Registry, ev string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "ring_failure_detector_events_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == "event" && lp.GetValue() == ev {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("ring_failure_detector_events_total{event=%q} not found", ev)
+	return 0
 }

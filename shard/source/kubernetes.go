@@ -389,19 +389,24 @@ func (k *Kubernetes) Run(ctx context.Context, h Handler) error {
 		}
 	}
 	if cache.WaitForCacheSync(ctx.Done(), syncs...) {
-		// A ring change during the initial lists may have left objects of services the
-		// replica no longer owns (see Release).
-		k.sweep(k.shares)
-		if f := k.profiles; f != nil {
-			f.sweep()
-		}
-		if ps != nil {
-			ps.endDefer() // the initial sync's: read what the slices named meanwhile
-		}
-		k.log.Info("informers synced")
+		k.initialSynced(ps)
 	}
 	<-ctx.Done()
 	return nil
+}
+
+// initialSynced follows the informers' initial lists: a ring change during them may have left
+// objects of services the replica no longer owns (see Release), and the pods the slices
+// named meanwhile are read now.
+func (k *Kubernetes) initialSynced(ps *podShare) {
+	k.sweep(k.shares)
+	if f := k.profiles; f != nil {
+		f.sweep()
+	}
+	if ps != nil {
+		ps.endDefer() // the initial sync's
+	}
+	k.log.Info("informers synced")
 }
 
 // podKind returns the pod informer's event handler and, when h is a PodFilter (and a
