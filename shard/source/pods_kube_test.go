@@ -95,54 +95,92 @@ func podReads(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 // Release); a pod deleted while it was read is not stored after its deletion; a pod a relist
 // deleted (a tombstone) is read again while it is wanted.
 func TestPodShareKubernetes(t *testing.T) {
+	f := startPodShare(t)
+	f.filtersBeforeTheCache()
+	f.readsAndForgets()
+	f.gainsAndReleases()
+	f.racesWithTheInformer()
+}
+
+// podShareWorld is TestPodShareKubernetes's world: a source on a real API server whose handler
+// (rec) needs some pods only, with the phases of the test as methods, run in order.
+type podShareWorld struct {
+	t   *testing.T
+	env *kubetest.Env
+	ns  string
+	ctx context.Context
+	reg *prometheus.Registry
+	src *Kubernetes
+	rec *podRecorder
+}
+
+// startPodShare creates Service a1 with a slice, pods p1-p4 (p4 with address 10.9.0.4),
+// and runs the source with a handler that wants service a, pod p1 and address 10.9.0.4.
+func startPodShare(t *testing.T) *podShareWorld {
 	env := kubetest.Start(t)
-	ns := env.Namespace(t, nil)
-	ctx := apiCtx(t)
-	create(t, ctx, env.Client, testService(ns, "a1"), testSlice(ns, "a1-s", "a1", "10.1.0.1"),
+	f := &podShareWorld{t: t, env: env, ns: env.Namespace(t, nil), ctx: apiCtx(t), reg: prometheus.NewRegistry()}
+	ns := f.ns
+	create(t, f.ctx, env.Client, testService(ns, "a1"), testSlice(ns, "a1-s", "a1", "10.1.0.1"),
 		testPod(ns, "p1"), testPod(ns, "p2"), testPod(ns, "p3"), testPod(ns, "p4"))
 	setPodIP(t, env, ns, "p4", "10.9.0.4")
 
-	reg := prometheus.NewRegistry()
-	src := NewKubernetes(env.Client, KubernetesConfig{Namespace: ns}, reg, zaptest.NewLogger(t))
-	rec := &podRecorder{filterRecorder: &filterRecorder{recorder: newRecorder()}, named: map[string]bool{}, ips: map[netip.Addr]bool{}}
-	rec.set("a")
-	rec.name(ns+"/p1", true)
-	rec.address("10.9.0.4", true)
-	testutil.Go(t, "Run", func(ctx context.Context) error { return src.Run(ctx, rec) })
-	testutil.Eventually(t, apiTimeout, "informers to sync", src.Synced)
+	f.src = NewKubernetes(env.Client, KubernetesConfig{Namespace: ns}, f.reg, zaptest.NewLogger(t))
+	f.rec = &podRecorder{filterRecorder: &filterRecorder{recorder: newRecorder()}, named: map[string]bool{}, ips: map[netip.Addr]bool{}}
+	f.rec.set("a")
+	f.rec.name(ns+"/p1", true)
+	f.rec.address("10.9.0.4", true)
+	testutil.Go(t, "Run", func(ctx context.Context) error { return f.src.Run(ctx, f.rec) })
+	testutil.Eventually(t, apiTimeout, "informers to sync", f.src.Synced)
+	return f
+}
 
-	podKey := func(name string) string { return KindPod + " " + ns + "/" + name }
+func (f *podShareWorld) podKey(name string) string { return KindPod + " " + f.ns + "/" + name }
+
+// deliveredPod is the pod the handler holds as ns/name, or nil.
+func (f *podShareWorld) deliveredPod(name string) *translator.Pod {
+	p, _ := f.rec.get(f.podKey(name)).(*translator.Pod)
+	return p
+}
+
+// filtersBeforeTheCache: only the wanted pods are cached and delivered, and a change of an
+// unwanted pod is neither.
+func (f *podShareWorld) filtersBeforeTheCache() {
+	t, ns, src, rec := f.t, f.ns, f.src, f.rec
 	if got, want := src.podKeys(), []string{ns + "/p1", ns + "/p4"}; !slices.Equal(got, want) {
 		t.Fatalf("pod cache holds %v, want %v (the named pod and the one with a wanted address)", got, want)
 	}
-	if rec.get(podKey("p2")) != nil || rec.get(podKey("p3")) != nil {
+	if rec.get(f.podKey("p2")) != nil || rec.get(f.podKey("p3")) != nil {
 		t.Fatal("an unwanted pod was delivered")
 	}
 
 	// A change of an unwanted pod is neither delivered nor cached; a wanted pod's later
 	// change arrives on the same watch, after it.
-	relabelPod(t, env, ns, "p2", "v", "2")
-	relabelPod(t, env, ns, "p1", "v", "2")
+	relabelPod(t, f.env, ns, "p2", "v", "2")
+	relabelPod(t, f.env, ns, "p1", "v", "2")
 	testutil.Eventually(t, apiTimeout, "the wanted pod's update", func() bool {
-		p, _ := rec.get(podKey("p1")).(*translator.Pod)
+		p := f.deliveredPod("p1")
 		return p != nil && p.Label("v") == "2"
 	})
-	if rec.get(podKey("p2")) != nil || src.Pod(ns, "p2") != nil {
+	if rec.get(f.podKey("p2")) != nil || src.Pod(ns, "p2") != nil {
 		t.Fatal("an update of an unwanted pod was delivered or cached")
 	}
+}
 
-	// Starting to need p2 (a slice names it) reads it; a pod that does not exist is counted
-	// as gone.
+// readsAndForgets: a pod the handler starts needing is read (WantPod), one that does not
+// exist is counted as gone; ForgetPod drops an unwanted pod from the cache, and a cached pod
+// the filter stops wanting leaves it at its next change, delivered as a deletion.
+func (f *podShareWorld) readsAndForgets() {
+	t, ns, src, rec := f.t, f.ns, f.src, f.rec
 	rec.name(ns+"/p2", true)
 	src.WantPod(ns, "p2")
 	rec.name(ns+"/ghost", true)
 	src.WantPod(ns, "ghost")
 	testutil.Eventually(t, apiTimeout, "p2 to be read and delivered", func() bool {
-		p, _ := rec.get(podKey("p2")).(*translator.Pod)
+		p := f.deliveredPod("p2")
 		return p != nil && p.Label("v") == "2" && src.Pod(ns, "p2") == p
 	})
 	testutil.Eventually(t, apiTimeout, "the pod reads to be counted", func() bool {
-		r := podReads(t, reg)
+		r := podReads(t, f.reg)
 		return r["found"] == 1 && r["gone"] == 1 && r["failed"] == 0
 	})
 
@@ -158,20 +196,23 @@ func TestPodShareKubernetes(t *testing.T) {
 	// handler is told that it is gone (it may hold its addresses), not that it changed.
 	rec.Take()
 	rec.name(ns+"/p2", false)
-	relabelPod(t, env, ns, "p2", "v", "3")
+	relabelPod(t, f.env, ns, "p2", "v", "3")
 	testutil.Eventually(t, apiTimeout, "the unwanted p2 to leave the cache", func() bool { return src.Pod(ns, "p2") == nil })
-	testutil.Eventually(t, apiTimeout, "p2's deletion to be delivered", func() bool { return rec.get(podKey("p2")) == nil })
-	if ev := rec.Take(); slices.Contains(ev, "+"+podKey("p2")) {
+	testutil.Eventually(t, apiTimeout, "p2's deletion to be delivered", func() bool { return rec.get(f.podKey("p2")) == nil })
+	if ev := rec.Take(); slices.Contains(ev, "+"+f.podKey("p2")) {
 		t.Fatalf("the unwanted pod's change was delivered: %v", ev)
 	}
+}
 
-	// Gain loads the pods wanted now that the cache lacks; Release drops those no longer
-	// wanted (p4, whose address went elsewhere).
+// gainsAndReleases: Gain loads the pods wanted now that the cache lacks; Release drops those
+// no longer wanted (p4, whose address went elsewhere).
+func (f *podShareWorld) gainsAndReleases() {
+	t, ns, src, rec := f.t, f.ns, f.src, f.rec
 	rec.name(ns+"/p3", true)
-	if err := src.Gain(ctx, Gained{Before: func(_, name string) bool { return strings.HasPrefix(name, "a") }}); err != nil {
+	if err := src.Gain(f.ctx, Gained{Before: func(_, name string) bool { return strings.HasPrefix(name, "a") }}); err != nil {
 		t.Fatal(err)
 	}
-	if p, _ := rec.get(podKey("p3")).(*translator.Pod); p == nil || src.Pod(ns, "p3") != p {
+	if p := f.deliveredPod("p3"); p == nil || src.Pod(ns, "p3") != p {
 		t.Fatalf("Gain delivered %v and cached %v for p3, want the pod in both", p, src.Pod(ns, "p3"))
 	}
 	rec.address("10.9.0.4", false)
@@ -179,7 +220,13 @@ func TestPodShareKubernetes(t *testing.T) {
 	if got, want := src.podKeys(), []string{ns + "/p3"}; !slices.Equal(got, want) {
 		t.Fatalf("after Release the pod cache holds %v, want %v", got, want)
 	}
+}
 
+// racesWithTheInformer: a tombstone of a wanted pod is read again, a stale read stored over
+// the informer's newer copy is mended at its delivery, and a read never stores a pod after
+// the watch deleted it.
+func (f *podShareWorld) racesWithTheInformer() {
+	t, ns, src, rec, ctx := f.t, f.ns, f.src, f.rec, f.ctx
 	ps := src.podFiltering()
 
 	// A relist deleted p3 (a tombstone), which is still wanted: it is read again, also while
@@ -196,13 +243,13 @@ func TestPodShareKubernetes(t *testing.T) {
 	// A read of p3 that checked the cache just before the informer stored a newer copy, and
 	// stored its older one after it (keep's check and add are not atomic with the informer's
 	// writes): the informer's delivery of the newer copy puts it back in the cache.
-	before, err := env.Client.CoreV1().Pods(ns).Get(ctx, "p3", metav1.GetOptions{})
+	before, err := f.env.Client.CoreV1().Pods(ns).Get(ctx, "p3", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	relabelPod(t, env, ns, "p3", "v", "4")
+	relabelPod(t, f.env, ns, "p3", "v", "4")
 	testutil.Eventually(t, apiTimeout, "p3's change to be delivered", func() bool {
-		p, _ := rec.get(podKey("p3")).(*translator.Pod)
+		p := f.deliveredPod("p3")
 		return p != nil && p.Label("v") == "4"
 	})
 	fresh := src.Pod(ns, "p3")
@@ -215,15 +262,15 @@ func TestPodShareKubernetes(t *testing.T) {
 
 	// p3 read before its deletion, stored after the watch deleted it: not stored. And a read
 	// stored between the informer's removal and the handler's call is undone by the call.
-	old, err := env.Client.CoreV1().Pods(ns).Get(ctx, "p3", metav1.GetOptions{})
+	old, err := f.env.Client.CoreV1().Pods(ns).Get(ctx, "p3", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ps.beginLoad()
-	if err := env.Client.CoreV1().Pods(ns).Delete(ctx, "p3", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+	if err := f.env.Client.CoreV1().Pods(ns).Delete(ctx, "p3", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
 		t.Fatal(err)
 	}
-	testutil.Eventually(t, apiTimeout, "p3's deletion", func() bool { return rec.get(podKey("p3")) == nil })
+	testutil.Eventually(t, apiTimeout, "p3's deletion", func() bool { return rec.get(f.podKey("p3")) == nil })
 	ps.keep(old)
 	ps.endLoad()
 	if src.Pod(ns, "p3") != nil {

@@ -336,7 +336,9 @@ func TestProfilesChangedDuringList(t *testing.T) {
 	createProfiles(t, env, ns, "w", 100, nil)
 	createProfiles(t, env, ns, "u", 20, nil)
 	sps := env.Dynamic.Resource(profileResource).Namespace(ns)
-	update := func(ctx context.Context, name, route string) (string, error) { return setRoute(ctx, sps, ns, name, route) }
+	update := func(ctx context.Context, name, route string) (string, error) {
+		return setRoute(ctx, sps, ns, name, route)
+	}
 	reqs := &profileRequests{}
 	src, _ := newProfileSource(t, env, ns, wrapped(env, reqs))
 	var hookErr error
