@@ -401,6 +401,11 @@ func (e eventDelegate) NotifyUpdate(n *memberlist.Node) { e.set(n) }
 
 // NotifyLeave drops a member that left on purpose (its metadata said it was leaving) at
 // once, and holds one memberlist declared dead while its death is confirmed (deadHold).
+// The metadata is the only sign of a leave here: memberlist (v0.7.0) records a member as
+// left or dead in its own state, not in the Node it passes (whose State stays zero). A peer
+// that hears of the leave before the metadata update (gossip may reorder them, or a
+// push/pull may bring the leave alone) holds the member as a dead one whose address may
+// still accept, for at most the hold (TestLeaveWhileReachable covers the usual order).
 func (e eventDelegate) NotifyLeave(n *memberlist.Node) {
 	e.c.viewMu.Lock()
 	info, ok := e.c.view[n.Name]

@@ -55,6 +55,30 @@ func TestDeadHoldCrashedButReachable(t *testing.T) {
 	c.stop(t)
 }
 
+// TestLeaveWhileReachable: a member that leaves on purpose (Run's context ends) leaves its
+// peers' rings at once, although its gRPC address still accepts connections (a replica shuts
+// its gRPC server down after it leaves the ring) and the peers hold dead members for a
+// minute: its leave is not mistaken for a death to confirm.
+func TestLeaveWhileReachable(t *testing.T) {
+	grpc := listen(t)
+	mod := func(cfg *Config) { cfg.DeadHold = time.Minute }
+	a := startNodeWith(t, "a", mod)
+	b := startNodeWith(t, "b", func(cfg *Config) { mod(cfg); cfg.Join = []string{a.GossipAddr()} })
+	c := startNodeWith(t, "c", func(cfg *Config) {
+		mod(cfg)
+		cfg.Join = []string{a.GossipAddr()}
+		cfg.GRPCAddr = grpc.Addr().String()
+	})
+	waitConverged(t, []*node{a, b, c}, "a,b,c")
+	c.stop(t) // leaves; its address still accepts
+	waitConverged(t, []*node{a, b}, "a,b")
+	for _, n := range []*node{a, b} {
+		if got := eventCount(t, n.reg, "dead_reachable"); got != 0 {
+			t.Errorf("%s: dead_reachable = %v after c left on purpose, want 0", n.Self().Name, got)
+		}
+	}
+}
+
 // TestDeadHoldEvents: the hold as memberlist's events drive it, on a running member: a peer
 // declared dead whose address accepts stays in the ring, and its return (alive again)
 // changes nothing; one whose address refuses leaves at once; one that said it was leaving
