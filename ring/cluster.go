@@ -216,8 +216,9 @@ func memberlistConfig(cfg Config, lg memberlistLog) (*memberlist.Config, error) 
 }
 
 // Run joins the cluster and keeps the ring current until ctx ends; then it leaves the
-// cluster (waiting at most Config.LeaveTimeout for the broadcast), shuts memberlist down
-// and returns nil. It may be called once.
+// cluster (waiting at most half of Config.LeaveTimeout for the metadata that says it is
+// leaving to go out, then at most Config.LeaveTimeout for the leave broadcast), shuts
+// memberlist down and returns nil. It may be called once.
 //
 // Joining: with no seeds the member forms a cluster alone and is joined at once.
 // Otherwise each attempt resolves every seed to all its addresses and contacts them; an

@@ -68,7 +68,8 @@ type Config struct {
 	// of the network healing (plus a dial that was in flight). Before the first join,
 	// attempts back off from JoinRetryMin to JoinRetryMax instead.
 	RejoinInterval time.Duration
-	// LeaveTimeout bounds how long Run waits for the leave broadcast on shutdown.
+	// LeaveTimeout bounds how long Run waits for the leave broadcast on shutdown (and half
+	// of it for the leaving metadata before it): at most 1.5 times it in all.
 	LeaveTimeout time.Duration
 	// ProbeInterval is memberlist's failure-detection period: each member probes one other
 	// per interval; a reply is due within half of it, and the other half is for indirect
