@@ -56,10 +56,15 @@ type profileFetcher struct {
 	// destination_source_lists_total{resource="serviceprofiles"}.
 	lists atomic.Int64
 
-	// relistMu guards deleted: while relist runs, the keys of the deletions the watch
-	// passed on (recorded before the informer applies them), which relist must not add back.
+	// relistMu guards deleted, gone and goneSeq. deleted: while relist runs, the keys of the
+	// deletions the watch passed on (recorded before the informer applies them), which
+	// relist must not add back. gone: the wanted profiles the watch deleted, each with its
+	// deletion's sequence number (goneSeq counts them), until the deletion is delivered
+	// (profiles_gone.go).
 	relistMu sync.Mutex
 	deleted  map[string]struct{}
+	gone     map[string]uint64
+	goneSeq  uint64
 }
 
 // profileKinds returns the ServiceProfile metadata informer (as an informerKind whose
@@ -147,21 +152,29 @@ func (f *profileFetcher) listWatch() cache.ListerWatcher {
 
 // filterEvent passes a watch event on when the handler wants its profile, or when it is no
 // addition or modification; the addition of an unwanted profile is dropped, and its
-// modification becomes its deletion. A deletion is recorded for relist, before the informer
-// applies it.
+// modification becomes its deletion. A deletion is recorded for relist, and that of a wanted
+// profile for the fetcher (recordGone), before the informer applies it.
 func (f *profileFetcher) filterEvent(e watch.Event) (watch.Event, bool) {
 	m, ok := e.Object.(*metav1.PartialObjectMetadata)
 	if !ok {
 		return e, true
 	}
+	key := m.Namespace + "/" + m.Name
+	wanted := f.want(m.Namespace, m.Name)
 	if e.Type == watch.Deleted {
 		f.relistMu.Lock()
 		if f.deleted != nil {
-			f.deleted[m.Namespace+"/"+m.Name] = struct{}{}
+			f.deleted[key] = struct{}{}
 		}
 		f.relistMu.Unlock()
+		if wanted {
+			f.recordGone(key)
+		}
 	}
-	if (e.Type != watch.Added && e.Type != watch.Modified) || f.want(m.Namespace, m.Name) {
+	if (e.Type != watch.Added && e.Type != watch.Modified) || wanted {
+		if e.Type != watch.Deleted {
+			f.forgetGone(key)
+		}
 		return e, true
 	}
 	if e.Type == watch.Added {
@@ -217,6 +230,7 @@ func (f *profileFetcher) relist(ctx context.Context) error {
 // sweep drops from the informer's cache the profiles the handler no longer wants (their
 // service went to another replica); the handler needs nothing of them.
 func (f *profileFetcher) sweep() {
+	f.pruneGone()
 	for _, key := range f.store.ListKeys() {
 		if ns, name, err := cache.SplitMetaNamespaceKey(key); err == nil && !f.want(ns, name) {
 			if obj, ok, _ := f.store.GetByKey(key); ok {
@@ -332,26 +346,38 @@ func (f *profileFetcher) next(ctx context.Context) bool {
 	return true
 }
 
-// fetch delivers the current state of the profile key: its deletion when the informer no
-// longer has it (or the API server says it is gone), else its projection, read whole.
+// fetch delivers the current state of the profile key: its deletion when the watch deleted
+// it and the informer no longer has it, or when the API server says it is gone; else its
+// projection, read whole. A profile the informer lacks although the watch did not delete it
+// is read too, and put back in the cache when it exists (profiles_gone.go).
 func (f *profileFetcher) fetch(ctx context.Context, key string) error {
 	ns, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
 		return nil // not a key the informer makes: nothing to fetch
 	}
-	if _, ok, _ := f.store.GetByKey(key); !ok {
-		f.deliverGone(ns, name)
+	obj, cached, _ := f.store.GetByKey(key)
+	if !cached && (f.takeGone(key) || !f.want(ns, name)) {
+		f.deliverGone(ns, name) // deleted, or no longer wanted: the handler holds nothing of it
 		return nil
 	}
+	mark := f.goneMark()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	u, err := f.k.clients.Dynamic.Resource(serviceProfileGVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
+		if cached {
+			f.dropStale(key, obj)
+		}
+		f.takeGone(key)
 		f.deliverGone(ns, name)
 		return nil
 	}
 	if err != nil {
 		return err
+	}
+	if !cached && !f.restore(key, u, mark) {
+		f.deliverGone(ns, name)
+		return nil
 	}
 	f.deliverRead(key, u.Object)
 	return nil
@@ -362,9 +388,11 @@ func (f *profileFetcher) fetch(ctx context.Context, key string) error {
 // queue:
 //   - a listed profile whose resourceVersion is the one the informer holds is delivered,
 //     and settled;
-//   - a key the informer no longer holds is delivered as deleted, as fetch does, and
-//     settled (a profile deleted while the LIST ran, whether the LIST has it or not);
+//   - a key the informer no longer holds because the watch deleted it is delivered as
+//     deleted, as fetch does, and settled (a profile deleted while the LIST ran, whether
+//     the LIST has it or not);
 //   - every other key is given back, to be read alone with a GET by fetch: the informer
+//     lacks it for another reason (fetch checks that it exists: profiles_gone.go), or it
 //     holds another version than the one listed (newer: it changed after the LIST's
 //     snapshot; older: the informer has not caught up, and the GET reads the newest), or the
 //     LIST does not have it (created after the snapshot), or the LIST failed before reaching
@@ -405,7 +433,7 @@ func (f *profileFetcher) list(ctx context.Context, keys []string) {
 			continue
 		}
 		ns, name, serr := cache.SplitMetaNamespaceKey(key)
-		if serr == nil && f.cachedVersion(key) == "" {
+		if serr == nil && f.cachedVersion(key) == "" && f.takeGone(key) {
 			f.deliverGone(ns, name)
 			f.queue.settle(key, func() bool { return f.cachedVersion(key) == "" })
 			continue
