@@ -84,9 +84,11 @@ func (f *follower) apply(ctx context.Context, prev, cur *ring.Ring) {
 
 // replay hands the index what it gained from ring prev, once the source's initial delivery
 // (filtered by an older ring) has finished: a source that keeps only what the index wants
-// (source.ShareLoader) loads the gained share from the API server; any other replays. It
-// returns how long the source took to deliver, and the index then to compute, what was
-// gained.
+// (source.ShareLoader) loads the gained share from the API server; any other replays. A load
+// that fails (the API server unreachable, a list that times out) is tried again, with a
+// backoff, until it succeeds or ctx ends: the services it gained are not complete before, and
+// the replica is not ready meanwhile (loading). It returns how long the source took to
+// deliver, and the index then to compute, what was gained.
 func (f *follower) replay(ctx context.Context, prev *ring.Ring) (load, settle time.Duration) {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
@@ -96,8 +98,38 @@ func (f *follower) replay(ctx context.Context, prev *ring.Ring) (load, settle ti
 		case <-tick.C:
 		}
 	}
-	var err error
 	start := time.Now()
+	for attempt, wait := 1, replayRetryMin; ; attempt, wait = attempt+1, min(2*wait, replayRetryMax) {
+		err := f.load(ctx, prev)
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+		if attempt == 1 || attempt%10 == 0 {
+			f.log.Warn("loading the services gained on a ring change failed; retrying (the replica is not ready meanwhile)",
+				zap.Int("attempt", attempt), zap.Duration("retry_in", wait), zap.Error(err))
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+	}
+	load = time.Since(start)
+	f.idx.settle(ctx)
+	settle = time.Since(start) - load
+	return load, settle
+}
+
+// replayRetryMin and replayRetryMax bound the wait before a failed load of a gained share is
+// tried again (doubling from the first to the second).
+const (
+	replayRetryMin = 100 * time.Millisecond
+	replayRetryMax = 5 * time.Second
+)
+
+// load has the source deliver what the replica gained from ring prev: a source that keeps
+// only what the index wants (source.ShareLoader) loads the gained share, any other replays.
+// A failed load may have delivered part of the share: both are safe to run again.
+func (f *follower) load(ctx context.Context, prev *ring.Ring) error {
 	if sl, ok := f.src.(source.ShareLoader); ok && prev != nil {
 		self, key := f.own.self, f.own.key
 		g := source.Gained{Before: func(namespace, name string) bool {
@@ -106,17 +138,9 @@ func (f *follower) replay(ctx context.Context, prev *ring.Ring) (load, settle ti
 		if key == ShardByNamespace {
 			g.ShardSelector = gainedSelector(prev, f.members.Ring(), self)
 		}
-		err = sl.Gain(ctx, g)
-	} else {
-		err = f.src.Replay(ctx)
+		return sl.Gain(ctx, g)
 	}
-	load = time.Since(start)
-	f.idx.settle(ctx)
-	settle = time.Since(start) - load
-	if err != nil && ctx.Err() == nil {
-		f.log.Error("replay of the source after a ring change failed; gained services may be incomplete", zap.Error(err))
-	}
-	return load, settle
+	return f.src.Replay(ctx)
 }
 
 // loading reports whether a replay is in progress.
