@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -140,6 +141,13 @@ func TestPartialReplayAfterQueuedFrames(t *testing.T) {
 		if _, _, err := srv.Apply(rng, nil, nil); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// A bitmap longer than the cluster's services need is refused, and changes nothing.
+	bad := httptest.NewRecorder()
+	long := make([]byte, (srv.cluster.Services()+7)/8+1)
+	srv.replay(bad, httptest.NewRequest(http.MethodPost, "/replay?subscriber=1&token=6", bytes.NewReader(long)))
+	if bad.Code != http.StatusBadRequest || !strings.Contains(bad.Body.String(), "bitmap of") {
+		t.Fatalf("replay with a %d-byte bitmap: %d %s, want 400", len(long), bad.Code, bad.Body)
 	}
 	// Hold the writes: the first change after it blocks the stream in its flush, the next
 	// ones queue.

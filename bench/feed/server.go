@@ -191,6 +191,11 @@ func (s *Server) replay(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Lock()
+	if n := (s.cluster.Services() + 7) / 8; len(only) > n {
+		s.mu.Unlock()
+		http.Error(w, fmt.Sprintf("replay: a bitmap of %d bytes, for %d services (at most %d bytes)", len(only), s.cluster.Services(), n), http.StatusBadRequest)
+		return
+	}
 	sub, ok := s.subs[id]
 	if ok {
 		if len(sub.tokens)+len(sub.partialTokens) >= 1024 {
