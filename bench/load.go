@@ -144,11 +144,16 @@ type load struct {
 
 	paths []string // per service: its Get path
 	// connMu guards conns and byAddr, which grow when a replica joins during churn.
-	connMu  sync.RWMutex
-	conns   [][]*grpc.ClientConn // per replica (a joining one's empty until it is ready)
-	byAddr  map[string]int       // replica gRPC address -> index
-	mu      sync.Mutex           // guards streams (the storm adds to it)
-	dead    []atomic.Bool        // per replica: killed on purpose
+	connMu sync.RWMutex
+	conns  [][]*grpc.ClientConn // per replica (a joining one's empty until it is ready)
+	byAddr map[string]int       // replica gRPC address -> index
+	mu     sync.Mutex           // guards streams (the storm adds to it)
+	dead   []atomic.Bool        // per replica: killed on purpose
+	// ready, per replica: ready (its /ready said so). Streams moved off a killed replica go
+	// to ready ones only, as a proxy reconnecting through the destination Service reaches
+	// only the replicas that are its ready endpoints; redirects go to whichever one a
+	// replica names.
+	ready   []atomic.Bool
 	streams []*stream
 	wg      sync.WaitGroup
 }
@@ -195,6 +200,7 @@ func newLoad(cfg gen.Config, replicas int) *load {
 		storm:      newHistogram(),
 		stormGets:  newHistogram(),
 		dead:       make([]atomic.Bool, replicas),
+		ready:      make([]atomic.Bool, replicas),
 	}
 }
 
@@ -264,9 +270,10 @@ func (l *load) fail(err error) {
 	l.firstErr.CompareAndSwap(nil, &err)
 }
 
-// client returns the connection for a stream, moving it off a killed replica: to a live one
-// picked by the stream's slot, so that the streams of a killed replica spread over the
-// others, as proxies reconnecting through the destination Service's address do.
+// client returns the connection for a stream, moving it off a killed replica: to a live,
+// ready one picked by the stream's connection slot, so that the connections of a killed
+// replica spread over the others (each with its streams), as proxies' connections
+// reconnecting through the destination Service's address do.
 func (l *load) client(st *stream) (grpc.ClientConnInterface, int) {
 	l.connMu.RLock()
 	defer l.connMu.RUnlock()
@@ -274,7 +281,7 @@ func (l *load) client(st *stream) (grpc.ClientConnInterface, int) {
 	if l.dead[r].Load() || len(l.conns[r]) == 0 {
 		live := make([]int, 0, len(l.conns))
 		for i := range l.conns {
-			if !l.dead[i].Load() && len(l.conns[i]) > 0 {
+			if !l.dead[i].Load() && l.ready[i].Load() && len(l.conns[i]) > 0 {
 				live = append(live, i)
 			}
 		}
@@ -299,7 +306,8 @@ func (l *load) run(ctx context.Context, st *stream) {
 			return
 		}
 		if got {
-			redirects, delay = 0, reconnectDelay
+			// It delivered: its reconnects and redirects start afresh, as a proxy's do.
+			attempt, redirects, delay = 0, 0, reconnectDelay
 		}
 		wait := reconnectDelay
 		if i, ok := l.replicaAt(owner); ok && status.Code(err) == codes.FailedPrecondition {

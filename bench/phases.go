@@ -70,6 +70,7 @@ func (r *run) dial() error {
 		if err := r.dialReplica(i, r.reps.get(i).spec.Addr, (max(nconns, r.n)-i+r.n-1)/r.n); err != nil {
 			return err
 		}
+		r.ld.ready[i].Store(true) // the replicas started before churn are ready
 	}
 	return nil
 }
@@ -174,10 +175,12 @@ func (r *run) fire(ev *events, el, stormAt time.Duration, ph *phase) {
 		go func() {
 			defer r.bg.Done()
 			// Redirects to it are followed (a proxy follows them to any replica) from when
-			// it starts, since it joins the ring before it is ready, and streams moved off a
-			// killed replica may open there.
+			// it starts, since it joins the ring before it is ready; streams moved off a
+			// killed replica open there once it is ready.
 			err := r.startReady(r.n, func(addr string) error { return r.dialReplica(r.n, addr, 1) })
-			if err != nil && r.ctx.Err() == nil {
+			if err == nil {
+				r.ld.ready[r.n].Store(true)
+			} else if r.ctx.Err() == nil {
 				r.ld.fail(err)
 			}
 		}()

@@ -177,6 +177,8 @@ func (r *run) stopStreams() {
 }
 
 func (r *run) closeConns() {
+	r.ld.connMu.RLock()
+	defer r.ld.connMu.RUnlock()
 	for _, cs := range r.ld.conns {
 		for _, c := range cs {
 			c.Close()

@@ -14,6 +14,8 @@ import (
 
 	pb "github.com/linkerd/linkerd2-proxy-api/go/destination"
 	pbnet "github.com/linkerd/linkerd2-proxy-api/go/net"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/meridian-mesh/meridian/bench/gen"
 	"github.com/meridian-mesh/meridian/internal/testutil"
@@ -306,5 +308,35 @@ go_sched_latencies_seconds_count 102
 	}
 	if got := slowSchedWaits(map[string]float64{}); got != 0 {
 		t.Errorf("slowSchedWaits without the metric = %d, want 0", got)
+	}
+}
+
+// TestClientMovesToReadyReplicas: a stream on a killed replica moves to a live replica that
+// is ready, picked by its connection slot, never to one still starting (which a proxy
+// reconnecting through the destination Service could not reach); redirects may still name
+// the one starting.
+func TestClientMovesToReadyReplicas(t *testing.T) {
+	l := newLoad(gen.DefaultConfig(), 4)
+	l.conns = make([][]*grpc.ClientConn, 4)
+	for i := range 4 {
+		cc, err := grpc.NewClient("passthrough:///replica", grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cc.Close() })
+		l.setReplica(i, fmt.Sprintf("127.0.0.1:%d", 1000+i), []*grpc.ClientConn{cc})
+	}
+	l.ready[0].Store(true)
+	l.ready[1].Store(true)
+	l.ready[2].Store(true) // 3 is starting
+	l.dead[0].Store(true)
+	for slot := range 8 {
+		st := &stream{slot: slot}
+		if _, r := l.client(st); r != 1+slot%2 {
+			t.Errorf("slot %d moved to replica %d, want %d (the ready ones, 1 and 2, by slot)", slot, r, 1+slot%2)
+		}
+	}
+	if i, ok := l.replicaAt("127.0.0.1:1003"); !ok || i != 3 {
+		t.Errorf("replicaAt(the starting replica) = %d, %v; want 3, true", i, ok)
 	}
 }
