@@ -23,6 +23,12 @@ type follower struct {
 	log     *zap.Logger
 
 	replaying atomic.Int32 // replays of the source in progress after a ring change
+	// incomplete is set while the share gained on a ring change is not loaded (every
+	// attempt failed): the replica is not ready, and Run tries again (reload), from
+	// unloaded, the ring before that change, so that a load covers every change since.
+	// unloaded is Run's alone.
+	incomplete atomic.Bool
+	unloaded   *ring.Ring
 	// filtered is the ring the index's filter follows; started is set when the source
 	// starts (Replica.awaitRing), which waits for filtered to be the ring joined: a gain
 	// before then needs no replay, the source's first list being filtered already.
@@ -33,19 +39,69 @@ type follower struct {
 // Run applies every ring change until ctx ends: it first takes the services it gains (the
 // source replays its objects, now admitted by the new ownership), then wakes the streams so
 // that those of services it lost move to their new owners, and releases what nobody holds.
+//
+// A share it failed to load (apply's attempts all failed) is loaded again, from Run, after
+// reloadMin doubling to reloadMax, until a load succeeds; ring changes are applied meanwhile.
 func (f *follower) Run(ctx context.Context) error {
 	ch, cancel := f.members.Subscribe()
 	defer cancel()
+	retry := time.NewTimer(0)
+	<-retry.C
+	defer retry.Stop()
+	wait := reloadMin
 	for {
 		cur := f.members.Ring()
 		if prev := f.own.load(); prev.ring == nil || !prev.ring.Equal(cur) {
 			f.apply(ctx, prev.ring, cur)
 		}
+		if f.incomplete.Load() {
+			retry.Reset(wait)
+		} else {
+			wait = reloadMin
+		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-ch:
+		case <-retry.C:
+			wait = min(2*wait, reloadMax)
+			f.reload(ctx)
 		}
+		retry.Stop()
+	}
+}
+
+// reloadMin and reloadMax bound the wait before Run loads again a share that apply failed
+// to load.
+const (
+	reloadMin = time.Second
+	reloadMax = 30 * time.Second
+)
+
+// reload loads again what the replica gained since f.unloaded, the ring before the change
+// whose share it failed to load.
+func (f *follower) reload(ctx context.Context) {
+	f.replaying.Add(1)
+	load, settle, err := f.replay(ctx, f.unloaded)
+	f.replaying.Add(-1)
+	f.loaded(ctx, f.unloaded, err)
+	if err == nil {
+		f.log.Info("loaded the services gained on an earlier ring change", zap.Duration("load", load), zap.Duration("settle", settle))
+	}
+}
+
+// loaded records the outcome of a load of what was gained since ring from.
+func (f *follower) loaded(ctx context.Context, from *ring.Ring, err error) {
+	switch {
+	case err == nil:
+		f.unloaded = nil
+		f.incomplete.Store(false)
+	case ctx.Err() == nil:
+		if !f.incomplete.Load() {
+			f.unloaded = from // the oldest ring not loaded from
+		}
+		f.incomplete.Store(true)
+		f.log.Error("loading the services gained on a ring change failed; the replica is not ready, and tries again", zap.Error(err))
 	}
 }
 
@@ -66,11 +122,17 @@ func (f *follower) apply(ctx context.Context, prev, cur *ring.Ring) {
 		f.idx.SetShardSelector(ownedSelector(cur, self))
 	}
 	f.filtered.Store(cur)
+	from := prev
+	if f.incomplete.Load() {
+		from, gained = f.unloaded, true // load what the earlier change gained too
+	}
 	var load, settle time.Duration
 	if gained && f.started.Load() {
 		f.replaying.Add(1)
-		load, settle = f.replay(ctx, prev)
+		var err error
+		load, settle, err = f.replay(ctx, from)
 		f.replaying.Add(-1)
+		f.loaded(ctx, from, err)
 	}
 	f.own.swap(cur)
 	dropped := f.idx.DropUnowned()
@@ -85,11 +147,11 @@ func (f *follower) apply(ctx context.Context, prev, cur *ring.Ring) {
 // replay hands the index what it gained from ring prev, once the source's initial delivery
 // (filtered by an older ring) has finished: a source that keeps only what the index wants
 // (source.ShareLoader) loads the gained share from the API server; any other replays. A load
-// that fails (the API server unreachable, a list that times out) is tried again, with a
-// backoff, until it succeeds or ctx ends: the services it gained are not complete before, and
-// the replica is not ready meanwhile (loading). It returns how long the source took to
-// deliver, and the index then to compute, what was gained.
-func (f *follower) replay(ctx context.Context, prev *ring.Ring) (load, settle time.Duration) {
+// that fails (the API server unreachable, a list that times out) is tried again at once a
+// few times (replayAttempts, after replayRetryMin doubling); the last error is returned when
+// all fail (the caller marks the share incomplete, and Run tries again later). It returns how
+// long the source took to deliver, and the index then to compute, what was gained.
+func (f *follower) replay(ctx context.Context, prev *ring.Ring) (load, settle time.Duration, err error) {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for !f.src.Synced() && ctx.Err() == nil {
@@ -99,15 +161,12 @@ func (f *follower) replay(ctx context.Context, prev *ring.Ring) (load, settle ti
 		}
 	}
 	start := time.Now()
-	for attempt, wait := 1, replayRetryMin; ; attempt, wait = attempt+1, min(2*wait, replayRetryMax) {
-		err := f.load(ctx, prev)
-		if err == nil || ctx.Err() != nil {
+	for attempt, wait := 1, replayRetryMin; ; attempt, wait = attempt+1, 2*wait {
+		if err = f.load(ctx, prev); err == nil || ctx.Err() != nil || attempt == replayAttempts {
 			break
 		}
-		if attempt == 1 || attempt%10 == 0 {
-			f.log.Warn("loading the services gained on a ring change failed; retrying (the replica is not ready meanwhile)",
-				zap.Int("attempt", attempt), zap.Duration("retry_in", wait), zap.Error(err))
-		}
+		f.log.Warn("loading the services gained on a ring change failed; retrying",
+			zap.Int("attempt", attempt), zap.Duration("retry_in", wait), zap.Error(err))
 		select {
 		case <-ctx.Done():
 		case <-time.After(wait):
@@ -116,14 +175,15 @@ func (f *follower) replay(ctx context.Context, prev *ring.Ring) (load, settle ti
 	load = time.Since(start)
 	f.idx.settle(ctx)
 	settle = time.Since(start) - load
-	return load, settle
+	return load, settle, err
 }
 
-// replayRetryMin and replayRetryMax bound the wait before a failed load of a gained share is
-// tried again (doubling from the first to the second).
+// replayAttempts is how many times replay tries a load, waiting replayRetryMin before the
+// second and twice as long before each next: 1.5 s of waits in all, during which the ring
+// change is not finished (the streams of the services lost have not moved).
 const (
+	replayAttempts = 5
 	replayRetryMin = 100 * time.Millisecond
-	replayRetryMax = 5 * time.Second
 )
 
 // load has the source deliver what the replica gained from ring prev: a source that keeps
@@ -143,5 +203,7 @@ func (f *follower) load(ctx context.Context, prev *ring.Ring) error {
 	return f.src.Replay(ctx)
 }
 
-// loading reports whether a replay is in progress.
-func (f *follower) loading() bool { return f != nil && f.replaying.Load() > 0 }
+// loading reports whether a replay is in progress, or a gained share is not loaded.
+func (f *follower) loading() bool {
+	return f != nil && (f.replaying.Load() > 0 || f.incomplete.Load())
+}

@@ -7,19 +7,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meridian-mesh/meridian/internal/testutil"
 	"github.com/meridian-mesh/meridian/shard/source"
 )
 
-// failingReplay is a pushSource whose Replay fails its first fails calls (an API server that
-// does not answer the lists of a gained share).
+// failingReplay is a pushSource whose Replay fails while fails is above 0, counting down (an
+// API server that does not answer the lists of a gained share).
 type failingReplay struct {
 	*pushSource
-	fails int32
+	fails atomic.Int32
 	calls atomic.Int32
 }
 
 func (s *failingReplay) Replay(ctx context.Context) error {
-	if s.calls.Add(1) <= s.fails {
+	s.calls.Add(1)
+	if s.fails.Add(-1) >= 0 {
 		return errors.New("the API server did not answer")
 	}
 	return s.pushSource.Replay(ctx)
@@ -28,48 +30,41 @@ func (s *failingReplay) Replay(ctx context.Context) error {
 var _ source.Source = (*failingReplay)(nil)
 
 // TestGainedLoadRetried: a load of the services gained on a ring change that fails is tried
-// again until it succeeds (it used to be logged and given up, and the gained services stayed
-// incomplete until their objects next changed); a context that ends stops the retries.
+// again at once a few times; when every attempt fails, the ring change still completes, the
+// replica reports not ready, and Run loads the share again later until a load succeeds (a
+// failed load used to be logged and given up: the gained services stayed incomplete until
+// their objects next changed, and the replica ready).
 func TestGainedLoadRetried(t *testing.T) {
 	r, ms := benchRing()
-	src := &failingReplay{pushSource: newPushSource(), fails: 3}
+	src := &failingReplay{pushSource: newPushSource()}
 	src.synced.Store(true) // replay waits for the source's first delivery
 	rep, err := NewReplica(DefaultConfig(), Deps{Source: src, Membership: staticMembership{r, ms[3]}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	f := rep.follow
+	f.started.Store(true)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		rep.follow.replay(ctx, nil)
-	}()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		t.Fatal("the retried load did not end")
-	}
-	if got := src.calls.Load(); got != 4 {
-		t.Fatalf("Replay called %d times, want 4 (3 failures, then success)", got)
+
+	// Three failures: the fourth attempt loads it.
+	src.fails.Store(3)
+	f.apply(ctx, nil, r)
+	if got := src.calls.Load(); got != 4 || f.loading() {
+		t.Fatalf("Replay called %d times, loading %v; want 4 (3 failures, then success), not loading", got, f.loading())
 	}
 
-	// Always failing: the retries end with the context.
-	src.fails = 1 << 30
+	// Every attempt fails: the change completes, not ready; Run loads it again later.
+	src.fails.Store(1 << 30)
 	src.calls.Store(0)
-	short, stop := context.WithTimeout(context.Background(), 500*time.Millisecond)
-	defer stop()
-	done = make(chan struct{})
-	go func() {
-		defer close(done)
-		rep.follow.replay(short, nil)
-	}()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the retries did not end with their context")
+	f.apply(ctx, nil, r)
+	if got := src.calls.Load(); got != replayAttempts {
+		t.Fatalf("Replay called %d times, want %d", got, replayAttempts)
 	}
-	if got := src.calls.Load(); got < 2 {
-		t.Fatalf("Replay called %d times in half a second of failures, want retries", got)
+	if err := rep.Ready(); err == nil || !f.loading() {
+		t.Fatalf("after a failed load: Ready %v, loading %v; want not ready", err, f.loading())
 	}
+	src.fails.Store(0)
+	testutil.Go(t, "follower", f.Run)
+	testutil.Eventually(t, 20*time.Second, "the share to be loaded again", func() bool { return rep.Ready() == nil })
 }

@@ -54,14 +54,17 @@ func (f *profileFetcher) goneMark() uint64 {
 }
 
 // restore puts the profile u, read by a GET that started at mark, back in the cache when the
-// cache lacks it; it reports false when the watch deleted the profile since (the deletion is
-// then what to deliver).
+// cache lacks it and the handler still wants it; it reports false when the watch deleted the
+// profile since (the deletion is then what to deliver).
 func (f *profileFetcher) restore(key string, u *unstructured.Unstructured, mark uint64) bool {
 	f.relistMu.Lock()
 	defer f.relistMu.Unlock()
 	if seq, ok := f.gone[key]; ok && seq > mark {
 		delete(f.gone, key)
 		return false
+	}
+	if !f.want(u.GetNamespace(), u.GetName()) {
+		return true // lost meanwhile (Release swept it): delivered, and ignored, not cached
 	}
 	if _, held, _ := f.store.GetByKey(key); !held {
 		_ = f.store.Add(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{

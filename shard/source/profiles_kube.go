@@ -39,10 +39,11 @@ var serviceProfileGVR = schema.GroupVersionResource{Group: translator.ServicePro
 // queue as one batch and reads them with a paged LIST instead (list), giving back to the
 // GETs those the LIST cannot deliver as their latest state.
 //
-// The cache holds every wanted profile (the fetcher reads a key it lacks as deleted): a
-// profile the handler starts wanting (a ring change gave the replica its service) was
-// dropped by the watch when it last changed, so replay lists the metadata again first and
-// adds what the cache lacks (relist); Release sweeps what the handler no longer wants.
+// The cache holds every wanted profile: a profile the handler starts wanting (a ring change
+// gave the replica its service) was dropped by the watch when it last changed, so replay
+// lists the metadata again first and adds what the cache lacks (relist); Release sweeps what
+// the handler no longer wants. A wanted profile the cache lacks is read as deleted when the
+// watch deleted it, and otherwise checked with a GET (profiles_gone.go).
 type profileFetcher struct {
 	k     *Kubernetes
 	h     ProfileHandler
