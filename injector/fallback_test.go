@@ -3,6 +3,8 @@ package injector
 import (
 	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // TestResolveIgnoresInvalidOverrides: every invalid override is ignored with a warning and
@@ -28,6 +30,9 @@ func TestResolveIgnoresInvalidOverrides(t *testing.T) {
 		{name: "cpu request garbage", pod: ann{AnnotationProxyCPURequest: "garbage"},
 			check: func(v Values) bool { return v.Resources.Requests.Cpu().String() == "100m" },
 			want:  []string{`config.linkerd.io/proxy-cpu-request="garbage" on the workload is ignored: not a quantity (want e.g. 100m, 1, 64Mi); the default applies`}},
+		{name: "a quantity whose exponent takes minutes to compute", pod: ann{AnnotationProxyCPURequest: ".2E2220022122"},
+			check: func(v Values) bool { return v.Resources.Requests.Cpu().String() == "100m" },
+			want:  []string{`proxy-cpu-request=".2E2220022122" on the workload is ignored: not a quantity (want e.g. 100m, 1, 64Mi; an exponent within ±18); the default applies`}},
 		{name: "negative quantity", pod: ann{AnnotationProxyMemoryLimit: "-1Gi"},
 			check: func(v Values) bool { return v.Resources.Limits.Memory().String() == "250Mi" },
 			want:  []string{"negative quantity"}},
@@ -167,4 +172,28 @@ func FuzzResolve(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestQuantityExponentBounded: parseQuantity accepts the SI suffixes E and Ei and decimal
+// exponents within ±18, as resource.ParseQuantity reads them, and refuses a larger exponent
+// (which that parser would compute with for minutes) or an overlong string before parsing.
+func TestQuantityExponentBounded(t *testing.T) {
+	for _, c := range []struct {
+		in, want string // want: the quantity, or "" for an error
+	}{
+		{"1E", "1E"}, {"2Ei", "2Ei"}, {"1e3", "1k"}, {"1E3", "1k"}, {"1e+3", "1k"}, {"1.5e-3", "1500u"},
+		{"1e18", "1E"}, {"100m", "100m"},
+		{"1e19", ""}, {"1e-19", ""}, {".2E2220022122", ""}, {"1e99999999999999999999", ""}, {"1e3x", ""},
+		{strings.Repeat("1", 65), ""},
+	} {
+		q, err := parseQuantity(c.in)
+		switch {
+		case c.want == "" && err == nil:
+			t.Errorf("parseQuantity(%q) = %v, want an error", c.in, q.String())
+		case c.want != "" && err != nil:
+			t.Errorf("parseQuantity(%q): %v, want %s", c.in, err, c.want)
+		case c.want != "" && q.Cmp(resource.MustParse(c.want)) != 0:
+			t.Errorf("parseQuantity(%q) = %s, want %s", c.in, q.String(), c.want)
+		}
+	}
 }

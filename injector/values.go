@@ -256,6 +256,32 @@ func parseID(s string) (int64, error) {
 	return n, nil
 }
 
+// maxQuantityExponent bounds the decimal exponent (1e18: 10^18) of a quantity parseQuantity
+// accepts; the SI suffixes (up to E, 10^18, and Ei, 2^60) are not exponents.
+const maxQuantityExponent = 18
+
+// checkQuantityExponent refuses a quantity whose decimal exponent (the digits after an e or
+// E that is not the suffix E or Ei) is not an integer within ±maxQuantityExponent, and one
+// longer than 64 bytes.
+func checkQuantityExponent(s string) error {
+	if len(s) > 64 {
+		return fmt.Errorf("not a quantity (over 64 bytes)")
+	}
+	i := strings.IndexAny(s, "eE")
+	if i < 0 {
+		return nil
+	}
+	rest := s[i+1:]
+	if rest == "" || rest == "i" {
+		return nil // the suffix E (exa) or Ei (exbi)
+	}
+	exp, err := strconv.Atoi(rest)
+	if err != nil || exp > maxQuantityExponent || exp < -maxQuantityExponent {
+		return fmt.Errorf("not a quantity (want e.g. 100m, 1, 64Mi; an exponent within ±%d)", maxQuantityExponent)
+	}
+	return nil
+}
+
 func parsePullPolicy(s string) (corev1.PullPolicy, error) {
 	switch p := corev1.PullPolicy(s); p {
 	case corev1.PullAlways, corev1.PullNever, corev1.PullIfNotPresent:
@@ -265,7 +291,15 @@ func parsePullPolicy(s string) (corev1.PullPolicy, error) {
 }
 
 // parseQuantity parses a resource quantity (100m, 64Mi), which must not be negative.
+//
+// Its exponent is checked first: resource.ParseQuantity computes with the decimal exponent as
+// written, and ".2E2220022122" kept it squaring numbers of millions of digits for minutes
+// (FuzzResolve found it; an annotation is any string a pod's author writes). A proxy's CPU
+// or memory quantity needs no exponent beyond ±maxQuantityExponent.
 func parseQuantity(s string) (resource.Quantity, error) {
+	if err := checkQuantityExponent(s); err != nil {
+		return resource.Quantity{}, err
+	}
 	q, err := resource.ParseQuantity(s)
 	if err != nil {
 		// resource's message is a regular expression: say it in words.
