@@ -128,11 +128,11 @@ func (ps *podShare) read(ctx context.Context, key string) error {
 }
 
 // keep stores the pod p, read by a GET or Gain's list, and delivers it, if the filter wants
-// it and the cache neither holds it nor saw it deleted meanwhile.
+// it and the cache neither holds it nor saw it deleted meanwhile. The filter is asked under
+// the delivery lock, which sweep holds too: a read that was wanted when it started and
+// ends after a ring change took the pod away (the index dropped the slices that named it,
+// then Release swept) is not stored after the sweep.
 func (ps *podShare) keep(p *corev1.Pod) {
-	if !ps.wants(p) {
-		return
-	}
 	key := p.Namespace + "/" + p.Name
 	obj, err := slimObject(p)
 	if err != nil {
@@ -147,6 +147,9 @@ func (ps *podShare) keep(p *corev1.Pod) {
 	}
 	k.deliverMu.Lock()
 	defer k.deliverMu.Unlock()
+	if !ps.wants(p) {
+		return
+	}
 	if _, ok, _ := store.GetByKey(key); ok {
 		return
 	}
@@ -329,12 +332,16 @@ func (ps *podShare) ForgetPod(namespace, name string) {
 	}
 }
 
-// sweep drops from the cache every pod the filter no longer wants (after a ring change).
+// sweep drops from the cache every pod the filter no longer wants (after a ring change),
+// holding the delivery lock, so that no read (keep) stores a pod the filter stopped wanting
+// after it.
 func (ps *podShare) sweep() {
 	store := ps.k.podStore()
 	if store == nil {
 		return
 	}
+	ps.k.deliverMu.Lock()
+	defer ps.k.deliverMu.Unlock()
 	for _, obj := range store.List() {
 		if p, ok := obj.(*translator.Pod); ok && !ps.wantsCached(p) {
 			_ = store.Delete(obj)
