@@ -167,8 +167,21 @@ func (ps *podShare) keep(p *corev1.Pod) {
 // onPod returns the pod informer's delivery to h (called with the delivery lock held): h is
 // given the pod, then the share mends the cache where a read raced the informer (onStored,
 // onDelete).
+//
+// A pod the filter does not want when it is delivered leaves the cache, and h is told it is
+// gone: the watch passed it while the filter wanted it, and the informer stored it after a
+// ring change took it away, after Release's sweep (as for a pod whose change the filter drops,
+// filterEvent).
 func (ps *podShare) onPod(h Handler) func(*translator.Pod, bool) {
 	return func(p *translator.Pod, deleted bool) {
+		if !deleted && !ps.wantsCached(p) {
+			store := ps.k.podStore()
+			if cur, ok, _ := store.GetByKey(p.Namespace() + "/" + p.Name); ok && cur == any(p) {
+				_ = store.Delete(cur)
+			}
+			h.OnPod(p, true)
+			return
+		}
 		h.OnPod(p, deleted)
 		if deleted {
 			ps.onDelete(p)

@@ -287,4 +287,21 @@ func (f *podShareWorld) racesWithTheInformer() {
 	if src.Pod(ns, "p3") != nil {
 		t.Fatal("the handler's deletion did not undo a read stored after the informer's")
 	}
+
+	// p1 (no longer wanted since ForgetPod, still held by the handler) passed by the watch
+	// while it was wanted and stored by the informer after the filter stopped wanting it:
+	// its delivery removes it from the cache and tells the handler it is gone.
+	p1, err := f.env.Client.CoreV1().Pods(ns).Get(ctx, "p1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.get(f.podKey("p1")) == nil {
+		t.Fatal("the handler does not hold p1")
+	}
+	late, _ := slimObject(p1)
+	_ = src.podStore().Add(late)
+	handler.AddFunc(late)
+	if src.Pod(ns, "p1") != nil || rec.get(f.podKey("p1")) != nil {
+		t.Fatalf("an unwanted pod the informer stored late: cached %v, delivered %v; want neither", src.Pod(ns, "p1") != nil, rec.get(f.podKey("p1")) != nil)
+	}
 }
