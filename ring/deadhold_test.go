@@ -23,21 +23,28 @@ func listen(t *testing.T) net.Listener {
 	return l
 }
 
-// TestDeadHoldCrashedButReachable: a member that stops gossiping while its gRPC address
-// still accepts connections (a replica too starved to answer its probes looks so to its
-// peers) stays in their rings for the hold after they declare it dead, then leaves.
-func TestDeadHoldCrashedButReachable(t *testing.T) {
-	const hold = 4 * time.Second
+// startReachableTrio starts members a, b and c, which hold dead members for hold, c with a
+// gRPC address that accepts connections, and waits until they form one ring.
+func startReachableTrio(t *testing.T, hold time.Duration) (a, b, c *node) {
+	t.Helper()
 	grpc := listen(t)
 	mod := func(cfg *Config) { cfg.DeadHold = hold }
-	a := startNodeWith(t, "a", mod)
-	b := startNodeWith(t, "b", func(cfg *Config) { mod(cfg); cfg.Join = []string{a.GossipAddr()} })
-	c := startNodeWith(t, "c", func(cfg *Config) {
+	a = startNodeWith(t, "a", mod)
+	b = startNodeWith(t, "b", func(cfg *Config) { mod(cfg); cfg.Join = []string{a.GossipAddr()} })
+	c = startNodeWith(t, "c", func(cfg *Config) {
 		mod(cfg)
 		cfg.Join = []string{a.GossipAddr()}
 		cfg.GRPCAddr = grpc.Addr().String()
 	})
 	waitConverged(t, []*node{a, b, c}, "a,b,c")
+	return a, b, c
+}
+
+// TestDeadHoldCrashedButReachable: a member that stops gossiping while its gRPC address
+// still accepts connections (a replica too starved to answer its probes looks so to its
+// peers) stays in their rings for the hold after they declare it dead, then leaves.
+func TestDeadHoldCrashedButReachable(t *testing.T) {
+	a, b, c := startReachableTrio(t, 4*time.Second)
 	if err := c.Close(); err != nil { // gossip stops; no leave message; its address still accepts
 		t.Fatal(err)
 	}
@@ -60,16 +67,7 @@ func TestDeadHoldCrashedButReachable(t *testing.T) {
 // its gRPC server down after it leaves the ring) and the peers hold dead members for a
 // minute: its leave is not mistaken for a death to confirm.
 func TestLeaveWhileReachable(t *testing.T) {
-	grpc := listen(t)
-	mod := func(cfg *Config) { cfg.DeadHold = time.Minute }
-	a := startNodeWith(t, "a", mod)
-	b := startNodeWith(t, "b", func(cfg *Config) { mod(cfg); cfg.Join = []string{a.GossipAddr()} })
-	c := startNodeWith(t, "c", func(cfg *Config) {
-		mod(cfg)
-		cfg.Join = []string{a.GossipAddr()}
-		cfg.GRPCAddr = grpc.Addr().String()
-	})
-	waitConverged(t, []*node{a, b, c}, "a,b,c")
+	a, b, c := startReachableTrio(t, time.Minute)
 	c.stop(t) // leaves; its address still accepts
 	waitConverged(t, []*node{a, b}, "a,b")
 	for _, n := range []*node{a, b} {
