@@ -135,19 +135,10 @@ func TestDeadHoldEvents(t *testing.T) {
 // eventCount returns ring_failure_detector_events_total{event=ev} in reg.
 func eventCount(t *testing.T, reg *prometheus.Registry, ev string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatalf("gather: %v", err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "ring_failure_detector_events_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if lp.GetName() == "event" && lp.GetValue() == ev {
-					return m.GetCounter().GetValue()
-				}
+	for _, m := range testutil.Gathered(t, reg, "ring_failure_detector_events_total") {
+		for _, lp := range m.GetLabel() {
+			if lp.GetName() == "event" && lp.GetValue() == ev {
+				return m.GetCounter().GetValue()
 			}
 		}
 	}
