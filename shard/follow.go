@@ -40,8 +40,8 @@ type follower struct {
 // source replays its objects, now admitted by the new ownership), then wakes the streams so
 // that those of services it lost move to their new owners, and releases what nobody holds.
 //
-// A share it failed to load (apply's attempts all failed) is loaded again, from Run, after
-// reloadMin doubling to reloadMax, until a load succeeds; ring changes are applied meanwhile.
+// A share it failed to load (apply tries once) is loaded again, from Run, after reloadMin
+// doubling to reloadMax, until a load succeeds; ring changes are applied meanwhile.
 func (f *follower) Run(ctx context.Context) error {
 	ch, cancel := f.members.Subscribe()
 	defer cancel()
@@ -74,7 +74,7 @@ func (f *follower) Run(ctx context.Context) error {
 // reloadMin and reloadMax bound the wait before Run loads again a share that apply failed
 // to load.
 const (
-	reloadMin = time.Second
+	reloadMin = 100 * time.Millisecond
 	reloadMax = 30 * time.Second
 )
 
@@ -147,10 +147,9 @@ func (f *follower) apply(ctx context.Context, prev, cur *ring.Ring) {
 // replay hands the index what it gained from ring prev, once the source's initial delivery
 // (filtered by an older ring) has finished: a source that keeps only what the index wants
 // (source.ShareLoader) loads the gained share from the API server; any other replays. A load
-// that fails (the API server unreachable, a list that times out) is tried again at once a
-// few times (replayAttempts, after replayRetryMin doubling); the last error is returned when
-// all fail (the caller marks the share incomplete, and Run tries again later). It returns how
-// long the source took to deliver, and the index then to compute, what was gained.
+// that fails (the API server unreachable, a list that times out) returns its error: the
+// caller marks the share incomplete, and Run tries again later. It returns how long the
+// source took to deliver, and the index then to compute, what was gained.
 func (f *follower) replay(ctx context.Context, prev *ring.Ring) (load, settle time.Duration, err error) {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
@@ -161,30 +160,12 @@ func (f *follower) replay(ctx context.Context, prev *ring.Ring) (load, settle ti
 		}
 	}
 	start := time.Now()
-	for attempt, wait := 1, replayRetryMin; ; attempt, wait = attempt+1, 2*wait {
-		if err = f.load(ctx, prev); err == nil || ctx.Err() != nil || attempt == replayAttempts {
-			break
-		}
-		f.log.Warn("loading the services gained on a ring change failed; retrying",
-			zap.Int("attempt", attempt), zap.Duration("retry_in", wait), zap.Error(err))
-		select {
-		case <-ctx.Done():
-		case <-time.After(wait):
-		}
-	}
+	err = f.load(ctx, prev)
 	load = time.Since(start)
 	f.idx.settle(ctx)
 	settle = time.Since(start) - load
 	return load, settle, err
 }
-
-// replayAttempts is how many times replay tries a load, waiting replayRetryMin before the
-// second and twice as long before each next: 1.5 s of waits in all, during which the ring
-// change is not finished (the streams of the services lost have not moved).
-const (
-	replayAttempts = 5
-	replayRetryMin = 100 * time.Millisecond
-)
 
 // load has the source deliver what the replica gained from ring prev: a source that keeps
 // only what the index wants (source.ShareLoader) loads the gained share, any other replays.
