@@ -19,6 +19,13 @@ func ServerOptions() []grpc.ServerOption {
 // once; the pool would keep every one of those buffers after they are written, until two
 // collections later: ~16 KiB per stream that the streams themselves no longer hold.
 //
+// The buffer goes to gRPC as a mem.Buffer of largeBuffers, not as a mem.SliceBuffer, so
+// that freeing it (once loopy has written it) drops gRPC's last reference to the bytes.
+// grpc-go (v1.85.0) puts a written message's list node back into a sync.Pool without
+// clearing it, so the node keeps the message's dataFrame, and a SliceBuffer's bytes with
+// it, alive for one more collection: half a storm's first updates outlived the collection
+// after it (TestLargeBufferFreedOnceWritten).
+//
 // A Get stream's updates come encoded already (encodedMessage: the replica's own, written
 // from its snapshots into a pooled updateBatch, or a relayed one in gRPC's receive buffer),
 // and neither buffer outlives SendMsg: writing such a message is its one copy, into that
@@ -28,14 +35,22 @@ type serverCodec struct{}
 // ownBufferAbove is the size above which a message gets a buffer of its own.
 const ownBufferAbove = 4 << 10
 
+// largeBuffers gives the codec a large message's buffer and takes it back once gRPC has
+// written it: mem.NopBufferPool allocates each and lets the collector have it back. A
+// test swaps it to watch the buffers.
+var largeBuffers mem.BufferPool = mem.NopBufferPool{}
+
 func (serverCodec) Marshal(v any) (mem.BufferSlice, error) {
 	if m, ok := v.(proto.Message); ok {
 		if size := proto.Size(m); size > ownBufferAbove {
-			b, err := proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(make([]byte, 0, size), m)
+			bp := largeBuffers.Get(size)
+			b, err := proto.MarshalOptions{UseCachedSize: true}.MarshalAppend((*bp)[:0], m)
 			if err != nil {
+				largeBuffers.Put(bp)
 				return nil, err
 			}
-			return mem.BufferSlice{mem.SliceBuffer(b)}, nil
+			*bp = b
+			return mem.BufferSlice{mem.NewBuffer(bp, largeBuffers)}, nil
 		}
 	}
 	return protoCodec.Marshal(v)
