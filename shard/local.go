@@ -76,6 +76,10 @@ func (l *local) get(ctx context.Context, t translator.Target, k ServiceKey, node
 		}
 	})
 	if errors.Is(err, errMoved) {
+		if view != nil {
+			// Moved before the handover's first delta: the client still holds view.
+			return view, err
+		}
 		return viewOf(sub.Base(), t.Hostname), err
 	}
 	return nil, err

@@ -134,10 +134,11 @@ func (s *Server) target(req *pb.GetDestination) (translator.Target, ServiceKey, 
 
 // follow serves one stream for service k in segments, each either local (this replica owns
 // k) or relayed to the owner, until the stream ends. A segment that ends because k changed
-// owner is followed at once by the next; one that ends because the owner is gone or not ready
-// is retried with backoff, keeping what the client holds. A NotFound or InvalidArgument
-// answer is returned as it is while the client has received nothing (started false). A
-// replica that may not relay answers with notOwner.
+// owner is followed at once by the next (once the view has changed: the index gives a lost
+// service up before the view does, while a ring change loads what it gained); one that ends
+// because the owner is gone or not ready is retried with backoff, keeping what the client
+// holds. A NotFound or InvalidArgument answer is returned as it is while the client has
+// received nothing (started false). A replica that may not relay answers with notOwner.
 func (s *Server) follow(stream grpc.ServerStream, k ServiceKey, started func() bool,
 	local func(*ringView) error, relay func(ring.Member, *ringView) error) error {
 	ctx := stream.Context()
@@ -166,6 +167,17 @@ func (s *Server) follow(stream grpc.ServerStream, k ServiceKey, started func() b
 		case errors.Is(err, errMoved):
 			s.m.handovers.Inc()
 			backoff.reset()
+			if s.own.load() == v {
+				// The index gave k up before the view did: a ring change is loading what
+				// it gained, and swaps the view after. Wait for it rather than spin.
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-s.stop:
+					return errStopping
+				case <-v.changed:
+				}
+			}
 			continue
 		case ctx.Err() != nil:
 			return nil
