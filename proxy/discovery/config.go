@@ -28,7 +28,8 @@ type Config struct {
 	// <svc>.<ns>.svc.<ClusterDomain> ("cluster.local").
 	ClusterDomain string
 	// BackoffMin and BackoffMax bound the exponential backoff (with jitter) between attempts
-	// of a stream that failed: 100 ms doubling to 5 s; reset once a stream delivers.
+	// of a stream that failed: 100 ms doubling to 5 s; reset once a stream delivers and stays
+	// up for BackoffMax (which also resets the count of redirects in a row).
 	BackoffMin, BackoffMax time.Duration
 	// MaxRedirects is how many redirects in a row a stream follows at once; after that it
 	// backs off before each (replicas' ring views differ briefly after a change). 3.

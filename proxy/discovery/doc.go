@@ -6,7 +6,10 @@
 // It follows Meridian's redirect (FailedPrecondition with the meridian-owner trailer) to the
 // replica that owns the service and talks to it directly after that, learning the owners of
 // the services it uses; it works unchanged against a replica in forward mode and against any
-// destination that speaks the proxy API. While a stream is down it keeps the last snapshot and
+// destination that speaks the proxy API. Three redirects in a row are followed at once, then
+// with backoff; only a stream that delivered and stayed up for the longest backoff (5 s)
+// starts the count afresh, so replicas that each serve and then redirect are not followed in
+// a loop. While a stream is down it keeps the last snapshot and
 // reconnects with backoff; the first Add of a new stream replaces the set. NoEndpoints empties
 // it. InvalidArgument means the name is not a mesh name (ErrNotMeshName), and traffic then goes
 // to the original address unproxied. A target no one holds is dropped after the idle timeout

@@ -283,3 +283,27 @@ func TestScriptedProfileUnimplemented(t *testing.T) {
 	}
 	testutil.Never(t, 300*time.Millisecond, "GetProfile asked again", func() bool { return d.pcalls.Load() != 1 })
 }
+
+// Two replicas that each serve the state and then redirect to the other (ring views that
+// disagree, or a faulty destination): MaxRedirects of them are followed at once, then the
+// resolver backs off. A stream that delivered used to reset both the backoff and the count
+// of redirects, so this opened thousands of streams a second, each replacing the set.
+func TestScriptedRedirectAfterDeliveryBacksOff(t *testing.T) {
+	a, b := newScripted(t), newScripted(t)
+	a.always = redirect(b.addr, addU(nil, wa("10.0.0.1:80")))
+	b.always = redirect(a.addr, addU(nil, wa("10.0.0.2:80")))
+	// A backoff of a minute: after the redirects followed at once, the next attempt waits.
+	r := newResolver(t, a.addr, func(c *Config) { c.BackoffMin, c.BackoffMax = time.Minute, time.Minute })
+	h := resolve(t, r, "web.shop.svc.cluster.local:80")
+	want := int32(DefaultConfig().MaxRedirects + 1)
+	streams := func() int32 { return a.calls.Load() + b.calls.Load() }
+	testutil.Eventually(t, 10*time.Second, "the redirects followed at once", func() bool { return streams() >= want })
+	time.Sleep(300 * time.Millisecond)
+	if n := streams(); n != want {
+		t.Fatalf("%d Get streams, want %d (%d redirects followed at once, then a wait)", n, want, want-1)
+	}
+	// The last set served (the fourth stream's, b's) is kept while the stream waits.
+	if got := addrs(h.Snapshot()); !slices.Equal(got, []string{"10.0.0.2:80"}) {
+		t.Fatalf("endpoints %v while the stream waits, want b's", got)
+	}
+}

@@ -88,7 +88,9 @@ func validOwner(addr string) bool {
 // service; a redirect is followed at once (up to MaxRedirects in a row, then with backoff) and
 // its owner remembered; a failure of a remembered owner makes the resolver forget it. Between
 // failed attempts it backs off, 100 ms doubling to 5 s with jitter, reset by a stream that
-// delivered something.
+// delivered something and stayed up for BackoffMax: replicas that each serve the state and
+// then redirect (ring views that disagree, or a faulty destination) are followed with
+// backoff, not in a loop that opens thousands of streams a second.
 func follow[T any](t *target, s session[T]) {
 	ctx, r := t.ctx, t.r
 	bo := backoff{min: r.cfg.BackoffMin, max: r.cfg.BackoffMax}
@@ -96,11 +98,12 @@ func follow[T any](t *target, s session[T]) {
 	direct := "" // the owner a redirect named, for a target without a service key
 	for ctx.Err() == nil {
 		addr, remembered := r.addrFor(t.service, direct)
+		start := time.Now()
 		got, trailer, err := attempt(t, s, addr)
 		if ctx.Err() != nil {
 			return
 		}
-		if got {
+		if got && time.Since(start) >= r.cfg.BackoffMax {
 			bo.reset()
 			redirects = 0
 		}
