@@ -6,8 +6,10 @@
 //     http/1.1) and the client's verified identity recorded; TLS for another name is the
 //     application's and passes through untouched; anything else is plaintext;
 //   - with ALPN transport.l5d.io/v1 reads Linkerd's transport header (10 s bound): the target
-//     port and the session protocol (HTTP/1, HTTP/2 or opaque); without it the target port is
-//     the original destination's (SO_ORIGINAL_DST, package origdst) or Config.DefaultPort;
+//     port and the session protocol (HTTP/1, HTTP/2 or opaque), from a client with an
+//     identity only (linkerd2-proxy's "direct connections must be mutually authenticated");
+//     without it the target port is the original destination's (SO_ORIGINAL_DST, package
+//     origdst) or Config.DefaultPort;
 //   - looks up the port's inbound policy (package inbound/policy: WatchPort on the policy
 //     service, last-good or default fallback) and decides the protocol: the header's, else
 //     opaque for Config.OpaquePorts and opaque/TLS policies, HTTP for HTTP policies, else
@@ -29,8 +31,14 @@
 //     Linkerd client proxy upgraded from HTTP/1 (l5d-orig-proto) goes to the net/http
 //     handler through the stream's adapter, which downgrades it.
 //
-// The application is at Config.AppAddr(port) (the local mesh: <pod ip>:<port>), by default
-// the original destination's address or 127.0.0.1. Metrics are linkerd2-proxy's (package
+// An h2c upgrade is forwarded as a plain request without its upgrade headers, as
+// linkerd2-proxy does: the HTTP/2 requests after the switch would escape per-request
+// authorization. Other upgrades (WebSocket) are authorized as their request and then relayed
+// as bytes.
+//
+// The application is at Config.AppAddr(port) when set, by default the original
+// destination's address, else the address the client connected to (the pod's: a transport
+// header never reaches what the pod serves on loopback only). Metrics are linkerd2-proxy's (package
 // proxy/metrics): request/response and TCP families with direction="inbound", and the
 // inbound_{http,tcp}_authz_{allow,deny}_total counters.
 //

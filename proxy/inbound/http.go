@@ -183,10 +183,11 @@ var copyPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b 
 func (i *Inbound) forward(w http.ResponseWriter, r *http.Request, hc *httpConn) (int, string, bool) {
 	h := r.Header
 	origProto := h[hdrOrigProto]
-	if len(h["Upgrade"]) > 0 && r.ProtoMajor == 1 {
+	if len(h["Upgrade"]) > 0 && r.ProtoMajor == 1 && !upgradesToH2C(h) {
 		return i.upgrade(w, r, hc)
 	}
-	removeHop(h)
+	removeHop(h) // an h2c upgrade's Upgrade and HTTP2-Settings with the rest
+	delete(h, "Http2-Settings")
 	delete(h, hdrClientID)
 	delete(h, hdrOrigProto)
 	if hc.id != nil {
@@ -295,6 +296,21 @@ func removeHop(h http.Header) {
 			break
 		}
 	}
+}
+
+// upgradesToH2C reports whether h asks to upgrade to h2c. Such a request is forwarded as a
+// plain request, its upgrade headers stripped, as linkerd2-proxy does: after the switch the
+// connection would carry HTTP/2 requests that no route authorizes one by one, with whatever
+// l5d-client-id they claim.
+func upgradesToH2C(h http.Header) bool {
+	for _, v := range h["Upgrade"] {
+		for p := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(p), "h2c") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // upgrade forwards an HTTP/1.1 upgrade (WebSocket and the like) with httputil.ReverseProxy,

@@ -35,6 +35,7 @@ type session struct {
 	passthrough bool
 	sni         string
 	dst         netip.AddrPort // the original destination, when redirected
+	local       netip.Addr     // the address the client connected to: the pod's
 }
 
 // tlsLabel and clientID are the session's metric labels.
@@ -86,6 +87,9 @@ func (i *Inbound) preamble(ctx context.Context, c net.Conn, dst netip.AddrPort) 
 	s := &session{dst: dst}
 	if ap, err := netip.ParseAddrPort(c.RemoteAddr().String()); err == nil {
 		s.client.Addr = ap.Addr().Unmap()
+	}
+	if ap, err := netip.ParseAddrPort(c.LocalAddr().String()); err == nil {
+		s.local = ap.Addr().Unmap()
 	}
 	if err := c.SetDeadline(time.Now().Add(i.cfg.DetectTimeout)); err != nil {
 		return nil, fmt.Errorf("set deadline: %w", err)
@@ -171,6 +175,11 @@ func (i *Inbound) terminate(ctx context.Context, s *session) error {
 	if cs.NegotiatedProtocol != transportheader.ALPN {
 		return nil
 	}
+	if s.client.Identity == "" {
+		// As linkerd2-proxy: a connection that names its own target port reaches whatever
+		// listens there, so only a meshed client may make one.
+		return errHeaderWithoutIdentity
+	}
 	h, err := transportheader.Read(tc)
 	if err != nil {
 		return fmt.Errorf("transport header: %w", err)
@@ -179,6 +188,9 @@ func (i *Inbound) terminate(ctx context.Context, s *session) error {
 	return nil
 }
 
+// errHeaderWithoutIdentity refuses a transport header from a client without a certificate.
+var errHeaderWithoutIdentity = errors.New("transport header from a client without an identity: direct connections must be mutually authenticated")
+
 func (i *Inbound) listenPort() uint16 {
 	if a, ok := i.Addr().(*net.TCPAddr); ok {
 		return uint16(a.Port)
@@ -186,14 +198,21 @@ func (i *Inbound) listenPort() uint16 {
 	return 0
 }
 
-// appAddr is where the application listens for the session's port.
+// appAddr is where the application listens for the session's port: the original
+// destination of a redirected connection, else (a transport header, or the default port) the
+// port at the address the client connected to, the pod's, as linkerd2-proxy dials it. Not
+// 127.0.0.1: a client must not reach what the pod serves on loopback only (its proxy's own
+// outbound listener among them).
 func (i *Inbound) appAddr(s *session) string {
 	if i.cfg.AppAddr != nil {
 		return i.cfg.AppAddr(s.port)
 	}
 	host := "127.0.0.1"
-	if s.dst.IsValid() {
-		host = s.dst.Addr().String()
+	switch {
+	case s.dst.IsValid():
+		host = s.dst.Addr().Unmap().String()
+	case s.local.IsValid() && !s.local.IsUnspecified():
+		host = s.local.String()
 	}
 	return net.JoinHostPort(host, strconv.Itoa(int(s.port)))
 }

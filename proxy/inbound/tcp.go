@@ -15,6 +15,9 @@ import (
 // both sides are done, the policy stops allowing it, or the drain closes it.
 func (i *Inbound) serveTCP(ctx context.Context, s *session, port *policy.Port, target string) {
 	defer s.conn.Close()
+	// The channel first, then the policy: a change between the two reads closes the channel
+	// already, so the loop below checks the connection against it.
+	changed := port.Changed()
 	srv := port.Policy()
 	az := metrics.Authz{SrvName: srv.Name, ClientID: s.client.Identity, TLS: s.tlsLabel()}
 	authz := srv.AuthorizeTCP(s.client)
@@ -26,7 +29,6 @@ func (i *Inbound) serveTCP(ctx context.Context, s *session, port *policy.Port, t
 	}
 	az.AuthzName = authz.Name
 	i.metrics.TCPAuthz(true, az)
-	changed := port.Changed()
 
 	up, err := i.dialer.DialContext(ctx, "tcp", target)
 	if err != nil {
@@ -52,8 +54,8 @@ func (i *Inbound) serveTCP(ctx context.Context, s *session, port *policy.Port, t
 				_ = up.Close()
 			}
 		case <-changed:
-			srv = port.Policy()
 			changed = port.Changed()
+			srv = port.Policy()
 			if srv.AuthorizeTCP(s.client) == nil {
 				i.metrics.TCPAuthz(false, metrics.Authz{SrvName: srv.Name, ClientID: s.client.Identity, TLS: s.tlsLabel()})
 				i.log.Debug("inbound: connection no longer authorized: closing", zap.String("server", srv.Name), zap.Uint16("port", s.port))
