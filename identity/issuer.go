@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto"
 	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -97,6 +98,14 @@ func LoadIssuer(m Material, now time.Time) (*Issuer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("issuer certificate %s does not chain to the trust anchors: %w", subj, err)
 	}
+	// Its leaves serve and present: a chain whose extended key usages leave out either
+	// would sign certificates every peer refuses.
+	for _, u := range []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth} {
+		opts := x509.VerifyOptions{Roots: pool, Intermediates: inter, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{u}}
+		if _, err := crt.Verify(opts); err != nil {
+			return nil, fmt.Errorf("issuer certificate %s cannot sign %s certificates: %w", subj, extKeyUsageName(u), err)
+		}
+	}
 	notAfter := crt.NotAfter
 	for _, c := range paths[0] {
 		if c.NotAfter.Before(notAfter) {
@@ -108,6 +117,43 @@ func LoadIssuer(m Material, now time.Time) (*Issuer, error) {
 		chain[i] = c.Raw
 	}
 	return &Issuer{Cert: crt, Chain: chain, Anchors: pool, NotAfter: notAfter, key: key}, nil
+}
+
+func extKeyUsageName(u x509.ExtKeyUsage) string {
+	if u == x509.ExtKeyUsageServerAuth {
+		return "server (serverAuth)"
+	}
+	return "client (clientAuth)"
+}
+
+// Probe signs a leaf for identity with a key of its own and verifies it as a peer would:
+// to the trust anchors, as a server and as a client, for that name. It finds an issuer that
+// LoadIssuer accepts but whose chain constrains names so that its leaves are refused.
+func (is *Issuer) Probe(identity string, now time.Time) error {
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return fmt.Errorf("probe key: %w", err)
+	}
+	der, _, err := is.issue(&k.PublicKey, identity, now, time.Minute, 0)
+	if err != nil {
+		return err
+	}
+	leaf, err := x509.ParseCertificate(der)
+	if err != nil {
+		return fmt.Errorf("probe certificate: %w", err)
+	}
+	inter := x509.NewCertPool()
+	for _, c := range is.Chain {
+		if ic, err := x509.ParseCertificate(c); err == nil {
+			inter.AddCert(ic)
+		}
+	}
+	opts := x509.VerifyOptions{Roots: is.Anchors, Intermediates: inter, CurrentTime: now, DNSName: identity,
+		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	if _, err := leaf.Verify(opts); err != nil {
+		return fmt.Errorf("a certificate it signs for %s does not verify: %w", quote.String(identity), err)
+	}
+	return nil
 }
 
 // ErrIssuerExpired is returned by Issue once the issuer chain has expired.

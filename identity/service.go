@@ -49,6 +49,7 @@ type Service struct {
 	// Owned by the goroutine calling Load, then Run.
 	last    Material
 	lastErr string
+	refused string // why last was refused ("" when it is in use): it is checked again at each poll
 }
 
 var _ pb.IdentityServer = (*Service)(nil)
@@ -100,7 +101,7 @@ func (s *Service) Load(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("load issuer from %s: %w", s.source, err)
 	}
-	iss, err := LoadIssuer(m, s.now())
+	iss, err := s.loadIssuer(m)
 	if err != nil {
 		return fmt.Errorf("issuer from %s refused: %w", s.source, err)
 	}
@@ -203,15 +204,22 @@ func (s *Service) reload(ctx context.Context) {
 		return
 	}
 	s.lastErr = ""
-	if m.Equal(s.last) {
+	if m.Equal(s.last) && s.refused == "" {
 		return
 	}
+	// Refused files are checked again at each poll, with the event only when the reason
+	// changes: a refusal can be about the time (an issuer not valid yet, from a signer whose
+	// clock runs ahead), and the same files become good.
 	s.last = m
-	iss, err := LoadIssuer(m, s.now())
+	iss, err := s.loadIssuer(m)
 	if err != nil {
-		s.skipped(fmt.Sprintf("Skipping issuer update from %s: %v", s.source, err))
+		if msg := fmt.Sprintf("Skipping issuer update from %s: %v", s.source, err); msg != s.refused {
+			s.refused = msg
+			s.skipped(msg)
+		}
 		return
 	}
+	s.refused = ""
 	s.install(iss)
 	s.metrics.reloads.WithLabelValues("updated").Inc()
 	msg := fmt.Sprintf("Updated identity issuer: %s, valid until %s", iss.Cert.Subject, iss.Cert.NotAfter.UTC().Format(time.RFC3339))
@@ -219,6 +227,22 @@ func (s *Service) reload(ctx context.Context) {
 	if s.events != nil {
 		s.events.Event("Normal", ReasonIssuerUpdated, msg)
 	}
+}
+
+// loadIssuer validates m now (LoadIssuer), and that a leaf it signs for this service's own
+// identity verifies (Issuer.Probe): a chain whose name constraints refuse the mesh's names
+// is not installed.
+func (s *Service) loadIssuer(m Material) (*Issuer, error) {
+	now := s.now()
+	iss, err := LoadIssuer(m, now)
+	if err != nil {
+		return nil, err
+	}
+	ns := s.cfg.ControlPlaneNamespace
+	if err := iss.Probe(ServiceAccountIdentity(ns, "linkerd-identity", ns, s.cfg.TrustDomain), now); err != nil {
+		return nil, fmt.Errorf("issuer certificate %s: %w", quote.String(iss.Cert.Subject.String()), err)
+	}
+	return iss, nil
 }
 
 func (s *Service) skipped(msg string) {

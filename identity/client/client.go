@@ -20,6 +20,8 @@ import (
 	pb "github.com/linkerd/linkerd2-proxy-api/go/identity"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+
+	"github.com/meridian-mesh/meridian/internal/quote"
 )
 
 // Config configures a Client. Build it with DefaultConfig and set Identity.
@@ -250,8 +252,13 @@ func (c *Client) check(rsp *pb.CertifyResponse, now time.Time) (*tls.Certificate
 	if !c.key.PublicKey.Equal(leaf.PublicKey) {
 		return nil, errors.New("response leaf certificate does not carry our key")
 	}
-	if err := leaf.VerifyHostname(c.cfg.Identity); err != nil {
-		return nil, fmt.Errorf("response leaf certificate: %w", err)
+	// Exactly our name, as the identity service signs it: not a wildcard, a name in other
+	// case, or ours among others; and no CA.
+	if len(leaf.DNSNames) != 1 || leaf.DNSNames[0] != c.cfg.Identity {
+		return nil, fmt.Errorf("response leaf certificate is for %s, not exactly %s", quote.String(strings.Join(leaf.DNSNames, ", ")), c.cfg.Identity)
+	}
+	if leaf.IsCA {
+		return nil, errors.New("response leaf certificate is a CA")
 	}
 	if !now.Before(leaf.NotAfter) {
 		return nil, fmt.Errorf("response leaf certificate expired at %s", leaf.NotAfter)
