@@ -1,8 +1,10 @@
 package compute
 
 import (
+	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -546,6 +548,7 @@ func TestParsePortSet(t *testing.T) {
 		{in: "10-5", err: true},
 		{in: "a", err: true},
 		{in: "5-", err: true},
+		{in: "8080-8082,80,8081-8090,81,79,8091", want: []uint32{79, 80, 81, 8080, 8081, 8082, 8083, 8084, 8085, 8086, 8087, 8088, 8089, 8090, 8091}},
 	}
 	for _, tc := range cases {
 		got, err := ParsePortSet(tc.in)
@@ -563,6 +566,41 @@ func TestParsePortSet(t *testing.T) {
 			if !got.Has(p) {
 				t.Errorf("ParsePortSet(%q) lacks %d", tc.in, p)
 			}
+		}
+	}
+}
+
+// TestMergeRanges: a port list's ranges are merged before the set is filled, so that a list
+// of thousands of "1-65535" (a pod's annotation) fills 65,535 ports once, not once per range.
+func TestMergeRanges(t *testing.T) {
+	many := make([][2]uint32, 10000)
+	for i := range many {
+		many[i] = [2]uint32{1, 65535}
+	}
+	for _, c := range []struct {
+		in, want [][2]uint32
+	}{
+		{many, [][2]uint32{{1, 65535}}},
+		{[][2]uint32{{10, 20}, {1, 5}, {6, 8}, {15, 30}, {40, 40}}, [][2]uint32{{1, 8}, {10, 30}, {40, 40}}},
+		{nil, nil},
+	} {
+		if got := mergeRanges(c.in); !slices.Equal(got, c.want) {
+			t.Errorf("mergeRanges: %v, want %v", got, c.want)
+		}
+	}
+	// The error for a long list quotes a prefix of it.
+	_, err := ParsePortSet(strings.Repeat("1-65535,", 1000) + "x")
+	if err == nil || len(err.Error()) > 256 {
+		t.Fatalf("error %d bytes long: %.100v", len(fmt.Sprint(err)), err)
+	}
+}
+
+// BenchmarkParsePortSetRepeated parses an annotation-sized list of 32,000 full ranges.
+func BenchmarkParsePortSetRepeated(b *testing.B) {
+	s := strings.Repeat("1-65535,", 32000)
+	for b.Loop() {
+		if _, err := ParsePortSet(s); err != nil {
+			b.Fatal(err)
 		}
 	}
 }
