@@ -129,7 +129,9 @@ func (h *Head) ParseRequest() error {
 }
 
 // ParseResponse parses a response head read by ReadHead; ErrBadResponse when it is not one
-// the lean path relays exactly (also a transfer coding other than chunked).
+// the lean path relays exactly (also a transfer coding other than chunked, and any transfer
+// coding in an HTTP/1.0 response: RFC 9112 section 6.1 has its framing treated as faulty,
+// and net/http ignores the field there, reading to the end).
 func (h *Head) ParseResponse() error {
 	h.reset()
 	err := h.lines(func(i int, line, raw []byte) error {
@@ -138,7 +140,7 @@ func (h *Head) ParseResponse() error {
 		}
 		return h.field(line, raw)
 	})
-	if err != nil || h.HasTE && !Fold(h.TE, "chunked") {
+	if err != nil || h.HasTE && (!Fold(h.TE, "chunked") || h.Minor == 0) {
 		return ErrBadResponse
 	}
 	h.finish()
