@@ -30,7 +30,9 @@ type Source interface {
 //
 // A bad input never widens a policy: a file that does not parse, or holds an object that
 // fails conversion (an invalid field in a Server, say), keeps every object of its last good
-// version, so WatchPort streams keep the policy they have. The problem is logged at warn
+// version, so WatchPort streams keep the policy they have; a file that has had no good
+// version yet delivers the objects that convert (a valid Server applies beside a broken
+// neighbour rather than leaving its pods on the default policy). The problem is logged at warn
 // once, counted in policy_invalid_resources_total (conversion failures, once per version of
 // the file that has them), shown in manifest_errors{file} and in /ready's warnings
 // (Warnings); the controller stays ready, serving the last good state. The first definition

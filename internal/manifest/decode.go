@@ -121,8 +121,8 @@ func NewDecoder(kinds ...Kind) *Decoder {
 // typed lists such as ServiceList whose items may omit their kind). file names the file in
 // errors. It never panics on any input: each problem becomes a *FileError with a line, and
 // the objects that are fine are returned even when others are not (callers decide whether
-// a file with errors is used at all; Dir uses none of it). An object defined twice in the
-// file is an error of the file.
+// a file with errors is used at all; Dir uses them until the file has had a version without
+// errors, then keeps that one). An object defined twice in the file is an error of the file.
 func (d *Decoder) Decode(file string, data []byte) Result {
 	var out Result
 	for _, doc := range SplitDocuments(data) {

@@ -107,6 +107,9 @@ type fileState struct {
 	read bool // hash is valid
 	good []Object
 	errs []error
+	// wasGood: a version of the file decoded without errors; good is then that version, kept
+	// whole while later ones have errors. Before, good is what decoded of the latest one.
+	wasGood bool
 	// vanished is when a scan first missed the file; its objects stay until a scan at least a
 	// debounce later misses it too (a directory being replaced is briefly half-copied).
 	vanished time.Time
@@ -301,10 +304,30 @@ func (d *Dir) readFile(p string) {
 	}
 	if len(res.Errors) > 0 {
 		st.errs = res.Errors
+		if !st.wasGood {
+			// No good version to keep: the objects that decoded are delivered, as the API
+			// server would take each on its own. Withheld, a valid Server in a file with a
+			// broken neighbour left its pods on the (wider) default policy.
+			st.good = firstOfEach(res.Objects)
+		}
 		return
 	}
-	st.errs, st.good = nil, res.Objects
+	st.errs, st.good, st.wasGood = nil, res.Objects, true
 	d.log.Debug("file loaded", zap.String("file", p), zap.Int("objects", len(res.Objects)))
+}
+
+// firstOfEach is objs without the later definitions of an object defined twice (the
+// decoder reports them, among a file's errors).
+func firstOfEach(objs []Object) []Object {
+	seen := make(map[Key]bool, len(objs))
+	out := make([]Object, 0, len(objs))
+	for _, o := range objs {
+		if !seen[o.Key] {
+			seen[o.Key] = true
+			out = append(out, o)
+		}
+	}
+	return out
 }
 
 // readLimited reads a file of at most max bytes. Its errors say what is wrong without

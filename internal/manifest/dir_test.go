@@ -276,6 +276,36 @@ func TestDirMalformedAtStart(t *testing.T) {
 	h.errorsAre(`bad.yaml:4: kind Thing default/x: spec.ports[0].port: "0" is invalid: must be 1-65535`)
 }
 
+// TestDirFileNeverGoodDeliversWhatDecoded: a file that has had no version without errors
+// delivers the objects that decoded (the first of one defined twice), with its errors
+// reported; once it has had a good version, a broken edit keeps that version whole. It used
+// to deliver nothing, so a valid policy Server beside a broken object left its pods on the
+// default policy.
+func TestDirFileNeverGoodDeliversWhatDecoded(t *testing.T) {
+	bad := "apiVersion: v1\nkind: Thing\nmetadata: {name: x, namespace: shop}\nspec: {ports: [{port: 0}]}\n"
+	h := startDir(t, map[string]string{
+		"mixed.yaml": thingYAML("shop", "ok", "v1") + "---\n" + bad + "---\n" + thingYAML("shop", "ok", "twice"),
+	}, nil)
+	h.Expect("+Thing shop/ok")
+	if got := h.rec.label("Thing", "shop", "ok"); got != "v1" {
+		t.Errorf("delivered shop/ok labelled %q, want the first definition's v1", got)
+	}
+	h.errorsAre(`mixed.yaml:12: kind Thing shop/x: spec.ports[0].port: "0" is invalid: must be 1-65535`)
+	// Still never good: an edit delivers what now decodes.
+	h.Write("mixed.yaml", thingYAML("shop", "ok", "v2")+"---\n"+bad)
+	h.Expect("+Thing shop/ok")
+	// Good once, then broken: that version is kept whole.
+	h.Write("mixed.yaml", thingYAML("shop", "ok", "v3")+"---\n"+thingYAML("shop", "more", "v3"))
+	h.Expect("+Thing shop/ok", "+Thing shop/more")
+	h.errorsAre()
+	h.Write("mixed.yaml", thingYAML("shop", "ok", "v4")+"---\n"+bad)
+	h.waitErrors(1)
+	h.Expect()
+	if h.rec.label("Thing", "shop", "ok") != "v3" || h.rec.label("Thing", "shop", "more") != "v3" {
+		t.Errorf("the good version was not kept whole")
+	}
+}
+
 func TestDirDuplicateAcrossFiles(t *testing.T) {
 	h := startDir(t, map[string]string{
 		"a.yaml":     thingYAML("shop", "web", "a"),
