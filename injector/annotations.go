@@ -81,6 +81,20 @@ var ProxyAnnotations = []string{
 	AnnotationDefaultInboundPolicy,
 }
 
+// Annotations that the policy controller and the destination read from pods, which the
+// injector does not itself apply.
+const (
+	AnnotationOpaquePorts          = "config.linkerd.io/opaque-ports"
+	AnnotationRequireIdentityPorts = "config.linkerd.io/proxy-require-identity-inbound-ports"
+)
+
+// NamespaceCopied are the annotations a pod receives from its namespace when it has none of
+// its own, as Linkerd's injector copies them (AppendNamespaceAnnotations): the policy
+// controller and the destination read them from the pod alone, so a namespace's
+// default-inbound-policy: deny, say, would otherwise reach the proxy's environment but not
+// the policy the controller serves it.
+var NamespaceCopied = append(append([]string(nil), ProxyAnnotations...), AnnotationOpaquePorts, AnnotationRequireIdentityPorts)
+
 // Skip reasons: the value of Decision.Reason and of the skip_reason metric label.
 const (
 	ReasonAnnotationAbsent       = "injection_enable_annotation_absent"

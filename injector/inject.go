@@ -45,5 +45,13 @@ func (c *Config) ReviewOwned(ns Meta, namespace string, meta *metav1.ObjectMeta,
 	out.Warnings = append(out.Warnings, warns...)
 	out.Values = v
 	out.Mutation = c.Build(out.Decision, v, w, out.Owner)
+	for _, key := range NamespaceCopied {
+		if _, own := meta.Annotations[key]; own {
+			continue
+		}
+		if val, ok := ns.Annotations[key]; ok {
+			out.Mutation.Annotations[key] = val
+		}
+	}
 	return out
 }

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // Owner is the workload a pod belongs to, as far as the pod itself tells: its controller
@@ -80,7 +81,9 @@ func (c *Config) Build(d Decision, v Values, w Workload, owner Owner) Mutation {
 	if w.Namespace != "" {
 		m.Labels[LabelWorkloadNS] = w.Namespace
 	}
-	if owner.Kind != "" && owner.Name != "" && len(owner.Name) <= 63 {
+	if owner.Kind != "" && owner.Name != "" && len(validation.IsValidLabelValue(owner.Name)) == 0 {
+		// Not every owner name is a label value ("web-" from generateName "web--"): such a
+		// label would have the API server refuse the pod.
 		m.Labels[labelProxyOwnerPrefix+owner.Kind] = owner.Name
 	}
 	if sum := c.trustRootSHA256(); sum != "" {

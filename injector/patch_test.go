@@ -359,3 +359,63 @@ func TestOwnerOf(t *testing.T) {
 		}
 	}
 }
+
+// TestPatchCopiesNamespaceConfig: the namespace's config annotations that the pod lacks are
+// written onto the pod, as Linkerd's injector does, since the policy controller and the
+// destination read them from the pod alone; the pod's own win. A namespace's
+// default-inbound-policy: deny used to reach the proxy's environment only, and the
+// controller served the pod the cluster default.
+func TestPatchCopiesNamespaceConfig(t *testing.T) {
+	cfg := DefaultConfig()
+	pod := corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Annotations: map[string]string{
+			AnnotationInject:      InjectEnabled,
+			AnnotationOpaquePorts: "3306",
+		}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "web"}}},
+	}
+	ns := Meta{Annotations: map[string]string{
+		AnnotationDefaultInboundPolicy: "deny",
+		AnnotationOpaquePorts:          "5432",
+		AnnotationRequireIdentityPorts: "8080",
+		AnnotationSkipInboundPorts:     "9000",
+		"example.com/other":            "not copied",
+	}}
+	out := cfg.Review(ns, "apps", &pod.ObjectMeta, &pod.Spec, false)
+	if !out.Decision.Inject {
+		t.Fatalf("skipped: %+v", out.Decision)
+	}
+	got := applyPatch(t, &pod, out.Mutation.Patch("", &pod.ObjectMeta, &pod.Spec))
+	for key, want := range map[string]string{
+		AnnotationDefaultInboundPolicy: "deny",
+		AnnotationOpaquePorts:          "3306", // the pod's own
+		AnnotationRequireIdentityPorts: "8080",
+		AnnotationSkipInboundPorts:     "9000",
+		"example.com/other":            "",
+	} {
+		if v := got.Annotations[key]; v != want {
+			t.Errorf("annotation %s = %q, want %q", key, v, want)
+		}
+	}
+}
+
+// TestPatchOwnerLabelIsALabelValue: the proxy's owner label is set only when the owner's
+// name is a valid label value. From generateName "web--" it was "web-", and the API server
+// refused the pod.
+func TestPatchOwnerLabelIsALabelValue(t *testing.T) {
+	cfg := DefaultConfig()
+	for _, c := range []struct{ generateName, want string }{{"web-", "web"}, {"web--", ""}} {
+		pod := corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{GenerateName: c.generateName, Annotations: map[string]string{AnnotationInject: InjectEnabled}},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "web"}}},
+		}
+		out := cfg.Review(Meta{}, "apps", &pod.ObjectMeta, &pod.Spec, false)
+		if !out.Decision.Inject {
+			t.Fatalf("skipped: %+v", out.Decision)
+		}
+		got := applyPatch(t, &pod, out.Mutation.Patch("", &pod.ObjectMeta, &pod.Spec))
+		if v := got.Labels[labelProxyOwnerPrefix+"pod"]; v != c.want {
+			t.Errorf("generateName %q: owner label %q, want %q", c.generateName, v, c.want)
+		}
+	}
+}

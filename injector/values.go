@@ -169,7 +169,7 @@ func (r *resolver) apply(key, val string) error {
 	case AnnotationProxyLogFormat:
 		return assign(&v.LogFormat, val, oneOf("plain", "json"))
 	case AnnotationProxyUID:
-		return assign(&v.UID, val, parseID)
+		return assign(&v.UID, val, parseUID)
 	case AnnotationProxyGID:
 		return assign(&v.GID, val, parseID)
 	case AnnotationProxyInboundPort:
@@ -254,6 +254,16 @@ func parseID(s string) (int64, error) {
 		return 0, fmt.Errorf("want an integer id in [0, 2147483647]")
 	}
 	return n, nil
+}
+
+// parseUID is parseID without 0: the proxy runs with runAsNonRoot, so the kubelet would
+// refuse to start it as root, and proxy-init's rules would exempt root's traffic.
+func parseUID(s string) (int64, error) {
+	n, err := parseID(s)
+	if err == nil && n == 0 {
+		return 0, fmt.Errorf("want a non-root user id in [1, 2147483647]: the proxy runs as non-root")
+	}
+	return n, err
 }
 
 // maxQuantityExponent bounds the decimal exponent (1e18: 10^18) of a quantity parseQuantity

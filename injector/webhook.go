@@ -15,6 +15,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	sjson "sigs.k8s.io/json"
+
+	"github.com/meridian-mesh/meridian/internal/quote"
 )
 
 // MaxReviewBytes bounds an AdmissionReview body. The API server's own request limit is
@@ -99,7 +101,7 @@ func DecodeReview(r io.Reader) (*admissionv1.AdmissionReview, error) {
 		return nil, fmt.Errorf("decode AdmissionReview: %w", err)
 	}
 	if review.APIVersion != "admission.k8s.io/v1" || review.Kind != "AdmissionReview" {
-		return nil, fmt.Errorf("want apiVersion admission.k8s.io/v1 and kind AdmissionReview, got %q %q", review.APIVersion, review.Kind)
+		return nil, fmt.Errorf("want apiVersion admission.k8s.io/v1 and kind AdmissionReview, got %q %q", quote.String(review.APIVersion), quote.String(review.Kind))
 	}
 	if review.Request == nil {
 		return nil, errors.New("AdmissionReview has no request")
@@ -123,15 +125,15 @@ func (wh *Webhook) Review(ctx context.Context, req *admissionv1.AdmissionRequest
 		return resp
 	}
 	if req.Kind.Group != "" || req.Kind.Kind != "Pod" {
-		return skip(ReasonUnsupportedResource, fmt.Sprintf("kind %s/%s", req.Kind.Group, req.Kind.Kind))
+		return skip(ReasonUnsupportedResource, fmt.Sprintf("kind %s/%s", quote.String(req.Kind.Group), quote.String(req.Kind.Kind)))
 	}
 	if req.Operation != admissionv1.Create {
-		return skip(ReasonUnsupportedOperation, string(req.Operation))
+		return skip(ReasonUnsupportedOperation, quote.String(string(req.Operation)))
 	}
 	var pod corev1.Pod
 	if err := decodeJSON(req.Object.Raw, &pod); err != nil {
 		wh.metrics.observe(labelValues(Owner{}, req.Namespace, Decision{Reason: ReasonInvalidPod}, Meta{}, nil, nil), nil)
-		return skip(ReasonInvalidPod, err.Error())
+		return skip(ReasonInvalidPod, quote.String(err.Error()))
 	}
 	if len(pod.Spec.Containers) == 0 {
 		wh.metrics.observe(labelValues(OwnerOf(&pod.ObjectMeta), req.Namespace, Decision{Reason: ReasonInvalidPod}, Meta{}, pod.Annotations, nil), nil)

@@ -271,6 +271,12 @@ func TestWebhookHTTPS(t *testing.T) {
 		if code != http.StatusBadRequest {
 			t.Errorf("oversized body: status %d, want 400", code)
 		}
+		// A long apiVersion is quoted by a prefix (it was echoed whole: 100 kB answered 100 kB).
+		long := strings.Repeat("v", 100<<10)
+		code, b := s.post(t, []byte(`{"apiVersion":"`+long+`","kind":"`+long+`","request":{"uid":"x"}}`))
+		if code != http.StatusBadRequest || len(b) > 1024 {
+			t.Errorf("a 100 KiB apiVersion and kind: status %d, a %d-byte answer", code, len(b))
+		}
 		resp, err := s.client.Get(s.url)
 		if err != nil {
 			t.Fatal(err)

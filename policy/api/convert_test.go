@@ -417,6 +417,19 @@ func TestConvertPod(t *testing.T) {
 	}
 }
 
+// TestConvertPodDefaultPolicyTrimmed: the default-inbound-policy annotation is read with
+// its surrounding space trimmed, as the injector reads it for the proxy. "deny " used to
+// give the proxy deny and the controller's answer the cluster default.
+func TestConvertPodDefaultPolicyTrimmed(t *testing.T) {
+	r, err := Convert(decode(t, strings.Replace(podDoc, "cluster-authenticated", `" deny "`, 1)), "shop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := r.Value.(*compute.Pod); p.DefaultPolicy == nil || *p.DefaultPolicy != compute.Deny {
+		t.Fatalf("default policy %v, want deny", p.DefaultPolicy)
+	}
+}
+
 func TestConvertPodBadAnnotations(t *testing.T) {
 	doc := strings.NewReplacer("cluster-authenticated", "allow-all", `"5432,6000-6002"`, `"http"`).Replace(podDoc)
 	r, err := Convert(decode(t, doc), "shop")

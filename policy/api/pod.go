@@ -28,7 +28,8 @@ func ConvertPod(p *corev1.Pod) (*compute.Pod, []string) {
 	}
 	var warnings []string
 	if v, ok := p.Annotations[AnnotationDefaultInboundPolicy]; ok {
-		if dp, err := compute.ParseDefaultPolicy(v); err != nil {
+		// Trimmed, as the injector reads it for the proxy's environment: the two must agree.
+		if dp, err := compute.ParseDefaultPolicy(strings.TrimSpace(v)); err != nil {
 			warnings = append(warnings, AnnotationDefaultInboundPolicy+": "+err.Error())
 		} else {
 			out.DefaultPolicy = &dp
