@@ -24,18 +24,7 @@ func echoAppAt(t *testing.T, host string) uint16 {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = lis.Close() })
-	testutil.ServeConns(t, lis, "the echo application at "+host, func(c net.Conn) {
-		r := bufio.NewReader(c)
-		for {
-			line, err := r.ReadString('\n')
-			if err != nil {
-				_, _ = io.WriteString(c, "bye\n")
-				return
-			}
-			_, _ = io.WriteString(c, line)
-		}
-	})
-	return uint16(lis.Addr().(*net.TCPAddr).Port)
+	return serveEcho(t, lis)
 }
 
 // TestDirectConnections: a connection with a transport header names its own target port, so

@@ -110,11 +110,16 @@ func grpcApp(t testing.TB) uint16 {
 	return uint16(n)
 }
 
-// echoApp is a TCP application that echoes each line and, at the client's end of stream,
-// writes "bye\n" and closes.
+// echoApp is a TCP application on 127.0.0.1 that echoes each line and, at the client's end
+// of stream, writes "bye\n" and closes.
 func echoApp(t testing.TB) uint16 {
 	t.Helper()
-	lis := testutil.Listen(t)
+	return serveEcho(t, testutil.Listen(t))
+}
+
+// serveEcho serves echoApp's application on lis and returns its port.
+func serveEcho(t testing.TB, lis net.Listener) uint16 {
+	t.Helper()
 	testutil.ServeConns(t, lis, "the echo application", func(c net.Conn) {
 		r := bufio.NewReader(c)
 		for {
