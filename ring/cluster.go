@@ -31,8 +31,12 @@ type Cluster struct {
 	ml   *memberlist.Memberlist
 	self Member
 
-	ring   atomic.Pointer[Ring]
-	joined atomic.Bool
+	ring atomic.Pointer[Ring]
+	// joined is what Joined reports. joinMu orders its setting (setJoined) against stopping:
+	// a join that completes after Run's context ended or Close must not set it again.
+	joinMu   sync.Mutex
+	joined   atomic.Bool
+	stopping bool
 	// shutDown is set once memberlist's Shutdown returned: a probe it had in flight may
 	// still finish and log its failure on the closed socket, after the caller's logger is
 	// gone (a test's), and memberlistLog drops those lines.
@@ -242,6 +246,9 @@ func (c *Cluster) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
+			// Not joined from now on (readiness), even while a join in flight holds the
+			// join loop for up to memberlist's TCP timeout before the leave.
+			c.markStopping()
 			wg.Wait()
 			c.stop(true)
 			return nil
@@ -260,9 +267,34 @@ func (c *Cluster) Close() error {
 	return nil
 }
 
+// markStopping turns Joined false for good.
+func (c *Cluster) markStopping() {
+	c.joinMu.Lock()
+	defer c.joinMu.Unlock()
+	c.stopping = true
+	c.joined.Store(false)
+}
+
+func (c *Cluster) isStopping() bool {
+	c.joinMu.Lock()
+	defer c.joinMu.Unlock()
+	return c.stopping
+}
+
+// setJoined sets Joined unless the cluster is stopping, and returns its previous value
+// (true when stopping, so that no "joined" is logged then).
+func (c *Cluster) setJoined() bool {
+	c.joinMu.Lock()
+	defer c.joinMu.Unlock()
+	if c.stopping {
+		return true
+	}
+	return c.joined.Swap(true)
+}
+
 func (c *Cluster) stop(leave bool) {
+	c.markStopping()
 	c.stopOnce.Do(func() {
-		c.joined.Store(false)
 		if leave {
 			// Say it is leaving first, so that the peers drop it at once when it goes
 			// rather than check whether it is alive (deadHold).

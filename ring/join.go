@@ -22,7 +22,7 @@ const maxConcurrentJoins = 8
 func (c *Cluster) joinLoop(ctx context.Context) {
 	if len(c.cfg.Join) == 0 {
 		c.log.Info("no seeds to join: forming a cluster alone")
-		c.joined.Store(true)
+		c.setJoined()
 		return
 	}
 	var st joinState
@@ -59,6 +59,11 @@ type joinState struct {
 // false when peers were to be contacted and none could be reached, or resolution failed
 // for a reason other than a missing name and left nothing to contact.
 func (c *Cluster) joinOnce(ctx context.Context, st *joinState) bool {
+	if c.isStopping() {
+		// Closed (a crash, for the peers) while Run runs: a join would send this member's
+		// state to a peer as alive again, which memberlist does even after Shutdown.
+		return true
+	}
 	peers, resolveErr := c.resolveSeeds(ctx)
 	c.noteResolveErr(st, resolveErr)
 	joined := c.joined.Load()
@@ -71,7 +76,7 @@ func (c *Cluster) joinOnce(ctx context.Context, st *joinState) bool {
 		}
 		if !joined {
 			c.log.Info("gossip seeds name no other member: forming a cluster alone", zap.Strings("seeds", c.cfg.Join))
-			c.joined.Store(true)
+			c.setJoined()
 		}
 		return true
 	}
@@ -81,7 +86,7 @@ func (c *Cluster) joinOnce(ctx context.Context, st *joinState) bool {
 		return false
 	}
 	switch {
-	case reached > 0 && !c.joined.Swap(true):
+	case reached > 0 && !c.setJoined():
 		c.log.Info("joined gossip cluster", zap.Strings("peers", peers), zap.Int("members", c.ml.NumMembers()))
 	case reached > 0 && alone:
 		c.log.Info("joined gossip cluster again", zap.Strings("peers", peers), zap.Int("members", c.ml.NumMembers()))

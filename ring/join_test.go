@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"net"
 	"testing"
+	"time"
+
+	"github.com/meridian-mesh/meridian/internal/testutil"
 )
 
 // TestClusterSplitMerges: two rings that formed apart, each of two members (so neither
@@ -35,4 +38,27 @@ func TestClusterSplitMerges(t *testing.T) {
 
 	dns.set("left.test", ips...)
 	waitConverged(t, []*node{a, b, c, d}, "a,b,c,d")
+}
+
+// TestClusterNotJoinedOnceClosed: Close while Run runs turns Joined false for good; the join
+// loop, which goes on until Run's context ends, used to set it true again at its next
+// attempt (here: seeds that name no other member).
+func TestClusterNotJoinedOnceClosed(t *testing.T) {
+	dns := &fakeDNS{}
+	dns.set("solo.test")
+	n := startNodeWith(t, "solo", func(cfg *Config) {
+		cfg.Join = []string{"solo.test"}
+		cfg.lookupNetIP = dns.lookup
+	})
+	testutil.Eventually(t, converge, "solo to be joined alone", n.Joined)
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Several rejoin attempts (every 200 ms in the test configuration).
+	for range 10 {
+		if n.Joined() {
+			t.Fatal("joined again after Close")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
