@@ -133,11 +133,15 @@ func (k *Kubernetes) gainKind(ctx context.Context, h Handler, s *shareInformer, 
 }
 
 // deliverGained delivers obj, read by Gain's list, unless the watch has delivered a full
-// version of it or deleted it since.
+// version of it or deleted it since, and stores it in the informer's cache, as the watch
+// would have: a re-list works out deletions from the cache, so a gained object missing from
+// it that was deleted while the watch was down (a 410 after an outage) was never delivered
+// as deleted, and its endpoints stayed served.
 func (k *Kubernetes) deliverGained(h Handler, s *shareInformer, key string, obj any) {
 	k.deliverMu.Lock()
 	defer k.deliverMu.Unlock()
-	if cur, ok, _ := s.informer.GetStore().GetByKey(key); ok && !isReduced(cur) {
+	store := s.informer.GetStore()
+	if cur, ok, _ := store.GetByKey(key); ok && !isReduced(cur) {
 		return
 	}
 	k.gainMu.Lock()
@@ -145,6 +149,7 @@ func (k *Kubernetes) deliverGained(h Handler, s *shareInformer, key string, obj 
 	k.gainMu.Unlock()
 	if !gone {
 		deliver(h, obj, false)
+		_ = store.Add(obj)
 	}
 }
 
