@@ -35,10 +35,10 @@ func TestGainedSliceDeletedWhileWatchDown(t *testing.T) {
 	var watches atomic.Int32
 	var pw atomic.Pointer[io.PipeWriter]
 	inf := cache.NewSharedIndexInformer(listWatchNoWatchList{&cache.ListWatch{
-		ListFunc: func(metav1.ListOptions) (runtime.Object, error) {
+		ListWithContextFunc: func(context.Context, metav1.ListOptions) (runtime.Object, error) {
 			return lw.kind.list("1", "", nil), nil // s1 is not there: unwanted first, deleted later
 		},
-		WatchFunc: func(metav1.ListOptions) (watch.Interface, error) {
+		WatchFuncWithContext: func(context.Context, metav1.ListOptions) (watch.Interface, error) {
 			r, w := io.Pipe()
 			pw.Store(w)
 			watches.Add(1)
