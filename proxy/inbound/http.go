@@ -28,9 +28,10 @@ const (
 	hdrOrigProto  = "L5d-Orig-Proto" // a Linkerd client proxy upgraded HTTP/1 to HTTP/2
 )
 
-// hopHeaders are hop-by-hop headers, removed before forwarding (RFC 9110 section 7.6.1).
+// hopHeaders are hop-by-hop headers, removed before forwarding (RFC 9110 section 7.6.1;
+// HTTP2-Settings, an h2c upgrade's, is connection-specific too: RFC 7540 section 3.2.1).
 var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
-	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade", "Http2-Settings"}
 
 // httpConn is an HTTP connection handed to the http.Server: the session and what every
 // request on it shares.
@@ -187,7 +188,6 @@ func (i *Inbound) forward(w http.ResponseWriter, r *http.Request, hc *httpConn) 
 		return i.upgrade(w, r, hc)
 	}
 	removeHop(h) // an h2c upgrade's Upgrade and HTTP2-Settings with the rest
-	delete(h, "Http2-Settings")
 	delete(h, hdrClientID)
 	delete(h, hdrOrigProto)
 	if hc.id != nil {
