@@ -88,8 +88,8 @@ func (i *Inbound) preamble(ctx context.Context, c net.Conn, dst netip.AddrPort) 
 	if ap, err := netip.ParseAddrPort(c.RemoteAddr().String()); err == nil {
 		s.client.Addr = ap.Addr().Unmap()
 	}
-	if ap, err := netip.ParseAddrPort(c.LocalAddr().String()); err == nil {
-		s.local = ap.Addr().Unmap()
+	if a, ok := c.LocalAddr().(*net.TCPAddr); ok && !dst.IsValid() {
+		s.local = a.AddrPort().Addr().Unmap() // appAddr's target when there is no original destination
 	}
 	if err := c.SetDeadline(time.Now().Add(i.cfg.DetectTimeout)); err != nil {
 		return nil, fmt.Errorf("set deadline: %w", err)
