@@ -51,6 +51,14 @@ type Index struct {
 	// changed wakes the profile streams of a service when its Service changes.
 	changed notifier[ServiceKey]
 
+	// sliceMu guards sliceSvc: the service each slice the index holds is held under, so that
+	// a slice whose kubernetes.io/service-name label changes leaves its old service. Sources
+	// deliver a slice only as it is now: an owned slice moved to another service arrives as
+	// the new service's, and one moved to a service the replica does not want as a deletion
+	// without a service (the filtering source's placeholder).
+	sliceMu  sync.Mutex
+	sliceSvc map[podKey]ServiceKey
+
 	// refMu guards podRefs: which services' slices name each pod, so that a pod change
 	// recomputes exactly those services.
 	refMu   sync.Mutex
@@ -95,6 +103,7 @@ func NewIndex(cfg Config, store *snapshot.Store, pods translator.PodLookup, m *r
 		ips:      newIPIndex(),
 		cluster:  newClusterState(log),
 		podRefs:  make(map[podKey][]svcRef),
+		sliceSvc: make(map[podKey]ServiceKey),
 		queue:    workqueue.NewTyped[ServiceKey](),
 	}
 	all := OwnsFunc(func(ServiceKey) bool { return true })
@@ -383,27 +392,54 @@ func (x *Index) OnServer(srv *translator.Server, deleted bool) {
 	x.cluster.nsWatchers.notify(srv.Namespace)
 }
 
-// OnEndpointSlice implements source.Handler.
+// OnEndpointSlice implements source.Handler. A slice is held under the service its
+// kubernetes.io/service-name label names while the replica owns that service. When the label
+// changes, the slice leaves the service it was held under: an update names the new service,
+// and a filtering source delivers a slice moved to a service the replica does not want as
+// the deletion of a placeholder (source.IsPlaceholder) naming that service. A placeholder
+// naming the service the slice is held under, or an update of a slice of a service the
+// replica no longer owns, is a ring change's, which DropUnowned follows once the streams
+// moved: neither empties the service before then.
 func (x *Index) OnEndpointSlice(es *translator.EndpointSlice, deleted bool) {
-	name := es.Service
-	if name == "" {
-		return
+	sk := podKey{es.Namespace, es.Name} // a slice's namespace and name
+	placeholder := deleted && source.IsPlaceholder(es)
+	var k ServiceKey
+	if es.Service != "" {
+		k = NewServiceKey(es.Namespace, es.Service)
 	}
-	k := NewServiceKey(es.Namespace, name)
-	if !x.Owns(k) {
-		return
+	keep := !deleted && es.Service != "" && x.Owns(k)
+	x.sliceMu.Lock()
+	defer x.sliceMu.Unlock()
+	prev, held := x.sliceSvc[sk]
+	switch {
+	case !held:
+	case placeholder, !deleted && !keep:
+		if prev.Name == es.Service {
+			return
+		}
+		fallthrough
+	case deleted || prev != k:
+		delete(x.sliceSvc, sk)
+		x.setSlice(prev, es.Name, nil)
 	}
+	if keep {
+		x.sliceSvc[sk] = k
+		x.setSlice(k, es.Name, es)
+	}
+}
+
+// setSlice stores es as the slice name of the service k (nil: removes it) and queues k;
+// sliceMu is held.
+func (x *Index) setSlice(k ServiceKey, name string, es *translator.EndpointSlice) {
 	s := x.getOrCreate(k)
 	s.mu.Lock()
-	old := s.slices[es.Name]
-	var next *translator.EndpointSlice
-	if deleted {
-		delete(s.slices, es.Name)
+	old := s.slices[name]
+	if es == nil {
+		delete(s.slices, name)
 	} else {
-		next = es
-		s.slices[es.Name] = next
+		s.slices[name] = es
 	}
-	x.updateRefs(k, old, next)
+	x.updateRefs(k, old, es)
 	s.mu.Unlock()
 	x.queue.Add(k)
 }
@@ -482,6 +518,8 @@ func (x *Index) KnownServices() []ServiceKey {
 // the rest are released now. It returns the number of services dropped.
 func (x *Index) DropUnowned() int {
 	n := 0
+	x.sliceMu.Lock()
+	defer x.sliceMu.Unlock()
 	x.services.Range(func(k ServiceKey, s *service) bool {
 		if x.Owns(k) {
 			return true
@@ -490,6 +528,7 @@ func (x *Index) DropUnowned() int {
 		s.mu.Lock()
 		for _, es := range s.slices {
 			x.updateRefs(k, es, nil)
+			delete(x.sliceSvc, podKey{es.Namespace, es.Name})
 		}
 		s.svc, s.slices, s.profiles = nil, map[string]*translator.EndpointSlice{}, nil
 		s.stale, s.full = nil, true

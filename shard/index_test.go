@@ -18,6 +18,7 @@ import (
 
 	"github.com/meridian-mesh/meridian/internal/metrics"
 	"github.com/meridian-mesh/meridian/internal/testutil"
+	"github.com/meridian-mesh/meridian/shard/source"
 	"github.com/meridian-mesh/meridian/snapshot"
 	"github.com/meridian-mesh/meridian/translator"
 )
@@ -30,18 +31,19 @@ func (l loaderRecorder) ForgetPod(ns, name string) { delete(l, podKey{ns, name})
 
 // TestPodRefsIncremental checks the pod reference index against a count from scratch while
 // slices of two services change at random: endpoints replaced, moved, duplicated, slices
-// deleted and services dropped. The pods the index asks its source for (PodLoader) and not
+// moved to the other service (their service-name label changed), deleted, and services
+// dropped. The pods the index asks its source for (PodLoader) and not
 // let go of are always those its slices name, which WantsPod admits.
 func TestPodRefsIncremental(t *testing.T) {
 	x := NewIndex(DefaultConfig(), snapshot.NewStore(snapshot.StoreConfig{}), nil, newMetrics(metrics.Exclusive(nil)), zap.NewNop())
 	loader := loaderRecorder{}
 	x.SetPodLoader(loader)
 	rng := rand.New(rand.NewPCG(1, 2))
-	type sliceID struct{ svc, name string }
-	truth := map[sliceID]*discoveryv1.EndpointSlice{}
-	randSlice := func(id sliceID) *discoveryv1.EndpointSlice {
+	truth := map[string]*discoveryv1.EndpointSlice{} // by slice name: a slice is in one service
+	randSlice := func(name string) *discoveryv1.EndpointSlice {
+		svc := fmt.Sprintf("s%d", rng.IntN(2))
 		es := &discoveryv1.EndpointSlice{
-			ObjectMeta:  metav1.ObjectMeta{Namespace: "ns", Name: id.name, Labels: map[string]string{discoveryv1.LabelServiceName: id.svc}},
+			ObjectMeta:  metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: map[string]string{discoveryv1.LabelServiceName: svc}},
 			AddressType: discoveryv1.AddressTypeIPv4,
 		}
 		for range rng.IntN(6) {
@@ -59,7 +61,8 @@ func TestPodRefsIncremental(t *testing.T) {
 	}
 	want := func() map[podKey]map[ServiceKey]int32 {
 		out := map[podKey]map[ServiceKey]int32{}
-		for id, es := range truth {
+		for _, es := range truth {
+			svc := es.Labels[discoveryv1.LabelServiceName]
 			for i := range es.Endpoints {
 				ep := &es.Endpoints[i]
 				if r := ep.Conditions.Ready; r != nil && !*r {
@@ -70,14 +73,14 @@ func TestPodRefsIncremental(t *testing.T) {
 					if out[pk] == nil {
 						out[pk] = map[ServiceKey]int32{}
 					}
-					out[pk][NewServiceKey("ns", id.svc)]++
+					out[pk][NewServiceKey("ns", svc)]++
 				}
 			}
 		}
 		return out
 	}
 	for step := range 3000 {
-		id := sliceID{svc: fmt.Sprintf("s%d", rng.IntN(2)), name: fmt.Sprintf("e%d", rng.IntN(3))}
+		id := fmt.Sprintf("e%d", rng.IntN(6))
 		switch r := rng.IntN(10); {
 		case r == 0:
 			if es, ok := truth[id]; ok {
@@ -231,5 +234,82 @@ func TestAskForMissingPods(t *testing.T) {
 	testutil.Eventually(t, 10*time.Second, "the unknown pod to be asked for again", func() bool { return loader.count(lost) >= 3 })
 	if n := loader.count(kept); n != 0 {
 		t.Fatalf("the known pod was asked for %d times", n)
+	}
+}
+
+// TestSliceMovesBetweenServices: a slice whose service-name label changes leaves the service
+// it was held under, whether the new service is one the replica owns (an update naming it)
+// or not (the filtering source's deletion without a service, or an update naming it).
+func TestSliceMovesBetweenServices(t *testing.T) {
+	x := NewIndex(DefaultConfig(), snapshot.NewStore(snapshot.StoreConfig{}), nil, newMetrics(metrics.Exclusive(nil)), zap.NewNop())
+	owns := OwnsFunc(func(k ServiceKey) bool { return k.Name != "unowned" })
+	x.SetOwns(owns)
+	slice := func(svc string) *translator.EndpointSlice {
+		return translator.SlimEndpointSlice(&discoveryv1.EndpointSlice{
+			ObjectMeta:  metav1.ObjectMeta{Namespace: "ns", Name: "s1", ResourceVersion: "1", Labels: map[string]string{discoveryv1.LabelServiceName: svc}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.0.0.1"}, TargetRef: &corev1.ObjectReference{Kind: "Pod", Name: "p"}}},
+		})
+	}
+	holders := func() []string {
+		var out []string
+		x.services.Range(func(k ServiceKey, s *service) bool {
+			s.mu.Lock()
+			if s.slices["s1"] != nil {
+				out = append(out, k.Name)
+			}
+			s.mu.Unlock()
+			return true
+		})
+		slices.Sort(out)
+		return out
+	}
+	check := func(step string, want ...string) {
+		t.Helper()
+		if got := holders(); !slices.Equal(got, want) {
+			t.Fatalf("%s: slice ns/s1 held under %v, want %v", step, got, want)
+		}
+	}
+	x.OnEndpointSlice(slice("a"), false)
+	check("added to a", "a")
+	x.OnEndpointSlice(slice("b"), false)
+	check("label changed to b", "b")
+	x.OnEndpointSlice(slice("unowned"), false)
+	check("label changed to an unowned service")
+	x.OnEndpointSlice(slice("a"), false)
+	placeholder := func(svc string) *translator.EndpointSlice {
+		return &translator.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "s1",
+			Annotations: map[string]string{source.AnnotationDropped: "true"}}, Service: svc}
+	}
+	// A placeholder of the service the slice is held under is a ring change's: the slice
+	// stays until DropUnowned.
+	x.OnEndpointSlice(placeholder("a"), true)
+	check("placeholder of its own service", "a")
+	x.OnEndpointSlice(slice("a"), false)
+	x.OnEndpointSlice(placeholder("unowned"), true)
+	check("placeholder of another service (moved to a service the source does not admit)")
+	// So is an update of a service the replica no longer owns.
+	x.OnEndpointSlice(slice("b"), false)
+	x.SetOwns(func(k ServiceKey) bool { return k.Name != "b" })
+	x.OnEndpointSlice(slice("b"), false)
+	check("update of a service no longer owned", "b")
+	x.SetOwns(owns)
+	x.OnEndpointSlice(slice("a"), false)
+	x.OnEndpointSlice(slice(""), false)
+	check("label removed")
+	x.OnEndpointSlice(slice("b"), false)
+	x.OnEndpointSlice(slice("a"), true) // a deletion naming another service
+	check("deleted")
+	x.OnEndpointSlice(slice("b"), false)
+	x.SetOwns(func(ServiceKey) bool { return false })
+	x.DropUnowned()
+	x.SetOwns(owns)
+	x.OnEndpointSlice(slice("a"), false)
+	check("gained again after a drop", "a")
+	x.refMu.Lock()
+	refs := x.podRefs[podKey{"ns", "p"}]
+	x.refMu.Unlock()
+	if len(refs) != 1 || refs[0].key.Name != "a" || refs[0].count != 1 {
+		t.Fatalf("pod ns/p referenced by %+v, want once by a", refs)
 	}
 }

@@ -15,9 +15,13 @@ type recorder struct {
 	manifesttest.Events
 	mu   sync.Mutex
 	last map[string]metav1.Object
+	// gone holds the object of each key's last deletion.
+	gone map[string]metav1.Object
 }
 
-func newRecorder() *recorder { return &recorder{last: map[string]metav1.Object{}} }
+func newRecorder() *recorder {
+	return &recorder{last: map[string]metav1.Object{}, gone: map[string]metav1.Object{}}
+}
 
 func (r *recorder) record(kind string, o metav1.Object, deleted bool) {
 	r.mu.Lock()
@@ -26,6 +30,7 @@ func (r *recorder) record(kind string, o metav1.Object, deleted bool) {
 	if deleted {
 		r.Add("-" + key)
 		delete(r.last, key)
+		r.gone[key] = o
 		return
 	}
 	r.Add("+" + key)
@@ -37,6 +42,13 @@ func (r *recorder) OnEndpointSlice(es *translator.EndpointSlice, deleted bool) {
 	r.record(KindEndpointSlice, es, deleted)
 }
 func (r *recorder) OnPod(p *translator.Pod, deleted bool) { r.record(KindPod, p, deleted) }
+
+// deletedAs returns the object of key's last deletion.
+func (r *recorder) deletedAs(key string) metav1.Object {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.gone[key]
+}
 
 func (r *recorder) get(key string) metav1.Object {
 	r.mu.Lock()

@@ -543,10 +543,23 @@ func (k *Kubernetes) warn(msg string) {
 
 // eventHandler adapts one Handler method to informer callbacks.
 func eventHandler[T metav1.Object](k *Kubernetes, lag *kube.Lag, deliver func(T, bool)) cache.ResourceEventHandlerFuncs {
+	// placeholder delivers the placeholder of a slice (IsPlaceholder) as a deletion; those of
+	// other kinds are not delivered.
+	placeholder := func(obj any) {
+		if _, slice := obj.(*translator.EndpointSlice); !slice {
+			return
+		}
+		if o, ok := obj.(T); ok {
+			k.deliverMu.Lock()
+			deliver(o, true)
+			k.deliverMu.Unlock()
+		}
+	}
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
-			if isDropped(obj) {
-				return // an unwanted slice reduced by the transform (shareLW.slim)
+			if isDropped(obj) { // reduced by the transform (shareLW.slim)
+				placeholder(obj)
+				return
 			}
 			if o, ok := obj.(T); ok {
 				k.deliverMu.Lock()
@@ -557,7 +570,11 @@ func eventHandler[T metav1.Object](k *Kubernetes, lag *kube.Lag, deliver func(T,
 		UpdateFunc: func(oldObj, newObj any) {
 			o, ok1 := oldObj.(T)
 			n, ok2 := newObj.(T)
-			if !ok1 || !ok2 || o.GetResourceVersion() == n.GetResourceVersion() || isDropped(n) {
+			if !ok1 || !ok2 || o.GetResourceVersion() == n.GetResourceVersion() {
+				return
+			}
+			if isDropped(n) { // reduced by the transform: the filter changed since the decode
+				placeholder(n)
 				return
 			}
 			lag.ObserveUpdate(n)
@@ -570,7 +587,10 @@ func eventHandler[T metav1.Object](k *Kubernetes, lag *kube.Lag, deliver func(T,
 				obj = d.Obj
 			}
 			if isDropped(obj) {
-				return // an unwanted object leaving the cache: the handler never had it
+				// An unwanted object leaving the cache: the handler never had it, or had a
+				// slice whose label named another service (IsPlaceholder).
+				placeholder(obj)
+				return
 			}
 			k.noteDeleted(obj)
 			if o, ok := obj.(T); ok {

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/meridian-mesh/meridian/internal/kubetest"
@@ -135,7 +136,8 @@ func TestShareFilterKubernetes(t *testing.T) {
 	}
 
 	// Lose a: Release drops its slice from the cache and reduces its Service there; its
-	// changes and its deletion are no longer delivered.
+	// changes and its deletion are no longer delivered, but as the placeholder of its own
+	// service (IsPlaceholder: a handler that holds it there ignores it).
 	rec.set("b")
 	src.Release()
 	if got := src.storeKeys("EndpointSlice"); slices.Contains(got, ns+"/a1-s") {
@@ -154,8 +156,12 @@ func TestShareFilterKubernetes(t *testing.T) {
 		es, _ := rec.get(keyB).(*translator.EndpointSlice)
 		return es != nil && len(es.Endpoints) == 1
 	})
-	if ev := rec.Take(); slices.Contains(ev, "+"+keyA) || slices.Contains(ev, "-"+keyA) {
-		t.Fatalf("a change or the deletion of the lost slice was delivered: %v", ev)
+	ev := rec.Take()
+	if slices.Contains(ev, "+"+keyA) {
+		t.Fatalf("a change of the lost slice was delivered: %v", ev)
+	}
+	if es, _ := rec.deletedAs(keyA).(*translator.EndpointSlice); slices.Contains(ev, "-"+keyA) && (!IsPlaceholder(es) || es.Service != "a1") {
+		t.Fatalf("the lost slice's deletion was delivered as %+v, want the placeholder of a1", es)
 	}
 }
 
@@ -316,4 +322,41 @@ func TestFactoryRelistKeepsOneCopy(t *testing.T) {
 			t.Errorf("a relisted copy of %s became %p, want the object the handler holds (%p)", c.key, got, held)
 		}
 	}
+}
+
+// relabelSlice changes the service-name label of the slice ns/name to svc.
+func relabelSlice(t *testing.T, env *kubetest.Env, ns, name, svc string) {
+	t.Helper()
+	ctx := apiCtx(t)
+	es, err := env.Client.DiscoveryV1().EndpointSlices(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	es.Labels[discoveryv1.LabelServiceName] = svc
+	if _, err := env.Client.DiscoveryV1().EndpointSlices(ns).Update(ctx, es, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestShareSliceRelabeled: a wanted slice whose service-name label comes to name a service the
+// handler does not want is delivered as a deletion (the handler would otherwise serve it
+// under its old service for as long as it runs) and leaves the cache; an unwanted slice
+// relabelled to a wanted service is delivered whole.
+func TestShareSliceRelabeled(t *testing.T) {
+	env, ns, _ := twoServices(t)
+	src, rec := startFiltered(t, env, ns, "a")
+	keyA, keyB := KindEndpointSlice+" "+ns+"/a1-s", KindEndpointSlice+" "+ns+"/b1-s"
+	if rec.get(keyA) == nil {
+		t.Fatal("the wanted slice was not delivered")
+	}
+	relabelSlice(t, env, ns, "a1-s", "b1")
+	testutil.Eventually(t, apiTimeout, "the relabelled slice's deletion", func() bool { return rec.get(keyA) == nil })
+	if got := src.storeKeys("EndpointSlice"); len(got) != 0 {
+		t.Fatalf("slice cache holds %v, want nothing", got)
+	}
+	relabelSlice(t, env, ns, "b1-s", "a2")
+	testutil.Eventually(t, apiTimeout, "the slice relabelled to a wanted service", func() bool {
+		es, _ := rec.get(keyB).(*translator.EndpointSlice)
+		return es != nil && es.Service == "a2" && len(es.Endpoints) == 1
+	})
 }

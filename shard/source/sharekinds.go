@@ -15,15 +15,16 @@ import (
 // must not take such a Service for the whole object (IsClusterIPsOnly).
 const AnnotationClusterIPsOnly = "meridian.io/cluster-ips-only"
 
-// annotationDropped marks the placeholder a filtering source deletes from its cache when an
-// object it does not want changes; handlers never see it.
-const annotationDropped = "meridian.io/dropped"
+// AnnotationDropped marks the placeholder a filtering source deletes from its cache when an
+// object it does not want changes. Handlers see only a slice's, as a deletion
+// (IsPlaceholder).
+const AnnotationDropped = "meridian.io/dropped"
 
 // clusterIPsOnly and dropped are the annotations of every reduced object (shared: objects
 // passed to handlers are not modified).
 var (
 	clusterIPsOnly = map[string]string{AnnotationClusterIPsOnly: "true"}
-	dropped        = map[string]string{annotationDropped: "true"}
+	dropped        = map[string]string{AnnotationDropped: "true"}
 )
 
 // IsClusterIPsOnly reports whether svc is the reduced form of a Service the handler does not
@@ -40,13 +41,20 @@ func isReduced(obj any) bool {
 		return false
 	}
 	a := m.GetAnnotations()
-	return a[AnnotationClusterIPsOnly] != "" || a[annotationDropped] != ""
+	return a[AnnotationClusterIPsOnly] != "" || a[AnnotationDropped] != ""
 }
+
+// IsPlaceholder reports whether es, delivered as a deletion, is the placeholder of a slice
+// that a filtering source read when the handler did not want its service (es.Service, which
+// its label names now). The handler may hold the slice from when its label named another
+// service, and then lets it go there; the same service means the ring moved it, which the
+// handler follows by itself.
+func IsPlaceholder(es *translator.EndpointSlice) bool { return isDropped(es) }
 
 // isDropped reports whether obj is the placeholder of an unwanted object.
 func isDropped(obj any) bool {
 	m, ok := obj.(metav1.Object)
-	return ok && m.GetAnnotations()[annotationDropped] != ""
+	return ok && m.GetAnnotations()[AnnotationDropped] != ""
 }
 
 // clusterIPsOf is the reduced Service (IsClusterIPsOnly) of the Service m with these cluster
@@ -91,7 +99,7 @@ func endpointSliceKind(ns string) shareKind {
 			return &translator.EndpointSliceList{ListMeta: metav1.ListMeta{ResourceVersion: rv, Continue: cont}, Items: itemsOf[translator.EndpointSlice](items)}
 		},
 		placeholder: func(m objMeta) runtime.Object {
-			return &translator.EndpointSlice{ObjectMeta: reducedMeta(m, dropped)}
+			return &translator.EndpointSlice{ObjectMeta: reducedMeta(m, dropped), Service: m.service}
 		},
 	}
 }

@@ -127,7 +127,7 @@ func (lw *shareLW) reduce(obj any) any {
 	if lw.wants(m.GetNamespace(), svc) {
 		return obj
 	}
-	meta := objMeta{name: m.GetName(), namespace: m.GetNamespace(), resourceVersion: m.GetResourceVersion()}
+	meta := objMeta{name: m.GetName(), namespace: m.GetNamespace(), resourceVersion: m.GetResourceVersion(), service: svc}
 	if sv, ok := obj.(*corev1.Service); ok {
 		return clusterIPsOf(meta, sv.Spec.ClusterIP, sv.Spec.ClusterIPs)
 	}

@@ -18,7 +18,10 @@ type Handler interface {
 	// OnService is called for an added or updated Service, or with deleted=true when it is gone.
 	OnService(svc *corev1.Service, deleted bool)
 	// OnEndpointSlice is called for an added, updated or deleted EndpointSlice, as its
-	// projection.
+	// projection. A slice is delivered as it is now: when its service-name label changes, an
+	// update names the new service only, and a source that filters by service delivers a
+	// slice moved to a service it does not admit as the deletion of a placeholder
+	// (IsPlaceholder) naming that service.
 	OnEndpointSlice(es *translator.EndpointSlice, deleted bool)
 	// OnPod is called for an added, updated or deleted Pod.
 	OnPod(pod *translator.Pod, deleted bool)
