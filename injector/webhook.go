@@ -112,8 +112,11 @@ func DecodeReview(r io.Reader) (*admissionv1.AdmissionReview, error) {
 	return &review, nil
 }
 
-// Review answers one admission request. It never fails: anything it cannot handle is
-// allowed unmodified with the reason.
+// Review answers one admission request. Anything it cannot handle is allowed unmodified with
+// the reason, except a pod whose namespace cannot be read: the namespace may ask for the
+// proxy, so the pod is refused (as Linkerd's injector does) unless its own annotation
+// disables injection. Its controller retries; admitting it would start it without its proxy,
+// silently.
 func (wh *Webhook) Review(ctx context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
 	resp := &admissionv1.AdmissionResponse{UID: req.UID, Allowed: true}
 	skip := func(reason, detail string) *admissionv1.AdmissionResponse {
@@ -149,8 +152,18 @@ func (wh *Webhook) Review(ctx context.Context, req *admissionv1.AdmissionRequest
 	if err != nil {
 		d := Decision{Reason: ReasonNamespaceLookupFailure}
 		wh.metrics.observe(labelValues(OwnerOf(&pod.ObjectMeta), namespace, d, Meta{}, pod.Annotations, nil), nil)
-		wh.log.Warn("namespace lookup failed; pod admitted without proxy", zap.String("namespace", namespace), zap.Error(err))
-		return skip(ReasonNamespaceLookupFailure, err.Error())
+		if pod.Annotations[AnnotationInject] == InjectDisabled {
+			wh.log.Warn("namespace lookup failed; pod admitted without proxy, as its annotation asks", zap.String("namespace", namespace), zap.Error(err))
+			return skip(ReasonNamespaceLookupFailure, err.Error())
+		}
+		wh.log.Warn("namespace lookup failed; pod refused", zap.String("namespace", namespace), zap.Error(err))
+		resp.Allowed = false
+		resp.Result = &metav1.Status{
+			Status: metav1.StatusFailure, Code: http.StatusServiceUnavailable, Reason: metav1.StatusReasonServiceUnavailable,
+			Message: fmt.Sprintf("proxy injector: cannot read namespace %s to decide whether the pod gets its proxy, so it is refused rather than started without one (its controller retries): %s",
+				quote.String(namespace), quote.String(err.Error())),
+		}
+		return resp
 	}
 
 	out := wh.cfg.Review(ns, namespace, &pod.ObjectMeta, &pod.Spec, false)

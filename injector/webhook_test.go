@@ -343,18 +343,33 @@ func (failingLookup) Namespace(context.Context, string) (Meta, error) {
 	return Meta{}, errors.New("apiserver unreachable")
 }
 
-func TestWebhookNamespaceLookupFailureAllows(t *testing.T) {
+// TestWebhookNamespaceLookupFailureRefuses: a pod whose namespace cannot be read is refused
+// (the namespace may ask for the proxy; admitting it would start it without one), unless its
+// own annotation disables injection.
+func TestWebhookNamespaceLookupFailureRefuses(t *testing.T) {
 	wh, err := NewWebhook(DefaultConfig(), failingLookup{}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	review, err := DecodeReview(bytes.NewReader(podReview(t, &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "a"}}}}, admissionv1.Create)))
-	if err != nil {
-		t.Fatal(err)
+	review := func(annotations map[string]string) *admissionv1.AdmissionResponse {
+		t.Helper()
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: annotations}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "a"}}}}
+		r, err := DecodeReview(bytes.NewReader(podReview(t, pod, admissionv1.Create)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return wh.Review(context.Background(), r.Request)
 	}
-	resp := wh.Review(context.Background(), review.Request)
-	if !resp.Allowed || resp.Patch != nil || !strings.Contains(resp.Result.Message, "apiserver unreachable") {
-		t.Fatalf("got %+v", resp)
+	for _, ann := range []map[string]string{nil, {AnnotationInject: InjectEnabled}} {
+		resp := review(ann)
+		if resp.Allowed || resp.Patch != nil || resp.Result == nil || resp.Result.Code != http.StatusServiceUnavailable ||
+			!strings.Contains(resp.Result.Message, "apiserver unreachable") || !strings.Contains(resp.Result.Message, "refused") {
+			t.Fatalf("annotations %v: got %+v", ann, resp)
+		}
+	}
+	if resp := review(map[string]string{AnnotationInject: InjectDisabled}); !resp.Allowed || resp.Patch != nil ||
+		!strings.Contains(resp.Result.Message, ReasonNamespaceLookupFailure) {
+		t.Fatalf("pod that disables injection: got %+v", resp)
 	}
 }
 
