@@ -3,9 +3,11 @@ package inbound
 import (
 	"bufio"
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -115,5 +117,43 @@ func TestH2CUpgradeIsStripped(t *testing.T) {
 	body, _ := io.ReadAll(res.Body)
 	if res.StatusCode != http.StatusOK || !strings.Contains(string(body), "path=/ready") {
 		t.Fatalf("h2c upgrade request answered %d %q, want the plain request's 200", res.StatusCode, body)
+	}
+}
+
+// TestHandedOffSlowHeadIsClosed: a connection that net/http's server took over (a request the
+// lean path does not take) and that then sends a request head slowly is closed after
+// DetectTimeout, as on the lean path, rather than held open for as long as the client likes.
+func TestHandedOffSlowHeadIsClosed(t *testing.T) {
+	lis := testutil.Listen(t)
+	proxytest.Serve(t, &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "path="+r.URL.Path)
+	})}, lis)
+	httpPort := uint16(lis.Addr().(*net.TCPAddr).Port)
+	p := startProxy(t, Config{DefaultPolicy: "all-unauthenticated", DefaultPort: httpPort, DetectTimeout: 300 * time.Millisecond}, Deps{})
+	c, err := client{proxy: p.addr, from: clientAddr}.dialer().Dial("tcp", p.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(wait))
+	// An h2c upgrade request is not lean: net/http's server answers it, and keeps the
+	// connection.
+	if _, err := io.WriteString(c, "GET /a HTTP/1.1\r\nHost: web\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	res, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusOK || string(body) != "path=/a" {
+		t.Fatalf("answered %d %q", res.StatusCode, body)
+	}
+	if _, err := io.WriteString(c, "GET /b HTTP/1.1\r\nHost: web\r\n"); err != nil { // and no more
+		t.Fatal(err)
+	}
+	if n, err := br.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read %d bytes, %v: the connection was not closed while the head stayed unfinished", n, err)
 	}
 }

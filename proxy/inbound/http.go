@@ -59,6 +59,10 @@ func (i *Inbound) newHTTPServer() *http.Server {
 	return &http.Server{
 		Handler:   http.HandlerFunc(i.serveRequest),
 		Protocols: p,
+		// A connection handed over from the lean path reads each request head within
+		// DetectTimeout, as the lean path does (net/http's default: no limit). Its heads may
+		// be larger than the lean path takes (net/http's 1 MiB).
+		ReadHeaderTimeout: i.cfg.DetectTimeout,
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			return context.WithValue(ctx, connKey{}, c)
 		},
