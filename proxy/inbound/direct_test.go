@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -107,17 +106,26 @@ func TestH2CUpgradeIsStripped(t *testing.T) {
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(wait))
 	// The probe route is open to everyone (Linkerd's default probe authorization).
-	if _, err := io.WriteString(c, "GET /ready HTTP/1.1\r\nHost: web\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n\r\n"); err != nil {
+	h2cUpgrade(t, c, "/ready")
+}
+
+// h2cUpgrade sends a GET of path asking to upgrade to h2c on c, and fails unless it is answered
+// as the plain request (200, "path=<path>"); it returns c's reader.
+func h2cUpgrade(t *testing.T, c net.Conn, path string) *bufio.Reader {
+	t.Helper()
+	if _, err := io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: web\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n\r\n"); err != nil {
 		t.Fatal(err)
 	}
-	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	br := bufio.NewReader(c)
+	res, err := http.ReadResponse(br, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	body, _ := io.ReadAll(res.Body)
-	if res.StatusCode != http.StatusOK || !strings.Contains(string(body), "path=/ready") {
+	if res.StatusCode != http.StatusOK || string(body) != "path="+path {
 		t.Fatalf("h2c upgrade request answered %d %q, want the plain request's 200", res.StatusCode, body)
 	}
+	return br
 }
 
 // TestHandedOffSlowHeadIsClosed: a connection that net/http's server took over (a request the
@@ -138,18 +146,7 @@ func TestHandedOffSlowHeadIsClosed(t *testing.T) {
 	_ = c.SetDeadline(time.Now().Add(wait))
 	// An h2c upgrade request is not lean: net/http's server answers it, and keeps the
 	// connection.
-	if _, err := io.WriteString(c, "GET /a HTTP/1.1\r\nHost: web\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n\r\n"); err != nil {
-		t.Fatal(err)
-	}
-	br := bufio.NewReader(c)
-	res, err := http.ReadResponse(br, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(res.Body)
-	if res.StatusCode != http.StatusOK || string(body) != "path=/a" {
-		t.Fatalf("answered %d %q", res.StatusCode, body)
-	}
+	br := h2cUpgrade(t, c, "/a")
 	if _, err := io.WriteString(c, "GET /b HTTP/1.1\r\nHost: web\r\n"); err != nil { // and no more
 		t.Fatal(err)
 	}

@@ -167,12 +167,18 @@ func TestShareFilterKubernetes(t *testing.T) {
 
 func updateSlice(t *testing.T, env *kubetest.Env, ns, name string, addrs ...string) {
 	t.Helper()
+	modifySlice(t, env, ns, name, func(es *discoveryv1.EndpointSlice) { es.Endpoints = testSlice(ns, name, "", addrs...).Endpoints })
+}
+
+// modifySlice updates the slice ns/name as modify changes it.
+func modifySlice(t *testing.T, env *kubetest.Env, ns, name string, modify func(*discoveryv1.EndpointSlice)) {
+	t.Helper()
 	ctx := apiCtx(t)
 	es, err := env.Client.DiscoveryV1().EndpointSlices(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	es.Endpoints = testSlice(ns, name, "", addrs...).Endpoints
+	modify(es)
 	if _, err := env.Client.DiscoveryV1().EndpointSlices(ns).Update(ctx, es, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -327,15 +333,7 @@ func TestFactoryRelistKeepsOneCopy(t *testing.T) {
 // relabelSlice changes the service-name label of the slice ns/name to svc.
 func relabelSlice(t *testing.T, env *kubetest.Env, ns, name, svc string) {
 	t.Helper()
-	ctx := apiCtx(t)
-	es, err := env.Client.DiscoveryV1().EndpointSlices(ns).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	es.Labels[discoveryv1.LabelServiceName] = svc
-	if _, err := env.Client.DiscoveryV1().EndpointSlices(ns).Update(ctx, es, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	modifySlice(t, env, ns, name, func(es *discoveryv1.EndpointSlice) { es.Labels[discoveryv1.LabelServiceName] = svc })
 }
 
 // TestShareSliceRelabeled: a wanted slice whose service-name label comes to name a service the
