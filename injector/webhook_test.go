@@ -253,77 +253,84 @@ func TestWebhookHTTPS(t *testing.T) {
 			t.Fatalf("got %+v", resp.Result)
 		}
 	})
-	t.Run("bad bodies get 400 with the reason", func(t *testing.T) {
-		for body, want := range map[string]string{
-			``:   "empty body",
-			`{`:  "decode AdmissionReview",
-			`[]`: "decode AdmissionReview",
-			`{"apiVersion":"v1","kind":"AdmissionReview","request":{"uid":"x"}}`:         "admission.k8s.io/v1",
-			`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}`:              "no request",
-			`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{}}`: "no uid",
-		} {
-			code, b := s.post(t, []byte(body))
-			if code != http.StatusBadRequest || !strings.Contains(string(b), want) {
-				t.Errorf("body %q: status %d %q, want 400 containing %q", body, code, b, want)
-			}
+	t.Run("bad bodies get 400 with the reason", func(t *testing.T) { checkBadBodies(t, s) })
+	t.Run("metrics", func(t *testing.T) { checkInjectMetrics(t, s) })
+}
+
+// checkBadBodies: malformed reviews get 400 naming what is wrong, quoting a short prefix only,
+// and a GET gets 405.
+func checkBadBodies(t *testing.T, s *webhookServer) {
+	for body, want := range map[string]string{
+		``:   "empty body",
+		`{`:  "decode AdmissionReview",
+		`[]`: "decode AdmissionReview",
+		`{"apiVersion":"v1","kind":"AdmissionReview","request":{"uid":"x"}}`:         "admission.k8s.io/v1",
+		`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}`:              "no request",
+		`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{}}`: "no uid",
+	} {
+		code, b := s.post(t, []byte(body))
+		if code != http.StatusBadRequest || !strings.Contains(string(b), want) {
+			t.Errorf("body %q: status %d %q, want 400 containing %q", body, code, b, want)
 		}
-		code, _ := s.post(t, bytes.Repeat([]byte(" "), MaxReviewBytes+1))
-		if code != http.StatusBadRequest {
-			t.Errorf("oversized body: status %d, want 400", code)
-		}
-		// A long apiVersion is quoted by a prefix (it was echoed whole: 100 kB answered 100 kB).
-		long := strings.Repeat("v", 100<<10)
-		code, b := s.post(t, []byte(`{"apiVersion":"`+long+`","kind":"`+long+`","request":{"uid":"x"}}`))
-		if code != http.StatusBadRequest || len(b) > 1024 {
-			t.Errorf("a 100 KiB apiVersion and kind: status %d, a %d-byte answer", code, len(b))
-		}
-		resp, err := s.client.Get(s.url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusMethodNotAllowed {
-			t.Errorf("GET: status %d", resp.StatusCode)
-		}
-	})
-	t.Run("metrics", func(t *testing.T) {
-		mfs, err := s.reg.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		found, requests := false, 0.0
-		for _, mf := range mfs {
-			if mf.GetName() == "proxy_inject_admission_requests_total" {
-				for _, m := range mf.GetMetric() {
-					requests += m.GetCounter().GetValue()
-				}
-			}
-			if mf.GetName() != "proxy_inject_admission_responses_total" {
-				continue
-			}
+	}
+	code, _ := s.post(t, bytes.Repeat([]byte(" "), MaxReviewBytes+1))
+	if code != http.StatusBadRequest {
+		t.Errorf("oversized body: status %d, want 400", code)
+	}
+	// A long apiVersion is quoted by a prefix (it was echoed whole: 100 kB answered 100 kB).
+	long := strings.Repeat("v", 100<<10)
+	code, b := s.post(t, []byte(`{"apiVersion":"`+long+`","kind":"`+long+`","request":{"uid":"x"}}`))
+	if code != http.StatusBadRequest || len(b) > 1024 {
+		t.Errorf("a 100 KiB apiVersion and kind: status %d, a %d-byte answer", code, len(b))
+	}
+	resp, err := s.client.Get(s.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("GET: status %d", resp.StatusCode)
+	}
+}
+
+// checkInjectMetrics: the reviews TestWebhookHTTPS sent are counted, with Linkerd's labels.
+func checkInjectMetrics(t *testing.T, s *webhookServer) {
+	mfs, err := s.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found, requests := false, 0.0
+	for _, mf := range mfs {
+		if mf.GetName() == "proxy_inject_admission_requests_total" {
 			for _, m := range mf.GetMetric() {
-				l := map[string]string{}
-				for _, lp := range m.GetLabel() {
-					l[lp.GetName()] = lp.GetValue()
-				}
-				if l["owner_kind"] == "deployment" && l["namespace"] == "apps" && l["skip"] == "false" &&
-					l["annotation_at"] == AtNamespace && l["proxy_cpu_request"] == "set" {
-					found = true
-				}
-				for _, name := range []string{"skip_reason", "proxy_memory_limit", "proxy_enable_native_sidecar"} {
-					if _, ok := l[name]; !ok {
-						t.Errorf("label %s missing", name)
-					}
+				requests += m.GetCounter().GetValue()
+			}
+		}
+		if mf.GetName() != "proxy_inject_admission_responses_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			l := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				l[lp.GetName()] = lp.GetValue()
+			}
+			if l["owner_kind"] == "deployment" && l["namespace"] == "apps" && l["skip"] == "false" &&
+				l["annotation_at"] == AtNamespace && l["proxy_cpu_request"] == "set" {
+				found = true
+			}
+			for _, name := range []string{"skip_reason", "proxy_memory_limit", "proxy_enable_native_sidecar"} {
+				if _, ok := l[name]; !ok {
+					t.Errorf("label %s missing", name)
 				}
 			}
 		}
-		if requests < 4 {
-			t.Errorf("requests_total sums to %v, want at least 4", requests)
-		}
-		if !found {
-			t.Error("no injected-response series with owner_kind=deployment namespace=apps annotation_at=namespace")
-		}
-	})
+	}
+	if requests < 4 {
+		t.Errorf("requests_total sums to %v, want at least 4", requests)
+	}
+	if !found {
+		t.Error("no injected-response series with owner_kind=deployment namespace=apps annotation_at=namespace")
+	}
 }
 
 func checkInjectedBasics(t *testing.T, got *corev1.Pod) {

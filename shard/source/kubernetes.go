@@ -541,69 +541,6 @@ func (k *Kubernetes) warn(msg string) {
 	k.mu.Unlock()
 }
 
-// eventHandler adapts one Handler method to informer callbacks.
-func eventHandler[T metav1.Object](k *Kubernetes, lag *kube.Lag, deliver func(T, bool)) cache.ResourceEventHandlerFuncs {
-	// placeholder delivers the placeholder of a slice (IsPlaceholder) as a deletion; those of
-	// other kinds are not delivered.
-	placeholder := func(obj any) {
-		if _, slice := obj.(*translator.EndpointSlice); !slice {
-			return
-		}
-		if o, ok := obj.(T); ok {
-			k.deliverMu.Lock()
-			deliver(o, true)
-			k.deliverMu.Unlock()
-		}
-	}
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			if isDropped(obj) { // reduced by the transform (shareLW.slim)
-				placeholder(obj)
-				return
-			}
-			if o, ok := obj.(T); ok {
-				k.deliverMu.Lock()
-				deliver(o, false)
-				k.deliverMu.Unlock()
-			}
-		},
-		UpdateFunc: func(oldObj, newObj any) {
-			o, ok1 := oldObj.(T)
-			n, ok2 := newObj.(T)
-			if !ok1 || !ok2 || o.GetResourceVersion() == n.GetResourceVersion() {
-				return
-			}
-			if isDropped(n) { // reduced by the transform: the filter changed since the decode
-				placeholder(n)
-				return
-			}
-			lag.ObserveUpdate(n)
-			k.deliverMu.Lock()
-			deliver(n, false)
-			k.deliverMu.Unlock()
-		},
-		DeleteFunc: func(obj any) {
-			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = d.Obj
-			}
-			if isDropped(obj) {
-				// An unwanted object leaving the cache: the handler never had it, or had a
-				// slice whose label named another service (IsPlaceholder).
-				placeholder(obj)
-				return
-			}
-			k.noteDeleted(obj)
-			if o, ok := obj.(T); ok {
-				k.deliverMu.Lock()
-				deliver(o, true)
-				k.deliverMu.Unlock()
-			} else {
-				k.log.Warn("unexpected object in delete event", zap.String("type", fmt.Sprintf("%T", obj)))
-			}
-		},
-	}
-}
-
 // podInformer is the factory's Pod informer without its namespace index, which nothing
 // reads (Pod looks a pod up by its key): the index would hold an entry per pod. When the
 // source keeps only the pods the handler wants, it lists and watches through the podShare.
