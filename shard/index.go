@@ -54,8 +54,8 @@ type Index struct {
 	// sliceMu guards sliceSvc: the service each slice the index holds is held under, so that
 	// a slice whose kubernetes.io/service-name label changes leaves its old service. Sources
 	// deliver a slice only as it is now: an owned slice moved to another service arrives as
-	// the new service's, and one moved to a service the replica does not want as a deletion
-	// without a service (the filtering source's placeholder).
+	// the new service's, and one moved to a service the replica does not want as the
+	// deletion of a placeholder naming that service (source.IsPlaceholder).
 	sliceMu  sync.Mutex
 	sliceSvc map[podKey]ServiceKey
 
@@ -419,6 +419,15 @@ func (x *Index) OnEndpointSlice(es *translator.EndpointSlice, deleted bool) {
 		}
 		fallthrough
 	case deleted || prev != k:
+		if keep {
+			// Moved between two owned services: added to the new one first, so that a pod
+			// only this slice names keeps a reference throughout (updateRefs would forget it,
+			// and then ask the source for it again).
+			x.sliceSvc[sk] = k
+			x.setSlice(k, es.Name, es)
+			x.setSlice(prev, es.Name, nil)
+			return
+		}
 		delete(x.sliceSvc, sk)
 		x.setSlice(prev, es.Name, nil)
 	}

@@ -239,7 +239,7 @@ func TestAskForMissingPods(t *testing.T) {
 
 // TestSliceMovesBetweenServices: a slice whose service-name label changes leaves the service
 // it was held under, whether the new service is one the replica owns (an update naming it)
-// or not (the filtering source's deletion without a service, or an update naming it).
+// or not (the filtering source's placeholder naming it, or an update naming it).
 func TestSliceMovesBetweenServices(t *testing.T) {
 	x := NewIndex(DefaultConfig(), snapshot.NewStore(snapshot.StoreConfig{}), nil, newMetrics(metrics.Exclusive(nil)), zap.NewNop())
 	owns := OwnsFunc(func(k ServiceKey) bool { return k.Name != "unowned" })
@@ -311,5 +311,62 @@ func TestSliceMovesBetweenServices(t *testing.T) {
 	x.refMu.Unlock()
 	if len(refs) != 1 || refs[0].key.Name != "a" || refs[0].count != 1 {
 		t.Fatalf("pod ns/p referenced by %+v, want once by a", refs)
+	}
+}
+
+// seqLoader is a source.PodLoader that records its calls in order.
+type seqLoader struct{ calls []string }
+
+func (l *seqLoader) WantPod(ns, name string)   { l.calls = append(l.calls, "want "+ns+"/"+name) }
+func (l *seqLoader) ForgetPod(ns, name string) { l.calls = append(l.calls, "forget "+ns+"/"+name) }
+
+// TestSliceMoveKeepsItsPods: a slice moved between two owned services keeps a reference to
+// its pods throughout, so the source neither drops them nor is asked for them again.
+func TestSliceMoveKeepsItsPods(t *testing.T) {
+	x := NewIndex(DefaultConfig(), snapshot.NewStore(snapshot.StoreConfig{}), nil, newMetrics(metrics.Exclusive(nil)), zap.NewNop())
+	l := &seqLoader{}
+	x.SetPodLoader(l)
+	slice := func(svc string) *translator.EndpointSlice {
+		return translator.SlimEndpointSlice(&discoveryv1.EndpointSlice{
+			ObjectMeta:  metav1.ObjectMeta{Namespace: "ns", Name: "s1", Labels: map[string]string{discoveryv1.LabelServiceName: svc}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.0.0.1"}, TargetRef: &corev1.ObjectReference{Kind: "Pod", Name: "p"}}},
+		})
+	}
+	x.OnEndpointSlice(slice("a"), false)
+	l.calls = nil
+	x.OnEndpointSlice(slice("b"), false)
+	if len(l.calls) != 0 {
+		t.Fatalf("moving the slice from a to b made the loader calls %v, want none", l.calls)
+	}
+}
+
+// TestLostServiceKeepsInputsUntilDropped: a lost service that a worker recomputes before
+// DropUnowned (an event queued it between SetOwns and DropUnowned) is not forgotten with its
+// slices: DropUnowned lets them go, with their pod references and slice entries, which
+// forgetting the service first left behind for good.
+func TestLostServiceKeepsInputsUntilDropped(t *testing.T) {
+	x := NewIndex(DefaultConfig(), snapshot.NewStore(snapshot.StoreConfig{}), nil, newMetrics(metrics.Exclusive(nil)), zap.NewNop())
+	x.OnEndpointSlice(translator.SlimEndpointSlice(&discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: "ns", Name: "s1", Labels: map[string]string{discoveryv1.LabelServiceName: "a"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.0.0.1"}, TargetRef: &corev1.ObjectReference{Kind: "Pod", Name: "p"}}},
+	}), false)
+	k := NewServiceKey("ns", "a")
+	x.recompute(k)
+	x.SetOwns(func(ServiceKey) bool { return false })
+	x.recompute(k) // a worker, before DropUnowned
+	if n := x.DropUnowned(); n != 1 {
+		t.Fatalf("DropUnowned dropped %d services, want 1", n)
+	}
+	x.recompute(k) // DropUnowned queued it
+	x.sliceMu.Lock()
+	slicesLeft := len(x.sliceSvc)
+	x.sliceMu.Unlock()
+	x.refMu.Lock()
+	refs := len(x.podRefs)
+	x.refMu.Unlock()
+	if slicesLeft != 0 || refs != 0 || x.Len() != 0 {
+		t.Fatalf("after DropUnowned: %d slice entries, %d pod references, %d services; want none", slicesLeft, refs, x.Len())
 	}
 }

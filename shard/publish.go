@@ -103,8 +103,10 @@ func (x *Index) recompute(k ServiceKey) {
 	defer s.mu.Unlock()
 	if !x.Owns(k) {
 		// Not ours any more: publish nothing (the streams still holding it move to the new
-		// owner and release it), and forget it once nobody holds it.
-		if s.watched() == 0 {
+		// owner and release it), and forget it once nobody holds it and DropUnowned has let
+		// go of its slices (with their pod references and sliceSvc entries, which forgetting
+		// it here would leave behind for good).
+		if s.watched() == 0 && len(s.slices) == 0 {
 			x.forgetLocked(k, s)
 		}
 		return

@@ -16,12 +16,15 @@ func eventHandler[T metav1.Object](k *Kubernetes, lag *kube.Lag, deliver func(T,
 	// placeholder delivers the placeholder of a slice (IsPlaceholder) as a deletion; those of
 	// other kinds are not delivered.
 	placeholder := func(obj any) {
-		if _, slice := obj.(*translator.EndpointSlice); !slice {
+		es, slice := obj.(*translator.EndpointSlice)
+		if !slice {
 			return
 		}
 		if o, ok := obj.(T); ok {
 			k.deliverMu.Lock()
-			deliver(o, true)
+			if !k.sliceCached(es.Namespace, es.Name) {
+				deliver(o, true)
+			}
 			k.deliverMu.Unlock()
 		}
 	}
@@ -72,4 +75,23 @@ func eventHandler[T metav1.Object](k *Kubernetes, lag *kube.Lag, deliver func(T,
 			}
 		},
 	}
+}
+
+// sliceCached reports whether the share informer's cache holds the slice namespace/name whole
+// (not a placeholder). A placeholder delivered then is stale: the informer's listener calls
+// the handler after the cache changed, and meanwhile the slice came back under a wanted
+// service (a later event, or Gain, which delivers straight from its list), which the handler
+// has or will be given. Delivering the placeholder would take the slice out of that service.
+func (k *Kubernetes) sliceCached(namespace, name string) bool {
+	k.mu.Lock()
+	shares := k.shares
+	k.mu.Unlock()
+	for _, s := range shares {
+		if s.lw.kind.kind != "EndpointSlice" {
+			continue
+		}
+		obj, ok, err := s.informer.GetStore().GetByKey(namespace + "/" + name)
+		return err == nil && ok && !isDropped(obj)
+	}
+	return false
 }

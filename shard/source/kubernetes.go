@@ -179,8 +179,8 @@ func (k *Kubernetes) Replay(ctx context.Context) (err error) {
 				return err
 			}
 			k.deliverMu.Lock()
-			if obj, ok, err := store.GetByKey(key); err == nil && ok {
-				deliver(h, obj, false)
+			if obj, ok, err := store.GetByKey(key); err == nil && ok && !isDropped(obj) {
+				deliver(h, obj, false) // a placeholder the transform stored is not an object
 			}
 			k.deliverMu.Unlock()
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/meridian-mesh/meridian/internal/kubetest"
 	"github.com/meridian-mesh/meridian/internal/testutil"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -393,4 +394,36 @@ func isPod(o any) bool {
 
 func equalPods(a, b *corev1.Pod) bool {
 	return a.String() == b.String()
+}
+
+// TestStalePlaceholderNotDelivered: the placeholder of a slice is delivered as a deletion only
+// while the share cache does not hold the slice whole. The informer's listener calls the
+// handler after the cache changed; when the slice came back under a wanted service meanwhile
+// (a later event, or Gain, which stores and delivers from its list), the placeholder is stale,
+// and delivered it would take the slice out of that service.
+func TestStalePlaceholderNotDelivered(t *testing.T) {
+	lw := &shareLW{kind: endpointSliceKind("")}
+	inf := cache.NewSharedIndexInformer(&cache.ListWatch{}, &translator.EndpointSlice{}, 0, cache.Indexers{})
+	k := &Kubernetes{log: zap.NewNop(), shares: []*shareInformer{{lw: lw, informer: inf}}}
+	rec := newRecorder()
+	eh := eventHandler(k, nil, rec.OnEndpointSlice)
+	placeholder := lw.kind.placeholder(objMeta{namespace: "ns", name: "s1", resourceVersion: "5", service: "p"})
+	whole := translator.SlimEndpointSlice(testSlice("ns", "s1", "q", "10.0.0.1"))
+	if err := inf.GetStore().Add(whole); err != nil {
+		t.Fatal(err)
+	}
+	eh.OnDelete(placeholder)
+	if ev := rec.Take(); len(ev) != 0 {
+		t.Fatalf("a stale placeholder was delivered: %v", ev)
+	}
+	if err := inf.GetStore().Delete(whole); err != nil {
+		t.Fatal(err)
+	}
+	eh.OnDelete(placeholder)
+	if ev := rec.Take(); !slices.Equal(ev, []string{"-" + KindEndpointSlice + " ns/s1"}) {
+		t.Fatalf("the placeholder of a slice the cache lacks: events %v, want its deletion", ev)
+	}
+	if es, _ := rec.deletedAs(KindEndpointSlice + " ns/s1").(*translator.EndpointSlice); !IsPlaceholder(es) || es.Service != "p" {
+		t.Fatalf("delivered %+v, want the placeholder naming p", es)
+	}
 }

@@ -114,7 +114,7 @@ func (lw *shareLW) slim(obj any) (any, error) {
 
 // reduce returns obj when the filter admits its service, else what the cache keeps of it: a
 // Service's cluster IPs (IsClusterIPsOnly), or the placeholder of a slice (isDropped), which
-// the handlers ignore and the next sweep deletes.
+// the handler is given as a deletion (IsPlaceholder) and the next sweep deletes.
 func (lw *shareLW) reduce(obj any) any {
 	m, ok := obj.(metav1.Object)
 	if !ok {
@@ -346,8 +346,9 @@ func (d *shareDecoder) event(frame []byte) (watch.EventType, runtime.Object, err
 	if typ == watch.Added {
 		return typ, nil, nil
 	}
-	// A modification or deletion of an object the cache may hold from an older ring: it
-	// leaves the cache, and the handler is not told (isDropped).
+	// A modification or deletion of an object the cache may hold from an older ring, or of
+	// a slice whose label moved it to an unwanted service: it leaves the cache, and the
+	// handler is given a slice's placeholder only (IsPlaceholder).
 	return watch.Deleted, d.lw.kind.placeholder(m), nil
 }
 
