@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -128,6 +129,12 @@ func TestRenderErrors(t *testing.T) {
 		{"bad gossip key", Options{Base: identityValues, Set: []string{"destination.gossipKey.value=abcd"}}, "must be base64 of 16, 24 or 32 bytes"},
 		{"bad set", Options{Base: identityValues, Set: []string{"a.b"}}, `--set "a.b"`},
 		{"missing file", Options{Base: identityValues, ValueFiles: []string{"/nonexistent/v.yaml"}}, "/nonexistent/v.yaml"},
+		{"renewal longer than validity", Options{Base: identityValues, Set: []string{"proxyInjector.certValidityDays=30,proxyInjector.certRenewDays=60"}},
+			"proxyInjector.certRenewDays (60) must be less than certValidityDays (30)"},
+		{"autoscaling without a CPU request", Options{Base: identityValues, Set: []string{"destination.autoscaling.enabled=true"}},
+			"destination.autoscaling.enabled needs destination.resources.requests.cpu"},
+		{"two default policies", Options{Base: identityValues, Set: []string{"policy.defaultAllowPolicy=all-unauthenticated,proxy.defaultInboundPolicy=deny"}},
+			"policy.defaultAllowPolicy (all-unauthenticated) differs from proxy.defaultInboundPolicy (deny)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := Render(c.o)
@@ -191,7 +198,77 @@ func TestGoMemLimit(t *testing.T) {
 			t.Errorf("limit %s: GOMEMLIMIT = %q, want %s (90%%)", c.limit, got, c.want)
 		}
 	}
+	// In a values file a plain number is a float to Helm, and 1e9 a quantity with an exponent.
+	for _, c := range []struct{ yaml, want string }{{"1073741824", "966367641"}, {`"1e9"`, "900000000"}} {
+		f := filepath.Join(t.TempDir(), "v.yaml")
+		if err := os.WriteFile(f, []byte("policy:\n  resources:\n    limits:\n      memory: "+c.yaml+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		r, err := Render(Options{Base: identityValues, ValueFiles: []string{f}})
+		if err != nil {
+			t.Fatalf("memory %s in a values file: %v", c.yaml, err)
+		}
+		if got := containerEnv(t, r, "Deployment", "linkerd-policy", "GOMEMLIMIT"); got != c.want {
+			t.Errorf("memory %s in a values file: GOMEMLIMIT = %q, want %s", c.yaml, got, c.want)
+		}
+	}
 	if _, err := Render(Options{Base: identityValues, Set: []string{"policy.resources.limits.memory=lots"}}); err == nil || !strings.Contains(err.Error(), `memory limit "lots"`) {
 		t.Errorf("a bad memory limit: %v", err)
+	}
+}
+
+// containerEnv returns the value of the environment variable name of the first container of
+// the workload kind/name.
+func containerEnv(t *testing.T, r *Rendered, kind, name, env string) string {
+	t.Helper()
+	for _, e := range firstContainer(t, r, kind, name)["env"].([]any) {
+		if e.(map[string]any)["name"] == env {
+			v, _ := e.(map[string]any)["value"].(string)
+			return v
+		}
+	}
+	return ""
+}
+
+func firstContainer(t *testing.T, r *Rendered, kind, name string) map[string]any {
+	t.Helper()
+	return find(t, r, kind, name)["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
+}
+
+// TestAutoscaling: with autoscaling on, the StatefulSet still names a count (minReplicas on a
+// first install; the current count on an upgrade, charttest checks), and the autoscaler
+// removes replicas one at a time.
+func TestAutoscaling(t *testing.T) {
+	r, err := Render(Options{Base: identityValues, Set: []string{
+		"destination.autoscaling.enabled=true,destination.autoscaling.minReplicas=4,destination.resources.requests.cpu=100m"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := replicas(t, r, "StatefulSet", "linkerd-destination"); got != 4 {
+		t.Fatalf("autoscaled destination replicas = %v, want minReplicas (4)", got)
+	}
+	hpa := find(t, r, "HorizontalPodAutoscaler", "linkerd-destination")
+	down, _ := hpa["spec"].(map[string]any)["behavior"].(map[string]any)["scaleDown"].(map[string]any)
+	policies, _ := down["policies"].([]any)
+	if len(policies) != 1 || policies[0].(map[string]any)["value"] != float64(1) {
+		t.Fatalf("scaleDown = %v, want one pod at a time", down)
+	}
+}
+
+// TestDefaultInboundPolicy: proxy.defaultInboundPolicy is the policy controller's cluster
+// default and the proxies' (through the injector), as in Linkerd's chart.
+func TestDefaultInboundPolicy(t *testing.T) {
+	r, err := Render(Options{Base: identityValues, Set: []string{"proxy.defaultInboundPolicy=deny"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ kind, name, flag string }{
+		{"Deployment", "linkerd-policy", "--cluster-default-policy=deny"},
+		{"Deployment", "linkerd-proxy-injector", "--default-inbound-policy=deny"},
+	} {
+		args := firstContainer(t, r, c.kind, c.name)["args"].([]any)
+		if !slices.Contains(args, any(c.flag)) {
+			t.Errorf("%s %s args %v lack %s", c.kind, c.name, args, c.flag)
+		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/restmapper"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/meridian-mesh/meridian/identity"
@@ -274,7 +275,35 @@ func TestGeneratedSecretsKeptAndRenewed(t *testing.T) {
 	if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, DNSName: "linkerd-proxy-injector." + f.ns + ".svc"}); err != nil {
 		t.Fatalf("the renewed certificate does not verify against its caBundle: %v", err)
 	}
+	// The injector serves the old certificate until the kubelet updates its Secret volume:
+	// the caBundle the API server reads at once trusts it too.
+	blk, _ = pem.Decode(tlsData["tls.crt"])
+	oldLeaf, err := x509.ParseCertificate(blk.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := oldLeaf.Verify(x509.VerifyOptions{Roots: roots, DNSName: "linkerd-proxy-injector." + f.ns + ".svc"}); err != nil {
+		t.Fatalf("the certificate served until the Secret volume updates does not verify against the renewed caBundle: %v", err)
+	}
 	if !reflect.DeepEqual(get("linkerd-dst-gossip-key"), gossip) {
 		t.Fatal("the renewal replaced the gossip key")
+	}
+}
+
+// TestAutoscalingKeepsReplicas: an upgrade that turns autoscaling on keeps the StatefulSet's
+// current count (the field dropped, Helm's patch would reset the ring to one replica).
+func TestAutoscalingKeepsReplicas(t *testing.T) {
+	f := newFixture(t)
+	f.install(t, "--set", "destination.replicas=3")
+	f.helm(t, "upgrade", "meridian", charttest.ChartDir(), "-n", f.ns, "-f", f.identity, "--set",
+		"destination.autoscaling.enabled=true,destination.autoscaling.minReplicas=2,destination.resources.requests.cpu=100m")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sts, err := f.env.Client.AppsV1().StatefulSets(f.ns).Get(ctx, "linkerd-destination", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ptr.Deref(sts.Spec.Replicas, 1); got != 3 {
+		t.Fatalf("after the upgrade to autoscaling the StatefulSet has %d replicas, want the 3 it had", got)
 	}
 }

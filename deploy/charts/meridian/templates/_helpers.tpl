@@ -54,7 +54,8 @@ The bytes of a Kubernetes memory quantity (512Mi, 1Gi, 1.5G, 1e9, 1048576), or f
 */}}
 {{- define "meridian.quantityBytes" -}}
 {{- $q := toString . -}}
-{{- $m := regexFind "^[0-9]+(\\.[0-9]+)?" $q -}}
+{{- if kindIs "float64" . -}}{{- $q = printf "%.0f" . -}}{{- end -}}{{- /* a plain number in a values file */ -}}
+{{- $m := regexFind "^[0-9]+(\\.[0-9]+)?([eE][+]?[0-9]+)?" $q -}}
 {{- if not $m -}}{{- fail (printf "memory limit %q is not a quantity such as 512Mi" $q) -}}{{- end -}}
 {{- $suffix := trimPrefix $m $q -}}
 {{- $mult := dict "" 1 "k" 1000 "K" 1000 "M" 1000000 "G" 1000000000 "T" 1000000000000 "Ki" 1024 "Mi" 1048576 "Gi" 1073741824 "Ti" 1099511627776 -}}
@@ -244,4 +245,17 @@ before every certificate request) and the trust anchors ConfigMap.
     items:
     - key: ca-bundle.crt
       path: ca-bundle.crt
+{{- end }}
+
+{{/* The cluster's default inbound policy: proxy.defaultInboundPolicy, which policy.defaultAllowPolicy
+(an older name) may repeat but not contradict: the policy controller and the proxies would
+then disagree until the controller answers. */}}
+{{- define "meridian.defaultInboundPolicy" -}}
+{{- $p := .Values.proxy.defaultInboundPolicy -}}
+{{- with .Values.policy.defaultAllowPolicy -}}
+{{- if ne . $p -}}
+{{- fail (printf "policy.defaultAllowPolicy (%s) differs from proxy.defaultInboundPolicy (%s): set proxy.defaultInboundPolicy, which both the policy controller and the proxies use" . $p) -}}
+{{- end -}}
+{{- end -}}
+{{- $p -}}
 {{- end }}
