@@ -33,7 +33,7 @@ func Command(ctx context.Context, lookup func(string) (string, bool), fs *flag.F
 	}
 	log, err := logging.New(LogLevel(cfg.Log), format)
 	if err != nil {
-		return fmt.Errorf("LINKERD2_PROXY_LOG=%q: %w", cfg.Log, err)
+		return fmt.Errorf("LINKERD2_PROXY_LOG (--log): %w", err) // err quotes a prefix of it
 	}
 	// The proxy's warnings (a control-plane service unreachable, retrying) are operational,
 	// not bugs: no stack traces under them, whatever the format.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -26,16 +25,21 @@ func runEndpoints(ctx context.Context, args []string) error {
 	watch := fs.Bool("watch", false, "keep the stream open and print every update")
 	token := fs.String("context-token", "", `context token sent with the request, e.g. {"ns":"shop"}`)
 	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for the first update")
+	const argsUsage = "<service>.<namespace>.svc.<cluster-domain>[:port] ..."
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: meridian endpoints [flags] <service>.<namespace>.svc.<cluster-domain>[:port] ...\n")
+		fmt.Fprintf(fs.Output(), "usage: meridian endpoints [flags] %s\n\nflags:\n", argsUsage)
 		fs.PrintDefaults()
 	}
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() == 0 {
-		fs.Usage()
-		return errors.New("no authority given")
+	switch {
+	case fs.NArg() == 0:
+		return fmt.Errorf("%w: no authority given: meridian endpoints [flags] %s", errUsage, argsUsage)
+	case *watch && fs.NArg() > 1:
+		return fmt.Errorf("%w: --watch follows one authority, not %d", errUsage, fs.NArg())
+	case *timeout <= 0:
+		return fmt.Errorf("%w: --timeout %v: want a positive duration", errUsage, *timeout)
 	}
 	conn, err := grpc.NewClient(*addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

@@ -3,12 +3,19 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
 	"github.com/meridian-mesh/meridian/identity"
 	"github.com/meridian-mesh/meridian/internal/chart"
+	"github.com/meridian-mesh/meridian/internal/kube"
 )
 
 func init() {
@@ -22,7 +29,7 @@ func init() {
 // installValidity is how long the trust anchor and issuer that install generates are valid.
 const installValidity = 365 * 24 * time.Hour
 
-func runInstall(_ context.Context, args []string) error {
+func runInstall(ctx context.Context, args []string) error {
 	fs := newFlagSet("install")
 	var o chart.Options
 	var files, sets stringsFlag
@@ -32,6 +39,8 @@ func runInstall(_ context.Context, args []string) error {
 	fs.BoolVar(&o.HA, "ha", false, "start from the chart's values-ha.yaml: 3 destination replicas, 2 of the others, PodDisruptionBudgets, anti-affinity, requests and limits")
 	fs.StringVar(&o.Namespace, "namespace", "linkerd", "the control plane's namespace")
 	fs.StringVar(&o.ReleaseName, "release-name", "meridian", "the release name in the objects' labels")
+	kubeconfig := fs.String("kubeconfig", "", kube.KubeconfigUsage+"; the cluster install reads (as helm install does) to keep what an earlier install generated")
+	ignoreCluster := fs.Bool("ignore-cluster", false, "render without reading the cluster: every run then generates a new trust anchor, gossip key and webhook certificate")
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
@@ -40,6 +49,11 @@ func runInstall(_ context.Context, args []string) error {
 	eff, err := chart.EffectiveValues(o)
 	if err != nil {
 		return err
+	}
+	if !*ignoreCluster {
+		if o.Cluster, err = installCluster(ctx, *kubeconfig, o.Namespace, needsIdentity(eff)); err != nil {
+			return err
+		}
 	}
 	if needsIdentity(eff) {
 		td, _ := eff["identityTrustDomain"].(string)
@@ -69,6 +83,43 @@ func runInstall(_ context.Context, args []string) error {
 	_, err = stdout.Write(b.Bytes())
 	return err
 }
+
+// installCluster returns the cluster install renders against (nil: none is configured, and
+// it renders offline, saying so). It refuses to generate a trust anchor (generate) where a
+// control plane already runs in namespace: every proxy's certificates would stop verifying.
+func installCluster(ctx context.Context, kubeconfig, namespace string, generate bool) (*rest.Config, error) {
+	rc, err := kube.RESTConfig(kubeconfig)
+	if errors.Is(err, kube.ErrNoConfig) {
+		fmt.Fprintf(stderr, "meridian install: no cluster configured: rendered offline, so the gossip key and the webhook's\n"+
+			"  certificate are new on every run (give --kubeconfig to keep those of an earlier install).\n")
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err = client.CoreV1().ConfigMaps(namespace).Get(ctx, trustRootsConfigMap, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return rc, nil
+	case err != nil:
+		return nil, fmt.Errorf("cannot read namespace %s of the cluster %s to keep what an earlier install made: %w "+
+			"(--ignore-cluster renders without it)", namespace, rc.Host, err)
+	case generate:
+		return nil, fmt.Errorf("namespace %s of the cluster %s already has a control plane (ConfigMap %s): a new trust anchor "+
+			"would break the mTLS of every meshed pod. Pass the identity values it was installed with (--values), "+
+			"or --ignore-cluster to render anyway", namespace, rc.Host, trustRootsConfigMap)
+	}
+	return rc, nil
+}
+
+// trustRootsConfigMap is the chart's ConfigMap of the trust anchors.
+const trustRootsConfigMap = "linkerd-identity-trust-roots"
 
 // needsIdentity reports whether the values leave the trust anchors and issuer to the chart
 // and give none.

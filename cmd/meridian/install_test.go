@@ -12,6 +12,14 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
+// noCluster leaves install no cluster to find (on a machine with a kubeconfig too): it
+// renders offline.
+func noCluster(t *testing.T) {
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("KUBECONFIG", "")
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+}
+
 // objects splits a multi-document YAML stream into objects keyed by "Kind/name".
 func objects(t *testing.T, stream string) map[string]map[string]any {
 	t.Helper()
@@ -44,11 +52,12 @@ func parseCert(t *testing.T, pemText string) *x509.Certificate {
 }
 
 func TestInstallGeneratesIdentityWhenNoneGiven(t *testing.T) {
+	noCluster(t)
 	code, out, errOut := capture(t, "install", "--namespace", "mesh")
 	if code != 0 {
 		t.Fatalf("install = exit %d, stderr %s", code, errOut)
 	}
-	if !strings.Contains(errOut, "generated both for cluster.local") {
+	if !strings.Contains(errOut, "generated both for cluster.local") || !strings.Contains(errOut, "no cluster configured: rendered offline") {
 		t.Errorf("stderr does not say the identity was generated: %q", errOut)
 	}
 	objs := objects(t, out)
@@ -85,6 +94,7 @@ func TestInstallGeneratesIdentityWhenNoneGiven(t *testing.T) {
 }
 
 func TestInstallWithIdentityValuesAndHA(t *testing.T) {
+	noCluster(t)
 	dir := t.TempDir()
 	vals := filepath.Join(dir, "identity.yaml")
 	if code, _, errOut := capture(t, "identity", "init", "--values-out", vals, "--anchor-key-out", filepath.Join(dir, "anchor.key")); code != 0 {
@@ -123,6 +133,7 @@ func TestInstallWithIdentityValuesAndHA(t *testing.T) {
 }
 
 func TestInstallRejectsBadValues(t *testing.T) {
+	noCluster(t)
 	code, _, errOut := capture(t, "install", "--set", "destination.replicas=three")
 	if code != 1 || !strings.Contains(errOut, "/destination/replicas': got string, want integer") {
 		t.Fatalf("install with a bad value = %d %q", code, errOut)

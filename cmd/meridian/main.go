@@ -71,7 +71,14 @@ func runMain(args []string) int {
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// The first signal stops the command gracefully (a server drains); a second one, no
+	// longer caught, ends the process at once.
+	unwatch := context.AfterFunc(ctx, func() {
+		stop()
+		fmt.Fprintf(stderr, "meridian %s: stopping; a second interrupt ends it at once\n", c.name)
+	})
 	err := c.run(ctx, args[1:])
+	unwatch()
 	stop()
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
@@ -94,7 +101,11 @@ var errUsage = errors.New("usage")
 func newFlagSet(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet("meridian "+name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // parseFlags prints what is needed
-	fs.Usage = func() {}
+	// A command with arguments, or more to say, replaces Usage (parseFlags prints it for -h).
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: %s [flags]\n\nflags:\n", fs.Name())
+		fs.PrintDefaults()
+	}
 	return fs
 }
 
@@ -117,9 +128,8 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, flag.ErrHelp):
-		fmt.Fprintf(stdout, "usage: %s [flags]\n\nflags:\n", fs.Name())
 		fs.SetOutput(stdout)
-		fs.PrintDefaults()
+		fs.Usage()
 		fs.SetOutput(io.Discard)
 		return err
 	default:

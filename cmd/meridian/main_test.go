@@ -1,12 +1,19 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
+	"context"
+	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/meridian-mesh/meridian/internal/testutil"
 )
@@ -36,6 +43,15 @@ func TestHelpExitsZeroForEveryCommand(t *testing.T) {
 			}
 		}
 	}
+	// A command's own usage text (its arguments, what it does) is what -h prints.
+	for cmd, want := range map[string]string{
+		"endpoints": "usage: meridian endpoints [flags] <service>.<namespace>.svc.<cluster-domain>[:port] ...",
+		"inject":    "Reads Kubernetes manifests",
+	} {
+		if code, out, _ := capture(t, cmd, "-h"); code != 0 || !strings.Contains(out, want) || !strings.Contains(out, "-") {
+			t.Errorf("meridian %s -h = exit %d, stdout %q; want its usage text %q and its flags", cmd, code, out, want)
+		}
+	}
 	if code, out, _ := capture(t, "help"); code != 0 || !strings.Contains(out, "commands:") {
 		t.Errorf("meridian help = %d %q", code, out)
 	}
@@ -44,6 +60,25 @@ func TestHelpExitsZeroForEveryCommand(t *testing.T) {
 	}
 	if code, _, errOut := capture(t, "destination", "--no-such-flag"); code != 2 || !strings.Contains(errOut, "-no-such-flag") || !strings.Contains(errOut, "meridian destination -h") {
 		t.Errorf("a bad flag = %d %q, want 2 naming the flag and pointing at -h", code, errOut)
+	}
+}
+
+// TestEndpointsUsageErrors: what `meridian endpoints` cannot do is a usage error (exit 2)
+// saying why, before it connects anywhere.
+func TestEndpointsUsageErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "no authority given: meridian endpoints [flags] <service>"},
+		{[]string{"--watch", "a.ns.svc.cluster.local", "b.ns.svc.cluster.local"}, "--watch follows one authority, not 2"},
+		{[]string{"--timeout", "0s", "a.ns.svc.cluster.local"}, "--timeout 0s: want a positive duration"},
+		{[]string{"--timeout", "-1s", "a.ns.svc.cluster.local"}, "--timeout -1s: want a positive duration"},
+	} {
+		code, _, errOut := capture(t, append([]string{"endpoints", "--addr", "127.0.0.1:1"}, c.args...)...)
+		if code != 2 || !strings.Contains(errOut, c.want) {
+			t.Errorf("meridian endpoints %q = exit %d, stderr %q; want 2 and %q", c.args, code, errOut, c.want)
+		}
 	}
 }
 
@@ -96,4 +131,71 @@ func TestEveryCommandFindsTheAPIServerTheSameWay(t *testing.T) {
 	}
 }
 
-func TestMain(m *testing.M) { os.Exit(testutil.Main(m, nil)) }
+func TestMain(m *testing.M) {
+	if os.Getenv(drainTestEnv) != "" {
+		os.Exit(drainTestMain())
+	}
+	os.Exit(testutil.Main(m, nil))
+}
+
+// TestSecondSignalEndsTheDrain: the first SIGINT stops a command gracefully, and it may then
+// drain for long (a server's --shutdown-grace); a second one ends the process at once. The
+// second used to be caught and ignored until the drain was over. The process is this test
+// binary, running a command that drains for 2 minutes (drainTestEnv).
+func TestSecondSignalEndsTheDrain(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), drainTestEnv+"=1")
+	stderrPipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	lines := make(chan string, 16)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		sc := bufio.NewScanner(stderrPipe)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			default:
+			}
+		}
+		exited <- cmd.Wait()
+	})
+	t.Cleanup(func() { _ = cmd.Process.Kill(); wg.Wait() })
+	for line := ""; line != "running"; {
+		line = testutil.Recv(t, lines, 30*time.Second, "the command to run")
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	for line := ""; !strings.Contains(line, "stopping; a second interrupt ends it at once"); {
+		line = testutil.Recv(t, lines, 30*time.Second, "the process to say it is stopping")
+	}
+	testutil.Never(t, 300*time.Millisecond, "the process to exit while it drains", func() bool { return len(exited) > 0 })
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	err = testutil.Recv(t, exited, 30*time.Second, "the process to end after the second interrupt")
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != -1 {
+		t.Fatalf("the process ended with %v, want killed by the second interrupt", err)
+	}
+}
+
+// drainTestEnv, set, makes this test binary run `meridian drain-test` instead of its tests: a
+// command that says "running" on stderr and, once its context ends, drains for 2 minutes.
+const drainTestEnv = "MERIDIAN_DRAIN_TEST"
+
+func drainTestMain() int {
+	register(&command{name: "drain-test", summary: "test only", run: func(ctx context.Context, _ []string) error {
+		fmt.Fprintln(stderr, "running")
+		<-ctx.Done()
+		<-time.After(2 * time.Minute) // the drain
+		return nil
+	}})
+	return runMain([]string{"drain-test"})
+}

@@ -49,6 +49,14 @@ func policyFlags(args []string) (policyCommand, error) {
 	if err := parseNoArgs(fs, args); err != nil {
 		return pc, err
 	}
+	// A detect timeout a proxy refuses would leave every port it is sent for with an invalid
+	// policy, which authorizes nothing.
+	if cfg.Compute.DetectTimeout <= 0 {
+		return pc, fmt.Errorf("%w: --default-detect-timeout %v: want a positive duration", errUsage, cfg.Compute.DetectTimeout)
+	}
+	if pc.grace < 0 {
+		return pc, fmt.Errorf("%w: --shutdown-grace %v: want zero or more", errUsage, pc.grace)
+	}
 	if err := pc.tls.resolve(cfg.Compute.ControlPlaneNamespace, cfg.Compute.IdentityDomain); err != nil {
 		return pc, err
 	}

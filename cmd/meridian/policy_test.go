@@ -29,6 +29,11 @@ func TestPolicyFlags(t *testing.T) {
 		{"--cluster-default-policy", "allow"},
 		{"--cluster-networks", "10.0.0.0/33"},
 		{"extra"},
+		// Proxies refuse a detect timeout that is not positive: every port sent it would
+		// have an invalid policy, which authorizes nothing.
+		{"--default-detect-timeout", "-1s"},
+		{"--default-detect-timeout", "0s"},
+		{"--shutdown-grace", "-5s"},
 	} {
 		if _, err := policyFlags(append([]string{"--plaintext"}, bad...)); err == nil {
 			t.Errorf("policyFlags(%q) succeeded", bad)

@@ -15,6 +15,7 @@ import (
 	"helm.sh/helm/v3/pkg/engine"
 	"helm.sh/helm/v3/pkg/releaseutil"
 	"helm.sh/helm/v3/pkg/strvals"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
 	"github.com/meridian-mesh/meridian/deploy/charts"
@@ -43,6 +44,10 @@ type Options struct {
 	ValueFiles []string
 	// Set are helm --set assignments (a.b=c,d=e), applied in order after the files.
 	Set []string
+	// Cluster, when set, is the API server the templates' lookup reads (as helm install
+	// does), so that what an earlier install generated (the gossip key, the webhook's
+	// certificate) is kept; nil renders offline, where lookup finds nothing.
+	Cluster *rest.Config
 }
 
 // Manifest is one rendered object.
@@ -183,7 +188,12 @@ func Render(o Options) (*Rendered, error) {
 	if err != nil {
 		return nil, err
 	}
-	files, err := engine.Render(c, top)
+	var files map[string]string
+	if o.Cluster != nil {
+		files, err = engine.RenderWithClient(c, top, o.Cluster)
+	} else {
+		files, err = engine.Render(c, top)
+	}
 	if err != nil {
 		return nil, err
 	}

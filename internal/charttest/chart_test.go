@@ -307,3 +307,53 @@ func TestAutoscalingKeepsReplicas(t *testing.T) {
 		t.Fatalf("after the upgrade to autoscaling the StatefulSet has %d replicas, want the 3 it had", got)
 	}
 }
+
+// objectsOf decodes `meridian install`'s output, without its Namespace (the fixture's).
+func objectsOf(t *testing.T, stream string) []*unstructured.Unstructured {
+	t.Helper()
+	var out []*unstructured.Unstructured
+	for _, doc := range strings.Split(stream, "\n---\n") {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+			t.Fatalf("install output does not parse: %v", err)
+		}
+		if len(u.Object) > 0 && u.GetKind() != "Namespace" {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// TestInstallReadsTheCluster: `meridian install` renders against the cluster it finds, as helm
+// install does: run again (to scale, say), it keeps the gossip key and the webhook's
+// certificate that the first run put there, and it refuses to generate a second trust anchor
+// over a running control plane, which would break every proxy's mTLS, unless told to.
+func TestInstallReadsTheCluster(t *testing.T) {
+	f := newFixture(t)
+	install := func(code int, args ...string) string {
+		t.Helper()
+		return f.meridian(t, code, append([]string{"install", "--namespace", f.ns, "--kubeconfig", f.kubeconfig}, args...)...)
+	}
+	first := objectsOf(t, install(0, "-f", f.identity))
+	applyAll(t, f, first, false)
+	second := objectsOf(t, install(0, "-f", f.identity, "--set", "destination.replicas=3"))
+	find := func(objs []*unstructured.Unstructured, kind, name string) map[string]any {
+		t.Helper()
+		for _, o := range objs {
+			if o.GetKind() == kind && o.GetName() == name {
+				return o.Object
+			}
+		}
+		t.Fatalf("no %s %s rendered", kind, name)
+		return nil
+	}
+	for _, s := range []string{"linkerd-dst-gossip-key", "linkerd-proxy-injector-k8s-tls"} {
+		if !reflect.DeepEqual(find(first, "Secret", s)["data"], find(second, "Secret", s)["data"]) {
+			t.Errorf("a second install renders Secret %s anew", s)
+		}
+	}
+	install(1) // no identity values: a new trust anchor over the running control plane
+	if out := install(0, "--ignore-cluster"); !strings.Contains(out, "kind: StatefulSet") {
+		t.Error("--ignore-cluster did not render")
+	}
+}

@@ -47,5 +47,9 @@ func RESTConfig(kubeconfig string) (*rest.Config, error) {
 			return cfg, nil
 		}
 	}
-	return nil, errors.New("no Kubernetes configuration: pass --kubeconfig, set KUBECONFIG, run inside a cluster, or create ~/.kube/config")
+	return nil, ErrNoConfig
 }
+
+// ErrNoConfig is RESTConfig's error when nothing names an API server: no --kubeconfig, no
+// $KUBECONFIG, not in a cluster, no ~/.kube/config.
+var ErrNoConfig = errors.New("no Kubernetes configuration: pass --kubeconfig, set KUBECONFIG, run inside a cluster, or create ~/.kube/config")

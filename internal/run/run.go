@@ -148,7 +148,11 @@ func (g *Group) Run(ctx context.Context) error {
 		}
 	}
 	for len(running) > 0 && ctx.Err() == nil {
-		collect(<-results)
+		select {
+		case r := <-results:
+			collect(r)
+		case <-ctx.Done(): // the stop timeout runs from here, not from the first return
+		}
 	}
 	if first == nil {
 		g.setState("shutting down")

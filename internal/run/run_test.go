@@ -112,6 +112,26 @@ func TestGroupStopIsBounded(t *testing.T) {
 	}
 }
 
+// TestGroupStopIsBoundedOnceRunning: the stop timeout also holds when ctx ends while the
+// group runs (it used to start only once some component returned: a group whose components
+// all outlived ctx waited for them without bound).
+func TestGroupStopIsBoundedOnceRunning(t *testing.T) {
+	g := Group{StopTimeout: 50 * time.Millisecond}
+	release := make(chan struct{})
+	defer close(release)
+	started := make(chan struct{}, 1)
+	g.Go("stuck", func(context.Context) error { started <- struct{}{}; <-release; return nil })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Run(ctx) }()
+	testutil.Recv(t, started, 5*time.Second, "the component to start")
+	cancel()
+	err := testutil.Recv(t, done, 5*time.Second, "Run to return after its stop timeout")
+	if err == nil || err.Error() != "did not stop within 50ms: stuck" {
+		t.Fatalf("Run = %v, want a timeout naming stuck", err)
+	}
+}
+
 func TestGroupFinishedComponentDoesNotStopTheRest(t *testing.T) {
 	var g Group
 	g.Go("once", func(context.Context) error { return nil })

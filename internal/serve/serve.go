@@ -50,7 +50,8 @@ type Process struct {
 	Registry *prometheus.Registry
 	// Group holds the components; Run adds the gRPC and admin servers to it.
 	Group run.Group
-	// Grace bounds the graceful stop of the gRPC server (streams open after it are cut).
+	// Grace bounds the graceful stop of the gRPC server (streams open after it are cut). Run
+	// sets Group.StopTimeout, when unset, to Grace + StopMargin.
 	Grace time.Duration
 	// AdminRoutes are served on the admin port beside /metrics, /live, /ready (e.g. /ring).
 	AdminRoutes map[string]http.Handler
@@ -193,5 +194,10 @@ func (p *Process) Run(ctx context.Context) error {
 		fields = append(fields, zap.String("localPlaintext", p.localLis.Addr().String()))
 	}
 	p.Log.Info("serving", fields...)
+	if p.grpc != nil && p.Group.StopTimeout == 0 {
+		// The gRPC server drains for Grace: the group waits that long and a margin, not
+		// run.DefaultStopTimeout, which a grace above it would outlast.
+		p.Group.StopTimeout = p.Grace + StopMargin
+	}
 	return p.Group.Run(ctx)
 }

@@ -96,6 +96,26 @@ func TestGRPCWithLocalPlaintextListener(t *testing.T) {
 	}
 }
 
+// TestStopTimeoutCoversGrace: a process whose gRPC server drains for Grace waits for its
+// group that long and StopMargin more, not run.DefaultStopTimeout (10 s), which cut a longer
+// grace short with "did not stop within 10s: grpc".
+func TestStopTimeoutCoversGrace(t *testing.T) {
+	p := New(nil, "127.0.0.1:0")
+	p.WithGRPC("127.0.0.1:0")
+	p.Grace = 30 * time.Second
+	if err := p.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := p.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Group.StopTimeout; got != 30*time.Second+StopMargin {
+		t.Fatalf("StopTimeout = %v, want the grace and StopMargin", got)
+	}
+}
+
 func TestLocalAddrMustBeLoopback(t *testing.T) {
 	for addr, ok := range map[string]bool{
 		"127.0.0.1:8086": true, "127.3.4.5:1": true, "[::1]:8086": true, "localhost:8086": true,
