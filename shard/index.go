@@ -261,6 +261,20 @@ func (x *Index) getOrCreate(k ServiceKey) *service {
 	return s
 }
 
+// lockLive returns the service k, created if need be, with s.mu held. One that recompute
+// forgot (forgetLocked) between the map's answer and the lock is looked up again: what the
+// caller stores in it would be lost with it.
+func (x *Index) lockLive(k ServiceKey) *service {
+	for {
+		s := x.getOrCreate(k)
+		s.mu.Lock()
+		if !s.dead {
+			return s
+		}
+		s.mu.Unlock()
+	}
+}
+
 // OnService implements source.Handler.
 func (x *Index) OnService(svc *corev1.Service, deleted bool) {
 	k := NewServiceKey(svc.Namespace, svc.Name)
@@ -276,8 +290,7 @@ func (x *Index) OnService(svc *corev1.Service, deleted bool) {
 		// delivers the whole Service with the gained share (source.ShareLoader).
 		return
 	}
-	s := x.getOrCreate(k)
-	s.mu.Lock()
+	s := x.lockLive(k)
 	if deleted {
 		s.svc = nil
 	} else {
@@ -314,8 +327,7 @@ func (x *Index) OnServiceProfile(sp *translator.ServiceProfile, deleted bool) {
 	if !ok || !x.Owns(k) {
 		return
 	}
-	s := x.getOrCreate(k)
-	s.mu.Lock()
+	s := x.lockLive(k)
 	old := s.profiles[sp.Namespace]
 	switch {
 	case deleted:
@@ -440,8 +452,7 @@ func (x *Index) OnEndpointSlice(es *translator.EndpointSlice, deleted bool) {
 // setSlice stores es as the slice name of the service k (nil: removes it) and queues k;
 // sliceMu is held.
 func (x *Index) setSlice(k ServiceKey, name string, es *translator.EndpointSlice) {
-	s := x.getOrCreate(k)
-	s.mu.Lock()
+	s := x.lockLive(k)
 	old := s.slices[name]
 	if es == nil {
 		delete(s.slices, name)

@@ -370,3 +370,38 @@ func TestLostServiceKeepsInputsUntilDropped(t *testing.T) {
 		t.Fatalf("after DropUnowned: %d slice entries, %d pod references, %d services; want none", slicesLeft, refs, x.Len())
 	}
 }
+
+// TestRecreatedServiceNotLost: a Service deleted and created again while a worker recomputes,
+// and forgets, the deleted one. The creation used to land in the forgotten entry (found in
+// the map before the worker's forgetting, locked after it), and the index then did not know
+// the Service until it changed again: 6 runs in 2,000 here before the fix.
+func TestRecreatedServiceNotLost(t *testing.T) {
+	k := NewServiceKey("ns", "web")
+	for i := range 2000 {
+		x := NewIndex(DefaultConfig(), snapshot.NewStore(snapshot.StoreConfig{}), nil, newMetrics(metrics.Exclusive(nil)), zap.NewNop())
+		x.OnService(svcObj("ns", "web"), false)
+		x.recompute(k)
+		x.OnService(svcObj("ns", "web"), true) // deleted: queued
+		var wg sync.WaitGroup
+		wg.Go(func() { x.recompute(k) })                            // the worker
+		wg.Go(func() { x.OnService(svcObj("ns", "web"), false) }) // created again
+		wg.Wait()
+		x.recompute(k) // OnService queued it again
+		if x.Service(k) == nil {
+			t.Fatalf("run %d: the Service exists, and the index does not know it", i)
+		}
+	}
+	// The same, step by step: an entry forgotten after it was looked up is not the one
+	// lockLive returns.
+	x := NewIndex(DefaultConfig(), snapshot.NewStore(snapshot.StoreConfig{}), nil, newMetrics(metrics.Exclusive(nil)), zap.NewNop())
+	old := x.getOrCreate(k)
+	x.recompute(k) // no Service, no slices, no streams: forgotten
+	s := x.lockLive(k)
+	s.mu.Unlock()
+	if s == old {
+		t.Fatal("lockLive returned the forgotten entry")
+	}
+	if got, _ := x.services.Load(k); got != s {
+		t.Fatal("lockLive's entry is not the index's")
+	}
+}

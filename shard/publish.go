@@ -31,6 +31,10 @@ type service struct {
 	// profiles are the ServiceProfiles named by the Service's fully qualified name, by their
 	// namespace: the Service's own, and clients' (a client's overrides the Service's).
 	profiles map[string]*translator.ServiceProfile
+	// dead is set by forgetLocked as the service leaves the index's map: a caller that
+	// found it there before and locks it after looks it up again (Index.lockLive), or what it
+	// stores would be lost with it.
+	dead bool
 }
 
 // portState is one port of a service: its address set before any client's view, and the
@@ -42,6 +46,10 @@ type portState struct {
 	// views counts the streams of each view (a client's node; "" for a client without
 	// locality). The view "" of a computed port is always published.
 	views map[string]int
+	// zones is the zone each view (a node) was last computed for: a view whose node changed
+	// zone since is computed whole, not from its published set, whose endpoints carry the
+	// old zone's locality and weights.
+	zones map[string]string
 }
 
 func (ps *portState) watched() int {
@@ -125,6 +133,7 @@ func (x *Index) recompute(k ServiceKey) {
 		for v, n := range ps.views {
 			if n <= 0 && (v != "" || !declared[p]) && x.store.Release(viewKey(k, p, v)) {
 				delete(ps.views, v)
+				delete(ps.zones, v)
 			}
 		}
 		if !declared[p] && ps.watched() == 0 && x.store.Release(viewKey(k, p, "")) {
@@ -148,6 +157,7 @@ func (x *Index) forgetLocked(k ServiceKey, s *service) {
 		}
 	}
 	s.ports = map[uint32]*portState{}
+	s.dead = true
 	x.services.Delete(k)
 }
 
@@ -184,7 +194,7 @@ func (x *Index) publishLocked(k ServiceKey, s *service, p uint32) {
 		if !shared || base.LocalTrafficPolicy {
 			var prev *translator.Prev
 			cur := current[view]
-			if cur != nil && ps.base != nil {
+			if z, ok := ps.zones[view]; cur != nil && ps.base != nil && ok && z == c.Zone {
 				prev = &translator.Prev{Set: ps.base, View: cur.Set}
 			}
 			set = translator.View(x.cfg.Translator, base, c, prev)
@@ -202,6 +212,10 @@ func (x *Index) publishLocked(k ServiceKey, s *service, p uint32) {
 			}
 		}
 		x.store.PublishShared(viewKey(k, p, view), set, dc)
+		if ps.zones == nil {
+			ps.zones = make(map[string]string, len(views))
+		}
+		ps.zones[view] = c.Zone
 	}
 	ps.base = base
 }
@@ -233,6 +247,10 @@ func (x *Index) Watch(k ServiceKey, port uint32, node string) (*snapshot.Subscri
 		return nil, nil
 	}
 	s.mu.Lock()
+	if s.dead { // forgotten since the map answered: a new one may hold the Service by now
+		s.mu.Unlock()
+		return x.Watch(k, port, node)
+	}
 	if s.svc == nil || !x.Owns(k) {
 		s.mu.Unlock()
 		return nil, nil

@@ -84,6 +84,14 @@ func (sub *Subscription) offer(old, next *Snapshot, oldSet *AddressSet, shared *
 		sub.overflows++
 		return true
 	}
+	if sub.head > 0 && len(sub.queue) == cap(sub.queue) {
+		// Room for what is pending before growing: a reader that keeps a few deltas behind
+		// never empties the queue (Next resets it only then), and appending alone would grow
+		// the array with every publication, not with capacity.
+		n := copy(sub.queue, sub.queue[sub.head:])
+		clear(sub.queue[n:])
+		sub.queue, sub.head = sub.queue[:n], 0
+	}
 	sub.queue = append(sub.queue, queued{d: d, to: next})
 	sub.tail = next
 	return false
