@@ -34,6 +34,16 @@ func convertEndpoint(a *pb.WeightedAddr, setLabels map[string]string) (Endpoint,
 		Identity: a.GetTlsIdentity().GetDnsLikeIdentity().GetName(),
 		Labels:   mergeLabels(setLabels, a.GetMetricLabels()),
 	}
+	if id := a.GetTlsIdentity(); id != nil && e.Identity == "" {
+		// A URI-like (SPIFFE) identity, as Linkerd sends for an ExternalWorkload, or an
+		// empty one. The proxy verifies DNS-like identities only: named as it is, the
+		// endpoint's handshake fails (no DNS name of a certificate matches it), where with
+		// no identity it would be reached in plaintext.
+		e.Identity = id.GetUriLikeIdentity().GetUri()
+		if e.Identity == "" {
+			e.Identity = unverifiableIdentity
+		}
+	}
 	if e.Weight == 0 {
 		e.Weight = DefaultWeight
 	}
@@ -53,6 +63,10 @@ func convertEndpoint(a *pb.WeightedAddr, setLabels map[string]string) (Endpoint,
 	}
 	return e, nil
 }
+
+// unverifiableIdentity is the identity of an endpoint whose TLS identity names none: no
+// certificate verifies it.
+const unverifiableIdentity = "unverifiable-identity.invalid"
 
 // mergeLabels returns set's labels with own's on top. It returns one of them as it is when
 // the other is empty: the maps are shared (never modified) between endpoints and messages.

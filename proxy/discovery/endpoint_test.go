@@ -343,3 +343,26 @@ func BenchmarkSnapshot(b *testing.B) {
 }
 
 var sink atomic.Int64
+
+// TestTLSIdentityNeverDroppedToPlaintext: an endpoint whose TLS identity is not DNS-like (a
+// SPIFFE URI, as Linkerd's destination sends for an ExternalWorkload) or is empty still
+// requires TLS: the proxy, which verifies DNS-like identities only, names it so that no
+// certificate verifies it. It used to have no identity, and was reached in plaintext.
+func TestTLSIdentityNeverDroppedToPlaintext(t *testing.T) {
+	for name, id := range map[string]*pb.TlsIdentity{
+		"uri": {
+			Strategy:   &pb.TlsIdentity_UriLikeIdentity_{UriLikeIdentity: &pb.TlsIdentity_UriLikeIdentity{Uri: "spiffe://root.linkerd.cluster.local/ew-1"}},
+			ServerName: &pb.TlsIdentity_DnsLikeIdentity{Name: "ew-1.server.local"},
+		},
+		"empty": {},
+	} {
+		var s endpointSet
+		s.restart()
+		if _, err := s.apply(addU(nil, wa("10.0.0.7:8080", func(a *pb.WeightedAddr) { a.TlsIdentity = id }))); err != nil {
+			t.Fatalf("%s: refused: %v", name, err)
+		}
+		if got := s.eps[0].Identity; got == "" || !strings.Contains(got, ":") && got != unverifiableIdentity {
+			t.Errorf("%s identity: endpoint identity %q, want one no certificate verifies", name, got)
+		}
+	}
+}

@@ -127,6 +127,9 @@ type h2exchange struct {
 	grpc       bool
 	status     int
 	grpcStatus string
+	// rtt is the time from start to the response header (0 before it): the balancer's
+	// sample, as on the HTTP/1 paths, not the whole exchange (a stream of minutes).
+	rtt time.Duration
 }
 
 // pickPooled picks the endpoint and returns a pooled connection to it that can take the
@@ -232,6 +235,7 @@ func (x *h2exchange) fail(status int, msg string) {
 func (x *h2exchange) Header(h *h2.Header, trailers bool) {
 	if !trailers {
 		x.status = h.Status
+		x.rtt = time.Since(x.start)
 	}
 	if gs := h.Get("grpc-status"); gs != "" {
 		x.grpcStatus = gs
@@ -244,7 +248,14 @@ func (x *h2exchange) Done(st *h2.Stream, err error) {
 	now := time.Now()
 	if ep := x.ep; ep != nil {
 		failed := err != nil || x.status >= 500 || x.grpcStatus != "" && x.grpcStatus != "0"
-		x.h.Done(now, now.Sub(x.start), failed)
+		rtt := x.rtt
+		if rtt == 0 { // no response header: the time until it failed
+			rtt = now.Sub(x.start)
+		}
+		// The sample is of the response head's time, as the HTTP/1 paths take it (their
+		// exchange is done for the balancer once the head is read); the endpoint counted
+		// the stream as in flight until now.
+		x.h.Done(x.start.Add(rtt), rtt, failed)
 		ep.route.Request()
 		status := x.status
 		if err != nil {
