@@ -28,15 +28,7 @@ func TestNodeZoneChangeRelocalizes(t *testing.T) {
 	x := NewIndex(DefaultConfig(), store, nil, newMetrics(metrics.Exclusive(nil)), zap.NewNop())
 	x.OnNode(zoneNode("n1", "west-1a"), false)
 	x.OnService(svcObj("ns", "web"), false)
-	x.OnEndpointSlice(translator.SlimEndpointSlice(&discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Namespace: "ns", Name: "s1", Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Ports:       []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr(int32(8080))}},
-		Endpoints: []discoveryv1.Endpoint{
-			{Addresses: []string{"10.0.0.1"}, Zone: ptr("west-1a"), Conditions: discoveryv1.EndpointConditions{Ready: ptr(true)}},
-			{Addresses: []string{"10.0.0.2"}, Zone: ptr("west-1b"), Conditions: discoveryv1.EndpointConditions{Ready: ptr(true)}},
-		},
-	}), false)
+	x.OnEndpointSlice(zonedSlice("10.0.0.1", "west-1a", "10.0.0.2", "west-1b"), false)
 	k := NewServiceKey("ns", "web")
 	x.recompute(k)
 	_, release := x.Watch(k, 80, "n1")
@@ -65,14 +57,7 @@ func TestNodeZoneLearnedLate(t *testing.T) {
 	store := snapshot.NewStore(snapshot.StoreConfig{})
 	x := NewIndex(DefaultConfig(), store, nil, newMetrics(metrics.Exclusive(nil)), zap.NewNop())
 	x.OnService(svcObj("ns", "web"), false)
-	x.OnEndpointSlice(translator.SlimEndpointSlice(&discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Namespace: "ns", Name: "s1", Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Ports:       []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr(int32(8080))}},
-		Endpoints: []discoveryv1.Endpoint{
-			{Addresses: []string{"10.0.0.1"}, Zone: ptr("west-1a"), Conditions: discoveryv1.EndpointConditions{Ready: ptr(true)}},
-		},
-	}), false)
+	x.OnEndpointSlice(zonedSlice("10.0.0.1", "west-1a"), false)
 	k := NewServiceKey("ns", "web")
 	x.recompute(k)
 	_, release := x.Watch(k, 80, "n1") // n1's Node not seen yet
@@ -83,4 +68,19 @@ func TestNodeZoneLearnedLate(t *testing.T) {
 	if e.Label("zone_locality") != "local" {
 		t.Errorf("after n1's zone became known, 10.0.0.1 is zone_locality=%q, want local", e.Label("zone_locality"))
 	}
+}
+
+// zonedSlice is service ns/web's slice s1 of ready endpoints on 8080, given as address and
+// zone pairs.
+func zonedSlice(addrZone ...string) *translator.EndpointSlice {
+	es := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: "ns", Name: "s1", Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr(int32(8080))}},
+	}
+	for i := 0; i+1 < len(addrZone); i += 2 {
+		es.Endpoints = append(es.Endpoints, discoveryv1.Endpoint{Addresses: []string{addrZone[i]}, Zone: ptr(addrZone[i+1]),
+			Conditions: discoveryv1.EndpointConditions{Ready: ptr(true)}})
+	}
+	return translator.SlimEndpointSlice(es)
 }
