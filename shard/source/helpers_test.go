@@ -72,3 +72,7 @@ type profileRecorder struct {
 }
 
 func (r *profileRecorder) WantsProfile(_, name string) bool { return (*r.want.Load())(name) }
+
+// setWant replaces the filter. It stores a copy: a pointer to the caller's variable would race
+// with its next assignment.
+func (r *profileRecorder) setWant(f func(name string) bool) { r.want.Store(&f) }

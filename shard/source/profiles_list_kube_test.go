@@ -295,7 +295,7 @@ func TestProfilesListedAtStart(t *testing.T) {
 
 	// The handler wants the v- profiles too: Replay reads its 350 by LIST.
 	want = wantPrefix("w", "v")
-	rec.want.Store(&want)
+	rec.setWant(want)
 	if err := src.Replay(apiCtx(t)); err != nil {
 		t.Fatal(err)
 	}

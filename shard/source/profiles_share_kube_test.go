@@ -103,7 +103,7 @@ func TestProfileMetadataShare(t *testing.T) {
 	// The handler wants the u- profiles too: Replay caches and delivers them, but u-0, deleted
 	// after the relist's LIST was answered.
 	want = wantPrefix("w", "u")
-	rec.want.Store(&want)
+	rec.setWant(want)
 	armed.Store(true)
 	if err := src.Replay(apiCtx(t)); err != nil {
 		t.Fatal(err)
@@ -124,7 +124,7 @@ func TestProfileMetadataShare(t *testing.T) {
 	// The handler no longer wants the w- profiles: Release drops them from the cache, and a
 	// change of one is not delivered.
 	want = wantPrefix("u")
-	rec.want.Store(&want)
+	rec.setWant(want)
 	src.Release()
 	if w, u := cached("w"), cached("u"); w != 0 || u != 59 {
 		t.Fatalf("after Release the metadata cache holds %d w- and %d u- profiles, want 0 and 59", w, u)
