@@ -1,7 +1,6 @@
 package feed
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -262,7 +261,9 @@ func (d *sliceDecoder) endpoint(b []byte) (bool, error) {
 	*f = translator.EndpointFields{Addrs: f.Addrs[:0]}
 	var hints *discoveryv1.EndpointHints
 	ready := true
+	restChecked := false
 	for len(b) > 0 {
+		at := b
 		num, typ, r, err := field(b)
 		if err != nil {
 			return false, err
@@ -296,9 +297,15 @@ func (d *sliceDecoder) endpoint(b []byte) (bool, error) {
 				return false, fmt.Errorf("targetRef: %w", err)
 			}
 		case 5: // deprecatedTopology: checked, not kept
-			var e discoveryv1.Endpoint
-			if err := e.Unmarshal(append(binary.AppendUvarint([]byte{5<<3 | 2}, uint64(len(v))), v...)); err != nil {
-				return false, err
+			// Checked by the generated decoder from this field to the endpoint's end, once:
+			// it reads a map entry's last key or value past the entry, up to the end of the
+			// endpoint, so the entry alone can fail where the whole endpoint does not.
+			if !restChecked {
+				restChecked = true
+				var e discoveryv1.Endpoint
+				if err := e.Unmarshal(at); err != nil {
+					return false, err
+				}
 			}
 		case 6: // nodeName: not kept
 		case 7: // zone
