@@ -383,7 +383,7 @@ func TestRecreatedServiceNotLost(t *testing.T) {
 		x.recompute(k)
 		x.OnService(svcObj("ns", "web"), true) // deleted: queued
 		var wg sync.WaitGroup
-		wg.Go(func() { x.recompute(k) })                            // the worker
+		wg.Go(func() { x.recompute(k) })                          // the worker
 		wg.Go(func() { x.OnService(svcObj("ns", "web"), false) }) // created again
 		wg.Wait()
 		x.recompute(k) // OnService queued it again

@@ -323,7 +323,7 @@ func TestQueueBoundedForAReaderBehind(t *testing.T) {
 	s.Publish(k, set(0))
 	sub := s.Subscribe(k, 128)
 	defer sub.Close()
-	sub.Next() // the initial state
+	sub.Next()           // the initial state
 	s.Publish(k, set(1)) // one delta behind from here on
 	for i := 2; i < 200000; i++ {
 		s.Publish(k, set(i))
