@@ -57,7 +57,7 @@ type Index struct {
 	// the new service's, and one moved to a service the replica does not want as the
 	// deletion of a placeholder naming that service (source.IsPlaceholder).
 	sliceMu  sync.Mutex
-	sliceSvc map[podKey]ServiceKey
+	sliceSvc map[sliceKey]ServiceKey
 
 	// refMu guards podRefs: which services' slices name each pod, so that a pod change
 	// recomputes exactly those services.
@@ -71,6 +71,9 @@ type Index struct {
 	// busy counts the services being recomputed (settle waits for none).
 	busy atomic.Int32
 }
+
+// sliceKey is an EndpointSlice's namespace and name.
+type sliceKey = podKey
 
 type svcRef struct {
 	key   ServiceKey
@@ -103,7 +106,7 @@ func NewIndex(cfg Config, store *snapshot.Store, pods translator.PodLookup, m *r
 		ips:      newIPIndex(),
 		cluster:  newClusterState(log),
 		podRefs:  make(map[podKey][]svcRef),
-		sliceSvc: make(map[podKey]ServiceKey),
+		sliceSvc: make(map[sliceKey]ServiceKey),
 		queue:    workqueue.NewTyped[ServiceKey](),
 	}
 	all := OwnsFunc(func(ServiceKey) bool { return true })
@@ -365,7 +368,8 @@ func (x *Index) Profile(k ServiceKey, clientNS string) *translator.ServiceProfil
 }
 
 // OnNode implements source.NodeHandler: a Node's zone is recorded, and when it changes, the
-// services whose streams see them from that node are computed again.
+// services whose streams see them from that node are computed again, that node's views whole
+// (portState.rezoned).
 func (x *Index) OnNode(n *metav1.PartialObjectMetadata, deleted bool) {
 	if !x.cluster.setNode(n, deleted) {
 		return
@@ -376,6 +380,10 @@ func (x *Index) OnNode(n *metav1.PartialObjectMetadata, deleted bool) {
 		for _, ps := range s.ports {
 			if ps.views[n.Name] > 0 {
 				seen = true
+				if ps.rezoned == nil {
+					ps.rezoned = map[string]struct{}{}
+				}
+				ps.rezoned[n.Name] = struct{}{}
 			}
 		}
 		s.mu.Unlock()
@@ -413,39 +421,30 @@ func (x *Index) OnServer(srv *translator.Server, deleted bool) {
 // replica no longer owns, is a ring change's, which DropUnowned follows once the streams
 // moved: neither empties the service before then.
 func (x *Index) OnEndpointSlice(es *translator.EndpointSlice, deleted bool) {
-	sk := podKey{es.Namespace, es.Name} // a slice's namespace and name
-	placeholder := deleted && source.IsPlaceholder(es)
+	sk := sliceKey{es.Namespace, es.Name}
 	var k ServiceKey
-	if es.Service != "" {
+	keep := false
+	if !deleted && es.Service != "" {
 		k = NewServiceKey(es.Namespace, es.Service)
+		keep = x.Owns(k)
 	}
-	keep := !deleted && es.Service != "" && x.Owns(k)
 	x.sliceMu.Lock()
 	defer x.sliceMu.Unlock()
 	prev, held := x.sliceSvc[sk]
-	switch {
-	case !held:
-	case placeholder, !deleted && !keep:
-		if prev.Name == es.Service {
-			return
-		}
-		fallthrough
-	case deleted || prev != k:
-		if keep {
-			// Moved between two owned services: added to the new one first, so that a pod
-			// only this slice names keeps a reference throughout (updateRefs would forget it,
-			// and then ask the source for it again).
-			x.sliceSvc[sk] = k
-			x.setSlice(k, es.Name, es)
-			x.setSlice(prev, es.Name, nil)
-			return
-		}
+	// It leaves prev when its label names another service now, or when it is deleted (a
+	// placeholder is not a deletion of the slice).
+	leaves := held && (prev.Name != es.Service || deleted && !source.IsPlaceholder(es))
+	if leaves && !keep {
 		delete(x.sliceSvc, sk)
-		x.setSlice(prev, es.Name, nil)
 	}
 	if keep {
+		// Added before it leaves prev: a pod only this slice names keeps a reference
+		// throughout (updateRefs would forget it, and then ask the source for it again).
 		x.sliceSvc[sk] = k
 		x.setSlice(k, es.Name, es)
+	}
+	if leaves {
+		x.setSlice(prev, es.Name, nil)
 	}
 }
 
@@ -548,7 +547,7 @@ func (x *Index) DropUnowned() int {
 		s.mu.Lock()
 		for _, es := range s.slices {
 			x.updateRefs(k, es, nil)
-			delete(x.sliceSvc, podKey{es.Namespace, es.Name})
+			delete(x.sliceSvc, sliceKey{es.Namespace, es.Name})
 		}
 		s.svc, s.slices, s.profiles = nil, map[string]*translator.EndpointSlice{}, nil
 		s.stale, s.full = nil, true

@@ -46,10 +46,10 @@ type portState struct {
 	// views counts the streams of each view (a client's node; "" for a client without
 	// locality). The view "" of a computed port is always published.
 	views map[string]int
-	// zones is the zone each view (a node) was last computed for: a view whose node changed
-	// zone since is computed whole, not from its published set, whose endpoints carry the
-	// old zone's locality and weights.
-	zones map[string]string
+	// rezoned names the views whose node changed zone (OnNode) since they were last
+	// computed: those are computed whole, not from their published sets, whose endpoints
+	// carry the old zone's locality and weights. nil almost always.
+	rezoned map[string]struct{}
 }
 
 func (ps *portState) watched() int {
@@ -133,7 +133,6 @@ func (x *Index) recompute(k ServiceKey) {
 		for v, n := range ps.views {
 			if n <= 0 && (v != "" || !declared[p]) && x.store.Release(viewKey(k, p, v)) {
 				delete(ps.views, v)
-				delete(ps.zones, v)
 			}
 		}
 		if !declared[p] && ps.watched() == 0 && x.store.Release(viewKey(k, p, "")) {
@@ -194,7 +193,7 @@ func (x *Index) publishLocked(k ServiceKey, s *service, p uint32) {
 		if !shared || base.LocalTrafficPolicy {
 			var prev *translator.Prev
 			cur := current[view]
-			if z, ok := ps.zones[view]; cur != nil && ps.base != nil && ok && z == c.Zone {
+			if _, rezoned := ps.rezoned[view]; cur != nil && ps.base != nil && !rezoned {
 				prev = &translator.Prev{Set: ps.base, View: cur.Set}
 			}
 			set = translator.View(x.cfg.Translator, base, c, prev)
@@ -212,12 +211,8 @@ func (x *Index) publishLocked(k ServiceKey, s *service, p uint32) {
 			}
 		}
 		x.store.PublishShared(viewKey(k, p, view), set, dc)
-		if ps.zones == nil {
-			ps.zones = make(map[string]string, len(views))
-		}
-		ps.zones[view] = c.Zone
 	}
-	ps.base = base
+	ps.base, ps.rezoned = base, nil
 }
 
 // inputsLocked returns what the sets of service k are translated from: its Service, its
