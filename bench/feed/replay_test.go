@@ -135,7 +135,22 @@ func TestPartialReplayAfterQueuedFrames(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Go(func() { srv.watch(ctx, w, req) })
 	defer func() { cancel(); wg.Wait() }()
-	testutil.Eventually(t, 10*time.Second, "the stream to start", func() bool { return srv.Subscribers() == 1 })
+	// The initial state must be written before the writes are held: a change made while
+	// it is still being taken is part of it, not a frame after it.
+	testutil.Eventually(t, 10*time.Second, "the initial state", func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		r := NewReader(bytes.NewReader(w.buf.Bytes()))
+		for {
+			ft, _, err := r.Next()
+			if err != nil {
+				return false
+			}
+			if ft == FrameSynced {
+				return true
+			}
+		}
+	})
 	rng := rand.New(rand.NewPCG(1, 2))
 	apply := func() {
 		if _, _, err := srv.Apply(rng, nil, nil); err != nil {
