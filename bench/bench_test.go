@@ -89,9 +89,12 @@ func TestSmoke(t *testing.T) {
 		jcfg.MaxKillConverge = 2 * time.Minute
 		jres := mustRun(ctx, t, jcfg)
 		j := jres.Runs[0]
-		if !j.Joined || !j.Killed || j.FinalStateMismatches != 0 || j.StreamsClosed != 0 || j.ApplyErrors != 0 || j.OwnershipChanges == 0 {
-			t.Errorf("join and kill, %s: joined %v, killed %v, mismatches %d, closed %d, apply errors %d, ownership changes %d", mode,
-				j.Joined, j.Killed, j.FinalStateMismatches, j.StreamsClosed, j.ApplyErrors, j.OwnershipChanges)
+		if !j.Joined || !j.Killed || j.FinalStateMismatches != 0 || j.StreamsClosed != 0 || j.ApplyErrors != 0 || j.OwnershipChanges == 0 || j.LatencyMissed != 0 {
+			t.Errorf("join and kill, %s: joined %v, killed %v, mismatches %d, closed %d, apply errors %d, ownership changes %d, observations missed %d", mode,
+				j.Joined, j.Killed, j.FinalStateMismatches, j.StreamsClosed, j.ApplyErrors, j.OwnershipChanges, j.LatencyMissed)
+		}
+		if j.CPUSecondsChurn <= 0 {
+			t.Errorf("join and kill, %s: %.2f CPU seconds in churn", mode, j.CPUSecondsChurn)
 		}
 		// The time from the kill to every stream holding the truth is measured (its value is
 		// reported, not asserted).
@@ -142,8 +145,8 @@ func checkRun(t *testing.T, r RunResult, services int) {
 	if len(r.HeapBytesPerShard) != r.Shards || r.HeapBytesPerShard[0] == 0 || r.RSSBytesPerShard[0] == 0 {
 		t.Errorf("heap %v, rss %v", r.HeapBytesPerShard, r.RSSBytesPerShard)
 	}
-	if r.StormStreams != 40 || r.StormMaxMs == 0 || r.StormGetP99Ms == 0 || r.StormGetP99Ms > r.StormMaxMs {
-		t.Errorf("storm: %d streams, max %.2f ms, Gets' p99 %.2f ms", r.StormStreams, r.StormMaxMs, r.StormGetP99Ms)
+	if r.StormStreams != 40 || r.StormUnanswered != 0 || r.StormMaxMs == 0 || r.StormGetP99Ms == 0 || r.StormGetP99Ms > r.StormMaxMs {
+		t.Errorf("storm: %d streams (%d unanswered), max %.2f ms, Gets' p99 %.2f ms", r.StormStreams, r.StormUnanswered, r.StormMaxMs, r.StormGetP99Ms)
 	}
 	if r.Shards > 1 {
 		owned := uint64(0)

@@ -111,6 +111,10 @@ func DefaultConfig() Config {
 	}
 }
 
+// MaxChurn bounds Config.Churn: a million changes a second is beyond what one harness can
+// make, and the bound keeps the changes due in a run within an int64.
+const MaxChurn = 1_000_000
+
 // Validate reports what is wrong with c.
 func (c Config) Validate() error {
 	var errs []error
@@ -131,8 +135,8 @@ func (c Config) Validate() error {
 	if c.StreamsPerConn < 1 {
 		errs = append(errs, fmt.Errorf("streams per connection must be at least 1, got %d", c.StreamsPerConn))
 	}
-	if c.Churn < 0 {
-		errs = append(errs, fmt.Errorf("churn must not be negative, got %g", c.Churn))
+	if !(c.Churn >= 0 && c.Churn <= MaxChurn) { // and not NaN
+		errs = append(errs, fmt.Errorf("churn %g outside 0..%d changes a second", c.Churn, MaxChurn))
 	}
 	if c.Duration < 0 || c.Settle <= 0 || c.ReadyTimeout <= 0 {
 		errs = append(errs, errors.New("duration must not be negative; settle and ready timeout must be positive"))
@@ -163,7 +167,7 @@ func (c Config) Validate() error {
 	if c.Source != SourceKubernetes && c.KubePolicy {
 		errs = append(errs, errors.New("--kube-policy is for the kubernetes source"))
 	}
-	if c.ScaleShare < 0 || c.ScaleShare > 1 {
+	if !(c.ScaleShare >= 0 && c.ScaleShare <= 1) { // and not NaN
 		errs = append(errs, fmt.Errorf("scale share %g outside 0..1", c.ScaleShare))
 	}
 	if c.CreateConcurrency < 1 || c.CreateConcurrency > 256 {

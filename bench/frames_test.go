@@ -309,3 +309,62 @@ func TestFollowRaw(t *testing.T) {
 		t.Fatalf("%d messages after the profiles, want 4; profile view %v", l.updates.Load(), pst.view)
 	}
 }
+
+// TestReopenedStreamSeesChangesOnce: a stream that reopens (its replica was killed, or it was
+// redirected) gets the whole state again. A change it saw before is not seen a second time,
+// and the changes made while it was away, removals included, are seen in that state.
+func TestReopenedStreamSeesChangesOnce(t *testing.T) {
+	cfg := gen.DefaultConfig()
+	l := newLoad(cfg, 1)
+	l.subsPerSvc[0] = 2 // st and another stream that stays behind
+	addr := func(serial uint32) netip.AddrPort { return netip.AddrPortFrom(gen.SerialAddr(serial), gen.TargetPort) }
+	add := func(serials ...uint32) []byte {
+		set := &pb.WeightedAddrSet{}
+		for _, s := range serials {
+			set.Addrs = append(set.Addrs, &pb.WeightedAddr{Addr: wire.TCPAddr(addr(s)), Weight: 1})
+		}
+		b, err := proto.Marshal(&pb.Update{Update: &pb.Update_Add{Add: set}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	st := &stream{svc: 0, measure: true}
+	st.reopened() // its first opening
+	now := time.Now()
+	apply := func(b []byte) {
+		t.Helper()
+		now = now.Add(time.Millisecond)
+		if err := l.applyGet(st, b, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	apply(add(1, 2))
+	// D (serial 4) is added and seen.
+	l.recordChange(gen.Change{Service: 0, Kind: gen.ScaleUp, New: 4}, now)
+	apply(add(4))
+	// The stream is away: 2 leaves the set and 3 joins it.
+	st.reopened()
+	l.recordChange(gen.Change{Service: 0, Kind: gen.NotReady, Old: 2, New: 2}, now)
+	l.recordChange(gen.Change{Service: 0, Kind: gen.ScaleUp, New: 3}, now)
+	apply(add(1, 3, 4))
+	for _, c := range []struct {
+		serial uint32
+		what   string
+	}{{4, "D, seen before"}, {2, "the removal while away"}, {3, "the addition while away"}} {
+		p, ok := l.pending.Load(c.serial)
+		if !ok || p.left.Load() != 1 {
+			left := int32(-1)
+			if ok {
+				left = p.left.Load()
+			}
+			t.Errorf("%s: %d streams left to see it (-1: none pending), want 1: seen once by this stream", c.what, left)
+		}
+	}
+	if n := l.latency.h.TotalCount(); n != 3 {
+		t.Errorf("%d latency samples, want 3", n)
+	}
+	if got := slices.Collect(maps.Keys(st.view)); len(got) != 3 || st.prev != nil {
+		t.Errorf("view %v (prev %v), want 3 addresses and no prev", got, st.prev)
+	}
+}

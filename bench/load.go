@@ -118,6 +118,10 @@ type stream struct {
 
 	mu   sync.Mutex
 	view addrView
+	// prev, from when the stream reopens until its first update, is the view it held before:
+	// that update is the whole state, and what it changes from prev is what the stream saw
+	// change (a change made while it was away is seen late, one seen before not seen twice).
+	prev addrView
 
 	opened     time.Time
 	firstAt    time.Time     // written once before firstBatch is closed
@@ -140,6 +144,7 @@ type load struct {
 	applyErrors          atomic.Int64
 	kinds                [8]atomic.Int64 // changes made, by gen.Kind
 	redirects            atomic.Int64
+	stormUnanswered      atomic.Int64
 	firstErr             atomic.Pointer[error]
 
 	paths []string // per service: its Get path
@@ -358,9 +363,7 @@ func (l *load) follow(ctx context.Context, st *stream, cc grpc.ClientConnInterfa
 		return "", got, err
 	}
 	if !st.profile {
-		st.mu.Lock()
-		st.view = addrView{} // a reopened stream starts afresh, as a proxy's does
-		st.mu.Unlock()
+		st.reopened()
 	}
 	var f frame
 	for {
@@ -391,6 +394,18 @@ func (l *load) follow(ctx context.Context, st *stream, cc grpc.ClientConnInterfa
 	}
 }
 
+// reopened starts st's view afresh, as a proxy's starts when its stream reopens; what it held
+// is kept in prev until its first update (unless a reopening before had no update: it has
+// held nothing since).
+func (st *stream) reopened() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.prev == nil {
+		st.prev = st.view
+	}
+	st.view = addrView{}
+}
+
 // applyGet applies an encoded Get update to st's view, observing its changes if st is
 // measured.
 func (l *load) applyGet(st *stream, b []byte, now time.Time) error {
@@ -400,7 +415,29 @@ func (l *load) applyGet(st *stream, b []byte, now time.Time) error {
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	return st.view.applyEncoded(b, seen)
+	if st.prev == nil {
+		return st.view.applyEncoded(b, seen)
+	}
+	// The first update of a reopened stream: the whole state, compared with what it held.
+	if err := st.view.applyEncoded(b, nil); err != nil {
+		return err
+	}
+	prev := st.prev
+	st.prev = nil
+	if seen == nil {
+		return nil
+	}
+	for k := range st.view {
+		if _, ok := prev[k]; !ok {
+			seen(k.AddrPort(), true)
+		}
+	}
+	for k := range prev {
+		if _, ok := st.view[k]; !ok {
+			seen(k.AddrPort(), false)
+		}
+	}
+	return nil
 }
 
 // addrView is what the harness keeps of a Get stream's state: its addresses. A proxy keeps

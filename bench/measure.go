@@ -21,7 +21,10 @@ import (
 // usage is what the run's CPU and GC figures are counted from: their values at the start of
 // churn.
 type usage struct {
-	replicaCPU float64 // the replicas' CPU seconds, summed
+	replicaCPU []float64 // per replica started before churn: its CPU seconds
+	// killedCPU is the killed replica's CPU seconds spent in churn, read just before the kill
+	// (0 without one, or when that read failed: see readKilledCPU).
+	killedCPU  float64
 	driverWait float64 // the harness's run-queue wait
 	driverCPU  float64
 	driverGC   uint32
@@ -40,9 +43,29 @@ func (r *run) readBaseline() error {
 		if err != nil {
 			return err
 		}
-		r.baseline.replicaCPU += st.CPUSeconds
+		r.baseline.replicaCPU = append(r.baseline.replicaCPU, st.CPUSeconds)
 	}
 	return nil
+}
+
+// replicaCPUSince returns the CPU seconds replica rep spent since the start of churn, given
+// its total now: a replica that joined during churn spent all of its own in it.
+func (r *run) replicaCPUSince(rep *replica, total float64) float64 {
+	if i := rep.spec.Index; i < len(r.baseline.replicaCPU) {
+		return total - r.baseline.replicaCPU[i]
+	}
+	return total
+}
+
+// readKilledCPU reads, just before rep is killed, the CPU seconds it spent in churn: after
+// the kill there is no replica to ask. A failed read leaves them out, with a warning.
+func (r *run) readKilledCPU(rep *replica) {
+	m, err := rep.metrics(r.ctx)
+	if err != nil {
+		r.log.Warn("the CPU figures leave out the killed replica's churn", zap.Error(err))
+		return
+	}
+	r.baseline.killedCPU = r.replicaCPUSince(rep, m["process_cpu_seconds_total"])
 }
 
 // measure reads, from every replica still alive, its heap, RSS, CPU and sharding figures
@@ -64,12 +87,12 @@ func (r *run) measure() error {
 			return err
 		}
 		res.addReplica(st)
-		cpu += st.CPUSeconds
+		cpu += r.replicaCPUSince(rep, st.CPUSeconds)
 		if w, ok := runqueueWait(rep.Pid()); ok {
 			res.RunqueueWaitSeconds = append(res.RunqueueWaitSeconds, w)
 		}
 	}
-	res.CPUSecondsChurn = cpu - r.baseline.replicaCPU
+	res.CPUSecondsChurn = cpu + r.baseline.killedCPU
 	r.world.measure(res)
 	r.measureDriver()
 	return nil
@@ -188,6 +211,7 @@ func (r *run) collect() {
 	res.StreamsClosedByKill = ld.closedByKill.Load()
 	res.ApplyErrors = ld.applyErrors.Load()
 	res.Redirects = ld.redirects.Load()
+	res.StormUnanswered = ld.stormUnanswered.Load()
 	res.FeedResyncs = r.world.resyncs()
 	for k := range ld.kinds {
 		if n := ld.kinds[k].Load(); n > 0 {

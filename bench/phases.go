@@ -170,27 +170,29 @@ func (r *run) fire(ev *events, el, stormAt time.Duration, ph *phase) {
 		r.res.StormStreams = 2 * cfg.Storm
 	}
 	if !ev.join && el >= cfg.JoinAt {
-		ev.join, r.res.Joined = true, true
+		ev.join = true
+		r.joined = make(chan struct{})
 		r.bg.Add(1)
 		go func() {
 			defer r.bg.Done()
+			defer close(r.joined)
 			// Redirects to it are followed (a proxy follows them to any replica) from when
 			// it starts, since it joins the ring before it is ready; streams moved off a
 			// killed replica open there once it is ready.
-			err := r.startReady(r.n, func(addr string) error { return r.dialReplica(r.n, addr, 1) })
-			if err == nil {
+			r.joinErr = r.startReady(r.n, func(addr string) error { return r.dialReplica(r.n, addr, 1) })
+			if r.joinErr == nil {
 				r.ld.ready[r.n].Store(true)
-			} else if r.ctx.Err() == nil {
-				r.ld.fail(err)
 			}
 		}()
 	}
 	if !ev.kill && el >= cfg.KillAt {
 		ev.kill, r.res.Killed = true, true
 		victim := r.n - 1
+		rep := r.reps.get(victim) // a joining replica may be added meanwhile
+		r.readKilledCPU(rep)
 		r.ld.dead[victim].Store(true)
 		at := time.Now()
-		r.reps.get(victim).Kill() // a joining replica may be added meanwhile
+		rep.Kill()
 		r.log.Info("killed a replica", zap.Int("replica", victim), zap.Time("at", at))
 		r.watchKill(at)
 	}
@@ -209,25 +211,59 @@ func (r *run) applyDue(rng *rand.Rand, el time.Duration) error {
 }
 
 // stormRun opens cfg.Storm Get and cfg.Storm GetProfile streams at once and records the time
-// each takes to its first message. The streams stay open (and are checked) until the end.
+// each takes to its first message, or counts it unanswered when it has none by the end of the
+// run (ctx). The streams stay open (and are checked) until the end.
 func (l *load) stormRun(ctx context.Context, cfg Config, n int, open func(svc, slot int, profile, measure bool) *stream) {
 	sts := make([]*stream, 0, 2*cfg.Storm)
 	for i := range 2 * cfg.Storm {
 		svc := (i / 2 * 7919) % cfg.Cluster.Services // spread over services, unlike the main streams' order
 		sts = append(sts, open(svc, i/cfg.StreamsPerConn, i%2 == 1, false))
 	}
-	for _, st := range sts {
+	for i, st := range sts {
 		select {
 		case <-st.firstBatch:
-			d := st.firstAt.Sub(st.opened)
-			l.storm.record(d)
-			if !st.profile {
-				l.stormGets.record(d)
-			}
+			l.recordStorm(st)
 		case <-ctx.Done():
+			// The run is over: the streams that answered meanwhile count, in any order, and
+			// those that never did are counted as such.
+			for _, st := range sts[i:] {
+				select {
+				case <-st.firstBatch:
+					l.recordStorm(st)
+				default:
+					l.stormUnanswered.Add(1)
+				}
+			}
 			return
 		}
 	}
+}
+
+// recordStorm records the time storm stream st took to its first message.
+func (l *load) recordStorm(st *stream) {
+	d := st.firstAt.Sub(st.opened)
+	l.storm.record(d)
+	if !st.profile {
+		l.stormGets.record(d)
+	}
+}
+
+// awaitJoin waits for the replica that joined during churn, if one did, to be ready: a run
+// whose ring figures leave out a replica that never joined is no run of the ring asked for.
+func (r *run) awaitJoin() error {
+	if r.joined == nil {
+		return nil
+	}
+	select {
+	case <-r.joined:
+	case <-r.ctx.Done():
+		return r.ctx.Err()
+	}
+	if r.joinErr != nil {
+		return fmt.Errorf("the replica joining at %s: %w", r.cfg.JoinAt, r.joinErr)
+	}
+	r.res.Joined = true
+	return nil
 }
 
 // settle waits, at most cfg.Settle, for every Get stream to hold the truth, and counts

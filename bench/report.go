@@ -69,6 +69,7 @@ func rows() []row {
 		{"run-queue wait, all shards (s)", func(r RunResult) float64 { return sumF(r.RunqueueWaitSeconds) }, f1, false},
 		{"storm first batch p99 (ms)", func(r RunResult) float64 { return r.StormP99Ms }, f1, true},
 		{"storm, Gets' first Add p99 (ms)", func(r RunResult) float64 { return r.StormGetP99Ms }, f1, true},
+		{"storm streams unanswered", func(r RunResult) float64 { return float64(r.StormUnanswered) }, n0, false},
 		{"replica GOMAXPROCS (0: all CPUs)", func(r RunResult) float64 { return float64(r.ReplicaGOMAXPROCS) }, n0, false},
 		{"sync (s)", func(r RunResult) float64 { return r.SyncSeconds }, f1, true},
 		{"bytes received", func(r RunResult) float64 { return float64(r.BytesReceived) }, mib, true},

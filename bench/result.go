@@ -47,10 +47,13 @@ type RunResult struct {
 	// SlowSeconds counts the seconds with a sample over SlowMs.
 	SlowSeconds int `json:"slow_seconds"`
 	// Storm: time from opening each of the storm's streams to its first message.
-	StormStreams int     `json:"storm_streams"`
-	StormP50Ms   float64 `json:"storm_first_batch_p50_ms"`
-	StormP99Ms   float64 `json:"storm_first_batch_p99_ms"`
-	StormMaxMs   float64 `json:"storm_first_batch_max_ms"`
+	StormStreams int `json:"storm_streams"`
+	// StormUnanswered counts the storm's streams that had no first message by the end of the
+	// run; the percentiles are of the others.
+	StormUnanswered int64   `json:"storm_unanswered"`
+	StormP50Ms      float64 `json:"storm_first_batch_p50_ms"`
+	StormP99Ms      float64 `json:"storm_first_batch_p99_ms"`
+	StormMaxMs      float64 `json:"storm_first_batch_max_ms"`
 	// StormGetP99Ms is the same for the storm's Get streams alone: their first Add, the
 	// figure the scale-out issue names ("5,000 Gets at once, first Add p99"), while the
 	// storm's GetProfile streams load the replicas beside them.

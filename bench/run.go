@@ -68,7 +68,8 @@ const DriverGOGC = 400
 // runOne runs the workload with n replicas: it starts the feed server (unless shared, the
 // API server's world, is given) and the replicas (startReplicas), measures their idle heap
 // (measureIdle), opens the streams (openStreams), applies churn with the storm, join and
-// kill on the way (churn), waits for every stream to reach the truth (settle), and measures
+// kill on the way (churn), waits for the joining replica (awaitJoin) and for every stream to
+// reach the truth (settle), and measures
 // the replicas and itself (measure, collect). When the streams took longer than
 // cfg.MaxKillConverge to recover from the kill, it returns what it measured with an error.
 func runOne(parent context.Context, cfg Config, shared world, n int, log *zap.Logger) (_ *RunResult, err error) {
@@ -98,7 +99,7 @@ func runOne(parent context.Context, cfg Config, shared world, n int, log *zap.Lo
 	defer r.reps.stop()
 	defer r.closeConns()
 	defer r.stopStreams()
-	for _, step := range []func() error{r.startReplicas, r.measureIdle, r.openStreams, r.readBaseline, r.churn, r.settle, r.measure} {
+	for _, step := range []func() error{r.startReplicas, r.measureIdle, r.openStreams, r.readBaseline, r.churn, r.awaitJoin, r.settle, r.measure} {
 		if err := step(); err != nil {
 			return nil, err
 		}
@@ -134,8 +135,12 @@ type run struct {
 	sctx       context.Context // the streams'
 	cancelSctx context.CancelFunc
 	storm      sync.WaitGroup
-	baseline   usage      // at the start of churn
-	kill       *killWatch // from the kill, when there is one
+	baseline   usage // at the start of churn
+	// joined is closed once the replica joining during churn is ready or failed (joinErr);
+	// nil until it starts.
+	joined  chan struct{}
+	joinErr error
+	kill    *killWatch // from the kill, when there is one
 }
 
 // newRun returns the state of a run of n replicas (its world is set by runOne).

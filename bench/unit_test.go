@@ -2,7 +2,12 @@ package bench
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
+	"math"
+	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -14,6 +19,7 @@ import (
 
 	pb "github.com/linkerd/linkerd2-proxy-api/go/destination"
 	pbnet "github.com/linkerd/linkerd2-proxy-api/go/net"
+	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -89,6 +95,10 @@ func TestValidate(t *testing.T) {
 		func(c *Config) { c.Shards = []int{0} },
 		func(c *Config) { c.StreamsPerConn = 0 },
 		func(c *Config) { c.Churn = -1 },
+		func(c *Config) { c.Churn = math.NaN() },
+		func(c *Config) { c.Churn = math.Inf(1) },
+		func(c *Config) { c.ScaleShare = math.NaN() },
+		func(c *Config) { c.Cluster.MeshedShare = math.NaN() },
 		func(c *Config) { c.KillAt = c.Duration + 1 },
 		func(c *Config) { c.Binary = "" },
 		func(c *Config) { c.Cluster.Services = 0 },
@@ -338,5 +348,77 @@ func TestClientMovesToReadyReplicas(t *testing.T) {
 	}
 	if i, ok := l.replicaAt("127.0.0.1:1003"); !ok || i != 3 {
 		t.Errorf("replicaAt(the starting replica) = %d, %v; want 3, true", i, ok)
+	}
+}
+
+// TestStormCountsEveryStream: when the run ends, the storm's streams that answered are
+// recorded whatever the order they answered in, and those that never did are counted.
+func TestStormCountsEveryStream(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Storm, cfg.StreamsPerConn = 3, 1
+	l := newLoad(cfg.Cluster, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	var sts []*stream
+	open := func(svc, slot int, profile, measure bool) *stream {
+		st := &stream{svc: svc, profile: profile, firstBatch: make(chan struct{}), opened: time.Now()}
+		if len(sts) > 0 { // the first never answers; the others do
+			st.firstAt = st.opened.Add(time.Millisecond)
+			close(st.firstBatch)
+		}
+		sts = append(sts, st)
+		return st
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); l.stormRun(ctx, cfg, 1, open) }()
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the storm did not end with its context")
+	}
+	if n, u := l.storm.h.TotalCount(), l.stormUnanswered.Load(); n != 5 || u != 1 {
+		t.Errorf("%d storm streams recorded, %d unanswered; want 5 and 1", n, u)
+	}
+}
+
+// TestAwaitJoin: a run is joined only once its joining replica is ready; one that failed to
+// start fails the run.
+func TestAwaitJoin(t *testing.T) {
+	for _, joinErr := range []error{nil, errors.New("exec: no such file")} {
+		r := newRun(context.Background(), DefaultConfig(), 1, zap.NewNop())
+		if err := r.awaitJoin(); err != nil || r.res.Joined {
+			t.Fatalf("no join: %v, joined %v", err, r.res.Joined)
+		}
+		r.joined = make(chan struct{})
+		r.joinErr = joinErr
+		close(r.joined)
+		err := r.awaitJoin()
+		if (err != nil) != (joinErr != nil) || r.res.Joined != (joinErr == nil) {
+			t.Errorf("join error %v: awaitJoin %v, joined %v", joinErr, err, r.res.Joined)
+		}
+	}
+}
+
+// TestChurnCPU: the replicas' churn CPU counts each from its own start of churn, the one that
+// joined from its start, and the killed one up to its kill.
+func TestChurnCPU(t *testing.T) {
+	r := newRun(context.Background(), DefaultConfig(), 2, zap.NewNop())
+	r.baseline.replicaCPU = []float64{10, 20}
+	rep := func(i int) *replica { return &replica{spec: ReplicaSpec{Index: i}} }
+	if got := r.replicaCPUSince(rep(1), 25); got != 5 {
+		t.Errorf("replica 1: %g CPU seconds, want 5", got)
+	}
+	if got := r.replicaCPUSince(rep(2), 3); got != 3 {
+		t.Errorf("the joined replica: %g CPU seconds, want 3", got)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "process_cpu_seconds_total 27")
+	}))
+	defer srv.Close()
+	killed := rep(1)
+	killed.spec.AdminAddr = strings.TrimPrefix(srv.URL, "http://")
+	r.readKilledCPU(killed)
+	if r.baseline.killedCPU != 7 {
+		t.Errorf("the killed replica: %g CPU seconds in churn, want 7", r.baseline.killedCPU)
 	}
 }

@@ -42,14 +42,16 @@ func (c Config) Validate() error {
 	if c.Namespaces < 1 {
 		errs = append(errs, fmt.Errorf("namespaces must be at least 1, got %d", c.Namespaces))
 	}
-	if c.MeshedShare < 0 || c.MeshedShare > 1 {
+	if !(c.MeshedShare >= 0 && c.MeshedShare <= 1) { // and not NaN
 		errs = append(errs, fmt.Errorf("meshed share must be within 0..1, got %g", c.MeshedShare))
 	}
 	if c.ControlPlaneNamespace == "" {
 		errs = append(errs, errors.New("control plane namespace must not be empty"))
 	}
-	if n := int64(c.Services) * int64(c.EndpointsPerService); n > MaxSerial/2 {
-		errs = append(errs, fmt.Errorf("%d endpoints is too many: at most %d (half the 10.0.0.0/8 serials, the rest are for churn)", n, MaxSerial/2))
+	// Divided, not multiplied: the product of two large counts overflows.
+	if c.Services > 0 && c.EndpointsPerService > MaxSerial/2/c.Services {
+		errs = append(errs, fmt.Errorf("%d services of %d endpoints is too many: at most %d endpoints (half the 10.0.0.0/8 serials, the rest are for churn)",
+			c.Services, c.EndpointsPerService, MaxSerial/2))
 	}
 	return errors.Join(errs...)
 }

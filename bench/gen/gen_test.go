@@ -1,6 +1,7 @@
 package gen
 
 import (
+	"math"
 	"math/rand/v2"
 	"net/netip"
 	"reflect"
@@ -176,6 +177,9 @@ func TestValidate(t *testing.T) {
 		func(c *Config) { c.EndpointsPerService = -1 },
 		func(c *Config) { c.ControlPlaneNamespace = "" },
 		func(c *Config) { c.Services, c.EndpointsPerService = 100000, 1000 },
+		func(c *Config) { c.Services, c.EndpointsPerService = 1<<32, 1<<32 }, // the product overflows to zero
+		func(c *Config) { c.Services, c.EndpointsPerService = 1<<62, 2 },     // or below it
+		func(c *Config) { c.MeshedShare = math.NaN() },
 	} {
 		c := DefaultConfig()
 		mut(&c)

@@ -106,8 +106,9 @@ func runBench(ctx context.Context, args []string) error {
 		return err
 	}
 	for _, r := range res.Runs {
-		if r.FinalStateMismatches != 0 || r.StreamsClosed != 0 {
-			return fmt.Errorf("%d shards: %d final-state mismatches, %d streams closed", r.Shards, r.FinalStateMismatches, r.StreamsClosed)
+		if r.FinalStateMismatches != 0 || r.StreamsClosed != 0 || r.LatencyMissed != 0 || r.StormUnanswered != 0 {
+			return fmt.Errorf("%d shards: %d final-state mismatches, %d streams closed, %d changes a stream never saw, %d storm streams unanswered",
+				r.Shards, r.FinalStateMismatches, r.StreamsClosed, r.LatencyMissed, r.StormUnanswered)
 		}
 	}
 	return nil
