@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/netip"
 	"strings"
 )
 
@@ -21,6 +22,11 @@ type Config struct {
 	TrustDomain string
 	// TrustAnchorsPEM is the PEM bundle the proxy trusts (LINKERD2_PROXY_IDENTITY_TRUST_ANCHORS).
 	TrustAnchorsPEM string
+	// ClusterNetworks are the cluster's pod networks, which a proxy's cluster-* default
+	// policies admit (LINKERD2_PROXY_POLICY_CLUSTER_NETWORKS, the chart's clusterNetworks, as
+	// the policy controller's --cluster-networks). Empty: not written, and the proxy uses
+	// Linkerd's private ranges.
+	ClusterNetworks []netip.Prefix
 
 	// Service names (in ControlPlaneNamespace) and ports of the control plane.
 	DestinationService string // "linkerd-dst-headless"

@@ -141,6 +141,13 @@ func (c *Config) proxyContainer(d Decision, v Values, w Workload) corev1.Contain
 	if ports := appPorts(w.Spec); ports != "" {
 		env = append(env, corev1.EnvVar{Name: "LINKERD2_PROXY_INBOUND_PORTS", Value: ports})
 	}
+	if len(c.ClusterNetworks) > 0 {
+		nets := make([]string, len(c.ClusterNetworks))
+		for i, p := range c.ClusterNetworks {
+			nets[i] = p.String()
+		}
+		env = append(env, corev1.EnvVar{Name: "LINKERD2_PROXY_POLICY_CLUSTER_NETWORKS", Value: strings.Join(nets, ",")})
+	}
 	if d.Mode == InjectIngress {
 		env = append(env, corev1.EnvVar{Name: "LINKERD2_PROXY_INGRESS_MODE", Value: "true"})
 	}

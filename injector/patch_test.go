@@ -2,6 +2,7 @@ package injector
 
 import (
 	"encoding/json"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -304,6 +305,36 @@ func TestPatchConfiguredCommands(t *testing.T) {
 	if !slices.Equal(init.Command, []string{"/usr/local/bin/meridian", "proxy-init"}) || len(init.Args) < 2 ||
 		init.Args[0] != "--iptables-mode=nft" || !strings.HasPrefix(init.Args[1], "--incoming-proxy-port=") {
 		t.Errorf("init command %q args %q", init.Command, init.Args)
+	}
+}
+
+// TestPatchClusterNetworks: the configured cluster networks reach the proxy, which needs them
+// for its cluster-* default policies; none configured, the variable is not written.
+func TestPatchClusterNetworks(t *testing.T) {
+	for _, nets := range [][]netip.Prefix{nil, {netip.MustParsePrefix("10.0.0.0/16"), netip.MustParsePrefix("fd00::/8")}} {
+		cfg := DefaultConfig()
+		cfg.ClusterNetworks = nets
+		pod := corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "web", Annotations: map[string]string{AnnotationInject: InjectEnabled}},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "web"}}},
+		}
+		out := cfg.Review(Meta{}, "apps", &pod.ObjectMeta, &pod.Spec, false)
+		if !out.Decision.Inject {
+			t.Fatalf("skipped: %+v", out.Decision)
+		}
+		got := applyPatch(t, &pod, out.Mutation.Patch("", &pod.ObjectMeta, &pod.Spec))
+		var val *string
+		for _, e := range got.Spec.InitContainers[1].Env {
+			if e.Name == "LINKERD2_PROXY_POLICY_CLUSTER_NETWORKS" {
+				val = &e.Value
+			}
+		}
+		switch {
+		case nets == nil && val != nil:
+			t.Errorf("no networks configured: LINKERD2_PROXY_POLICY_CLUSTER_NETWORKS=%q", *val)
+		case nets != nil && (val == nil || *val != "10.0.0.0/16,fd00::/8"):
+			t.Errorf("networks %v: LINKERD2_PROXY_POLICY_CLUSTER_NETWORKS %v", nets, val)
+		}
 	}
 }
 

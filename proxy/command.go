@@ -15,16 +15,18 @@ import (
 
 // Command runs the proxy as a process: the LINKERD2_PROXY_* environment (lookup), overridden
 // by the flags registered on fs, which parse then parses (returning its error as it is: a
-// usage error, or flag.ErrHelp); the log of LINKERD2_PROXY_LOG and _LOG_FORMAT; then Serve
+// usage error, or flag.ErrHelp; a bad variable no flag replaced is reported after it); the log of LINKERD2_PROXY_LOG and _LOG_FORMAT; then Serve
 // until ctx ends. `meridian proxy` and `meridian-proxy` (the proxy built alone, which pods
 // run) are this function with their own command-line conventions.
 func Command(ctx context.Context, lookup func(string) (string, bool), fs *flag.FlagSet, parse func() error) error {
-	cfg, err := config.FromEnv(lookup)
-	if err != nil {
-		return err
-	}
+	// A bad variable is reported once the flags are parsed: -h still answers, and a flag
+	// can replace the variable.
+	cfg, envErr := config.FromEnv(lookup)
 	cfg.Flags(fs)
 	if err := parse(); err != nil {
+		return err
+	}
+	if err := config.Unoverridden(envErr, fs); err != nil {
 		return err
 	}
 	format := "console"

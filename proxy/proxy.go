@@ -173,6 +173,9 @@ func inboundConfig(cfg config.Config) inbound.Config {
 	c := inbound.DefaultConfig()
 	c.ListenAddr, c.Identity, c.Workload = cfg.InboundAddr, cfg.LocalName, cfg.PolicyWorkload
 	c.DefaultPolicy, c.Ports, c.OpaquePorts = cfg.InboundDefaultPolicy, cfg.InboundPorts, cfg.InboundOpaquePorts
+	if cfg.ClusterNetworks != nil {
+		c.ClusterNetworks = cfg.ClusterNetworks
+	}
 	c.DetectTimeout, c.ConnectTimeout, c.Grace = cfg.DetectTimeout, cfg.InboundConnectTimeout, cfg.ShutdownGracePeriod
 	if cfg.InboundConnectTimeout < 500*time.Millisecond {
 		c.ConnectTimeout = time.Second // Linkerd's 100 ms is for a local app; loopback under load needs more

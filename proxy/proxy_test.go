@@ -1,7 +1,9 @@
 package proxy
 
 import (
+	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +11,7 @@ import (
 	"github.com/meridian-mesh/meridian/internal/run"
 	"github.com/meridian-mesh/meridian/internal/testutil"
 	"github.com/meridian-mesh/meridian/proxy/config"
+	"github.com/meridian-mesh/meridian/proxy/inbound"
 )
 
 func TestMain(m *testing.M) { os.Exit(testutil.Main(m, nil)) }
@@ -65,5 +68,18 @@ func TestAddRunsTheComponents(t *testing.T) {
 	}
 	if w := strings.Join(g.Warnings(), "\n"); !strings.Contains(w, "inbound:") || !strings.Contains(w, "default policy") {
 		t.Errorf("warnings %q, want the inbound side's (no policy service: the default policy)", w)
+	}
+}
+
+// TestInboundClusterNetworks: LINKERD2_PROXY_POLICY_CLUSTER_NETWORKS reaches the inbound
+// proxy's cluster-* default policies; unset, they keep Linkerd's private ranges.
+func TestInboundClusterNetworks(t *testing.T) {
+	cfg := config.Default()
+	if got := inboundConfig(cfg).ClusterNetworks; !slices.Equal(got, inbound.DefaultClusterNetworks) {
+		t.Errorf("unset: %v, want %v", got, inbound.DefaultClusterNetworks)
+	}
+	cfg.ClusterNetworks = []netip.Prefix{netip.MustParsePrefix("10.8.0.0/16")}
+	if got := inboundConfig(cfg).ClusterNetworks; !slices.Equal(got, cfg.ClusterNetworks) {
+		t.Errorf("set: %v, want %v", got, cfg.ClusterNetworks)
 	}
 }

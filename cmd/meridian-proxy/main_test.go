@@ -17,24 +17,35 @@ func TestMain(m *testing.M) { os.Exit(testutil.Main(m, nil)) }
 // `meridian proxy`.
 func TestCommandLine(t *testing.T) {
 	for _, tc := range []struct {
-		args []string
-		code int
-		want []string
+		args  []string
+		ports string // LINKERD2_PROXY_INBOUND_PORTS
+		code  int
+		want  []string
 	}{
-		{[]string{"-h"}, 0, []string{"usage: meridian-proxy", "-destination-svc-addr"}},
-		{[]string{"proxy", "--no-such-flag"}, 2, []string{"no-such-flag", "meridian-proxy -h"}},
-		{[]string{"extra"}, 2, []string{"unexpected arguments"}},
-		{nil, 1, []string{"LINKERD2_PROXY_DESTINATION_SVC_ADDR", "--destination-svc-addr"}},
+		{[]string{"-h"}, "", 0, []string{"usage: meridian-proxy", "-destination-svc-addr"}},
+		{[]string{"proxy", "--no-such-flag"}, "", 2, []string{"no-such-flag", "meridian-proxy -h"}},
+		{[]string{"extra"}, "", 2, []string{"unexpected arguments"}},
+		{nil, "", 1, []string{"LINKERD2_PROXY_DESTINATION_SVC_ADDR", "--destination-svc-addr"}},
+		// A bad variable does not stop help, and a flag can replace it.
+		{[]string{"-h"}, "99999", 0, []string{"usage: meridian-proxy"}},
+		{nil, "99999", 1, []string{`LINKERD2_PROXY_INBOUND_PORTS="99999"`}},
+		{[]string{"--inbound-ports", "8080"}, "99999", 1, []string{"LINKERD2_PROXY_DESTINATION_SVC_ADDR"}},
 	} {
-		for _, k := range []string{"LINKERD2_PROXY_DESTINATION_SVC_ADDR", "LINKERD2_PROXY_IDENTITY_SVC_ADDR"} {
+		for _, k := range []string{"LINKERD2_PROXY_DESTINATION_SVC_ADDR", "LINKERD2_PROXY_IDENTITY_SVC_ADDR", "LINKERD2_PROXY_INBOUND_PORTS"} {
 			t.Setenv(k, "")
 			os.Unsetenv(k)
+		}
+		if tc.ports != "" {
+			t.Setenv("LINKERD2_PROXY_INBOUND_PORTS", tc.ports)
 		}
 		var stdout, stderr bytes.Buffer
 		code := exitCode(run(context.Background(), tc.args, &stdout), &stderr)
 		out := stdout.String() + stderr.String()
 		if code != tc.code {
 			t.Errorf("%v: exit %d, want %d (%q)", tc.args, code, tc.code, out)
+		}
+		if tc.ports != "" && tc.args != nil && tc.args[0] == "--inbound-ports" && strings.Contains(out, "INBOUND_PORTS") {
+			t.Errorf("%v: the flag did not replace the bad variable: %q", tc.args, out)
 		}
 		for _, w := range tc.want {
 			if !strings.Contains(out, w) {

@@ -36,6 +36,11 @@ func injProxyFlags(fs *flag.FlagSet, cfg *injector.Config) func() map[string]str
 	fs.StringVar(&cfg.ControlPlaneNamespace, "control-plane-namespace", cfg.ControlPlaneNamespace, "namespace of destination, identity and policy")
 	fs.StringVar(&cfg.ClusterDomain, "cluster-domain", cfg.ClusterDomain, "cluster DNS domain")
 	fs.StringVar(&cfg.TrustDomain, "trust-domain", cfg.TrustDomain, "identity trust domain")
+	fs.Func("cluster-networks", "comma-separated pod networks of the cluster, given to proxies for their cluster-* default policies (empty: the proxy's defaults, Linkerd's private ranges)", func(s string) error {
+		nets, err := parsePrefixes(s)
+		cfg.ClusterNetworks = nets
+		return err
+	})
 	str(&p.Image, "proxy-image", injector.AnnotationProxyImage, "proxy image (runs --proxy-command)")
 	fs.Var((*commandFlag)(&p.Command), "proxy-command", "the proxy container's command, comma-separated: meridian-proxy (the proxy built alone), or meridian,proxy for an image without it")
 	fs.Var((*commandFlag)(&p.InitCommand), "proxy-init-command", "the capture init container's command, comma-separated (its args are the iptables flags)")

@@ -33,7 +33,10 @@ type Config struct {
 	TokenFile        string
 
 	// Inbound.
-	InboundDefaultPolicy                                      string
+	InboundDefaultPolicy string
+	// ClusterNetworks are the networks the cluster-* default policies admit
+	// (LINKERD2_PROXY_POLICY_CLUSTER_NETWORKS); nil: the inbound proxy's defaults, Linkerd's.
+	ClusterNetworks                                           []netip.Prefix
 	InboundPorts                                              []uint16
 	InboundIPs                                                []netip.Addr
 	InboundOpaquePorts                                        []uint16 // LINKERD2_PROXY_INBOUND_PORTS_DISABLE_PROTOCOL_DETECTION
@@ -147,6 +150,21 @@ var variables = []variable{
 			}
 			return fmt.Errorf("want one of %s", strings.Join(DefaultPolicies, ", "))
 		}, get: func(c *Config) string { return c.InboundDefaultPolicy }},
+	{name: "POLICY_CLUSTER_NETWORKS", help: "the cluster's pod networks, which the cluster-* default policies admit (comma-separated CIDRs; empty: Linkerd's private ranges)",
+		set: func(c *Config, v string) error {
+			nets, err := ParsePrefixes(v)
+			if err != nil {
+				return err
+			}
+			c.ClusterNetworks = nets
+			return nil
+		}, get: func(c *Config) string {
+			s := make([]string, len(c.ClusterNetworks))
+			for i, p := range c.ClusterNetworks {
+				s[i] = p.String()
+			}
+			return strings.Join(s, ",")
+		}},
 	ports("INBOUND_PORTS", "the pod's container ports (comma-separated, ranges a-b)", func(c *Config) *[]uint16 { return &c.InboundPorts }),
 	{name: "INBOUND_IPS", help: "the pod's IPs (comma-separated)", set: func(c *Config, v string) error {
 		var ips []netip.Addr
@@ -192,7 +210,7 @@ func FromEnv(lookup func(string) (string, bool)) (Config, error) {
 			continue
 		}
 		if err := v.set(&c, val); err != nil {
-			errs = append(errs, fmt.Errorf("%s%s=%s: %w", Prefix, v.name, quote(val), err))
+			errs = append(errs, &VarError{Name: v.name, Value: val, Err: err})
 		}
 	}
 	if val, ok := lookup("MERIDIAN_PROXY_ENABLE_PPROF"); ok && val != "" {
@@ -203,6 +221,45 @@ func FromEnv(lookup func(string) (string, bool)) (Config, error) {
 		c.EnablePprof = b
 	}
 	return c, errors.Join(errs...)
+}
+
+// VarError is a variable FromEnv could not use: Name (without the prefix) was set to Value.
+type VarError struct {
+	Name, Value string
+	Err         error
+}
+
+func (e *VarError) Error() string {
+	return fmt.Sprintf("%s%s=%s: %v", Prefix, e.Name, quote(e.Value), e.Err)
+}
+
+func (e *VarError) Unwrap() error { return e.Err }
+
+// Unoverridden returns the errors of FromEnv (err) whose variables no flag of fs set after
+// Flags: a flag given on the command line replaces a variable, bad or not.
+func Unoverridden(err error, fs *flag.FlagSet) error {
+	if err == nil {
+		return nil
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var errs []error
+	for _, e := range flatten(err) {
+		var ve *VarError
+		if errors.As(e, &ve) && set[FlagName(ve.Name)] {
+			continue
+		}
+		errs = append(errs, e)
+	}
+	return errors.Join(errs...)
+}
+
+// flatten returns the errors an errors.Join holds, or err alone.
+func flatten(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
 }
 
 // Flags registers a flag for every variable on fs, defaulting to c's values (so call it
@@ -269,6 +326,19 @@ func ParsePorts(s string) ([]uint16, error) {
 		for p := int(a); p <= int(b); p++ {
 			out = append(out, uint16(p))
 		}
+	}
+	return out, nil
+}
+
+// ParsePrefixes parses a comma-separated list of CIDRs (masked: 10.1.2.3/8 is 10.0.0.0/8).
+func ParsePrefixes(s string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, part := range splitList(s) {
+		p, err := netip.ParsePrefix(part)
+		if err != nil {
+			return nil, fmt.Errorf("%s is not a CIDR", quote(part))
+		}
+		out = append(out, p.Masked())
 	}
 	return out, nil
 }

@@ -2,6 +2,7 @@ package config
 
 import (
 	"flag"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -125,4 +126,47 @@ func FuzzParsePorts(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestClusterNetworks: LINKERD2_PROXY_POLICY_CLUSTER_NETWORKS, which the injector writes from
+// the chart's clusterNetworks, gives the networks of the cluster-* default policies.
+func TestClusterNetworks(t *testing.T) {
+	c, err := FromEnv(env(map[string]string{"LINKERD2_PROXY_POLICY_CLUSTER_NETWORKS": "10.1.2.3/16, fd00::/8"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(c.ClusterNetworks); got != "[10.1.0.0/16 fd00::/8]" {
+		t.Errorf("cluster networks %s", got)
+	}
+	if c, _ := FromEnv(env(nil)); c.ClusterNetworks != nil {
+		t.Errorf("unset: %v, want nil (the inbound proxy's defaults)", c.ClusterNetworks)
+	}
+	if _, err := FromEnv(env(map[string]string{"LINKERD2_PROXY_POLICY_CLUSTER_NETWORKS": "10.0.0.0/8,everything"})); err == nil ||
+		!strings.Contains(err.Error(), `"everything" is not a CIDR`) {
+		t.Errorf("a bad network: %v", err)
+	}
+}
+
+// TestFlagReplacesABadVariable: a bad variable is an error unless a flag replaced it.
+func TestFlagReplacesABadVariable(t *testing.T) {
+	bad := env(map[string]string{"LINKERD2_PROXY_INBOUND_PORTS": "99999", "LINKERD2_PROXY_LOG_FORMAT": "json"})
+	for _, c := range []struct {
+		args []string
+		want string // "" for no error
+	}{
+		{nil, "LINKERD2_PROXY_INBOUND_PORTS"},
+		{[]string{"--log-format", "plain"}, "LINKERD2_PROXY_INBOUND_PORTS"},
+		{[]string{"--inbound-ports", "8080"}, ""},
+	} {
+		cfg, envErr := FromEnv(bad)
+		fs := flag.NewFlagSet("proxy", flag.ContinueOnError)
+		cfg.Flags(fs)
+		if err := fs.Parse(c.args); err != nil {
+			t.Fatal(err)
+		}
+		err := Unoverridden(envErr, fs)
+		if (err == nil) != (c.want == "") || (err != nil && !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%v: %v, want an error naming %q", c.args, err, c.want)
+		}
+	}
 }
