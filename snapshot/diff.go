@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"net/netip"
+	"slices"
 )
 
 // Delta takes a client from one address set to another: Add holds endpoints that are new or
@@ -32,6 +33,9 @@ func Diff(old, new *AddressSet) Delta {
 	if new != nil {
 		n = new.Endpoints
 	}
+	// The set's labels are every endpoint's: when they change, every endpoint is sent again
+	// with them (a client takes an Add of an address it holds as its new metadata).
+	relabeled := old != nil && new != nil && !slices.Equal(old.Labels, new.Labels)
 	for len(o) > 0 || len(n) > 0 {
 		switch {
 		case len(n) == 0 || (len(o) > 0 && o[0].Addr.Compare(n[0].Addr) < 0):
@@ -41,7 +45,7 @@ func Diff(old, new *AddressSet) Delta {
 			d.Add = append(d.Add, n[0])
 			n = n[1:]
 		default: // the same address
-			if !o[0].Equal(n[0]) {
+			if relabeled || !o[0].Equal(n[0]) {
 				d.Add = append(d.Add, n[0])
 			}
 			o, n = o[1:], n[1:]

@@ -145,6 +145,30 @@ func TestSubscriptionBeforeFirstPublish(t *testing.T) {
 	}
 }
 
+// TestSetLabelChangeResendsEndpoints: a change to the set's labels alone (a mirror's
+// target_cluster) re-sends every endpoint, so that clients take the new labels.
+func TestSetLabelChangeResendsEndpoints(t *testing.T) {
+	s := NewStore(StoreConfig{})
+	before := set(1, 2)
+	before.Labels = []Label{{Key: "target_cluster", Value: "east"}}
+	s.Publish(key, before)
+	sub := s.Subscribe(key, 4)
+	defer sub.Close()
+	waitC(t, sub)
+	sub.Next()
+	after := set(1, 2)
+	after.Labels = []Label{{Key: "target_cluster", Value: "west"}}
+	s.Publish(key, after)
+	waitC(t, sub)
+	d, ok := sub.Next()
+	if !ok || len(d.Add) != 2 || len(d.Remove) != 0 || d.To.Labels[0].Value != "west" {
+		t.Fatalf("relabelled set: %+v ok=%v, want both endpoints re-sent with the new labels", d, ok)
+	}
+	if d := Diff(after, set(2)); len(d.Add) != 1 || len(d.Remove) != 1 { // labels dropped, 1 gone
+		t.Errorf("relabelled and shrunk: %+v", d)
+	}
+}
+
 func TestExistenceChangeWithoutEndpoints(t *testing.T) {
 	s := NewStore(StoreConfig{})
 	s.Publish(key, &AddressSet{Exists: true})
