@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -141,5 +142,24 @@ func TestLeanHTTP2Drain(t *testing.T) {
 	}
 	if err := testutil.Recv(t, served, 10*time.Second, "Serve to return"); err != nil {
 		t.Errorf("Serve: %v", err)
+	}
+}
+
+// TestGRPCServerFailure: the balancer counts as an endpoint's failure only the grpc-status
+// codes that map to a 5xx; the application's own answers (NotFound, PermissionDenied, ...)
+// are not the endpoint failing.
+func TestGRPCServerFailure(t *testing.T) {
+	for code := codes.OK; code <= codes.Unauthenticated; code++ {
+		want := false
+		switch code {
+		case codes.Unknown, codes.DeadlineExceeded, codes.Unimplemented, codes.Internal, codes.Unavailable, codes.DataLoss:
+			want = true
+		}
+		if got := grpcServerFailure(strconv.Itoa(int(code))); got != want {
+			t.Errorf("%s: server failure %v, want %v", code, got, want)
+		}
+	}
+	if grpcServerFailure("") || grpcServerFailure("x") {
+		t.Error("no or a malformed grpc-status counted as a server failure")
 	}
 }

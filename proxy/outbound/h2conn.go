@@ -247,7 +247,10 @@ func (x *h2exchange) Header(h *h2.Header, trailers bool) {
 func (x *h2exchange) Done(st *h2.Stream, err error) {
 	now := time.Now()
 	if ep := x.ep; ep != nil {
-		failed := err != nil || x.status >= 500 || x.grpcStatus != "" && x.grpcStatus != "0"
+		// The balancer passes over an endpoint that failed as a server fails (a 5xx, or a
+		// grpc-status HTTP maps to one), as the HTTP/1 paths do; the metrics count any
+		// non-zero grpc-status as a failure, as Linkerd's classifier does.
+		failed := err != nil || x.status >= 500 || grpcServerFailure(x.grpcStatus)
 		rtt := x.rtt
 		if rtt == 0 { // no response header: the time until it failed
 			rtt = now.Sub(x.start)
@@ -261,7 +264,7 @@ func (x *h2exchange) Done(st *h2.Stream, err error) {
 		if err != nil {
 			status = 0
 		}
-		ep.route.Response(status, x.grpcStatus, failed, now.Sub(x.start))
+		ep.route.Response(status, x.grpcStatus, failed || x.grpcStatus != "" && x.grpcStatus != "0", now.Sub(x.start))
 		ep.afterRequest()
 	}
 	if err != nil && x.status == 0 {
@@ -270,6 +273,17 @@ func (x *h2exchange) Done(st *h2.Stream, err error) {
 	}
 	x.t.release()
 	x.o.requests.exit()
+}
+
+// grpcServerFailure reports whether a grpc-status is one the gRPC-HTTP mapping answers with a
+// 5xx: Unknown, DeadlineExceeded, Unimplemented, Internal, Unavailable, DataLoss. The others
+// (NotFound, PermissionDenied, ...) are the application's answers, not the endpoint failing.
+func grpcServerFailure(code string) bool {
+	switch code {
+	case "2", "4", "12", "13", "14", "15":
+		return true
+	}
+	return false
 }
 
 // respondError answers a request the proxy could not forward, as proxyError does: the
