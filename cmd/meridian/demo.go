@@ -49,6 +49,10 @@ func runDemo(ctx context.Context, args []string) error {
 	if *net > 254 {
 		return fmt.Errorf("%w: --net %d: want 0 to 254", errUsage, *net)
 	}
+	// The traffic generator's bound, checked before the mesh is brought up for it.
+	if !(cfg.Rate > 0 && cfg.Rate <= 1000) {
+		return fmt.Errorf("%w: --rate %v: want a rate in (0, 1000] requests per second", errUsage, cfg.Rate)
+	}
 	cfg.Net = byte(*net)
 	var err error
 	if cfg.Binary, err = orThisExecutable(cfg.Binary); err != nil {

@@ -82,6 +82,17 @@ func TestEndpointsUsageErrors(t *testing.T) {
 	}
 }
 
+// TestDemoUsageErrors: a demo that could not send its traffic is refused before anything
+// starts.
+func TestDemoUsageErrors(t *testing.T) {
+	for _, rate := range []string{"0", "-1", "NaN", "1e9"} {
+		code, _, errOut := capture(t, "demo", "--cache-dir", t.TempDir(), "--rate", rate)
+		if code != 2 || !strings.Contains(errOut, "--rate") {
+			t.Errorf("meridian demo --rate %s = exit %d, stderr %q; want 2 naming --rate", rate, code, errOut)
+		}
+	}
+}
+
 // kubeServer is the API server of the tests' kubeconfigs: nothing listens there.
 const kubeServer = "https://127.0.0.1:1"
 
