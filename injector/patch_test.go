@@ -289,15 +289,7 @@ func TestPatchConfiguredCommands(t *testing.T) {
 	cfg.Proxy.Args = []string{"--enable-pprof"}
 	cfg.Proxy.InitCommand = []string{"/usr/local/bin/meridian", "proxy-init"}
 	cfg.Proxy.InitArgs = []string{"--iptables-mode=nft"}
-	pod := corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Annotations: map[string]string{AnnotationInject: InjectEnabled}},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "web"}}},
-	}
-	out := cfg.Review(Meta{}, "apps", &pod.ObjectMeta, &pod.Spec, false)
-	if !out.Decision.Inject {
-		t.Fatalf("skipped: %+v", out.Decision)
-	}
-	got := applyPatch(t, &pod, out.Mutation.Patch("", &pod.ObjectMeta, &pod.Spec))
+	got := injectWeb(t, &cfg)
 	init, proxy := got.Spec.InitContainers[0], got.Spec.InitContainers[1]
 	if !slices.Equal(proxy.Command, []string{"meridian", "proxy"}) || !slices.Equal(proxy.Args, []string{"--enable-pprof"}) {
 		t.Errorf("proxy command %q args %q", proxy.Command, proxy.Args)
@@ -308,21 +300,27 @@ func TestPatchConfiguredCommands(t *testing.T) {
 	}
 }
 
+// injectWeb returns a one-container pod annotated for injection as cfg patches it.
+func injectWeb(t *testing.T, cfg *Config) *corev1.Pod {
+	t.Helper()
+	pod := corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Annotations: map[string]string{AnnotationInject: InjectEnabled}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "web"}}},
+	}
+	out := cfg.Review(Meta{}, "apps", &pod.ObjectMeta, &pod.Spec, false)
+	if !out.Decision.Inject {
+		t.Fatalf("skipped: %+v", out.Decision)
+	}
+	return applyPatch(t, &pod, out.Mutation.Patch("", &pod.ObjectMeta, &pod.Spec))
+}
+
 // TestPatchClusterNetworks: the configured cluster networks reach the proxy, which needs them
 // for its cluster-* default policies; none configured, the variable is not written.
 func TestPatchClusterNetworks(t *testing.T) {
 	for _, nets := range [][]netip.Prefix{nil, {netip.MustParsePrefix("10.0.0.0/16"), netip.MustParsePrefix("fd00::/8")}} {
 		cfg := DefaultConfig()
 		cfg.ClusterNetworks = nets
-		pod := corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: "web", Annotations: map[string]string{AnnotationInject: InjectEnabled}},
-			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "web"}}},
-		}
-		out := cfg.Review(Meta{}, "apps", &pod.ObjectMeta, &pod.Spec, false)
-		if !out.Decision.Inject {
-			t.Fatalf("skipped: %+v", out.Decision)
-		}
-		got := applyPatch(t, &pod, out.Mutation.Patch("", &pod.ObjectMeta, &pod.Spec))
+		got := injectWeb(t, &cfg)
 		var val *string
 		for _, e := range got.Spec.InitContainers[1].Env {
 			if e.Name == "LINKERD2_PROXY_POLICY_CLUSTER_NETWORKS" {

@@ -158,13 +158,7 @@ var variables = []variable{
 			}
 			c.ClusterNetworks = nets
 			return nil
-		}, get: func(c *Config) string {
-			s := make([]string, len(c.ClusterNetworks))
-			for i, p := range c.ClusterNetworks {
-				s[i] = p.String()
-			}
-			return strings.Join(s, ",")
-		}},
+		}, get: func(c *Config) string { return joinList(c.ClusterNetworks) }},
 	ports("INBOUND_PORTS", "the pod's container ports (comma-separated, ranges a-b)", func(c *Config) *[]uint16 { return &c.InboundPorts }),
 	{name: "INBOUND_IPS", help: "the pod's IPs (comma-separated)", set: func(c *Config, v string) error {
 		var ips []netip.Addr
@@ -177,13 +171,7 @@ var variables = []variable{
 		}
 		c.InboundIPs = ips
 		return nil
-	}, get: func(c *Config) string {
-		s := make([]string, len(c.InboundIPs))
-		for i, ip := range c.InboundIPs {
-			s[i] = ip.String()
-		}
-		return strings.Join(s, ",")
-	}},
+	}, get: func(c *Config) string { return joinList(c.InboundIPs) }},
 	ports("INBOUND_PORTS_DISABLE_PROTOCOL_DETECTION", "inbound ports proxied as opaque TCP", func(c *Config) *[]uint16 { return &c.InboundOpaquePorts }),
 	dur("INBOUND_CONNECT_TIMEOUT", "timeout of connections to the application", func(c *Config) *time.Duration { return &c.InboundConnectTimeout }),
 	dur("OUTBOUND_CONNECT_TIMEOUT", "timeout of connections to endpoints", func(c *Config) *time.Duration { return &c.OutboundConnectTimeout }),
@@ -355,6 +343,15 @@ func formatPorts(ps []uint16) string {
 	s := make([]string, len(ps))
 	for i, p := range ps {
 		s[i] = strconv.Itoa(int(p))
+	}
+	return strings.Join(s, ",")
+}
+
+// joinList is the comma-separated list of xs, as splitList reads it.
+func joinList[T fmt.Stringer](xs []T) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = x.String()
 	}
 	return strings.Join(s, ",")
 }
