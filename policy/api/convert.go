@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/meridian-mesh/meridian/internal/quote"
 	"github.com/meridian-mesh/meridian/policy/compute"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -150,12 +151,58 @@ func (m objectMeta) validate() error {
 	return nil
 }
 
-func selector(field string, s *metav1.LabelSelector) (labels.Selector, error) {
-	sel, err := metav1.LabelSelectorAsSelector(s)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", field, err)
+// selector converts a label selector. It is evaluated as Linkerd's policy controller
+// evaluates one (k8s/api/src/labels.rs), not as apimachinery validates one: In and NotIn over
+// an empty value list match no object and every object, and a key apimachinery would refuse
+// is a key no object has. A Server the API server accepted (the CRD checks only the
+// operator) then selects the pods Linkerd's would, where refusing it would leave them on the
+// default policy. Only an unknown operator is refused.
+func selector(field string, s *metav1.LabelSelector) (compute.Selector, error) {
+	for i, e := range s.MatchExpressions {
+		switch e.Operator {
+		case metav1.LabelSelectorOpIn, metav1.LabelSelectorOpNotIn, metav1.LabelSelectorOpExists, metav1.LabelSelectorOpDoesNotExist:
+		default:
+			return nil, fmt.Errorf("%s.matchExpressions[%d].operator %s: want In, NotIn, Exists or DoesNotExist", field, i, quote.Prefix(string(e.Operator), 64))
+		}
 	}
-	return sel, nil
+	return labelSelector{match: s.MatchLabels, exprs: s.MatchExpressions}, nil
+}
+
+// labelSelector is a label selector with Linkerd's semantics (see selector).
+type labelSelector struct {
+	match map[string]string
+	exprs []metav1.LabelSelectorRequirement
+}
+
+// Matches reports whether l has every label of match and meets every expression.
+func (s labelSelector) Matches(l labels.Labels) bool {
+	for k, v := range s.match {
+		if !l.Has(k) || l.Get(k) != v {
+			return false
+		}
+	}
+	for _, e := range s.exprs {
+		has := l.Has(e.Key)
+		switch e.Operator {
+		case metav1.LabelSelectorOpIn:
+			if !has || !slices.Contains(e.Values, l.Get(e.Key)) {
+				return false
+			}
+		case metav1.LabelSelectorOpNotIn:
+			if has && slices.Contains(e.Values, l.Get(e.Key)) {
+				return false
+			}
+		case metav1.LabelSelectorOpExists:
+			if !has {
+				return false
+			}
+		case metav1.LabelSelectorOpDoesNotExist:
+			if has {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 var protocols = map[string]compute.Protocol{

@@ -330,6 +330,44 @@ func TestConvertValues(t *testing.T) {
 	}
 }
 
+// TestSelectorAsLinkerd: a Server's selector is evaluated as Linkerd's policy controller
+// evaluates it (k8s/api/src/labels.rs, Expression::matches), including what apimachinery
+// refuses but the CRD accepts: refusing such a deny Server would leave its pods on the
+// default policy.
+func TestSelectorAsLinkerd(t *testing.T) {
+	for _, c := range []struct {
+		selector string
+		match    []labels.Set
+		miss     []labels.Set
+	}{
+		{`{matchExpressions: [{key: app, operator: NotIn, values: []}]}`, []labels.Set{{}, {"app": "web"}}, nil},
+		{`{matchExpressions: [{key: app, operator: In, values: []}]}`, nil, []labels.Set{{}, {"app": "web"}}},
+		{`{matchExpressions: [{key: "legacy app", operator: DoesNotExist}]}`, []labels.Set{{"app": "web"}}, nil},
+		{`{matchExpressions: [{key: "legacy app", operator: Exists}]}`, nil, []labels.Set{{"app": "web"}}},
+		{`{matchLabels: {app: web}, matchExpressions: [{key: tier, operator: NotIn, values: [db]}]}`,
+			[]labels.Set{{"app": "web"}, {"app": "web", "tier": "front"}}, []labels.Set{{"app": "web", "tier": "db"}, {"app": "api"}}},
+		{`{}`, []labels.Set{{}, {"app": "web"}}, nil},
+	} {
+		doc := "apiVersion: policy.linkerd.io/v1beta3\nkind: Server\nmetadata: {name: lock-all, namespace: shop}\nspec: {podSelector: " + c.selector + ", port: 8080, accessPolicy: deny}"
+		r, err := Convert(decode(t, doc), "")
+		if err != nil {
+			t.Errorf("%s: %v", c.selector, err)
+			continue
+		}
+		sel := r.Value.(*compute.Server).PodSelector
+		for _, l := range c.match {
+			if !sel.Matches(l) {
+				t.Errorf("%s does not select a pod labelled %v", c.selector, l)
+			}
+		}
+		for _, l := range c.miss {
+			if sel.Matches(l) {
+				t.Errorf("%s selects a pod labelled %v", c.selector, l)
+			}
+		}
+	}
+}
+
 func findFixture(name string) int {
 	for i, f := range fixtures {
 		if f.name == name {

@@ -101,15 +101,21 @@ type PortRef struct {
 	Name   string
 }
 
+// Selector selects objects by their labels. policy/api builds it with the semantics of
+// Linkerd's policy controller; a labels.Selector is one too.
+type Selector interface {
+	Matches(labels.Labels) bool
+}
+
 // Server is a validated policy.linkerd.io Server.
 type Server struct {
 	Namespace, Name string
 	Labels          map[string]string
 	Created         time.Time
 	// PodSelector selects pods; nil when the Server selects external workloads instead.
-	PodSelector labels.Selector
+	PodSelector Selector
 	// ExternalWorkloadSelector is kept for completeness; Meridian indexes no external workloads.
-	ExternalWorkloadSelector labels.Selector
+	ExternalWorkloadSelector Selector
 	Port                     PortRef
 	Protocol                 Protocol
 	// AccessPolicy is the authorization applied when no other matches (default deny).
@@ -191,7 +197,7 @@ type ServerAuthorization struct {
 	Namespace, Name string
 	// Exactly one of ServerName and ServerSelector is set.
 	ServerName      string
-	ServerSelector  labels.Selector
+	ServerSelector  Selector
 	Networks        []NetworkMatch // empty: the cluster networks
 	Unauthenticated bool
 	// MeshTLS applies when Unauthenticated is false.
