@@ -39,6 +39,22 @@ const maxMethod = 32
 // Detect classifies a connection's first bytes; see the package comment. It does not
 // retain prefix and does not allocate.
 func Detect(prefix []byte) Protocol {
+	// Empty lines before the request line are skipped, as RFC 9112 section 2.2 asks of a
+	// server and as linkerd2-proxy's parser (httparse) and many applications do: a client
+	// must not get its request past the proxy's HTTP handling, as opaque bytes, by
+	// prefixing one.
+	for len(prefix) > 0 && (prefix[0] == '\n' || prefix[0] == '\r') {
+		switch {
+		case prefix[0] == '\n':
+			prefix = prefix[1:]
+		case len(prefix) == 1:
+			return NeedMore
+		case prefix[1] == '\n':
+			prefix = prefix[2:]
+		default:
+			return Opaque
+		}
+	}
 	if len(prefix) == 0 {
 		return NeedMore
 	}

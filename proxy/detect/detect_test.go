@@ -28,6 +28,14 @@ func TestDetect(t *testing.T) {
 		{"OPTIONS * HTTP/1.1\r\n", HTTP1},
 		{"M-SEARCH * HTTP/1.1\r\n", HTTP1},
 		{"PRI * HTTP/1.1\r\n", HTTP1}, // shares its start with the preface
+		// Empty lines before the request line are skipped (RFC 9112, section 2.2).
+		{"\r", NeedMore},
+		{"\r\n", NeedMore},
+		{"\n\r\n", NeedMore},
+		{"\r\nGET / HTTP/1.1\r\n", HTTP1},
+		{"\n\nGET / HTTP/1.1\r\n", HTTP1},
+		{"\rGET / HTTP/1.1\r\n", Opaque},
+		{"\r\n\x16\x03", Opaque},
 		{"GET /caf\xc3\xa9 HTTP/1.1\r\n", HTTP1},
 		{"P", NeedMore},
 		{"PRI * HTTP/2.0\r\n", NeedMore},

@@ -8,14 +8,18 @@
 // begin either, and NeedMore while they still could. Its answers are monotone: once it says
 // HTTP1, HTTP2 or Opaque for a prefix, it says the same for every extension of it.
 //
+// Empty lines before a request line are skipped (RFC 9112, section 2.2), as linkerd2-proxy's
+// parser skips them.
+//
 // Peek is the I/O helper around it. It reads from a net.Conn until Detect decides, up to
 // Config.MaxBytes (8 KiB) and for at most Config.Timeout (10 s, linkerd2-proxy's detection
-// timeout); a connection still undecided at either bound is Opaque, as in linkerd2-proxy,
-// which then proxies it as TCP. It returns a Conn that replays the bytes it read before
-// the rest of the stream, so the HTTP server or the TCP forwarder downstream sees the
-// connection from its first byte. Linkerd decides after a single read of up to 1 KiB and
-// calls a short HTTP/1 prefix not-HTTP; Peek waits for the request line to complete instead,
-// which only differs for a client that sends part of a request line and then waits.
+// timeout). A connection still undecided at either bound, or when the client stops sending,
+// is HTTP1 if what it sent could still begin a request line (linkerd2-proxy takes a partial
+// request line as HTTP/1), else Opaque: a request line too long to decide on must not reach
+// the application as opaque bytes, past the HTTP handling that checks routes and strips
+// l5d-client-id. It returns a Conn that replays the bytes it read before the rest of the
+// stream, so the HTTP server or the TCP forwarder downstream sees the connection from its
+// first byte.
 //
 // Callers skip detection for ports in the opaque list and endpoints with an opaque hint.
 //

@@ -33,8 +33,11 @@ type Result struct {
 	// Protocol is HTTP1, HTTP2 or Opaque, never NeedMore.
 	Protocol Protocol
 	// TimedOut reports that the client sent too little within the timeout, and
-	// BoundReached that it sent Config.MaxBytes without completing a request line; in both
-	// cases Protocol is Opaque.
+	// BoundReached that it sent Config.MaxBytes without completing a request line. In both
+	// cases, and when the client stopped sending, what could still begin an HTTP/1 request
+	// line is HTTP1 (as linkerd2-proxy takes a partial one) and anything else Opaque: a
+	// request line too long for the bound must not reach the application as opaque bytes,
+	// past the HTTP handling that checks routes and strips l5d-client-id.
 	TimedOut, BoundReached bool
 	// Conn replays the bytes Peek read, then reads on from the connection.
 	Conn *Conn
@@ -100,6 +103,18 @@ func readUntil(ctx context.Context, conn net.Conn, buf []byte) (Result, int, err
 	return res, n, err
 }
 
+// undecided is the protocol of a prefix Detect could not decide on when no more comes: HTTP1
+// when it could still begin an HTTP/1 request line, else Opaque (nothing, or only empty lines).
+func undecided(prefix []byte) Protocol {
+	for len(prefix) > 0 && (prefix[0] == '\r' || prefix[0] == '\n') {
+		prefix = prefix[1:]
+	}
+	if len(prefix) > 0 && Detect(prefix) == NeedMore {
+		return HTTP1
+	}
+	return Opaque
+}
+
 // read fills buf from conn until Detect decides; it returns the result and the byte count.
 func read(conn net.Conn, buf []byte) (Result, int, error) {
 	n := 0
@@ -111,15 +126,15 @@ func read(conn net.Conn, buf []byte) (Result, int, error) {
 				return Result{Protocol: p}, n, nil
 			}
 			if n == len(buf) {
-				return Result{Protocol: Opaque, BoundReached: true}, n, nil
+				return Result{Protocol: undecided(buf[:n]), BoundReached: true}, n, nil
 			}
 		}
 		switch {
 		case err == nil:
 		case errors.Is(err, os.ErrDeadlineExceeded):
-			return Result{Protocol: Opaque, TimedOut: true}, n, nil // or ctx ended: Peek tells
+			return Result{Protocol: undecided(buf[:n]), TimedOut: true}, n, nil // or ctx ended: Peek tells
 		case errors.Is(err, io.EOF) && n > 0:
-			return Result{Protocol: Opaque}, n, nil // undecided and no more to come
+			return Result{Protocol: undecided(buf[:n])}, n, nil // no more to come
 		case errors.Is(err, io.EOF):
 			return Result{}, 0, io.EOF
 		default:

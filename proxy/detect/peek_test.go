@@ -77,12 +77,17 @@ func TestPeekOverLoopback(t *testing.T) {
 		{"http1 in pieces", []string{"GE", "T /x HT", "TP/1.1\r\nHost: a\r\n\r\n"}, false, DefaultConfig(), HTTP1, false, false},
 		{"h2 preface", []string{Preface[:5], Preface[5:] + "\x00\x00\x00\x04\x00\x00\x00\x00\x00"}, false, DefaultConfig(), HTTP2, false, false},
 		{"tls is opaque at once", []string{"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03"}, false, DefaultConfig(), Opaque, false, false},
-		{"stalled request line times out", []string{"GET /"}, false, Config{Timeout: 50 * time.Millisecond}, Opaque, true, false},
+		// What could still begin a request line when no more comes is HTTP/1, as
+		// linkerd2-proxy takes a partial line: never opaque bytes past the HTTP handling.
+		{"stalled request line times out", []string{"GET /"}, false, Config{Timeout: 50 * time.Millisecond}, HTTP1, true, false},
 		{"silent client times out", nil, false, Config{Timeout: 50 * time.Millisecond}, Opaque, true, false},
-		{"partial line then end of stream", []string{"GET / HT"}, true, DefaultConfig(), Opaque, false, false},
+		{"empty lines only, then a stall", []string{"\r\n\n"}, false, Config{Timeout: 50 * time.Millisecond}, Opaque, true, false},
+		{"partial line then end of stream", []string{"GET / HT"}, true, DefaultConfig(), HTTP1, false, false},
+		{"binary then end of stream", []string{"\x00\x01"}, true, DefaultConfig(), Opaque, false, false},
 		{"request then end of stream", []string{"GET / HTTP/1.0\r\n\r\n"}, true, DefaultConfig(), HTTP1, false, false},
-		{"request line over the bound", []string{long}, false, DefaultConfig(), Opaque, false, true},
-		{"small bound", []string{"GET /abcdef HTTP/1.1\r\n"}, false, Config{MaxBytes: 8}, Opaque, false, true},
+		{"request line over the bound", []string{long}, false, DefaultConfig(), HTTP1, false, true},
+		{"small bound", []string{"GET /abcdef HTTP/1.1\r\n"}, false, Config{MaxBytes: 8}, HTTP1, false, true},
+		{"empty lines before the request", []string{"\r\n", "\nGET / HTTP/1.1\r\nHost: a\r\n\r\n"}, false, DefaultConfig(), HTTP1, false, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -2,7 +2,9 @@ package inbound
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -174,5 +176,35 @@ func TestLeanHeaderValues(t *testing.T) {
 	}
 	if got := (leanHeader{&h}).Values("X-Missing"); got != nil {
 		t.Errorf("X-Missing: %q", got)
+	}
+}
+
+// TestForgedClientIDPastDetection: a plaintext client cannot get an l5d-client-id of its
+// own to the application by making its request look opaque to protocol detection, with a
+// request line longer than detection reads or with empty lines before it. The request is
+// handled as HTTP (its header stripped), or refused, never relayed as opaque bytes. The
+// application echoes every line it receives, so the client sees what reached it.
+func TestForgedClientIDPastDetection(t *testing.T) {
+	const forged = "admin.ns.serviceaccount.identity.linkerd.cluster.local"
+	for name, prefix := range map[string]string{
+		"a request line over the detection bound": "GET /" + strings.Repeat("a", 9000) + " HTTP/1.1\r\n",
+		"an empty line first":                     "\r\nGET / HTTP/1.1\r\n",
+		"a bare LF first":                         "\nGET / HTTP/1.1\r\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := startProxy(t, Config{DefaultPort: echoApp(t)}, Deps{})
+			c := proxytest.Dial(t, p.addr)
+			if _, err := io.WriteString(c, prefix+"Host: web\r\nL5d-Client-Id: "+forged+"\r\n\r\n"); err != nil {
+				t.Fatal(err)
+			}
+			_ = c.(*net.TCPConn).CloseWrite()
+			if err := c.SetReadDeadline(time.Now().Add(5 * time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			got, _ := io.ReadAll(c) // to the end of stream, or the deadline
+			if bytes.Contains(got, []byte(forged)) {
+				t.Errorf("the application saw the client's own l5d-client-id: %q", got[max(0, len(got)-300):])
+			}
+		})
 	}
 }
