@@ -45,12 +45,23 @@ func (c *Config) ReviewOwned(ns Meta, namespace string, meta *metav1.ObjectMeta,
 	out.Warnings = append(out.Warnings, warns...)
 	out.Values = v
 	out.Mutation = c.Build(out.Decision, v, w, out.Owner)
+	// The policy controller and the destination read these annotations from the pod alone:
+	// the pod carries the value its proxy was given. A namespace's valid value is copied onto
+	// a pod without one, or in place of the pod's own ignored value; an ignored value for
+	// which the default applies is removed, so that no controller reads it its own way.
+	ignored := map[string]bool{}
+	for _, w := range out.Warnings {
+		ignored[w.At+"/"+w.Annotation] = true
+	}
 	for _, key := range NamespaceCopied {
-		if _, own := meta.Annotations[key]; own {
-			continue
+		_, own := meta.Annotations[key]
+		if own && !ignored[AtWorkload+"/"+key] {
+			continue // the pod's own value applies
 		}
-		if val, ok := ns.Annotations[key]; ok {
+		if val, ok := ns.Annotations[key]; ok && !ignored[AtNamespace+"/"+key] {
 			out.Mutation.Annotations[key] = val
+		} else if own {
+			out.Mutation.RemoveAnnotations = append(out.Mutation.RemoveAnnotations, key)
 		}
 	}
 	return out

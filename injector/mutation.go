@@ -51,6 +51,9 @@ type Mutation struct {
 	Volumes        []corev1.Volume    // appended to spec.volumes
 	Labels         map[string]string
 	Annotations    map[string]string
+	// RemoveAnnotations are the pod's own annotations to remove: those it carried with a value
+	// that was ignored, where the default applies (see ReviewOwned).
+	RemoveAnnotations []string
 }
 
 // Build returns the mutation that injects the proxy with values v into workload w (whose
@@ -282,5 +285,8 @@ func (m *Mutation) ApplyTo(meta *metav1.ObjectMeta, spec *corev1.PodSpec) {
 	}
 	for k, v := range m.Annotations {
 		meta.Annotations[k] = v
+	}
+	for _, k := range m.RemoveAnnotations {
+		delete(meta.Annotations, k)
 	}
 }

@@ -69,6 +69,11 @@ func (m *Mutation) Patch(root string, meta *metav1.ObjectMeta, spec *corev1.PodS
 	}
 	setMap("labels", meta.Labels, m.Labels)
 	setMap("annotations", meta.Annotations, m.Annotations)
+	for _, k := range m.RemoveAnnotations {
+		if _, ok := meta.Annotations[k]; ok {
+			ops = append(ops, PatchOp{Op: "remove", Path: root + "/metadata/annotations/" + escapePointer(k)})
+		}
+	}
 	return ops
 }
 
