@@ -33,8 +33,9 @@ func ParseCSR(der []byte) (*x509.CertificateRequest, error) {
 	}
 	csr, err := x509.ParseCertificateRequest(der)
 	if err != nil {
-		reason := err.Error()
-		if strings.HasPrefix(reason, "asn1:") {
+		// x509's reasons can quote the input (an unparsable URI SAN, whole): a prefix only.
+		reason := quote.Message(err.Error())
+		if strings.HasPrefix(err.Error(), "asn1:") {
 			// encoding/asn1 prints the structures it compared: noise to the sender.
 			reason = "its ASN.1 does not parse"
 		}

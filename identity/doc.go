@@ -2,7 +2,9 @@
 // io.linkerd.proxy.identity.Identity/Certify (linkerd2-proxy-api v0.20.0).
 //
 // A proxy sends the identity it wants (a DNS-like name), its ServiceAccount token and a DER
-// CSR. The Service checks, in Linkerd's order and with Linkerd's status codes:
+// CSR. The Service checks, in Linkerd's order and with Linkerd's status codes except for
+// the token's (Unauthenticated, which the hardening issue asked for, where Linkerd answers
+// InvalidArgument and FailedPrecondition):
 //
 //	issuer not loaded                                   -> Unavailable
 //	missing identity, token or CSR; unparsable CSR;
@@ -11,8 +13,8 @@
 //	CN neither empty nor the identity, other SANs,
 //	key not ECDSA P-256                                 -> FailedPrecondition
 //	token review reports an error about the token,
-//	reviewed user not system:serviceaccount:NS:SA       -> InvalidArgument
-//	token not authenticated                             -> FailedPrecondition
+//	token not authenticated                             -> Unauthenticated
+//	reviewed user not system:serviceaccount:NS:SA       -> FailedPrecondition
 //	SA.NS.serviceaccount.identity.CPNS.TRUSTDOMAIN
 //	differs from the requested identity                 -> FailedPrecondition
 //	the reviewer itself cannot be reached               -> Unavailable

@@ -48,8 +48,8 @@ type Issuer struct {
 }
 
 // LoadIssuer parses and validates m at time now. It refuses an issuer whose key does not
-// match, that is not a CA, that is expired or not yet valid, or that does not chain to the
-// anchors, with a message saying which.
+// match, that is not a CA, that is expired or not yet valid, that is itself a trust anchor, or
+// that does not chain to the anchors, with a message saying which.
 func LoadIssuer(m Material, now time.Time) (*Issuer, error) {
 	certs, err := parseCertsPEM(m.CertPEM)
 	if err != nil {
@@ -80,6 +80,13 @@ func LoadIssuer(m Material, now time.Time) (*Issuer, error) {
 	}
 	if now.Before(crt.NotBefore) {
 		return nil, fmt.Errorf("issuer certificate %s is not valid before %s", subj, crt.NotBefore.UTC().Format(time.RFC3339))
+	}
+	// The anchor's key is kept offline: the issuer signs, never the trust anchor, which a
+	// leaked issuer key would otherwise make of every future trust decision.
+	for _, a := range anchors {
+		if a.Equal(crt) {
+			return nil, fmt.Errorf("issuer certificate %s is a trust anchor: sign an issuer with the anchor's key and give the issuer's certificate and key (meridian identity init does)", subj)
+		}
 	}
 	pool := x509.NewCertPool()
 	for _, a := range anchors {

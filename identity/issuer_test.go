@@ -61,6 +61,7 @@ func TestLoadRefusesBadIssuer(t *testing.T) {
 		{"expired", expired, expiredKey, "expired at"},
 		{"not yet valid", future, futureKey, "is not valid before"},
 		{"key mismatch", p.issuer, strayKey, "does not match"},
+		{"the trust anchor itself", p.anchor, p.anchorKey, "is a trust anchor"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -8,9 +8,9 @@ const MaxTokenSize = 16 << 10
 // Review is the outcome of reviewing a token, shaped like Kubernetes' TokenReviewStatus.
 //
 //   - Error set: the reviewer examined the token and found it bad (malformed, expired,
-//     wrong audience). Certify answers InvalidArgument.
+//     wrong audience). Certify answers Unauthenticated.
 //   - Authenticated false, no Error: the reviewer does not recognise the token (signed by
-//     someone else). Certify answers FailedPrecondition.
+//     someone else). Certify answers Unauthenticated.
 //   - Authenticated true: Username is the authenticated user, system:serviceaccount:NS:SA
 //     for a ServiceAccount.
 type Review struct {

@@ -280,17 +280,18 @@ func (s *Service) certify(ctx context.Context, req *pb.CertifyRequest) (*pb.Cert
 		if ctx.Err() != nil {
 			return nil, status.FromContextError(ctx.Err()).Err()
 		}
-		s.log.Warn("token review failed", zap.String("identity", identity), zap.Error(err))
-		return nil, status.Errorf(codes.Unavailable, "token review failed: %v", err)
+		s.log.Warn("token review failed", zap.String("identity", quote.String(identity)), zap.String("error", quote.Message(err.Error())))
+		return nil, status.Errorf(codes.Unavailable, "token review failed: %s", quote.Message(err.Error()))
 	}
 	if rv.Error != "" {
-		s.log.Info("token refused by review", zap.String("identity", identity), zap.String("reason", rv.Error))
+		// The reason may quote the token (a JSON error names an unknown field): a prefix only.
+		s.log.Info("token refused by review", zap.String("identity", quote.String(identity)), zap.String("reason", quote.Message(rv.Error)))
 		// The token itself is bad (expired, malformed, for another audience): Unauthenticated,
 		// as the issue specifies (Linkerd answers InvalidArgument here).
-		return nil, status.Errorf(codes.Unauthenticated, "invalid token: %s", rv.Error)
+		return nil, status.Errorf(codes.Unauthenticated, "invalid token: %s", quote.Message(rv.Error))
 	}
 	if !rv.Authenticated {
-		s.log.Info("token not authenticated", zap.String("identity", identity))
+		s.log.Info("token not authenticated", zap.String("identity", quote.String(identity)))
 		return nil, status.Error(codes.Unauthenticated, "the token could not be authenticated")
 	}
 	ns, sa, err := ParseServiceAccountUser(rv.Username)

@@ -243,3 +243,26 @@ type cliError struct {
 func (e *cliError) Error() string {
 	return fmt.Sprintf("exit %d, stdout %q, stderr %q", e.code, e.out, e.errOut)
 }
+
+// TestIdentityInitForceKeepsKeysPrivate: --force over an existing file that others could read
+// leaves the trust anchor's key readable by its owner only.
+func TestIdentityInitForceKeepsKeysPrivate(t *testing.T) {
+	dir := t.TempDir()
+	keyOut := filepath.Join(dir, "anchor.key")
+	if err := os.WriteFile(keyOut, []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(keyOut, 0o644); err != nil { // whatever the umask
+		t.Fatal(err)
+	}
+	if code, _, errOut := capture(t, "identity", "init", "--out", filepath.Join(dir, "issuer"), "--anchor-key-out", keyOut, "--force"); code != 0 {
+		t.Fatalf("identity init: %d %s", code, errOut)
+	}
+	st, err := os.Stat(keyOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != 0o600 || st.Size() <= 3 {
+		t.Errorf("the anchor key: mode %v, %d bytes; want 0600 and the new key", st.Mode().Perm(), st.Size())
+	}
+}

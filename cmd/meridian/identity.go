@@ -185,7 +185,8 @@ func runIdentityInit(args []string) error {
 	return nil
 }
 
-// writeNew writes data to path (mode 0600), refusing to overwrite unless force.
+// writeNew writes data to path (mode 0600, an overwritten file's mode too: it holds private
+// keys), refusing to overwrite unless force.
 func writeNew(path string, data []byte, force bool) error {
 	flags := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
 	if !force {
@@ -196,6 +197,10 @@ func writeNew(path string, data []byte, force bool) error {
 		if os.IsExist(err) {
 			return fmt.Errorf("%s already exists (use --force to overwrite)", path)
 		}
+		return err
+	}
+	if err := f.Chmod(0o600); err != nil { // before the key is in it
+		f.Close()
 		return err
 	}
 	if _, err := f.Write(data); err != nil {

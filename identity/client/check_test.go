@@ -15,7 +15,7 @@ import (
 
 // TestCheckWantsExactlyOurName: a leaf counts only when its one DNS name is exactly the
 // identity asked for and it is no CA. A hostname match used to accept a wildcard, the name
-// in other case, the name among others, and a CA.
+// in other case, the name among others, and a CA; a leaf for one side of mTLS only passed.
 func TestCheckWantsExactlyOurName(t *testing.T) {
 	const id = "web.emojivoto.serviceaccount.identity.linkerd.cluster.local"
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -41,21 +41,26 @@ func TestCheckWantsExactlyOurName(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	both := []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
 	for _, tc := range []struct {
 		name string
 		dns  []string
 		isCA bool
+		eku  []x509.ExtKeyUsage
 		ok   bool
 	}{
-		{"exactly ours", []string{id}, false, true},
-		{"wildcard", []string{"*.emojivoto.serviceaccount.identity.linkerd.cluster.local"}, false, false},
-		{"other case", []string{"WEB.emojivoto.serviceaccount.identity.linkerd.cluster.local"}, false, false},
-		{"ours among others", []string{"db.emojivoto.serviceaccount.identity.linkerd.cluster.local", id}, false, false},
-		{"a CA", []string{id}, true, false},
+		{"exactly ours", []string{id}, false, both, true},
+		{"wildcard", []string{"*.emojivoto.serviceaccount.identity.linkerd.cluster.local"}, false, both, false},
+		{"other case", []string{"WEB.emojivoto.serviceaccount.identity.linkerd.cluster.local"}, false, both, false},
+		{"ours among others", []string{"db.emojivoto.serviceaccount.identity.linkerd.cluster.local", id}, false, both, false},
+		{"a CA", []string{id}, true, both, false},
+		// The certificate serves both sides of mTLS: one for either side alone is refused.
+		{"server authentication only", []string{id}, false, []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, false},
+		{"client authentication only", []string{id}, false, []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), NotBefore: now.Add(-time.Minute), NotAfter: now.Add(time.Hour), DNSNames: tc.dns,
-				ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}, BasicConstraintsValid: true, IsCA: tc.isCA}
+				ExtKeyUsage: tc.eku, BasicConstraintsValid: true, IsCA: tc.isCA}
 			der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &c.key.PublicKey, caKey)
 			if err != nil {
 				t.Fatal(err)

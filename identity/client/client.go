@@ -274,12 +274,23 @@ func (c *Client) check(rsp *pb.CertifyResponse, now time.Time) (*tls.Certificate
 		chain = append(chain, der)
 	}
 	if c.cfg.TrustAnchors != nil {
-		if _, err := leaf.Verify(x509.VerifyOptions{
-			Roots: c.cfg.TrustAnchors, Intermediates: inter, CurrentTime: now,
-			KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		}); err != nil {
-			return nil, fmt.Errorf("response certificate does not verify against the trust anchors: %w", err)
+		// Each usage on its own: Verify passes a chain that allows any one of those listed,
+		// and the certificate must serve both sides of mTLS.
+		for _, usage := range []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth} {
+			if _, err := leaf.Verify(x509.VerifyOptions{
+				Roots: c.cfg.TrustAnchors, Intermediates: inter, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{usage},
+			}); err != nil {
+				return nil, fmt.Errorf("response certificate does not verify against the trust anchors for %s: %w", usageName(usage), err)
+			}
 		}
 	}
 	return &tls.Certificate{Certificate: chain, PrivateKey: c.key, Leaf: leaf}, nil
+}
+
+// usageName names an extended key usage in errors.
+func usageName(u x509.ExtKeyUsage) string {
+	if u == x509.ExtKeyUsageServerAuth {
+		return "server authentication"
+	}
+	return "client authentication"
 }

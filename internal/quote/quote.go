@@ -18,27 +18,39 @@ func Bytes(b []byte) string { return Prefix(string(b), Max) }
 
 // Prefix is String with a limit of max bytes between the quotes (at least one rune's quoted
 // form is always shown when s is not empty and max allows it).
-func Prefix(s string, max int) string {
+func Prefix(s string, max int) string { return clip(s, max, `"`) }
+
+// Message is for an error message, not an input, that may carry input: a reason a library
+// gave, which quotes what it was sent in full. It shows s without adding quotes (printable
+// runes as they are, quotes and backslashes included), control characters and invalid UTF-8
+// escaped as String escapes them, and at most Max bytes of it, followed by "... (N bytes)".
+func Message(s string) string { return clip(s, Max, "") }
+
+// clip writes s between the quote marks q (each escaped inside when q is set) up to max bytes.
+func clip(s string, max int, q string) string {
 	buf := make([]byte, 0, min(len(s), max)+16)
-	buf = append(buf, '"')
+	buf = append(buf, q...)
 	for i := 0; i < len(s); {
 		r, size := utf8.DecodeRuneInString(s[i:])
-		var q []byte
-		if r == utf8.RuneError && size == 1 {
-			q = appendByteEscape(nil, s[i])
-		} else {
-			q = quotedRune(r)
+		var e []byte
+		switch {
+		case r == utf8.RuneError && size == 1:
+			e = appendByteEscape(nil, s[i])
+		case q == "" && strconv.IsPrint(r):
+			e = []byte(s[i : i+size])
+		default:
+			e = quotedRune(r)
 		}
-		if len(buf)-1+len(q) > max {
-			buf = append(buf, '"')
+		if len(buf)-len(q)+len(e) > max {
+			buf = append(buf, q...)
 			buf = append(buf, "... ("...)
 			buf = strconv.AppendInt(buf, int64(len(s)), 10)
 			return string(append(buf, " bytes)"...))
 		}
-		buf = append(buf, q...)
+		buf = append(buf, e...)
 		i += size
 	}
-	return string(append(buf, '"'))
+	return string(append(buf, q...))
 }
 
 // quotedRune is r as strconv.Quote writes it inside the quotes.

@@ -37,6 +37,21 @@ func TestString(t *testing.T) {
 	}
 }
 
+func TestMessage(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"", ""},
+		{`json: unknown field "web"`, `json: unknown field "web"`},
+		{`a\b wéb`, `a\b wéb`},
+		{"line\nbreak\x00", `line\nbreak\x00`},
+		{"bad\xffbyte", `bad\xffbyte`},
+		{`field "` + strings.Repeat("A", 1000) + `"`, `field "` + strings.Repeat("A", Max-7) + `... (1008 bytes)`},
+	} {
+		if got := Message(c.in); got != c.want {
+			t.Errorf("Message(%.40q) = %.300q, want %.300q", c.in, got, c.want)
+		}
+	}
+}
+
 // FuzzString checks the bounds: the quoted part is at most Max bytes, valid UTF-8, a prefix of
 // what strconv.Quote writes, and all of it when that fits.
 func FuzzString(f *testing.F) {
