@@ -55,6 +55,9 @@ func New(cfg config.Config, deps Deps) (*Proxy, error) {
 		log = zap.NewNop()
 	}
 	p := &Proxy{cfg: cfg, log: log}
+	if cfg.InsecureControlPlane {
+		log.Warn("--insecure-control-plane: a control-plane service without its *_SVC_NAME is reached in plaintext, off this host too (tests and local setups only)")
+	}
 	ok := false
 	defer func() {
 		if !ok {

@@ -48,6 +48,11 @@ type Config struct {
 	Log, LogFormat string
 	IngressMode    bool
 	EnablePprof    bool // not a Linkerd variable: MERIDIAN_PROXY_ENABLE_PPROF / --enable-pprof
+	// InsecureControlPlane lets a control-plane service off this host be reached in
+	// plaintext when its *_SVC_NAME is unset (tests and local setups only: a warning says
+	// so). Not a Linkerd variable: MERIDIAN_PROXY_INSECURE_CONTROL_PLANE /
+	// --insecure-control-plane.
+	InsecureControlPlane bool
 }
 
 // Default returns linkerd2-proxy's defaults.
@@ -201,12 +206,17 @@ func FromEnv(lookup func(string) (string, bool)) (Config, error) {
 			errs = append(errs, &VarError{Name: v.name, Value: val, Err: err})
 		}
 	}
-	if val, ok := lookup("MERIDIAN_PROXY_ENABLE_PPROF"); ok && val != "" {
-		b, err := strconv.ParseBool(val)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("MERIDIAN_PROXY_ENABLE_PPROF=%s: want true or false", quote(val)))
+	for _, b := range []struct {
+		name string
+		dst  *bool
+	}{{"MERIDIAN_PROXY_ENABLE_PPROF", &c.EnablePprof}, {"MERIDIAN_PROXY_INSECURE_CONTROL_PLANE", &c.InsecureControlPlane}} {
+		if val, ok := lookup(b.name); ok && val != "" {
+			v, err := strconv.ParseBool(val)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s=%s: want true or false", b.name, quote(val)))
+			}
+			*b.dst = v
 		}
-		c.EnablePprof = b
 	}
 	return c, errors.Join(errs...)
 }
@@ -268,6 +278,8 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 		}
 	}
 	fs.BoolVar(&c.EnablePprof, "enable-pprof", c.EnablePprof, "serve /debug/pprof/ on the admin port ($MERIDIAN_PROXY_ENABLE_PPROF)")
+	fs.BoolVar(&c.InsecureControlPlane, "insecure-control-plane", c.InsecureControlPlane,
+		"reach a control-plane service off this host in plaintext when its *-svc-name is unset: tests and local setups only ($MERIDIAN_PROXY_INSECURE_CONTROL_PLANE)")
 }
 
 // Validate checks what the proxy needs to start.
@@ -284,6 +296,23 @@ func (c Config) Validate() error {
 		need(c.LocalName != "", "no local identity: set "+Prefix+"IDENTITY_LOCAL_NAME")
 		need(strings.TrimSpace(c.TrustAnchors) != "", "no trust anchors: set "+Prefix+"IDENTITY_TRUST_ANCHORS")
 		need(c.TokenFile != "", "no token file: set "+Prefix+"IDENTITY_TOKEN_FILE")
+	}
+	// A control-plane service off this host is reached over TLS verifying its name, as
+	// linkerd2-proxy requires (parse_control_addr): plaintext would carry the ServiceAccount
+	// token to identity, and take discovery and policy from whoever answers. Only a loopback
+	// address, or a proxy without identity (which has no certificate to offer), goes without,
+	// or one told so explicitly (InsecureControlPlane).
+	if !c.IdentityDisabled && !c.InsecureControlPlane {
+		for _, svc := range []struct{ base, addr, name string }{
+			{"DESTINATION_SVC", c.DestinationAddr, c.DestinationName},
+			{"POLICY_SVC", c.PolicyAddr, c.PolicyName},
+			{"IDENTITY_SVC", c.IdentityAddr, c.IdentityName},
+		} {
+			if svc.addr != "" && svc.name == "" && !loopback(svc.addr) {
+				errs = append(errs, fmt.Errorf("%s%s_NAME must be set when %s%s_ADDR (%s) is not a loopback address: the connection would be plaintext",
+					Prefix, svc.base, Prefix, svc.base, quote(svc.addr)))
+			}
+		}
 	}
 	for _, a := range []struct{ name, addr string }{{"INBOUND_LISTEN_ADDR", c.InboundAddr}, {"OUTBOUND_LISTEN_ADDR", c.OutboundAddr}, {"ADMIN_LISTEN_ADDR", c.AdminAddr}} {
 		if _, _, err := splitHostPort(a.addr); err != nil {
@@ -395,6 +424,19 @@ func splitHostPort(addr string) (string, uint16, error) {
 	}
 	p, err := port(addr[i+1:])
 	return addr[:i], p, err
+}
+
+// loopback reports whether host:port addr names this host: a loopback IP or localhost.
+func loopback(addr string) bool {
+	host, _, err := splitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return ip.IsLoopback()
+	}
+	return strings.EqualFold(strings.TrimSuffix(host, "."), "localhost")
 }
 
 // quote quotes at most 64 bytes of a bad value.

@@ -3,6 +3,7 @@ package config
 import (
 	"flag"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -26,6 +27,7 @@ var injected = map[string]string{
 	"LINKERD2_PROXY_OUTBOUND_CONNECT_TIMEOUT": "3s",
 	"LINKERD2_PROXY_INBOUND_LISTEN_ADDR":      "[::]:4143",
 	"LINKERD2_PROXY_IDENTITY_SVC_ADDR":        "linkerd-identity-headless.linkerd.svc.cluster.local.:8080",
+	"LINKERD2_PROXY_IDENTITY_SVC_NAME":        "linkerd-identity.linkerd.serviceaccount.identity.linkerd.cluster.local",
 	"LINKERD2_PROXY_IDENTITY_LOCAL_NAME":      "web.shop.serviceaccount.identity.linkerd.cluster.local",
 	"LINKERD2_PROXY_IDENTITY_TRUST_ANCHORS":   "-----BEGIN CERTIFICATE-----\n...",
 	"LINKERD2_PROXY_IDENTITY_TOKEN_FILE":      "/var/run/secrets/tokens/linkerd-identity-token",
@@ -167,6 +169,42 @@ func TestFlagReplacesABadVariable(t *testing.T) {
 		err := Unoverridden(envErr, fs)
 		if (err == nil) != (c.want == "") || (err != nil && !strings.Contains(err.Error(), c.want)) {
 			t.Errorf("%v: %v, want an error naming %q", c.args, err, c.want)
+		}
+	}
+}
+
+// TestControlPlaneOffHostNeedsItsName: a control-plane address off this host without its
+// identity name is refused, as linkerd2-proxy refuses it: the connection would be
+// plaintext, the ServiceAccount token to identity included. Loopback and a proxy without
+// identity go without.
+func TestControlPlaneOffHostNeedsItsName(t *testing.T) {
+	for _, c := range []struct {
+		name, addr string
+		disabled   bool
+		ok         bool
+	}{
+		{"IDENTITY_SVC", "linkerd-identity-headless.linkerd.svc.cluster.local.:8080", false, false},
+		{"DESTINATION_SVC", "10.0.0.3:8086", false, false},
+		{"POLICY_SVC", "[fd00::3]:8090", false, false},
+		{"IDENTITY_SVC", "127.0.0.1:8080", false, true},
+		{"DESTINATION_SVC", "127.3.0.1:8086", false, true},
+		{"POLICY_SVC", "[::1]:8090", false, true},
+		{"IDENTITY_SVC", "localhost:8080", false, true},
+		{"DESTINATION_SVC", "10.0.0.3:8086", true, true},
+	} {
+		env := maps.Clone(injected)
+		delete(env, "LINKERD2_PROXY_"+c.name+"_NAME")
+		env["LINKERD2_PROXY_"+c.name+"_ADDR"] = c.addr
+		if c.disabled {
+			env["LINKERD2_PROXY_IDENTITY_DISABLED"] = "true"
+		}
+		cfg, err := FromEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = cfg.Validate()
+		if (err == nil) != c.ok || (err != nil && !strings.Contains(err.Error(), c.name+"_NAME must be set")) {
+			t.Errorf("%s_ADDR=%s without its name (identity disabled %v): %v, want accepted %v", c.name, c.addr, c.disabled, err, c.ok)
 		}
 	}
 }

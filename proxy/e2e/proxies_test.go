@@ -46,6 +46,8 @@ func (cp *controlPlane) proxyConfig(p pod, destination string) config.Config {
 		cfg.InboundPorts = []uint16{p.port}
 	}
 	cfg.ShutdownGracePeriod = time.Second
+	// The test's control plane serves plaintext, reached off the proxy's network namespace.
+	cfg.InsecureControlPlane = true
 	// Targets no request uses are released after 1 s (Linkerd's 5 s): a test that counts a
 	// replica's streams sees only the targets in use.
 	cfg.OutboundDiscoveryIdleTimeout = time.Second

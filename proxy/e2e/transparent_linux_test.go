@@ -189,6 +189,7 @@ func (cp *controlPlane) proxyEnv(p pod, destination string) []string {
 		"LINKERD2_PROXY_IDENTITY_TOKEN_FILE=" + cfg.TokenFile,
 		"LINKERD2_PROXY_SHUTDOWN_GRACE_PERIOD=1s",
 		"LINKERD2_PROXY_LOG=warn",
+		"MERIDIAN_PROXY_INSECURE_CONTROL_PLANE=true", // the test's control plane serves plaintext
 	}
 	if p.port != 0 {
 		env = append(env, fmt.Sprintf("LINKERD2_PROXY_INBOUND_PORTS=%d", p.port))

@@ -104,8 +104,9 @@ func FuzzPreamble(f *testing.F) {
 	})
 }
 
-// TestTLSPassthrough: TLS for a server name other than the proxy's is the application's:
-// the proxy forwards it untouched, and the client completes its handshake with the app.
+// TestTLSPassthrough: TLS for a server name other than the proxy's, or for none, is the
+// application's: the proxy forwards it untouched, and the client completes its handshake
+// with the app.
 func TestTLSPassthrough(t *testing.T) {
 	pki := testutil.NewPKI(t)
 	const appName = "app.example.com"
@@ -134,6 +135,21 @@ func TestTLSPassthrough(t *testing.T) {
 	}
 	if got := p.counter(t, "tcp_open_total", map[string]string{"tls": "no_identity"}); got < 1 {
 		t.Errorf("passthrough not proxied as TCP: tcp_open_total %v", got)
+	}
+	// A client that dials by IP sends no server name: it is the application's client too,
+	// and gets the application's certificate, not the proxy's.
+	raw, err := net.DialTimeout("tcp", p.addr, wait)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	_ = raw.SetDeadline(time.Now().Add(wait))
+	c := tls.Client(raw, &tls.Config{InsecureSkipVerify: true})
+	if err := c.Handshake(); err != nil {
+		t.Fatalf("TLS without a server name through the proxy: %v", err)
+	}
+	if got := c.ConnectionState().PeerCertificates[0].DNSNames; len(got) != 1 || got[0] != appName {
+		t.Errorf("without a server name the client got the certificate of %v, not the application's", got)
 	}
 }
 

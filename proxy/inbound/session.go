@@ -101,10 +101,13 @@ func (i *Inbound) preamble(ctx context.Context, c net.Conn, dst netip.AddrPort) 
 	s.conn = detect.NewConn(c, prefix)
 	if tlsid.LooksLikeTLS(prefix) {
 		s.sni, _ = serverName(prefix)
+		// Terminated only when it names this proxy's identity, as linkerd2-proxy does: a
+		// client of the application's own TLS sends another name, or none (one that dials by
+		// IP), and must reach the application's certificate.
 		switch {
 		case i.tls == nil:
 			s.passthrough = true
-		case i.cfg.Identity != "" && s.sni != "" && !strings.EqualFold(strings.TrimSuffix(s.sni, "."), i.cfg.Identity):
+		case s.sni == "" || !strings.EqualFold(strings.TrimSuffix(s.sni, "."), i.cfg.Identity):
 			s.passthrough = true
 		default:
 			if err := i.terminate(ctx, s); err != nil {

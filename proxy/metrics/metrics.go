@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -68,13 +69,31 @@ type Metrics struct {
 	httpAllow, httpDeny *prometheus.CounterVec
 	tcpAllow, tcpDeny   *prometheus.CounterVec
 	routes, conns       sync.Map // Labels.key() -> *Route / *TCP
+	nroutes             atomic.Int64
+	maxRoutes           int64
 }
+
+// Bounds of the authority label, which a client chooses (an inbound request's Host): its
+// series are never dropped, so neither one authority nor the number of them may grow the
+// proxy's memory without bound.
+const (
+	// MaxAuthority is the longest authority label kept (a DNS name and a port); a longer one
+	// reads AuthorityInvalid.
+	MaxAuthority = 253 + len(":65535")
+	// MaxRoutes bounds the routes with series of their own; a route with an authority not
+	// seen before, beyond it, reads AuthorityOther.
+	MaxRoutes = 4096
+	// AuthorityInvalid and AuthorityOther stand in for those authorities.
+	AuthorityInvalid = "invalid"
+	AuthorityOther   = "other"
+)
 
 // New returns the metrics, registered on reg (nil: not registered).
 func New(reg prometheus.Registerer) *Metrics {
 	resp := append(append([]string{}, baseNames...), "status_code", "grpc_status", "classification")
 	authz := []string{"direction", "srv_name", "authz_name", "client_id", "tls"}
 	m := &Metrics{
+		maxRoutes: MaxRoutes,
 		requests:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "request_total", Help: "Total count of HTTP requests."}, baseNames),
 		responses: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "response_total", Help: "Total count of HTTP responses."}, resp),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "response_latency_ms",
@@ -118,14 +137,28 @@ type response struct {
 	latency prometheus.Observer
 }
 
-// Route returns the handle of the route l, creating its series on first use.
+// Route returns the handle of the route l, creating its series on first use. Its authority
+// is bounded as MaxAuthority and MaxRoutes say.
 func (m *Metrics) Route(l Labels) *Route {
+	if len(l.Authority) > MaxAuthority {
+		l.Authority = AuthorityInvalid
+	}
 	k := l.key()
 	if r, ok := m.routes.Load(k); ok {
 		return r.(*Route)
 	}
+	if m.nroutes.Load() >= m.maxRoutes && l.Authority != AuthorityOther {
+		l.Authority = AuthorityOther
+		k = l.key()
+		if r, ok := m.routes.Load(k); ok {
+			return r.(*Route)
+		}
+	}
 	v := l.values()
-	r, _ := m.routes.LoadOrStore(k, &Route{m: m, values: v, requests: m.requests.WithLabelValues(v...), responses: map[respKey]*response{}})
+	r, loaded := m.routes.LoadOrStore(k, &Route{m: m, values: v, requests: m.requests.WithLabelValues(v...), responses: map[respKey]*response{}})
+	if !loaded {
+		m.nroutes.Add(1)
+	}
 	return r.(*Route)
 }
 

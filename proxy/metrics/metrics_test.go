@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -67,5 +68,35 @@ func BenchmarkRouteResponse(b *testing.B) {
 	for b.Loop() {
 		r.Request()
 		r.Response(200, "", false, time.Millisecond)
+	}
+}
+
+// TestAuthorityBounded: the authority label, which a client chooses, cannot grow the series
+// without bound: one too long for a DNS name reads "invalid", and new ones beyond the route
+// bound read "other", while the routes already counted keep their own.
+func TestAuthorityBounded(t *testing.T) {
+	m := New(nil)
+	m.maxRoutes = 3
+	route := func(authority string) string {
+		return m.Route(Labels{Direction: "inbound", Authority: authority, TLS: TLSNoIdentity}).values[1]
+	}
+	if got := route(strings.Repeat("h", 16<<10)); got != AuthorityInvalid {
+		t.Errorf("a 16 KiB authority reads %.40q, want %q", got, AuthorityInvalid)
+	}
+	for _, a := range []string{"a:80", "b:80"} {
+		if got := route(a); got != a {
+			t.Errorf("%s reads %q", a, got)
+		}
+	}
+	for i := range 100 {
+		if got := route(fmt.Sprintf("flood-%d:80", i)); got != AuthorityOther {
+			t.Fatalf("authority %d beyond the bound reads %q, want %q", i, got, AuthorityOther)
+		}
+	}
+	if got := route("a:80"); got != "a:80" {
+		t.Errorf("a route counted before the bound reads %q", got)
+	}
+	if n := m.nroutes.Load(); n > 4 {
+		t.Errorf("%d routes with series, want at most the bound and %q", n, AuthorityOther)
 	}
 }
