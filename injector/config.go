@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strconv"
 	"strings"
+
+	"github.com/meridian-mesh/meridian/internal/quote"
 )
 
 // Config is the injector's cluster-wide configuration: the defaults that
@@ -141,6 +144,13 @@ func (c *Config) Validate() error {
 	}
 	if err := checkCommand(c.Proxy.InitCommand); err != nil {
 		return fmt.Errorf("proxy-init command: %w", err)
+	}
+	// The defaults an annotation would be checked against: a flag gives them unchecked.
+	if _, err := parseUID(strconv.FormatInt(c.Proxy.UID, 10)); err != nil {
+		return fmt.Errorf("proxy uid %d: %w", c.Proxy.UID, err)
+	}
+	if _, err := proxyLogFilter(c.Proxy.LogLevel); err != nil {
+		return fmt.Errorf("proxy log level %s: %w", quote.String(c.Proxy.LogLevel), err)
 	}
 	if _, _, err := c.Resolve(Meta{}, nil); err != nil {
 		return fmt.Errorf("proxy defaults: %w", err)

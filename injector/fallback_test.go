@@ -136,6 +136,11 @@ func TestInvalidDefaultsAreAnError(t *testing.T) {
 		"command":  func(d *ProxyDefaults) { d.Command = nil },
 		"program":  func(d *ProxyDefaults) { d.Command = []string{" ", "proxy"} },
 		"init":     func(d *ProxyDefaults) { d.InitCommand = []string{} },
+		// A flag gives these unchecked: uid 0 runs the proxy as root (and exempts every root
+		// process's traffic from capture), and an unknown log level stops the proxy.
+		"uid 0":     func(d *ProxyDefaults) { d.UID = 0 },
+		"uid -1":    func(d *ProxyDefaults) { d.UID = -1 },
+		"log level": func(d *ProxyDefaults) { d.LogLevel = "verbose" },
 	} {
 		cfg := DefaultConfig()
 		mut(&cfg.Proxy)

@@ -1,6 +1,7 @@
 package injector
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/meridian-mesh/meridian/internal/logging"
 	"github.com/meridian-mesh/meridian/internal/quote"
 )
 
@@ -165,7 +167,7 @@ func (r *resolver) apply(key, val string) error {
 		}
 		return err
 	case AnnotationProxyLogLevel:
-		return assign(&v.LogLevel, val, nonEmpty)
+		return assign(&v.LogLevel, val, proxyLogFilter)
 	case AnnotationProxyLogFormat:
 		return assign(&v.LogFormat, val, oneOf("plain", "json"))
 	case AnnotationProxyUID:
@@ -239,6 +241,18 @@ func imageRef(image, version string) string {
 		return image
 	}
 	return image + ":" + version
+}
+
+// proxyLogFilter accepts a log filter the proxy can start with (an unknown level would stop
+// it, and the pod with it).
+func proxyLogFilter(s string) (string, error) {
+	if s == "" {
+		return "", fmt.Errorf("empty")
+	}
+	if err := logging.CheckProxyFilter(s); err != nil {
+		return "", errors.New("the proxy's log level must be trace, debug, info, warn, error or off (a filter such as warn,linkerd=info)")
+	}
+	return s, nil
 }
 
 func nonEmpty(s string) (string, error) {

@@ -38,6 +38,16 @@ func TestWebhookInjectsDespiteBadAnnotations(t *testing.T) {
 			func(proxy, _ corev1.Container) bool {
 				return proxy.SecurityContext != nil && proxy.SecurityContext.RunAsUser != nil && *proxy.SecurityContext.RunAsUser == 2102
 			}},
+		{"a log level the proxy cannot start with", "apps", map[string]string{AnnotationProxyLogLevel: "linkerd=inf"},
+			`config.linkerd.io/proxy-log-level="linkerd=inf" on the workload is ignored: the proxy's log level must be`,
+			func(proxy, _ corev1.Container) bool {
+				for _, e := range proxy.Env {
+					if e.Name == "LINKERD2_PROXY_LOG" {
+						return e.Value == "warn,linkerd=info"
+					}
+				}
+				return false
+			}},
 		{"skip-inbound-ports 1-99999", "apps", map[string]string{AnnotationSkipInboundPorts: "1-99999"},
 			`config.linkerd.io/skip-inbound-ports="1-99999" on the workload is ignored: "1-99999": want a port in [1, 65535]`,
 			func(_, init corev1.Container) bool { return !strings.Contains(strings.Join(init.Args, " "), "99999") }},

@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"strings"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -44,32 +43,6 @@ func Command(ctx context.Context, lookup func(string) (string, bool), fs *flag.F
 	return Serve(ctx, cfg, log)
 }
 
-// LogLevel reads linkerd2-proxy's log filter ("warn,linkerd=info"): the level given for
-// linkerd (the proxy's own code), else the first bare level, else info.
-func LogLevel(filter string) string {
-	level := "info"
-	first := true
-	for _, part := range strings.Split(filter, ",") {
-		part = strings.TrimSpace(part)
-		if target, lvl, ok := strings.Cut(part, "="); ok {
-			if strings.HasPrefix(target, "linkerd") {
-				return normLevel(lvl)
-			}
-			continue
-		}
-		if first && part != "" {
-			level, first = normLevel(part), false
-		}
-	}
-	return level
-}
-
-func normLevel(s string) string {
-	switch s = strings.ToLower(strings.TrimSpace(s)); s {
-	case "trace", "debug":
-		return "debug"
-	case "off":
-		return "error"
-	}
-	return s
-}
+// LogLevel reads linkerd2-proxy's log filter ("warn,linkerd=info"): see
+// logging.ProxyFilterLevel.
+func LogLevel(filter string) string { return logging.ProxyFilterLevel(filter) }
