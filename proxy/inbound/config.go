@@ -3,6 +3,7 @@ package inbound
 import (
 	"crypto/tls"
 	"fmt"
+	"net"
 	"net/netip"
 	"time"
 
@@ -136,6 +137,9 @@ type Deps struct {
 	Metrics *metrics.Metrics
 	// Logger logs connection failures at debug and policy problems at warn; nil: none.
 	Logger *zap.Logger
+	// OriginalDst reads a connection's original destination; nil: origdst.OriginalDst
+	// (SO_ORIGINAL_DST, after proxy-init's redirect). A seam for tests.
+	OriginalDst func(net.Conn) (netip.AddrPort, error)
 }
 
 // serverALPN are the protocols the proxy offers when terminating TLS, in preference order.

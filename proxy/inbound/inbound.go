@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"net/netip"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -26,6 +27,7 @@ import (
 // is a run.Readier and a run.Warner).
 type Inbound struct {
 	cfg     Config
+	origDst func(net.Conn) (netip.AddrPort, error)
 	tls     *tls.Config // nil: no termination
 	watcher *policy.Watcher
 	metrics *metrics.Metrics
@@ -71,6 +73,7 @@ func New(cfg Config, deps Deps) (*Inbound, error) {
 	i := &Inbound{
 		cfg:     cfg,
 		tls:     serverTLS(deps.TLS),
+		origDst: deps.OriginalDst,
 		watcher: policy.NewWatcher(cfg.Policy, deps.PolicyConn, fallback, log.Named("policy")),
 		metrics: m,
 		log:     log,

@@ -1,6 +1,7 @@
 package inbound
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"io"
@@ -161,4 +162,36 @@ func newLoopback(t testing.TB) net.Listener {
 	}
 	t.Cleanup(func() { _ = lis.Close() })
 	return lis
+}
+
+// TestServerFirstOnOpaquePort: on a redirected connection to a port that is opaque, by
+// configuration or by its Server's policy, nothing is read before the application is
+// dialled, as linkerd2-proxy skips detection there: an application that speaks first (MySQL,
+// SMTP) greets a client that waits for it. A detected port still waits for the client.
+func TestServerFirstOnOpaquePort(t *testing.T) {
+	lis := newLoopback(t)
+	testutil.ServeConns(t, lis, "the server-first application", func(c net.Conn) {
+		_, _ = io.WriteString(c, "220 hello\r\n")
+		_, _ = io.Copy(io.Discard, c)
+	})
+	app := lis.Addr().(*net.TCPAddr).AddrPort()
+	redirected := func(net.Conn) (netip.AddrPort, error) { return app, nil }
+	for _, c := range []struct {
+		name   string
+		cfg    Config
+		greets bool
+	}{
+		{"opaque by configuration", Config{OpaquePorts: []uint16{app.Port()}, DetectTimeout: 5 * time.Second}, true},
+		{"detected", Config{DetectTimeout: 300 * time.Millisecond}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := startProxy(t, c.cfg, Deps{OriginalDst: redirected})
+			conn := proxytest.Dial(t, p.addr)
+			_ = conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+			line, err := bufio.NewReader(conn).ReadString('\n')
+			if greeted := err == nil && line == "220 hello\r\n"; greeted != c.greets {
+				t.Errorf("the client read %q (%v); want the greeting %v", line, err, c.greets)
+			}
+		})
+	}
 }

@@ -84,13 +84,7 @@ var errNoPort = errors.New("no target port: no transport header, no original des
 // for another server name) and the transport header, all within Config.DetectTimeout. It
 // finds the target port. On error the caller closes c.
 func (i *Inbound) preamble(ctx context.Context, c net.Conn, dst netip.AddrPort) (*session, error) {
-	s := &session{dst: dst}
-	if ap, err := netip.ParseAddrPort(c.RemoteAddr().String()); err == nil {
-		s.client.Addr = ap.Addr().Unmap()
-	}
-	if a, ok := c.LocalAddr().(*net.TCPAddr); ok && !dst.IsValid() {
-		s.local = a.AddrPort().Addr().Unmap() // appAddr's target when there is no original destination
-	}
+	s := newSession(c, dst)
 	if err := c.SetDeadline(time.Now().Add(i.cfg.DetectTimeout)); err != nil {
 		return nil, fmt.Errorf("set deadline: %w", err)
 	}
@@ -131,6 +125,19 @@ func (i *Inbound) preamble(ctx context.Context, c net.Conn, dst netip.AddrPort) 
 		return nil, fmt.Errorf("clear deadline: %w", err)
 	}
 	return s, nil
+}
+
+// newSession is the session of connection c (redirected from dst, when valid) before anything
+// is read from it.
+func newSession(c net.Conn, dst netip.AddrPort) *session {
+	s := &session{dst: dst, conn: c}
+	if ap, err := netip.ParseAddrPort(c.RemoteAddr().String()); err == nil {
+		s.client.Addr = ap.Addr().Unmap()
+	}
+	if a, ok := c.LocalAddr().(*net.TCPAddr); ok && !dst.IsValid() {
+		s.local = a.AddrPort().Addr().Unmap() // appAddr's target when there is no original destination
+	}
+	return s
 }
 
 // sniff reads the connection's first bytes: at least two, and when they start a TLS
@@ -222,9 +229,32 @@ func (i *Inbound) appAddr(s *session) string {
 
 // serveConn handles one accepted connection.
 func (i *Inbound) serveConn(ctx context.Context, c *trackedConn) {
-	dst, err := origdst.OriginalDst(c)
+	origDst := i.origDst
+	if origDst == nil {
+		origDst = origdst.OriginalDst
+	}
+	dst, err := origDst(c)
 	if err != nil {
 		dst = netip.AddrPort{}
+	}
+	if dst.IsValid() && dst.Port() != i.listenPort() {
+		// A port that is opaque (by configuration or policy) is proxied as TCP without reading
+		// first, as linkerd2-proxy skips detection there: its application may speak first
+		// (MySQL, SMTP), and the client waits for it. Meshed clients reach it with the
+		// transport header, on the inbound port.
+		port := i.watcher.Lookup(ctx, dst.Port())
+		if i.opaque[dst.Port()] || port.Policy().Protocol == policy.Opaque {
+			c.onClose(port.Release)
+			if ctx.Err() != nil { // shutting down: no connection starts now
+				_ = c.Close()
+				return
+			}
+			s := newSession(c, dst)
+			s.port = dst.Port()
+			i.serveTCP(ctx, s, port, i.appAddr(s))
+			return
+		}
+		port.Release()
 	}
 	s, err := i.preamble(ctx, c, dst)
 	if err != nil {
