@@ -18,7 +18,7 @@ func BenchmarkServeHTTP(b *testing.B) {
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app:1", Ports: []corev1.ContainerPort{{ContainerPort: 8080}}}}},
 	}
 	body := podReview(b, pod, admissionv1.Create)
-	wh, err := NewWebhook(DefaultConfig(), StaticNamespaces{"apps": {Annotations: map[string]string{AnnotationInject: InjectEnabled}}}, nil, nil)
+	wh, err := NewWebhook(webhookConfig(), StaticNamespaces{"apps": {Annotations: map[string]string{AnnotationInject: InjectEnabled}}}, nil, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

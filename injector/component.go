@@ -24,7 +24,8 @@ type ServerConfig struct {
 	// CertPoll is the period of the keypair's safety-net re-read.
 	CertPoll time.Duration
 	// TrustAnchorsConfigMap (key ca-bundle.crt, in ControlPlaneNamespace) is read for the
-	// trust anchors when Config.TrustAnchorsPEM is empty; empty: not read.
+	// trust anchors when Config.TrustAnchorsPEM is empty, and again every CertPoll; empty: not
+	// read.
 	TrustAnchorsConfigMap string
 }
 
@@ -51,10 +52,11 @@ type Deps struct {
 // current keypair until ctx ends: the proxy injector, and the ServiceProfile validator at
 // ServiceProfilePath.
 type Server struct {
-	wh    http.Handler
-	certs *CertReloader
-	lis   net.Listener
-	log   *zap.Logger
+	wh      http.Handler
+	certs   *CertReloader
+	lis     net.Listener
+	log     *zap.Logger
+	anchors *anchorsWatch // nil: the anchors were given
 }
 
 // NewServer builds the webhook, loads its keypair (failing when it cannot) and reads the
@@ -67,19 +69,6 @@ func NewServer(ctx context.Context, cfg ServerConfig, deps Deps) (*Server, error
 	if log == nil {
 		log = zap.NewNop()
 	}
-	if cfg.TrustAnchorsPEM == "" && cfg.TrustAnchorsConfigMap != "" {
-		gctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		cm, err := deps.Kube.CoreV1().ConfigMaps(cfg.ControlPlaneNamespace).Get(gctx, cfg.TrustAnchorsConfigMap, metav1.GetOptions{})
-		cancel()
-		switch {
-		case err == nil:
-			cfg.TrustAnchorsPEM = cm.Data["ca-bundle.crt"]
-		case apierrors.IsNotFound(err):
-			log.Warn("trust anchors ConfigMap not found; proxies get no trust anchors", zap.String("configmap", cfg.ControlPlaneNamespace+"/"+cfg.TrustAnchorsConfigMap))
-		default:
-			return nil, fmt.Errorf("read trust anchors ConfigMap %s/%s: %w", cfg.ControlPlaneNamespace, cfg.TrustAnchorsConfigMap, err)
-		}
-	}
 	metrics, err := NewMetrics(deps.Registerer)
 	if err != nil {
 		return nil, err
@@ -88,13 +77,82 @@ func NewServer(ctx context.Context, cfg ServerConfig, deps Deps) (*Server, error
 	if err != nil {
 		return nil, err
 	}
-	certs, err := NewCertReloader(cfg.CertFile, cfg.KeyFile, cfg.CertPoll, log)
-	if err != nil {
+	s := &Server{wh: Handler(wh, NewProfileValidator(log)), lis: deps.Listener, log: log}
+	if cfg.TrustAnchorsPEM == "" && cfg.TrustAnchorsConfigMap != "" {
+		s.anchors = &anchorsWatch{kube: deps.Kube, ns: cfg.ControlPlaneNamespace, name: cfg.TrustAnchorsConfigMap, every: cfg.CertPoll, wh: wh, log: log}
+		if err := s.anchors.read(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if s.certs, err = NewCertReloader(cfg.CertFile, cfg.KeyFile, cfg.CertPoll, log); err != nil {
 		return nil, err
 	}
 	log.Info("proxy injector ready", zap.String("control_plane_ns", cfg.ControlPlaneNamespace), zap.String("proxy_image", cfg.Proxy.Image+":"+cfg.Proxy.Version))
-	return &Server{wh: Handler(wh, NewProfileValidator(log)), certs: certs, lis: deps.Listener, log: log}, nil
+	return s, nil
 }
 
-// Run serves the webhook until ctx ends (see Serve).
-func (s *Server) Run(ctx context.Context) error { return Serve(ctx, s.lis, s.wh, s.certs, s.log) }
+// Run serves the webhook until ctx ends (see Serve), re-reading the trust anchors' ConfigMap
+// meanwhile.
+func (s *Server) Run(ctx context.Context) error {
+	if s.anchors == nil {
+		return Serve(ctx, s.lis, s.wh, s.certs, s.log)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); s.anchors.run(ctx) }()
+	defer func() { <-done }()
+	return Serve(ctx, s.lis, s.wh, s.certs, s.log)
+}
+
+// anchorsWatch keeps the webhook's trust anchors those of the ConfigMap ns/name (key
+// ca-bundle.crt), re-read every period: a rotation that adds an anchor reaches the proxies
+// injected after it, without a restart, and pods are refused while there are none.
+type anchorsWatch struct {
+	kube     kubernetes.Interface
+	ns, name string
+	every    time.Duration
+	wh       *Webhook
+	log      *zap.Logger
+	last     string
+}
+
+// read reads the ConfigMap once: a missing one leaves the webhook without anchors (it
+// refuses pods), another error is returned.
+func (a *anchorsWatch) read(ctx context.Context) error {
+	gctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	cm, err := a.kube.CoreV1().ConfigMaps(a.ns).Get(gctx, a.name, metav1.GetOptions{})
+	cancel()
+	pem := ""
+	switch {
+	case err == nil:
+		pem = cm.Data["ca-bundle.crt"]
+	case apierrors.IsNotFound(err):
+	default:
+		return fmt.Errorf("read trust anchors ConfigMap %s/%s: %w", a.ns, a.name, err)
+	}
+	if pem != a.last || a.wh.anchors.Load() == nil {
+		if pem == "" {
+			a.log.Warn("no trust anchors in the ConfigMap (missing, or no ca-bundle.crt): pods to inject are refused until there are", zap.String("configmap", a.ns+"/"+a.name))
+		} else {
+			a.log.Info("trust anchors read", zap.String("configmap", a.ns+"/"+a.name), zap.Int("bytes", len(pem)))
+		}
+		a.wh.SetTrustAnchors(pem)
+		a.last = pem
+	}
+	return nil
+}
+
+// run re-reads the ConfigMap every period until ctx ends; a failed read keeps the anchors.
+func (a *anchorsWatch) run(ctx context.Context) {
+	t := time.NewTicker(a.every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := a.read(ctx); err != nil && ctx.Err() == nil {
+			a.log.Warn("trust anchors not re-read; the last ones stay", zap.Error(err))
+		}
+	}
+}

@@ -2,6 +2,7 @@ package injector
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	admissionv1 "k8s.io/api/admission/v1"
 	admissionregv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/meridian-mesh/meridian/internal/kubetest"
 	"github.com/meridian-mesh/meridian/internal/testutil"
+	"go.uber.org/zap/zaptest"
 )
 
 func TestMain(m *testing.M) { os.Exit(testutil.Main(m, kubetest.Main)) }
@@ -177,4 +180,48 @@ func (w *warningCollector) list() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return append([]string(nil), w.got...)
+}
+
+// TestTrustAnchorsFollowTheConfigMap: the injector reads the trust-roots ConfigMap on the
+// real API server, refuses pods while it has no anchors (none yet, or a ConfigMap without
+// ca-bundle.crt), and takes a rotation without a restart.
+func TestTrustAnchorsFollowTheConfigMap(t *testing.T) {
+	env := kubetest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ns := env.Namespace(t, nil)
+	wh, err := NewWebhook(DefaultConfig(), StaticNamespaces{"apps": {Annotations: map[string]string{AnnotationInject: InjectEnabled}}}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &anchorsWatch{kube: env.Client, ns: ns, name: "linkerd-identity-trust-roots", every: 50 * time.Millisecond, wh: wh, log: zaptest.NewLogger(t)}
+	anchors := func() (allowed bool, pem string) {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "apps"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app"}}}}
+		var review admissionv1.AdmissionReview
+		if err := json.Unmarshal(podReview(t, pod, admissionv1.Create), &review); err != nil {
+			t.Fatal(err)
+		}
+		resp := wh.Review(ctx, review.Request)
+		if !resp.Allowed {
+			return false, ""
+		}
+		return true, string(resp.Patch)
+	}
+	if err := a.read(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := anchors(); ok {
+		t.Fatal("a pod was injected before there were trust anchors")
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: a.name, Namespace: ns}, Data: map[string]string{"ca-bundle.crt": "OLD-ROOTS"}}
+	if _, err := env.Client.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Go(t, "anchors", func(ctx context.Context) error { a.run(ctx); return nil })
+	testutil.Eventually(t, 20*time.Second, "the anchors to be read", func() bool { ok, p := anchors(); return ok && strings.Contains(p, "OLD-ROOTS") })
+	cm.Data["ca-bundle.crt"] = "OLD-ROOTS NEW-ROOTS"
+	if _, err := env.Client.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 20*time.Second, "the rotation to be read", func() bool { ok, p := anchors(); return ok && strings.Contains(p, "NEW-ROOTS") })
 }

@@ -21,7 +21,8 @@ type ManifestOptions struct {
 	Config Config
 	// FlagValues maps a config.linkerd.io/* annotation to the command-line flag that set the
 	// same default ("--proxy-cpu-request=100m"). When an input carries that annotation, the
-	// annotation wins and the report says so.
+	// annotation wins and the report says so. Without Manual, each flag's value is written
+	// onto the pod template as its annotation (as Linkerd's CLI does), for the webhook.
 	FlagValues map[string]string
 }
 
@@ -137,8 +138,9 @@ func injectDocument(name string, doc manifest.Document, opts ManifestOptions) ([
 }
 
 // annotateTemplate adds linkerd.io/inject: enabled to a pod template that should be
-// injected (the webhook does the rest), and says what it did.
-func annotateTemplate(tmpl map[string]any, pt *corev1.PodTemplateSpec, namespace, resource string) (bool, ReportLine) {
+// injected (the webhook does the rest), with the annotation of each flag (flags: annotation
+// -> "--flag=value") the template does not carry, and says what it did.
+func annotateTemplate(tmpl map[string]any, pt *corev1.PodTemplateSpec, namespace, resource string, flags map[string]string) (bool, ReportLine) {
 	d := Decide(Meta{}, Workload{Namespace: namespace, Labels: pt.Labels, Annotations: pt.Annotations, Spec: &pt.Spec}, true)
 	if !d.Inject {
 		return false, ReportLine{Resource: resource, Reason: d.Reason}
@@ -153,8 +155,15 @@ func annotateTemplate(tmpl map[string]any, pt *corev1.PodTemplateSpec, namespace
 		ann = map[string]any{}
 		tmeta["annotations"] = ann
 	}
+	changed := false
+	for a, flag := range flags {
+		if _, ok := ann[a]; !ok {
+			_, v, _ := strings.Cut(flag, "=")
+			ann[a], changed = v, true
+		}
+	}
 	if ann[AnnotationInject] == InjectEnabled || ann[AnnotationInject] == InjectIngress {
-		return false, ReportLine{Resource: resource, Injected: true, Reason: "already annotated"}
+		return changed, ReportLine{Resource: resource, Injected: true, Reason: "already annotated"}
 	}
 	ann[AnnotationInject] = InjectEnabled
 	return true, ReportLine{Resource: resource, Injected: true}
@@ -211,7 +220,7 @@ func injectObject(obj map[string]any, opts ManifestOptions) (bool, []ReportLine,
 	}
 	owner := Owner{Kind: strings.ToLower(kind), Name: name}
 	if !opts.Manual {
-		changed, line := annotateTemplate(tmpl, &pt, namespace, resource)
+		changed, line := annotateTemplate(tmpl, &pt, namespace, resource, opts.FlagValues)
 		return changed, []ReportLine{line}, nil
 	}
 

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -39,6 +41,22 @@ type Webhook struct {
 	ns      NamespaceLookup
 	metrics *Metrics
 	log     *zap.Logger
+	// anchors, once set (SetTrustAnchors), replaces cfg.TrustAnchorsPEM: the bundle the
+	// trust-roots ConfigMap holds now.
+	anchors atomic.Pointer[string]
+}
+
+// SetTrustAnchors makes pem the trust anchors of the proxies injected from now on ("" until
+// there are some: pods are then refused, not given proxies that cannot start).
+func (wh *Webhook) SetTrustAnchors(pem string) { wh.anchors.Store(&pem) }
+
+// config is the configuration a review injects with: cfg with the current trust anchors.
+func (wh *Webhook) config() *Config {
+	cfg := wh.cfg
+	if a := wh.anchors.Load(); a != nil {
+		cfg.TrustAnchorsPEM = *a
+	}
+	return &cfg
 }
 
 // NewWebhook returns a webhook injecting with cfg, reading namespaces through ns and
@@ -166,7 +184,19 @@ func (wh *Webhook) Review(ctx context.Context, req *admissionv1.AdmissionRequest
 		return resp
 	}
 
-	out := wh.cfg.Review(ns, namespace, &pod.ObjectMeta, &pod.Spec, false)
+	cfg := wh.config()
+	out := cfg.Review(ns, namespace, &pod.ObjectMeta, &pod.Spec, false)
+	if out.Decision.Inject && strings.TrimSpace(cfg.TrustAnchorsPEM) == "" {
+		// A proxy without trust anchors cannot start: refused, as the namespace lookup's
+		// failure is, until the trust-roots ConfigMap is there.
+		wh.log.Warn("no trust anchors for the proxy; pod refused", zap.String("namespace", namespace))
+		resp.Allowed = false
+		resp.Result = &metav1.Status{
+			Status: metav1.StatusFailure, Code: http.StatusServiceUnavailable, Reason: metav1.StatusReasonServiceUnavailable,
+			Message: "proxy injector: no trust anchors to give the proxy yet (the linkerd-identity-trust-roots ConfigMap's ca-bundle.crt), so the pod is refused rather than started with a proxy that cannot start (its controller retries)",
+		}
+		return resp
+	}
 	wh.metrics.observe(labelValues(out.Owner, namespace, out.Decision, ns, pod.Annotations, out.Warnings), out.Warnings)
 	fields := []zap.Field{
 		zap.String("namespace", namespace), zap.String("owner_kind", out.Owner.Kind),

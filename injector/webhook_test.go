@@ -109,6 +109,16 @@ func startWebhook(t *testing.T, ns NamespaceLookup) *webhookServer {
 	return startWebhookWithLog(t, ns, nil)
 }
 
+// testAnchorsPEM stands in for the trust anchors the injector gives proxies.
+const testAnchorsPEM = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+
+// webhookConfig is DefaultConfig with trust anchors, as a deployed injector has them.
+func webhookConfig() Config {
+	cfg := DefaultConfig()
+	cfg.TrustAnchorsPEM = testAnchorsPEM
+	return cfg
+}
+
 // startWebhookWithLog is startWebhook with the webhook logging to log.
 func startWebhookWithLog(t *testing.T, ns NamespaceLookup, log *zap.Logger) *webhookServer {
 	t.Helper()
@@ -124,8 +134,7 @@ func startWebhookWithLog(t *testing.T, ns NamespaceLookup, log *zap.Logger) *web
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := DefaultConfig()
-	wh, err := NewWebhook(cfg, ns, m, log)
+	wh, err := NewWebhook(webhookConfig(), ns, m, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -354,7 +363,7 @@ func (failingLookup) Namespace(context.Context, string) (Meta, error) {
 // (the namespace may ask for the proxy; admitting it would start it without one), unless its
 // own annotation disables injection.
 func TestWebhookNamespaceLookupFailureRefuses(t *testing.T) {
-	wh, err := NewWebhook(DefaultConfig(), failingLookup{}, nil, nil)
+	wh, err := NewWebhook(webhookConfig(), failingLookup{}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -431,7 +440,7 @@ func FuzzAdmissionReview(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	wh, err := NewWebhook(DefaultConfig(), StaticNamespaces{"apps": {Annotations: map[string]string{AnnotationInject: "enabled"}}}, m, nil)
+	wh, err := NewWebhook(webhookConfig(), StaticNamespaces{"apps": {Annotations: map[string]string{AnnotationInject: "enabled"}}}, m, nil)
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -503,7 +512,7 @@ func TestWebhookKeysAreCaseSensitive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wh, err := NewWebhook(DefaultConfig(), StaticNamespaces{"apps": {Annotations: map[string]string{AnnotationInject: "enabled"}}}, m, nil)
+	wh, err := NewWebhook(webhookConfig(), StaticNamespaces{"apps": {Annotations: map[string]string{AnnotationInject: "enabled"}}}, m, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

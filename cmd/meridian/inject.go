@@ -131,6 +131,10 @@ func runInject(_ context.Context, args []string) error {
 	if e, ok := set["error"]; ok {
 		return fmt.Errorf("%s", e)
 	}
+	if *manual && strings.TrimSpace(cfg.TrustAnchorsPEM) == "" {
+		// A materialised proxy without trust anchors cannot start.
+		return fmt.Errorf("%w: --manual needs the trust anchors the proxies verify: --identity-trust-anchors-file FILE (the ca-bundle.crt of the linkerd-identity-trust-roots ConfigMap)", errUsage)
+	}
 	opts := injector.ManifestOptions{Manual: *manual, Config: cfg, FlagValues: set}
 	files := fs.Args()
 	if len(files) == 0 {

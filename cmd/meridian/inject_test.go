@@ -1,15 +1,27 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
+
+// anchorsFile writes trust anchors for `inject --manual` and returns its flag.
+func anchorsFile(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "ca-bundle.crt")
+	if err := os.WriteFile(p, []byte("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return "--identity-trust-anchors-file=" + p
+}
 
 // TestInjectManualWarnsOnBadAnnotations runs `meridian inject --manual` on a workload whose
 // annotations do not parse: it is injected anyway, and each ignored annotation is a warning
 // on stderr.
 func TestInjectManualWarnsOnBadAnnotations(t *testing.T) {
-	code, out, errOut := capture(t, "inject", "--manual", "--proxy-cpu-request=100m", "../../injector/testdata/inject/invalid.yaml")
+	code, out, errOut := capture(t, "inject", "--manual", anchorsFile(t), "--proxy-cpu-request=100m", "../../injector/testdata/inject/invalid.yaml")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -45,7 +57,7 @@ func TestInjectProxyCommand(t *testing.T) {
 		{[]string{"--proxy-command=meridian,proxy", "--proxy-init-command=/bin/meridian,proxy-init"},
 			"command:\n        - meridian\n        - proxy\n", "command:\n        - /bin/meridian\n        - proxy-init\n"},
 	} {
-		args := append(append([]string{"inject", "--manual"}, tc.flags...), in)
+		args := append(append([]string{"inject", "--manual", anchorsFile(t)}, tc.flags...), in)
 		code, out, errOut := capture(t, args...)
 		if code != 0 {
 			t.Fatalf("%v: exit %d: %s", tc.flags, code, errOut)
@@ -57,8 +69,28 @@ func TestInjectProxyCommand(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"--proxy-command=", "--proxy-command=meridian,,proxy", "--proxy-init-command= "} {
-		if code, _, errOut := capture(t, "inject", "--manual", bad, in); code != 2 || !strings.Contains(errOut, "empty element") {
+		if code, _, errOut := capture(t, "inject", "--manual", anchorsFile(t), bad, in); code != 2 || !strings.Contains(errOut, "empty element") {
 			t.Errorf("%s: exit %d, want 2 and the reason: %s", bad, code, errOut)
 		}
+	}
+}
+
+// TestInjectWithoutManual: without --manual the proxy flags become the pod template's
+// config.linkerd.io/* annotations, for the webhook (as Linkerd's CLI writes them); an
+// annotation the input carries stays. --manual without trust anchors is a usage error: the
+// proxies it writes could not start.
+func TestInjectWithoutManual(t *testing.T) {
+	const in = "../../injector/testdata/inject/deployment.yaml"
+	code, out, errOut := capture(t, "inject", "--default-inbound-policy=deny", "--skip-outbound-ports=443", in)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"linkerd.io/inject: enabled", "config.linkerd.io/default-inbound-policy: deny", `config.linkerd.io/skip-outbound-ports: "443"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if code, _, errOut := capture(t, "inject", "--manual", in); code != 2 || !strings.Contains(errOut, "--identity-trust-anchors-file") {
+		t.Errorf("--manual without anchors: exit %d, %q; want 2 naming --identity-trust-anchors-file", code, errOut)
 	}
 }
