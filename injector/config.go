@@ -77,6 +77,11 @@ type ProxyDefaults struct {
 	ControlPort      int    // 4190
 	SkipInboundPorts string // comma list of ports or ranges
 	SkipOutbound     string
+	// OpaquePorts are the ports proxied as opaque TCP by default ("25,587,3306,4444,5432,
+	// 6379,9300,11211", Linkerd's): a pod without config.linkerd.io/opaque-ports (its own or
+	// its namespace's) gets those of them its containers declare, as Linkerd's injector
+	// writes them, since the policy controller reads the pod's annotation alone.
+	OpaquePorts []uint16
 	NativeSidecar    bool   // true
 	DefaultInbound   string // "all-unauthenticated"
 	// Command is the proxy container's command, ["meridian-proxy"]: the proxy built alone,
@@ -123,6 +128,7 @@ func DefaultConfig() Config {
 			ControlPort:     4190,
 			NativeSidecar:   true,
 			DefaultInbound:  "all-unauthenticated",
+			OpaquePorts:     []uint16{25, 587, 3306, 4444, 5432, 6379, 9300, 11211},
 			Command:         []string{"meridian-proxy"},
 			InitCommand:     []string{"meridian", "proxy-init"},
 		},

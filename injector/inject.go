@@ -1,6 +1,10 @@
 package injector
 
 import (
+	"slices"
+	"strconv"
+	"strings"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -64,5 +68,25 @@ func (c *Config) ReviewOwned(ns Meta, namespace string, meta *metav1.ObjectMeta,
 			out.Mutation.RemoveAnnotations = append(out.Mutation.RemoveAnnotations, key)
 		}
 	}
+	_, own := meta.Annotations[AnnotationOpaquePorts]
+	if _, copied := out.Mutation.Annotations[AnnotationOpaquePorts]; !own && !copied {
+		if ports := declaredOf(spec, c.Proxy.OpaquePorts); ports != "" {
+			out.Mutation.Annotations[AnnotationOpaquePorts] = ports
+		}
+	}
 	return out
+}
+
+// declaredOf returns, comma-separated, the ports of ports that a container of spec declares
+// (Linkerd's FilterPodOpaquePorts).
+func declaredOf(spec *corev1.PodSpec, ports []uint16) string {
+	var out []string
+	for _, p := range ports {
+		if slices.ContainsFunc(spec.Containers, func(c corev1.Container) bool {
+			return slices.ContainsFunc(c.Ports, func(cp corev1.ContainerPort) bool { return cp.ContainerPort == int32(p) })
+		}) {
+			out = append(out, strconv.Itoa(int(p)))
+		}
+	}
+	return strings.Join(out, ",")
 }

@@ -503,3 +503,36 @@ func TestPatchSettlesIgnoredAnnotations(t *testing.T) {
 		})
 	}
 }
+
+// TestPatchDefaultOpaquePorts: a pod without config.linkerd.io/opaque-ports gets the default
+// opaque ports its containers declare, as Linkerd's injector writes them (the policy
+// controller reads the pod's annotation alone); its own or its namespace's list stays.
+func TestPatchDefaultOpaquePorts(t *testing.T) {
+	cfg := DefaultConfig()
+	for _, c := range []struct {
+		name    string
+		ns, pod map[string]string
+		want    string // "" means absent
+	}{
+		{"the declared default ports", nil, nil, "3306,6379"},
+		{"its own list", nil, map[string]string{AnnotationOpaquePorts: "9000"}, "9000"},
+		{"its namespace's list", map[string]string{AnnotationOpaquePorts: "9001"}, nil, "9001"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			anns := map[string]string{AnnotationInject: InjectEnabled}
+			maps.Copy(anns, c.pod)
+			pod := corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: "db", Annotations: anns},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{
+					{Name: "mysql", Ports: []corev1.ContainerPort{{ContainerPort: 3306}, {ContainerPort: 8080}}},
+					{Name: "cache", Ports: []corev1.ContainerPort{{ContainerPort: 6379}}},
+				}},
+			}
+			out := cfg.Review(Meta{Annotations: c.ns}, "apps", &pod.ObjectMeta, &pod.Spec, false)
+			got := applyPatch(t, &pod, out.Mutation.Patch("", &pod.ObjectMeta, &pod.Spec))
+			if v := got.Annotations[AnnotationOpaquePorts]; v != c.want {
+				t.Errorf("%s = %q, want %q", AnnotationOpaquePorts, v, c.want)
+			}
+		})
+	}
+}
