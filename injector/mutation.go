@@ -2,6 +2,7 @@ package injector
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -104,6 +105,10 @@ func (c *Config) Build(d Decision, v Values, w Workload, owner Owner) Mutation {
 		}
 		m.InitContainers = []corev1.Container{init, proxy}
 	} else {
+		// The kubelet starts the next container once this hook returns: the application
+		// after its proxy is ready (linkerd2's linkerd-await, proxy.await).
+		await := append(slices.Clone(c.Proxy.Command), "await", fmt.Sprintf("--port=%d", v.AdminPort), "--timeout=2m")
+		proxy.Lifecycle = &corev1.Lifecycle{PostStart: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: await}}}
 		m.InitContainers = []corev1.Container{init}
 		m.Containers = []corev1.Container{proxy}
 	}

@@ -536,3 +536,28 @@ func TestPatchDefaultOpaquePorts(t *testing.T) {
 		})
 	}
 }
+
+// TestPatchNonNativeAwaits: a proxy that is not a native sidecar gets a postStart hook that
+// waits for it to be ready, so that the kubelet starts the application after it (linkerd2's
+// proxy.await); a native sidecar has its startup probe instead.
+func TestPatchNonNativeAwaits(t *testing.T) {
+	for _, native := range []bool{false, true} {
+		cfg := DefaultConfig()
+		cfg.Proxy.NativeSidecar = native
+		got := injectWeb(t, &cfg)
+		var proxy corev1.Container
+		for _, c := range append(got.Spec.InitContainers, got.Spec.Containers...) {
+			if c.Name == "linkerd-proxy" {
+				proxy = c
+			}
+		}
+		want := []string{"meridian-proxy", "await", "--port=4191", "--timeout=2m"}
+		switch {
+		case !native && (proxy.Lifecycle == nil || proxy.Lifecycle.PostStart == nil || proxy.Lifecycle.PostStart.Exec == nil ||
+			!slices.Equal(proxy.Lifecycle.PostStart.Exec.Command, want)):
+			t.Errorf("not native: the proxy's lifecycle %+v, want postStart %q", proxy.Lifecycle, want)
+		case native && (proxy.Lifecycle != nil || proxy.StartupProbe == nil):
+			t.Errorf("native: lifecycle %+v, startup probe %+v", proxy.Lifecycle, proxy.StartupProbe)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -46,3 +47,17 @@ func Command(ctx context.Context, lookup func(string) (string, bool), fs *flag.F
 // LogLevel reads linkerd2-proxy's log filter ("warn,linkerd=info"): see
 // logging.ProxyFilterLevel.
 func LogLevel(filter string) string { return logging.ProxyFilterLevel(filter) }
+
+// AwaitCommand is `meridian-proxy await` (and `meridian proxy await`): Await with the flags
+// parse parses from fs (--port, the admin port; --timeout).
+func AwaitCommand(ctx context.Context, fs *flag.FlagSet, parse func() error) error {
+	port := fs.Int("port", 4191, "the proxy's admin port on this host")
+	timeout := fs.Duration("timeout", 2*time.Minute, "how long to wait for the proxy to be ready")
+	if err := parse(); err != nil {
+		return err
+	}
+	if *port < 1 || *port > 65535 || *timeout <= 0 {
+		return fmt.Errorf("await: --port %d, --timeout %s: want a port and a positive duration", *port, *timeout)
+	}
+	return Await(ctx, *port, *timeout)
+}

@@ -27,6 +27,18 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(args) > 0 && args[0] == "proxy" { // the container args of `meridian proxy`
 		args = args[1:]
 	}
+	if len(args) > 0 && args[0] == "await" { // a pod's postStart hook
+		fs := flag.NewFlagSet("meridian-proxy await", flag.ContinueOnError)
+		fs.SetOutput(stdout)
+		return proxy.AwaitCommand(ctx, fs, func() error {
+			if err := fs.Parse(args[1:]); err != nil && !errors.Is(err, flag.ErrHelp) {
+				return fmt.Errorf("%w: %v", errUsage, err)
+			} else if err != nil {
+				return err
+			}
+			return nil
+		})
+	}
 	fs := flag.NewFlagSet("meridian-proxy", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	return proxy.Command(ctx, os.LookupEnv, fs, func() error {

@@ -26,6 +26,10 @@ func TestCommandLine(t *testing.T) {
 		{[]string{"proxy", "--no-such-flag"}, "", 2, []string{"no-such-flag", "meridian-proxy -h"}},
 		{[]string{"extra"}, "", 2, []string{"unexpected arguments"}},
 		{nil, "", 1, []string{"LINKERD2_PROXY_DESTINATION_SVC_ADDR", "--destination-svc-addr"}},
+		// The postStart hook of a proxy that is not a native sidecar: nothing listens on port 1.
+		{[]string{"await", "--port=1", "--timeout=200ms"}, "", 1, []string{"not ready within 200ms"}},
+		{[]string{"proxy", "await", "--port=0"}, "", 1, []string{"--port 0"}},
+		{[]string{"await", "--no-such-flag"}, "", 2, []string{"no-such-flag"}},
 		// A bad variable does not stop help, and a flag can replace it.
 		{[]string{"-h"}, "99999", 0, []string{"usage: meridian-proxy"}},
 		{nil, "99999", 1, []string{`LINKERD2_PROXY_INBOUND_PORTS="99999"`}},

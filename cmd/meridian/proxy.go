@@ -16,6 +16,10 @@ func init() {
 }
 
 func runProxy(ctx context.Context, args []string) error {
+	if len(args) > 0 && args[0] == "await" { // a pod's postStart hook
+		fs := newFlagSet("proxy await")
+		return proxy.AwaitCommand(ctx, fs, func() error { return parseNoArgs(fs, args[1:]) })
+	}
 	fs := newFlagSet("proxy")
 	return proxy.Command(ctx, os.LookupEnv, fs, func() error { return parseNoArgs(fs, args) })
 }
