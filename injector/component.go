@@ -13,6 +13,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/meridian-mesh/meridian/internal/run"
 )
 
 // ServerConfig configures the webhook server: what it injects, and where its serving keypair
@@ -143,16 +145,9 @@ func (a *anchorsWatch) read(ctx context.Context) error {
 
 // run re-reads the ConfigMap every period until ctx ends; a failed read keeps the anchors.
 func (a *anchorsWatch) run(ctx context.Context) {
-	t := time.NewTicker(a.every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	run.Every(ctx, a.every, func() {
 		if err := a.read(ctx); err != nil && ctx.Err() == nil {
 			a.log.Warn("trust anchors not re-read; the last ones stay", zap.Error(err))
 		}
-	}
+	})
 }

@@ -81,9 +81,9 @@ type ProxyDefaults struct {
 	// 6379,9300,11211", Linkerd's): a pod without config.linkerd.io/opaque-ports (its own or
 	// its namespace's) gets those of them its containers declare, as Linkerd's injector
 	// writes them, since the policy controller reads the pod's annotation alone.
-	OpaquePorts []uint16
-	NativeSidecar    bool   // true
-	DefaultInbound   string // "all-unauthenticated"
+	OpaquePorts    []uint16
+	NativeSidecar  bool   // true
+	DefaultInbound string // "all-unauthenticated"
 	// Command is the proxy container's command, ["meridian-proxy"]: the proxy built alone,
 	// whose RSS is about half that of `meridian proxy`. An image without it can run
 	// ["meridian", "proxy"].

@@ -199,3 +199,18 @@ func All(ctx context.Context, fns ...func(context.Context) error) error {
 	}
 	return g.Run(ctx)
 }
+
+// Every calls fn every period until ctx ends, the first time one period from now. It returns
+// when ctx ends; fn's calls do not overlap.
+func Every(ctx context.Context, period time.Duration, fn func()) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			fn()
+		}
+	}
+}

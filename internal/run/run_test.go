@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -151,5 +152,28 @@ func TestGroupFinishedComponentDoesNotStopTheRest(t *testing.T) {
 	cancel()
 	if err := testutil.Recv(t, done, 5*time.Second, "Run to return"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestEvery: fn runs every period until ctx ends, and Every returns then.
+func TestEvery(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var n atomic.Int32
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Every(ctx, time.Millisecond, func() {
+			if n.Add(1) == 3 {
+				cancel()
+			}
+		})
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Every did not return when its context ended")
+	}
+	if n.Load() < 3 {
+		t.Errorf("fn ran %d times, want 3", n.Load())
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/meridian-mesh/meridian/internal/run"
 	"github.com/meridian-mesh/meridian/proxy/h1"
 	"github.com/meridian-mesh/meridian/proxy/h2"
 	"github.com/meridian-mesh/meridian/proxy/inbound/policy"
@@ -182,19 +183,12 @@ func (i *Inbound) now() int64 { return int64(time.Since(i.epoch)) }
 // sweep closes the lean path's connections to the application that stayed idle for
 // poolIdleTimeout, every quarter of it, until ctx ends.
 func (i *Inbound) sweep(ctx context.Context) {
-	t := time.NewTicker(poolIdleTimeout / 4)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			now := i.now()
-			i.pools.each(func(p *h1.Pool) { p.Sweep(now, int64(poolIdleTimeout)) })
-			before := time.Now().Add(-poolIdleTimeout)
-			i.h2pools.each(func(p *h2.Pool) { p.CloseIdle(before, false) })
-		}
-	}
+	run.Every(ctx, poolIdleTimeout/4, func() {
+		now := i.now()
+		i.pools.each(func(p *h1.Pool) { p.Sweep(now, int64(poolIdleTimeout)) })
+		before := time.Now().Add(-poolIdleTimeout)
+		i.h2pools.each(func(p *h2.Pool) { p.CloseIdle(before, false) })
+	})
 }
 
 // drain lets open connections finish for the grace period, then closes them.

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/meridian-mesh/meridian/internal/run"
 	"github.com/meridian-mesh/meridian/proxy/balance"
 	"github.com/meridian-mesh/meridian/proxy/discovery"
 )
@@ -267,17 +268,7 @@ func (t *target) retireAll() {
 
 // run drops targets unused for IdleTimeout until ctx ends.
 func (ts *targets) run(ctx context.Context) {
-	every := min(max(ts.o.cfg.IdleTimeout/4, 10*time.Millisecond), time.Second)
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			ts.sweep()
-		}
-	}
+	run.Every(ctx, min(max(ts.o.cfg.IdleTimeout/4, 10*time.Millisecond), time.Second), ts.sweep)
 }
 
 // sweep drops the targets that are resolved, unused and idle for IdleTimeout.
