@@ -1,6 +1,7 @@
 package discovery
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -92,18 +93,21 @@ func equalEndpoint(a, b Endpoint) bool {
 func compareAddr(a, b Endpoint) int { return a.Addr.Compare(b.Addr) }
 
 // convertAdd converts the addresses of an Add, sorted by address; of an address listed twice
-// the last is kept.
-func convertAdd(set *pb.WeightedAddrSet) ([]Endpoint, error) {
+// the last is kept. An address that does not convert is left out (never used, so never
+// reached without the identity it may have had), as linkerd2-proxy's resolver leaves it
+// out: bad is the first such problem.
+func convertAdd(set *pb.WeightedAddrSet) (eps []Endpoint, bad error) {
 	out := make([]Endpoint, 0, len(set.GetAddrs()))
 	for _, a := range set.GetAddrs() {
 		e, err := convertEndpoint(a, set.GetMetricLabels())
 		if err != nil {
-			return nil, fmt.Errorf("add: %w", err)
+			bad = cmp.Or(bad, fmt.Errorf("add: %w", err))
+			continue
 		}
 		out = append(out, e)
 	}
 	slices.SortStableFunc(out, compareAddr)
-	return dedupeLast(out), nil
+	return dedupeLast(out), bad
 }
 
 // dedupeLast removes all but the last of each run of endpoints with the same address.
@@ -161,32 +165,29 @@ type endpointSet struct {
 // restart notes that a new stream starts.
 func (s *endpointSet) restart() { s.fresh = true }
 
-// errUnknownUpdate is the error for an Update whose oneof this client does not know.
-var errUnknownUpdate = errors.New("update of unknown kind")
+// errUnknownUpdate is what apply says of an Update whose oneof this client does not know.
+var errUnknownUpdate = errors.New("update of unknown kind, skipped")
 
-// apply applies one update and reports whether the state changed. On an error (an address
-// that does not parse, an update of unknown kind) nothing changed. A Remove of an address the
-// set does not hold removes nothing.
-func (s *endpointSet) apply(u *pb.Update) (changed bool, err error) {
+// apply applies one update and reports whether the state changed. What it cannot use is
+// skipped, as linkerd2-proxy's resolver skips it, and said in skipped: an address that does
+// not convert (left out of an Add or a Remove), an update of unknown kind (a newer
+// destination's). The stream goes on: refusing the message would only bring it back on the
+// next stream, and the target would never resolve. A Remove of an address the set does not
+// hold removes nothing.
+func (s *endpointSet) apply(u *pb.Update) (changed bool, skipped error) {
 	switch x := u.GetUpdate().(type) {
 	case *pb.Update_Add:
-		add, err := convertAdd(x.Add)
-		if err != nil {
-			return false, err
-		}
+		add, bad := convertAdd(x.Add)
 		if !s.fresh {
 			add = merge(s.eps, add)
 		}
-		return s.set(add, true), nil
+		return s.set(add, true), bad
 	case *pb.Update_Remove:
 		if s.fresh {
 			return false, nil
 		}
-		next, err := s.without(x.Remove)
-		if err != nil {
-			return false, err
-		}
-		return s.set(next, s.exists), nil
+		next, bad := s.without(x.Remove)
+		return s.set(next, s.exists), bad
 	case *pb.Update_NoEndpoints:
 		return s.set(nil, x.NoEndpoints.GetExists()), nil
 	default:
@@ -199,13 +200,14 @@ func (s *endpointSet) apply(u *pb.Update) (changed bool, err error) {
 func (s *endpointSet) notFound() bool { return s.set(nil, false) }
 
 // without returns the endpoints without those rm names (a new slice, or s.eps unchanged).
-func (s *endpointSet) without(rm *pb.AddrSet) ([]Endpoint, error) {
+func (s *endpointSet) without(rm *pb.AddrSet) (_ []Endpoint, bad error) {
 	drop := make([]bool, len(s.eps))
 	dropped := 0
 	for _, a := range rm.GetAddrs() {
 		ap, err := wire.ToAddrPort(a)
 		if err != nil {
-			return nil, fmt.Errorf("remove: endpoint address: %w", err)
+			bad = cmp.Or(bad, fmt.Errorf("remove: endpoint address: %w", err))
+			continue
 		}
 		i, ok := slices.BinarySearchFunc(s.eps, ap, func(e Endpoint, t netip.AddrPort) int { return e.Addr.Compare(t) })
 		if ok && !drop[i] {
@@ -214,7 +216,7 @@ func (s *endpointSet) without(rm *pb.AddrSet) ([]Endpoint, error) {
 		}
 	}
 	if dropped == 0 {
-		return s.eps, nil
+		return s.eps, bad
 	}
 	out := make([]Endpoint, 0, len(s.eps)-dropped)
 	for i, e := range s.eps {
@@ -222,7 +224,7 @@ func (s *endpointSet) without(rm *pb.AddrSet) ([]Endpoint, error) {
 			out = append(out, e)
 		}
 	}
-	return out, nil
+	return out, bad
 }
 
 // set makes eps and exists the state and reports whether that changed it (the first state

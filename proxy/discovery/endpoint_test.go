@@ -144,9 +144,11 @@ func TestEndpointSetSemantics(t *testing.T) {
 		{u: noEndpointsU(true), changed: true, want: nil, exists: true},
 		{u: noEndpointsU(false), changed: true, want: nil, exists: false},
 		{u: addU(nil, wa("10.0.0.5:80"), wa("10.0.0.5:80", func(a *pb.WeightedAddr) { a.Weight = 3 })), changed: true, want: []string{"10.0.0.5:80"}, exists: true},
-		// Bad updates change nothing.
-		{u: addU(nil, wa("10.0.0.6:80"), &pb.WeightedAddr{}), want: []string{"10.0.0.5:80"}, exists: true, err: "endpoint address"},
-		{u: &pb.Update{Update: &pb.Update_Remove{Remove: &pb.AddrSet{Addrs: []*pbnet.TcpAddress{{}}}}}, want: []string{"10.0.0.5:80"}, exists: true, err: "remove"},
+		// What cannot be used is skipped and said (linkerd2-proxy's resolver skips it): the
+		// rest of the update applies.
+		{u: addU(nil, wa("10.0.0.6:80"), &pb.WeightedAddr{}), changed: true, want: []string{"10.0.0.5:80", "10.0.0.6:80"}, exists: true, err: "endpoint address"},
+		{u: &pb.Update{Update: &pb.Update_Remove{Remove: &pb.AddrSet{Addrs: []*pbnet.TcpAddress{{}, wire.TCPAddr(netip.MustParseAddrPort("10.0.0.6:80"))}}}},
+			changed: true, want: []string{"10.0.0.5:80"}, exists: true, err: "remove"},
 		{u: &pb.Update{}, want: []string{"10.0.0.5:80"}, exists: true, err: "unknown kind"},
 	}
 	var s endpointSet
@@ -239,8 +241,8 @@ func FuzzParseTarget(f *testing.F) {
 	})
 }
 
-// Any sequence of updates (decoded from bytes) leaves the set sorted and unique, and a
-// refused update changes nothing.
+// Any sequence of updates (decoded from bytes) leaves the set sorted and unique, an update
+// of unknown kind changes nothing, and an address that is skipped is not in the set.
 func FuzzEndpointSetApply(f *testing.F) {
 	seeds := []*pb.Update{
 		addU(map[string]string{"service": "web"}, wa("10.0.0.1:80"), wa("10.0.0.2:80", identity("x"))),
@@ -260,8 +262,13 @@ func FuzzEndpointSetApply(f *testing.F) {
 			}
 			before := s
 			changed, err := s.apply(&u)
-			if err != nil && (changed || !slices.EqualFunc(before.eps, s.eps, equalEndpoint) || before.exists != s.exists) {
-				t.Fatalf("a refused update changed the set: %v", err)
+			if err == errUnknownUpdate && (changed || !slices.EqualFunc(before.eps, s.eps, equalEndpoint) || before.exists != s.exists) {
+				t.Fatalf("an update of unknown kind changed the set")
+			}
+			for _, e := range s.eps {
+				if !e.Addr.IsValid() {
+					t.Fatalf("an address that did not convert is in the set: %+v", e)
+				}
 			}
 			if !slices.IsSortedFunc(s.eps, compareAddr) || len(slices.CompactFunc(slices.Clone(s.eps), func(a, b Endpoint) bool { return a.Addr == b.Addr })) != len(s.eps) {
 				t.Fatalf("set not sorted and unique: %v", setAddrs(&s))

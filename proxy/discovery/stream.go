@@ -223,9 +223,9 @@ func (g getSession) message(u *pb.Update) error {
 	t := g.t
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	changed, err := t.set.apply(u)
-	if err != nil {
-		return err
+	changed, skipped := t.set.apply(u)
+	if skipped != nil {
+		t.r.log.Warn("skipped part of a destination update", zap.String("target", t.path), zap.Error(skipped))
 	}
 	if changed {
 		t.publishLocked()

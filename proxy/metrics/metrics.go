@@ -69,8 +69,8 @@ type Metrics struct {
 	httpAllow, httpDeny *prometheus.CounterVec
 	tcpAllow, tcpDeny   *prometheus.CounterVec
 	routes, conns       sync.Map // Labels.key() -> *Route / *TCP
-	nroutes             atomic.Int64
-	maxRoutes           int64
+	nroutes, nconns     atomic.Int64
+	maxRoutes           int64 // of routes, and of kinds of connection
 }
 
 // Bounds of the authority label, which a client chooses (an inbound request's Host): its
@@ -80,8 +80,9 @@ const (
 	// MaxAuthority is the longest authority label kept (a DNS name and a port); a longer one
 	// reads AuthorityInvalid.
 	MaxAuthority = 253 + len(":65535")
-	// MaxRoutes bounds the routes with series of their own; a route with an authority not
-	// seen before, beyond it, reads AuthorityOther.
+	// MaxRoutes bounds the routes with series of their own, and the kinds of connection
+	// (TCP); one not seen before, beyond it, reads AuthorityOther, without dst_* labels (a
+	// pod's name would make a series of each).
 	MaxRoutes = 4096
 	// AuthorityInvalid and AuthorityOther stand in for those authorities.
 	AuthorityInvalid = "invalid"
@@ -147,8 +148,8 @@ func (m *Metrics) Route(l Labels) *Route {
 	if r, ok := m.routes.Load(k); ok {
 		return r.(*Route)
 	}
-	if m.nroutes.Load() >= m.maxRoutes && l.Authority != AuthorityOther {
-		l.Authority = AuthorityOther
+	if m.nroutes.Load() >= m.maxRoutes && (l.Authority != AuthorityOther || l.Dst != nil) {
+		l = overflow(l)
 		k = l.key()
 		if r, ok := m.routes.Load(k); ok {
 			return r.(*Route)
@@ -160,6 +161,13 @@ func (m *Metrics) Route(l Labels) *Route {
 		m.nroutes.Add(1)
 	}
 	return r.(*Route)
+}
+
+// overflow is l as a route or connection beyond the bound counts it: authority "other", no
+// dst_* labels.
+func overflow(l Labels) Labels {
+	l.Authority, l.Dst = AuthorityOther, nil
+	return l
 }
 
 // Request counts one request.
@@ -210,11 +218,22 @@ type TCP struct {
 	closedOK, closedError prometheus.Counter
 }
 
-// TCP returns the handle of the connections l, creating their series on first use.
+// TCP returns the handle of the connections l, creating their series on first use. Its
+// labels are bounded as Route's are.
 func (m *Metrics) TCP(l Labels) *TCP {
+	if len(l.Authority) > MaxAuthority {
+		l.Authority = AuthorityInvalid
+	}
 	k := l.key()
 	if c, ok := m.conns.Load(k); ok {
 		return c.(*TCP)
+	}
+	if m.nconns.Load() >= m.maxRoutes && (l.Authority != AuthorityOther || l.Dst != nil) {
+		l = overflow(l)
+		k = l.key()
+		if c, ok := m.conns.Load(k); ok {
+			return c.(*TCP)
+		}
 	}
 	v := l.values()
 	t := &TCP{
@@ -225,7 +244,10 @@ func (m *Metrics) TCP(l Labels) *TCP {
 		closedOK:    m.tcpClose.WithLabelValues(append(append([]string{}, v...), "success")...),
 		closedError: m.tcpClose.WithLabelValues(append(append([]string{}, v...), "failure")...),
 	}
-	c, _ := m.conns.LoadOrStore(k, t)
+	c, loaded := m.conns.LoadOrStore(k, t)
+	if !loaded {
+		m.nconns.Add(1)
+	}
 	return c.(*TCP)
 }
 

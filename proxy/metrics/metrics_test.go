@@ -99,4 +99,13 @@ func TestAuthorityBounded(t *testing.T) {
 	if n := m.nroutes.Load(); n > 4 {
 		t.Errorf("%d routes with series, want at most the bound and %q", n, AuthorityOther)
 	}
+	// Pods' names (dst_pod) beyond the bound do not make series either, nor do connections.
+	for i := range 100 {
+		l := Labels{Direction: "outbound", Authority: fmt.Sprintf("c-%d:80", i), TLS: TLSTrue, Dst: map[string]string{"pod": fmt.Sprintf("web-%d", i)}}
+		m.Route(l)
+		m.TCP(l)
+	}
+	if r, c := m.nroutes.Load(), m.nconns.Load(); r > 5 || c > 4 {
+		t.Errorf("%d routes and %d kinds of connection with series, want at most the bound and the overflow's", r, c)
+	}
 }
