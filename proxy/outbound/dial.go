@@ -31,6 +31,22 @@ func isConnectError(err error) bool {
 	return errors.As(err, &ce)
 }
 
+// errLoop is the connect error for a connection to the proxy's own outbound listener (a
+// request for 127.0.0.1:4140, or a name that resolves to it), which would forward itself to
+// itself until the proxy runs out of connections (linkerd2-proxy's PreventLoop).
+var errLoop = errors.New("the target is this proxy's own outbound listener: refused, it would loop")
+
+// isSelf reports whether a connection to remote reached the outbound listener: its address,
+// or a loopback address at its port when it listens on every address.
+func (o *Outbound) isSelf(remote net.Addr) bool {
+	ra, ok := remote.(*net.TCPAddr)
+	la, ok2 := o.Addr().(*net.TCPAddr)
+	if !ok || !ok2 || ra.Port != la.Port {
+		return false
+	}
+	return ra.IP.Equal(la.IP) || (la.IP.IsUnspecified() && ra.IP.IsLoopback())
+}
+
 // errNoTLS is the connect error for a meshed endpoint when the proxy has no TLS identity.
 var errNoTLS = errors.New("endpoint is meshed and the proxy has no TLS identity")
 
@@ -46,6 +62,10 @@ func (e *endpoint) dial(ctx context.Context, proto transportheader.SessionProtoc
 	raw, err := e.o.dialerFor(e.dialAddr).DialContext(ctx, "tcp", e.dialAddr)
 	if err != nil {
 		return nil, &connectError{e.dialAddr, err}
+	}
+	if e.o.isSelf(raw.RemoteAddr()) {
+		_ = raw.Close()
+		return nil, &connectError{e.dialAddr, errLoop}
 	}
 	if e.tls[proto] == nil {
 		if e.disc.Identity != "" {

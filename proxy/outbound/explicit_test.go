@@ -1,12 +1,14 @@
 package outbound
 
 import (
+	"bufio"
 	"errors"
 	"io"
 	"net"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -123,5 +125,33 @@ func TestRouteErrorsAreProxyErrors(t *testing.T) {
 	req.RequestURI = "ftp://x/"
 	if _, _, err := o.route(&clientConn{}, req); !errors.As(err, &he) || he.Status != 400 {
 		t.Errorf("ftp:// routed: %v", err)
+	}
+}
+
+// TestNoLoopToItself: a request whose target is the proxy's own outbound listener, by its
+// address or by a name that is not the mesh's, is refused with a 502 rather than forwarded
+// to the proxy again and again until it runs out of connections (linkerd2-proxy's
+// PreventLoop); a CONNECT to it too.
+func TestNoLoopToItself(t *testing.T) {
+	r := newFakeResolver()
+	_, addr := startProxy(t, testConfig(), Deps{Resolver: r})
+	_, port, _ := net.SplitHostPort(addr)
+	self := net.JoinHostPort("localhost", port)
+	r.refuse(addr)
+	r.refuse(self)
+	c := proxyClient(t, addr)
+	for _, target := range []string{addr, self} {
+		res, body := get(t, c, "http://"+target+"/")
+		if res.StatusCode != http.StatusBadGateway || !strings.Contains(body, "loop") {
+			t.Errorf("GET http://%s/ through itself: %d %q, want 502 saying it would loop", target, res.StatusCode, body)
+		}
+	}
+	conn := proxytest.Dial(t, addr)
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(conn, "CONNECT "+addr+" HTTP/1.1\r\nHost: "+addr+"\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := http.ReadResponse(bufio.NewReader(conn), nil); err != nil || res.StatusCode == http.StatusOK {
+		t.Errorf("CONNECT to itself: %v %v, want a refusal", res, err)
 	}
 }
