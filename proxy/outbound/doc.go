@@ -42,7 +42,10 @@
 // balancers current (proxy/balance): power of two choices over peak-EWMA for HTTP requests,
 // least connections for TCP. A target with no endpoints fails at once: 503 for HTTP (gRPC:
 // UNAVAILABLE), a reset connection for TCP (503 to a CONNECT). A name discovery refuses
-// (discovery.ErrNotMeshName) goes to the original address unproxied. A transparent
+// (discovery.ErrNotMeshName) is resolved by the address DNS gives it, as the original
+// destination is (a meshed pod's address is then reached over mTLS); a name DNS does not know
+// either, or an address discovery refuses, goes to the original address unproxied. A
+// connection that reaches the outbound listener itself is refused (it would loop). A transparent
 // connection's original destination is an IP address: discovery resolves it by its profile
 // (a pod's endpoint, with its identity; a cluster IP's Service), so it is balanced and mTLS
 // like a name. A connection error on

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -153,5 +154,24 @@ func TestNoLoopToItself(t *testing.T) {
 	}
 	if res, err := http.ReadResponse(bufio.NewReader(conn), nil); err != nil || res.StatusCode == http.StatusOK {
 		t.Errorf("CONNECT to itself: %v %v, want a refusal", res, err)
+	}
+}
+
+// TestNameOutsideTheMeshAskedByAddress: a name the destination refuses (a short name, an
+// ExternalName) that resolves to a meshed pod's address is sent there as the address's
+// discovery says, with its identity over mTLS, never in plaintext by name. Here the proxy has
+// no TLS identity, so the meshed endpoint is refused rather than reached in plaintext.
+func TestNameOutsideTheMeshAskedByAddress(t *testing.T) {
+	app := startApp(t, "web")
+	r := newFakeResolver()
+	meshed := plainEndpoint(app)
+	meshed.Identity = webID
+	r.target(app.String(), meshed)
+	self := net.JoinHostPort("localhost", strconv.Itoa(int(app.Port())))
+	r.refuse(self)
+	_, addr := startProxy(t, testConfig(), Deps{Resolver: r})
+	c := proxyClient(t, addr)
+	if res, body := get(t, c, "http://"+self+"/"); res.StatusCode != http.StatusBadGateway {
+		t.Errorf("GET http://%s/ (%s, meshed): %d %q, want 502: never plaintext to a meshed pod", self, app, res.StatusCode, body)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -119,6 +120,26 @@ func (ts *targets) tryAcquire(authority string) *target {
 	return t
 }
 
+// byAddress resolves a name the destination does not know (a short name, an ExternalName, a
+// host outside the cluster) by the address DNS gives it, as the transparent path resolves
+// the original destination: the address may be a meshed pod's, reached then over mTLS with
+// its identity, not in plaintext by name. It returns discovery.ErrNotMeshName, for a direct
+// target, when the authority is an address already or DNS does not know the name.
+func (ts *targets) byAddress(ctx context.Context, authority string) (Target, error) {
+	host, port, err := net.SplitHostPort(authority)
+	if err != nil {
+		return nil, discovery.ErrNotMeshName
+	}
+	if _, err := netip.ParseAddr(host); err == nil {
+		return nil, discovery.ErrNotMeshName
+	}
+	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err != nil || len(ips) == 0 {
+		return nil, discovery.ErrNotMeshName
+	}
+	return ts.o.resolver.Resolve(ctx, net.JoinHostPort(ips[0].Unmap().String(), port))
+}
+
 // create returns the cached target of authority with a reference, or a new one that the
 // caller must resolve (created); nil once the cache is closed.
 func (ts *targets) create(authority string) (t *target, created bool) {
@@ -144,6 +165,9 @@ func (ts *targets) resolve(t *target) {
 	o := ts.o
 	ctx, cancel := context.WithTimeout(o.ctx, o.cfg.ResolveTimeout)
 	dt, err := o.resolver.Resolve(ctx, t.authority)
+	if errors.Is(err, discovery.ErrNotMeshName) {
+		dt, err = ts.byAddress(ctx, t.authority)
+	}
 	cancel()
 	switch {
 	case errors.Is(err, discovery.ErrNotMeshName):
