@@ -202,11 +202,17 @@ type EndpointFields struct {
 }
 
 // Endpoint returns the projection of the ready endpoint f, or false when the projection
-// leaves it out: it has no valid address, or its targetRef is a Pod without a name. f is not
-// kept (its Addrs may be reused), except its ForZones.
+// leaves it out: it has no valid address, its targetRef is a Pod without a name, or its
+// targetRef is of another kind (an ExternalWorkload, whose mesh identity Meridian does not
+// read, or a Node: served bare, a meshed workload would be reached in plaintext; Linkerd
+// leaves out the kinds it does not serve). f is not kept (its Addrs may be reused), except
+// its ForZones.
 func (b *SliceBuilder) Endpoint(f *EndpointFields) (SliceEndpoint, bool) {
 	if len(f.Addrs) == 0 {
 		return SliceEndpoint{}, false // no address of the slice's family: it contributes nothing
+	}
+	if f.Ref && f.RefKind != "Pod" {
+		return SliceEndpoint{}, false
 	}
 	e := SliceEndpoint{addr: f.Addrs[0].As16()}
 	podNS := ""
