@@ -210,7 +210,7 @@ func (l *local) serveChanges(ctx context.Context, k ServiceKey, v *ringView, sub
 // buildProfile is the profile of a service port: its fully qualified name, the Service as
 // parent, the retry budget and whether the port is opaque. A port the Service does not
 // declare gets the empty profile, as from Linkerd (the proxy then falls back to the client
-// policy API). A pod's DNS name gets the pod's endpoint.
+// policy API). A pod's DNS name gets the pod's endpoint, and is opaque as its hint says.
 func buildProfile(cfg Config, t translator.Target, svc *corev1.Service, endpoint *pb.WeightedAddr) *pb.DestinationProfile {
 	fqn := fmt.Sprintf("%s.%s.svc.%s", t.Service, t.Namespace, cfg.Translator.ClusterDomain)
 	if t.Hostname != "" {
@@ -226,7 +226,13 @@ func buildProfile(cfg Config, t translator.Target, svc *corev1.Service, endpoint
 	if t.Hostname == "" {
 		p.ParentRef = serviceRef(t.Service, t.Namespace, t.Port)
 	}
-	if svc != nil && servicePortDeclared(svc, t.Port) {
+	switch {
+	case t.Hostname != "" && endpoint.GetProtocolHint() != nil:
+		// A pod's DNS name: the pod's port is opaque as its endpoint's hint says (its own
+		// opaque ports, the defaults, its Servers), as Linkerd's endpoint profile says; the
+		// Service's may differ.
+		p.OpaqueProtocol = endpoint.GetProtocolHint().GetOpaque() != nil
+	case svc != nil && servicePortDeclared(svc, t.Port):
 		p.OpaqueProtocol = translator.IsOpaqueService(cfg.Translator, svc, t.Port)
 	}
 	return p

@@ -258,3 +258,19 @@ func TestProfileLastGood(t *testing.T) {
 		t.Fatalf("a profile of a service not owned changed the profile: %q", got)
 	}
 }
+
+// TestHostnameProfileOpaqueFromThePod: a pod's DNS name is opaque as its endpoint's hint says
+// (the pod's opaque ports), not as its Service's port is (linkerd2's endpoint profile
+// translator); without a hint, the Service's rule applies.
+func TestHostnameProfileOpaqueFromThePod(t *testing.T) {
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "ns"}, Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 9000}}}}
+	target := translator.Target{Service: "db", Namespace: "ns", Port: 9000, Hostname: "db-0"}
+	opaque := &pb.WeightedAddr{ProtocolHint: &pb.ProtocolHint{Protocol: &pb.ProtocolHint_Opaque_{Opaque: &pb.ProtocolHint_Opaque{}}}}
+	h2 := &pb.WeightedAddr{ProtocolHint: &pb.ProtocolHint{Protocol: &pb.ProtocolHint_H2_{H2: &pb.ProtocolHint_H2{}}}}
+	if p := buildProfile(DefaultConfig(), target, svc, opaque); !p.GetOpaqueProtocol() {
+		t.Error("a pod whose port is opaque: the profile is not")
+	}
+	if p := buildProfile(DefaultConfig(), target, svc, h2); p.GetOpaqueProtocol() {
+		t.Error("a pod whose port is HTTP/2: the profile is opaque")
+	}
+}
