@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
@@ -20,6 +21,13 @@ import (
 
 // podWorkers is how many pods the source reads at once for WantPod.
 const podWorkers = 4
+
+// goneFor is how long a pod read as gone (NotFound) is not read again. Slices can name pods
+// that do not exist (a stale or hand-made slice); read on every ask (the index asks again for
+// missing pods every 30 s), thousands of them would keep the client's request budget, and
+// with it the reads of real new pods, busy for good. A pod created meanwhile that a slice
+// names is wanted when it is added, and the watch delivers it.
+const goneFor = 5 * time.Minute
 
 // Results of a pod read (destination_source_pod_reads_total).
 const (
@@ -69,6 +77,9 @@ type podShare struct {
 	deleted map[string]types.UID
 
 	reads [3]atomic.Int64 // by result: podFound, podGone, podFailed
+	// gone holds when each pod last read as gone was read (see goneFor); guarded by mu.
+	gone       map[string]time.Time
+	gonePruned time.Time
 	// tombstone is set while the pod handler delivers a deletion a relist found (a
 	// tombstone): the pod may exist still, and is read again rather than recorded as deleted.
 	tombstone atomic.Bool
@@ -111,12 +122,16 @@ func (ps *podShare) read(ctx context.Context, key string) error {
 	if err != nil || ps.cached(key) || !ps.filter.WantsPod(ns, name, nil) {
 		return nil // no longer named: what would have been read is not wanted
 	}
+	if ps.goneRecently(key) {
+		return nil
+	}
 	ps.beginLoad()
 	defer ps.endLoad()
 	p, err := ps.k.clients.Typed.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		ps.reads[podGone].Add(1)
+		ps.markGone(key)
 		return nil
 	case err != nil:
 		ps.reads[podFailed].Add(1)
@@ -262,6 +277,33 @@ func (ps *podShare) wantAgain(namespace, name string) {
 	if !ps.cached(namespace+"/"+name) && ps.filter.WantsPod(namespace, name, nil) {
 		ps.WantPod(namespace, name)
 	}
+}
+
+// goneRecently reports whether key was read as gone less than goneFor ago.
+func (ps *podShare) goneRecently(key string) bool {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	at, ok := ps.gone[key]
+	return ok && time.Since(at) < goneFor
+}
+
+// markGone records that key was read as gone now, dropping the records older than goneFor.
+func (ps *podShare) markGone(key string) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	now := time.Now()
+	if ps.gone == nil {
+		ps.gone = map[string]time.Time{}
+	}
+	if now.Sub(ps.gonePruned) > time.Minute { // a sweep a minute, not one a read
+		ps.gonePruned = now
+		for k, at := range ps.gone {
+			if now.Sub(at) >= goneFor {
+				delete(ps.gone, k)
+			}
+		}
+	}
+	ps.gone[key] = now
 }
 
 func (ps *podShare) beginLoad() {

@@ -183,6 +183,22 @@ func (f *podShareWorld) readsAndForgets() {
 		r := podReads(t, f.reg)
 		return r["found"] == 1 && r["gone"] == 1 && r["failed"] == 0
 	})
+	// A pod read as gone is not read again for a while: the index asks again for the pods
+	// it misses every 30 s, and thousands that do not exist would keep the client's request
+	// budget busy for good. (A pod created meanwhile arrives on the watch.)
+	for range 3 {
+		src.WantPod(ns, "ghost")
+	}
+	rec.name(ns+"/p3", true)
+	src.WantPod(ns, "p3") // read after the ghost's asks, in the queue's order
+	testutil.Eventually(t, apiTimeout, "p3 to be read", func() bool { return src.Pod(ns, "p3") != nil })
+	if r := podReads(t, f.reg); r["gone"] != 1 {
+		t.Errorf("the pod that does not exist was read %v times, want once", r["gone"])
+	}
+	rec.name(ns+"/p3", false)
+	src.ForgetPod(ns, "p3")
+	testutil.Eventually(t, apiTimeout, "p3 to be forgotten", func() bool { return src.Pod(ns, "p3") == nil })
+	rec.Take()
 
 	// Forgetting p1 drops it from the cache; a wanted pod stays when forgotten.
 	rec.name(ns+"/p1", false)
