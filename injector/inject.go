@@ -1,12 +1,15 @@
 package injector
 
 import (
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/meridian-mesh/meridian/internal/quote"
 )
 
 // Outcome is the result of reviewing one pod or pod template.
@@ -21,6 +24,9 @@ type Outcome struct {
 	// Warnings are the annotations that were ignored because they are invalid: injection
 	// goes on without them (see Config.Resolve), and a skip never comes from them.
 	Warnings []Warning
+	// Notes are what else the operator should know of an injected pod, in words (a
+	// container that runs as the proxy's user, whose traffic the capture lets out).
+	Notes []string
 }
 
 // Review decides and, when injecting, builds the mutation for a pod template with metadata
@@ -68,6 +74,7 @@ func (c *Config) ReviewOwned(ns Meta, namespace string, meta *metav1.ObjectMeta,
 			out.Mutation.RemoveAnnotations = append(out.Mutation.RemoveAnnotations, key)
 		}
 	}
+	out.Notes = proxyUserNotes(spec, v.UID)
 	_, own := meta.Annotations[AnnotationOpaquePorts]
 	if _, copied := out.Mutation.Annotations[AnnotationOpaquePorts]; !own && !copied {
 		if ports := declaredOf(spec, c.Proxy.OpaquePorts); ports != "" {
@@ -89,4 +96,26 @@ func declaredOf(spec *corev1.PodSpec, ports []uint16) string {
 		}
 	}
 	return strings.Join(out, ",")
+}
+
+// proxyUserNotes says which of spec's containers run as uid, the proxy's user: proxy-init's
+// rules let that user's traffic out uncaptured (so that the proxy's own gets out), so theirs
+// bypasses the proxy, with no mTLS and no policy. Linkerd's injector says nothing of it.
+func proxyUserNotes(spec *corev1.PodSpec, uid int64) []string {
+	var out []string
+	podUID := int64(-1)
+	if sc := spec.SecurityContext; sc != nil && sc.RunAsUser != nil {
+		podUID = *sc.RunAsUser
+	}
+	for _, c := range spec.Containers {
+		runs := podUID
+		if c.SecurityContext != nil && c.SecurityContext.RunAsUser != nil {
+			runs = *c.SecurityContext.RunAsUser
+		}
+		if runs == uid {
+			out = append(out, fmt.Sprintf("container %s runs as user %d, the proxy's: its traffic is not captured (no mTLS, no policy); run it as another user, or set config.linkerd.io/proxy-uid",
+				quote.Prefix(c.Name, 63), uid))
+		}
+	}
+	return out
 }

@@ -229,6 +229,9 @@ func injectObject(obj map[string]any, opts ManifestOptions) (bool, []ReportLine,
 	for _, w := range out.Warnings {
 		lines = append(lines, ReportLine{Resource: resource, Injected: out.Decision.Inject, Warning: true, Reason: w.String()})
 	}
+	for _, n := range out.Notes {
+		lines = append(lines, ReportLine{Resource: resource, Injected: true, Warning: true, Reason: n})
+	}
 	if !out.Decision.Inject {
 		reason := out.Decision.Reason
 		if out.Detail != "" {

@@ -561,3 +561,24 @@ func TestPatchNonNativeAwaits(t *testing.T) {
 		}
 	}
 }
+
+// TestNotesOnProxyUser: a container that runs as the proxy's user (by its own security
+// context or the pod's) is injected with a note, since its traffic is let out uncaptured.
+func TestNotesOnProxyUser(t *testing.T) {
+	cfg := DefaultConfig()
+	uid, other := cfg.Proxy.UID, int64(1000)
+	pod := corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Annotations: map[string]string{AnnotationInject: InjectEnabled}},
+		Spec: corev1.PodSpec{
+			SecurityContext: &corev1.PodSecurityContext{RunAsUser: &uid},
+			Containers: []corev1.Container{
+				{Name: "app"}, // the pod's user: the proxy's
+				{Name: "sidecar", SecurityContext: &corev1.SecurityContext{RunAsUser: &other}},
+			},
+		},
+	}
+	out := cfg.Review(Meta{}, "apps", &pod.ObjectMeta, &pod.Spec, false)
+	if !out.Decision.Inject || len(out.Notes) != 1 || !strings.Contains(out.Notes[0], `container "app" runs as user 2102`) {
+		t.Errorf("inject %v, notes %q; want one note on container app", out.Decision.Inject, out.Notes)
+	}
+}

@@ -206,6 +206,10 @@ func (wh *Webhook) Review(ctx context.Context, req *admissionv1.AdmissionRequest
 		resp.Warnings = Strings(out.Warnings)
 		wh.log.Warn("ignored invalid annotations", append(fields, zap.Bool("injected", out.Decision.Inject), zap.Strings("warnings", resp.Warnings))...)
 	}
+	if len(out.Notes) > 0 {
+		resp.Warnings = append(resp.Warnings, out.Notes...)
+		wh.log.Warn("injected pod with traffic the proxy does not see", append(fields, zap.Strings("notes", out.Notes))...)
+	}
 	if !out.Decision.Inject {
 		wh.log.Info("skipped", append(fields, zap.String("reason", out.Decision.Reason), zap.String("detail", out.Detail))...)
 		return skip(out.Decision.Reason, out.Detail)
