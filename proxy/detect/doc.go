@@ -14,8 +14,8 @@
 // Peek is the I/O helper around it. It reads from a net.Conn until Detect decides, up to
 // Config.MaxBytes (8 KiB) and for at most Config.Timeout (10 s, linkerd2-proxy's detection
 // timeout). A connection still undecided at either bound, or when the client stops sending,
-// is HTTP1 if what it sent could still begin a request line (linkerd2-proxy takes a partial
-// request line as HTTP/1), else Opaque: a request line too long to decide on must not reach
+// is HTTP1 if what it sent could still begin a request (empty lines alone too;
+// linkerd2-proxy takes a partial request line as HTTP/1), else Opaque: a request line too long to decide on must not reach
 // the application as opaque bytes, past the HTTP handling that checks routes and strips
 // l5d-client-id. It returns a Conn that replays the bytes it read before the rest of the
 // stream, so the HTTP server or the TCP forwarder downstream sees the connection from its

@@ -35,9 +35,10 @@ type Result struct {
 	// TimedOut reports that the client sent too little within the timeout, and
 	// BoundReached that it sent Config.MaxBytes without completing a request line. In both
 	// cases, and when the client stopped sending, what could still begin an HTTP/1 request
-	// line is HTTP1 (as linkerd2-proxy takes a partial one) and anything else Opaque: a
-	// request line too long for the bound must not reach the application as opaque bytes,
-	// past the HTTP handling that checks routes and strips l5d-client-id.
+	// (empty lines alone too) is HTTP1 (as linkerd2-proxy takes a partial one) and anything
+	// else Opaque: a request line too long for the bound, or one after many empty lines,
+	// must not reach the application as opaque bytes, past the HTTP handling that checks
+	// routes and strips l5d-client-id.
 	TimedOut, BoundReached bool
 	// Conn replays the bytes Peek read, then reads on from the connection.
 	Conn *Conn
@@ -47,8 +48,8 @@ type Result struct {
 var pool = sync.Pool{New: func() any { b := make([]byte, DefaultMaxBytes); return &b }}
 
 // Peek reads conn's first bytes until Detect decides, the client stops sending (end of
-// stream after some bytes: what it sent is classified, undecided counts as Opaque), the
-// bound is reached or the timeout passes (Opaque), or ctx ends. It returns an error when
+// stream after some bytes), the bound is reached or the timeout passes (then what could
+// still begin a request is HTTP1, anything else Opaque: see Result), or ctx ends. It returns an error when
 // the client closes before sending anything (io.EOF), when a read fails, or when ctx ends
 // (ctx.Err()); the caller then normally closes conn, but Result.Conn is set even then and
 // replays whatever was read, so nothing is lost. Peek clears conn's read deadline before
@@ -104,11 +105,9 @@ func readUntil(ctx context.Context, conn net.Conn, buf []byte) (Result, int, err
 }
 
 // undecided is the protocol of a prefix Detect could not decide on when no more comes: HTTP1
-// when it could still begin an HTTP/1 request line, else Opaque (nothing, or only empty lines).
+// when it could still begin an HTTP/1 request (empty lines alone included: a request may
+// follow them, and must not reach the application as opaque bytes), else Opaque (nothing).
 func undecided(prefix []byte) Protocol {
-	for len(prefix) > 0 && (prefix[0] == '\r' || prefix[0] == '\n') {
-		prefix = prefix[1:]
-	}
 	if len(prefix) > 0 && Detect(prefix) == NeedMore {
 		return HTTP1
 	}

@@ -81,7 +81,8 @@ func TestPeekOverLoopback(t *testing.T) {
 		// linkerd2-proxy takes a partial line: never opaque bytes past the HTTP handling.
 		{"stalled request line times out", []string{"GET /"}, false, Config{Timeout: 50 * time.Millisecond}, HTTP1, true, false},
 		{"silent client times out", nil, false, Config{Timeout: 50 * time.Millisecond}, Opaque, true, false},
-		{"empty lines only, then a stall", []string{"\r\n\n"}, false, Config{Timeout: 50 * time.Millisecond}, Opaque, true, false},
+		{"empty lines only, then a stall", []string{"\r\n\n"}, false, Config{Timeout: 50 * time.Millisecond}, HTTP1, true, false},
+		{"empty lines over the bound", []string{strings.Repeat("\r\n", DefaultMaxBytes)}, false, DefaultConfig(), HTTP1, false, true},
 		{"partial line then end of stream", []string{"GET / HT"}, true, DefaultConfig(), HTTP1, false, false},
 		{"binary then end of stream", []string{"\x00\x01"}, true, DefaultConfig(), Opaque, false, false},
 		{"request then end of stream", []string{"GET / HTTP/1.0\r\n\r\n"}, true, DefaultConfig(), HTTP1, false, false},

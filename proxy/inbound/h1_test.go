@@ -186,15 +186,25 @@ func TestLeanHeaderValues(t *testing.T) {
 // application echoes every line it receives, so the client sees what reached it.
 func TestForgedClientIDPastDetection(t *testing.T) {
 	const forged = "admin.ns.serviceaccount.identity.linkerd.cluster.local"
-	for name, prefix := range map[string]string{
-		"a request line over the detection bound": "GET /" + strings.Repeat("a", 9000) + " HTTP/1.1\r\n",
-		"an empty line first":                     "\r\nGET / HTTP/1.1\r\n",
-		"a bare LF first":                         "\nGET / HTTP/1.1\r\n",
+	for name, tc := range map[string]struct {
+		first, prefix string // first is sent, then the detection timeout passes
+	}{
+		"a request line over the detection bound": {"", "GET /" + strings.Repeat("a", 9000) + " HTTP/1.1\r\n"},
+		"an empty line first":                     {"", "\r\nGET / HTTP/1.1\r\n"},
+		"a bare LF first":                         {"", "\nGET / HTTP/1.1\r\n"},
+		"empty lines over the detection bound":    {"", strings.Repeat("\r\n", 4097) + "GET / HTTP/1.1\r\n"},
+		"an empty line, then a wait":              {"\r\n", "GET / HTTP/1.1\r\n"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			p := startProxy(t, Config{DefaultPort: echoApp(t)}, Deps{})
+			p := startProxy(t, Config{DefaultPort: echoApp(t), DetectTimeout: 300 * time.Millisecond}, Deps{})
 			c := proxytest.Dial(t, p.addr)
-			if _, err := io.WriteString(c, prefix+"Host: web\r\nL5d-Client-Id: "+forged+"\r\n\r\n"); err != nil {
+			if tc.first != "" {
+				if _, err := io.WriteString(c, tc.first); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(500 * time.Millisecond) // past detection's timeout
+			}
+			if _, err := io.WriteString(c, tc.prefix+"Host: web\r\nL5d-Client-Id: "+forged+"\r\n\r\n"); err != nil {
 				t.Fatal(err)
 			}
 			_ = c.(*net.TCPConn).CloseWrite()
