@@ -22,11 +22,11 @@ import (
 // podWorkers is how many pods the source reads at once for WantPod.
 const podWorkers = 4
 
-// goneFor is how long a pod read as gone (NotFound) is not read again. Slices can name pods
-// that do not exist (a stale or hand-made slice); read on every ask (the index asks again for
-// missing pods every 30 s), thousands of them would keep the client's request budget, and
-// with it the reads of real new pods, busy for good. A pod created meanwhile that a slice
-// names is wanted when it is added, and the watch delivers it.
+// goneFor is how long a pod read as gone (NotFound) is not read again, unless the watch or a
+// list shows it meanwhile. Slices can name pods that do not exist (a stale or hand-made
+// slice); read on every ask (the index asks again for missing pods every 30 s), thousands of
+// them would keep the client's request budget, and with it the reads of real new pods, busy
+// for good.
 const goneFor = 5 * time.Minute
 
 // Results of a pod read (destination_source_pod_reads_total).
@@ -77,9 +77,13 @@ type podShare struct {
 	deleted map[string]types.UID
 
 	reads [3]atomic.Int64 // by result: podFound, podGone, podFailed
-	// gone holds when each pod last read as gone was read (see goneFor); guarded by mu.
+	// gone holds when each pod last read as gone was read (see goneFor), until the watch or a
+	// list shows the pod exists; guarded by goneMu, and ngone counts it (a pod event looks at
+	// it only when it is not empty).
+	goneMu     sync.Mutex
 	gone       map[string]time.Time
 	gonePruned time.Time
+	ngone      atomic.Int64
 	// tombstone is set while the pod handler delivers a deletion a relist found (a
 	// tombstone): the pod may exist still, and is read again rather than recorded as deleted.
 	tombstone atomic.Bool
@@ -279,18 +283,32 @@ func (ps *podShare) wantAgain(namespace, name string) {
 	}
 }
 
-// goneRecently reports whether key was read as gone less than goneFor ago.
+// goneRecently reports whether key was read as gone less than goneFor ago, and no event of
+// the pod came since.
 func (ps *podShare) goneRecently(key string) bool {
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
+	ps.goneMu.Lock()
+	defer ps.goneMu.Unlock()
 	at, ok := ps.gone[key]
 	return ok && time.Since(at) < goneFor
 }
 
+// exists forgets that the pod key was read as gone: the watch or a list has just shown it (a
+// pod created after the read, dropped then as unwanted, and named by a slice only later).
+func (ps *podShare) exists(key string) {
+	if ps.ngone.Load() == 0 {
+		return
+	}
+	ps.goneMu.Lock()
+	defer ps.goneMu.Unlock()
+	delete(ps.gone, key)
+	ps.ngone.Store(int64(len(ps.gone)))
+}
+
 // markGone records that key was read as gone now, dropping the records older than goneFor.
 func (ps *podShare) markGone(key string) {
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
+	ps.goneMu.Lock()
+	defer ps.goneMu.Unlock()
+	defer func() { ps.ngone.Store(int64(len(ps.gone))) }()
 	now := time.Now()
 	if ps.gone == nil {
 		ps.gone = map[string]time.Time{}
@@ -461,6 +479,7 @@ func (ps *podShare) listWatch() cache.ListerWatcher {
 			}
 			kept := l.Items[:0]
 			for i := range l.Items {
+				ps.exists(l.Items[i].Namespace + "/" + l.Items[i].Name)
 				if ps.wants(&l.Items[i]) {
 					kept = append(kept, l.Items[i])
 				}
@@ -532,6 +551,9 @@ func (w *filteredWatch) loop(f func(watch.Event) (watch.Event, bool)) {
 // modification becomes the deletion of its placeholder (isDropped).
 func (ps *podShare) filterEvent(e watch.Event) (watch.Event, bool) {
 	p, ok := e.Object.(*corev1.Pod)
+	if ok && (e.Type == watch.Added || e.Type == watch.Modified) {
+		ps.exists(p.Namespace + "/" + p.Name)
+	}
 	if !ok || (e.Type != watch.Added && e.Type != watch.Modified) || ps.wants(p) {
 		return e, true
 	}

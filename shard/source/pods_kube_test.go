@@ -198,6 +198,18 @@ func (f *podShareWorld) readsAndForgets() {
 	rec.name(ns+"/p3", false)
 	src.ForgetPod(ns, "p3")
 	testutil.Eventually(t, apiTimeout, "p3 to be forgotten", func() bool { return src.Pod(ns, "p3") == nil })
+	// The pod is created once no slice names it (its watch event is dropped as unwanted),
+	// and named again: the watch showed it exists, so it is read at once, not in 5 minutes
+	// (a StatefulSet's pod re-created under its name).
+	rec.name(ns+"/ghost", false)
+	src.ForgetPod(ns, "ghost")
+	create(t, f.ctx, f.env.Client, testPod(ns, "ghost"))
+	testutil.Eventually(t, apiTimeout, "the ghost's creation to be seen", func() bool { return !src.podFiltering().goneRecently(ns + "/ghost") })
+	rec.name(ns+"/ghost", true)
+	src.WantPod(ns, "ghost")
+	testutil.Eventually(t, apiTimeout, "the created pod to be read", func() bool { return src.Pod(ns, "ghost") != nil })
+	rec.name(ns+"/ghost", false)
+	src.ForgetPod(ns, "ghost")
 	rec.Take()
 
 	// Forgetting p1 drops it from the cache; a wanted pod stays when forgotten.
