@@ -81,7 +81,11 @@ func NewServer(ctx context.Context, cfg ServerConfig, deps Deps) (*Server, error
 	}
 	s := &Server{wh: Handler(wh, NewProfileValidator(log)), lis: deps.Listener, log: log}
 	if cfg.TrustAnchorsPEM == "" && cfg.TrustAnchorsConfigMap != "" {
-		s.anchors = &anchorsWatch{kube: deps.Kube, ns: cfg.ControlPlaneNamespace, name: cfg.TrustAnchorsConfigMap, every: cfg.CertPoll, wh: wh, log: log}
+		every := cfg.CertPoll
+		if every <= 0 {
+			every = time.Minute // as the keypair's re-read
+		}
+		s.anchors = &anchorsWatch{kube: deps.Kube, ns: cfg.ControlPlaneNamespace, name: cfg.TrustAnchorsConfigMap, every: every, wh: wh, log: log}
 		if err := s.anchors.read(ctx); err != nil {
 			return nil, err
 		}
@@ -99,9 +103,10 @@ func (s *Server) Run(ctx context.Context) error {
 	if s.anchors == nil {
 		return Serve(ctx, s.lis, s.wh, s.certs, s.log)
 	}
+	actx, cancel := context.WithCancel(ctx) // the watch ends with Serve, early or not
 	done := make(chan struct{})
-	go func() { defer close(done); s.anchors.run(ctx) }()
-	defer func() { <-done }()
+	go func() { defer close(done); s.anchors.run(actx) }()
+	defer func() { cancel(); <-done }()
 	return Serve(ctx, s.lis, s.wh, s.certs, s.log)
 }
 

@@ -225,3 +225,31 @@ func TestTrustAnchorsFollowTheConfigMap(t *testing.T) {
 	}
 	testutil.Eventually(t, 20*time.Second, "the rotation to be read", func() bool { ok, p := anchors(); return ok && strings.Contains(p, "NEW-ROOTS") })
 }
+
+// TestServerRunEndsWithServe: when serving fails (here its listener is closed), Run returns
+// the error, with the trust anchors' watch stopped, rather than wait for its context.
+func TestServerRunEndsWithServe(t *testing.T) {
+	env := kubetest.Start(t)
+	dir := t.TempDir()
+	cf, kf := newTestCert(t, "injector-1").write(t, dir)
+	cfg := DefaultServerConfig()
+	cfg.CertFile, cfg.KeyFile, cfg.ControlPlaneNamespace, cfg.CertPoll = cf, kf, env.Namespace(t, nil), 0
+	lis := testutil.Listen(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s, err := NewServer(ctx, cfg, Deps{Kube: env.Client, Listener: lis, Logger: zaptest.NewLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = lis.Close()
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Error("Run returned no error though serving failed")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("serving failed, but Run did not return until its context ended")
+	}
+}

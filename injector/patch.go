@@ -10,18 +10,20 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// PatchOp is one RFC 6902 operation. The injector only ever adds.
+// PatchOp is one RFC 6902 operation: "add", or "remove" (of a pod's own annotation whose
+// value was ignored; it has no value).
 type PatchOp struct {
 	Op    string `json:"op"`
 	Path  string `json:"path"`
-	Value any    `json:"value"`
+	Value any    `json:"value,omitempty"`
 }
 
 // Patch returns the JSON patch that performs m on the object whose pod metadata and spec
 // are meta and spec, found under root ("" for a Pod, "/spec/template" for a workload's pod
-// template). The patch only adds: containers are inserted at the front in order, volumes
-// appended, labels and annotations set (an existing key is replaced, as RFC 6902 "add" on an
-// object member does).
+// template). The patch adds, but for m.RemoveAnnotations: containers are inserted at the
+// front in order, volumes appended, labels and annotations set (an existing key is replaced,
+// as RFC 6902 "add" on an object member does), and the pod's own annotations of
+// m.RemoveAnnotations removed.
 func (m *Mutation) Patch(root string, meta *metav1.ObjectMeta, spec *corev1.PodSpec) []PatchOp {
 	var ops []PatchOp
 	add := func(path string, v any) { ops = append(ops, PatchOp{Op: "add", Path: root + path, Value: v}) }

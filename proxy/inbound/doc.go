@@ -1,10 +1,12 @@
 // Package inbound is the proxy's inbound side: the listener (4143) in front of the pod's
 // application. Per connection it
 //
-//   - peeks at the first bytes: a TLS ClientHello for this proxy's identity (or any, when
-//     Config.Identity is empty) is terminated with tlsid (ALPN transport.l5d.io/v1, h2,
-//     http/1.1) and the client's verified identity recorded; TLS for another name is the
-//     application's and passes through untouched; anything else is plaintext;
+//   - a redirected connection to a port that is opaque (Config.OpaquePorts, or its Server's
+//     policy) is proxied as TCP without reading first: its application may speak first;
+//   - otherwise peeks at the first bytes: a TLS ClientHello naming this proxy's identity is
+//     terminated with tlsid (ALPN transport.l5d.io/v1, h2, http/1.1) and the client's
+//     verified identity recorded; TLS for another name, or for none, is the application's
+//     and passes through untouched; anything else is plaintext;
 //   - with ALPN transport.l5d.io/v1 reads Linkerd's transport header (10 s bound): the target
 //     port and the session protocol (HTTP/1, HTTP/2 or opaque), from a client with an
 //     identity only (linkerd2-proxy's "direct connections must be mutually authenticated");
