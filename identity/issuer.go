@@ -84,8 +84,10 @@ func LoadIssuer(m Material, now time.Time) (*Issuer, error) {
 	// The anchor's key is kept offline: the issuer signs, never the trust anchor, which a
 	// leaked issuer key would otherwise make of every future trust decision.
 	for _, a := range anchors {
-		if a.Equal(crt) {
-			return nil, fmt.Errorf("issuer certificate %s is a trust anchor: sign an issuer with the anchor's key and give the issuer's certificate and key (meridian identity init does)", subj)
+		// By key, not by certificate: a certificate re-issued for the anchor's key is the
+		// anchor's key all the same.
+		if pub, ok := a.PublicKey.(equaler); a.Equal(crt) || ok && pub.Equal(crt.PublicKey) {
+			return nil, fmt.Errorf("issuer certificate %s holds a trust anchor's key: sign an issuer with the anchor's key and give the issuer's certificate and key (meridian identity init does)", subj)
 		}
 	}
 	pool := x509.NewCertPool()

@@ -49,6 +49,16 @@ func TestLoadRefusesBadIssuer(t *testing.T) {
 	}
 	notCA, _ := x509.ParseCertificate(leafDER)
 	_, strayKey, _ := identity.NewCA("stray", now.Add(-time.Hour), now.Add(time.Hour), nil, nil)
+	// The anchor's key in another certificate, signed by the anchor itself: it chains.
+	reissuedDER, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{
+		SerialNumber: big.NewInt(9), Subject: pkix.Name{CommonName: "identity.reissued"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
+	}, p.anchor, p.anchorKey.Public(), p.anchorKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reissued, _ := x509.ParseCertificate(reissuedDER)
 
 	cases := []struct {
 		name string
@@ -61,7 +71,8 @@ func TestLoadRefusesBadIssuer(t *testing.T) {
 		{"expired", expired, expiredKey, "expired at"},
 		{"not yet valid", future, futureKey, "is not valid before"},
 		{"key mismatch", p.issuer, strayKey, "does not match"},
-		{"the trust anchor itself", p.anchor, p.anchorKey, "is a trust anchor"},
+		{"the trust anchor itself", p.anchor, p.anchorKey, "holds a trust anchor's key"},
+		{"a certificate for the anchor's key", reissued, p.anchorKey, "holds a trust anchor's key"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -122,9 +123,11 @@ func (ts *targets) tryAcquire(authority string) *target {
 
 // byAddress resolves a name the destination does not know (a short name, an ExternalName, a
 // host outside the cluster) by the address DNS gives it, as the transparent path resolves
-// the original destination: the address may be a meshed pod's, reached then over mTLS with
-// its identity, not in plaintext by name. It returns discovery.ErrNotMeshName, for a direct
-// target, when the authority is an address already or DNS does not know the name.
+// the original destination: the address may be a meshed pod's (or a meshed Service's cluster
+// IP), reached then over mTLS with its identity, not in plaintext by name. It returns
+// discovery.ErrNotMeshName, for a direct target by name (DNS on each dial, as before), when
+// the authority is an address already, DNS does not know the name, or nothing at the address
+// has an identity.
 func (ts *targets) byAddress(ctx context.Context, authority string) (Target, error) {
 	host, port, err := net.SplitHostPort(authority)
 	if err != nil {
@@ -137,7 +140,15 @@ func (ts *targets) byAddress(ctx context.Context, authority string) (Target, err
 	if err != nil || len(ips) == 0 {
 		return nil, discovery.ErrNotMeshName
 	}
-	return ts.o.resolver.Resolve(ctx, net.JoinHostPort(ips[0].Unmap().String(), port))
+	dt, err := ts.o.resolver.Resolve(ctx, net.JoinHostPort(ips[0].Unmap().String(), port))
+	if err != nil {
+		return nil, err
+	}
+	if !slices.ContainsFunc(dt.Snapshot().Endpoints, func(e discovery.Endpoint) bool { return e.Identity != "" }) {
+		dt.Release()
+		return nil, discovery.ErrNotMeshName
+	}
+	return dt, nil
 }
 
 // create returns the cached target of authority with a reference, or a new one that the
