@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/meridian-mesh/meridian/internal/run"
 	"github.com/meridian-mesh/meridian/shard/source"
 	"github.com/meridian-mesh/meridian/snapshot"
 	"github.com/meridian-mesh/meridian/translator"
@@ -184,14 +185,7 @@ const missingPodsPeriod = 30 * time.Second
 // all), losing a pod that nothing would read again until it next changes. A pod that does
 // not exist (a slice names a pod deleted since) costs one read a period.
 func (x *Index) askForMissingPods(ctx context.Context, period time.Duration) {
-	tick := time.NewTicker(period)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+	run.Every(ctx, period, func() {
 		x.refMu.Lock()
 		named := make([]podKey, 0, len(x.podRefs))
 		for pk := range x.podRefs {
@@ -203,7 +197,7 @@ func (x *Index) askForMissingPods(ctx context.Context, period time.Duration) {
 				x.podLoader.WantPod(pk.Namespace, pk.Name)
 			}
 		}
-	}
+	})
 }
 
 func (x *Index) processNext() bool {
