@@ -195,3 +195,34 @@ func TestServerFirstOnOpaquePort(t *testing.T) {
 		})
 	}
 }
+
+// TestRedirectedPortHeldOnce: a redirected connection holds its port's policy once while it
+// lasts, whichever way it goes (opaque without reading, through detection to HTTP, or refused
+// in its preamble), and lets it go when it ends.
+func TestRedirectedPortHeldOnce(t *testing.T) {
+	app := httpApp(t)
+	appAddr := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), app)
+	for name, cfg := range map[string]Config{
+		"detected": {DetectTimeout: 5 * time.Second},
+		"opaque":   {OpaquePorts: []uint16{app}, DetectTimeout: 5 * time.Second},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := startProxy(t, cfg, Deps{OriginalDst: func(net.Conn) (netip.AddrPort, error) { return appAddr, nil }})
+			c := proxytest.Dial(t, p.addr)
+			if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: web\r\n\r\n"); err != nil {
+				t.Fatal(err)
+			}
+			_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			if _, err := http.ReadResponse(bufio.NewReader(c), nil); err != nil {
+				t.Fatal(err)
+			}
+			if n := p.watcher.Held(app); n != 1 {
+				t.Errorf("an open connection holds its port %d times, want once", n)
+			}
+			_ = c.Close()
+			refused := proxytest.Dial(t, p.addr) // closed before its preamble ends
+			_ = refused.Close()
+			testutil.Eventually(t, 5*time.Second, "the port to be let go", func() bool { return p.watcher.Held(app) == 0 })
+		})
+	}
+}

@@ -237,12 +237,14 @@ func (i *Inbound) serveConn(ctx context.Context, c *trackedConn) {
 	if err != nil {
 		dst = netip.AddrPort{}
 	}
+	// A redirected connection's port is looked up before anything is read: a port that is
+	// opaque (by configuration or policy) is proxied as TCP without reading first, as
+	// linkerd2-proxy skips detection there: its application may speak first (MySQL, SMTP),
+	// and the client waits for it. Meshed clients reach it with the transport header, on the
+	// inbound port.
+	var port *policy.Port
 	if dst.IsValid() && dst.Port() != i.listenPort() {
-		// A port that is opaque (by configuration or policy) is proxied as TCP without reading
-		// first, as linkerd2-proxy skips detection there: its application may speak first
-		// (MySQL, SMTP), and the client waits for it. Meshed clients reach it with the
-		// transport header, on the inbound port.
-		port := i.watcher.Lookup(ctx, dst.Port())
+		port = i.watcher.Lookup(ctx, dst.Port())
 		if i.opaque[dst.Port()] || port.Policy().Protocol == policy.Opaque {
 			c.onClose(port.Release)
 			if ctx.Err() != nil { // shutting down: no connection starts now
@@ -254,17 +256,27 @@ func (i *Inbound) serveConn(ctx context.Context, c *trackedConn) {
 			i.serveTCP(ctx, s, port, i.appAddr(s))
 			return
 		}
-		port.Release()
 	}
 	s, err := i.preamble(ctx, c, dst)
 	if err != nil {
+		if port != nil {
+			port.Release()
+		}
 		if !errors.Is(err, io.EOF) {
 			i.log.Debug("inbound: connection refused in its preamble", zap.Stringer("client", c.RemoteAddr()), zap.Error(err))
 		}
 		_ = c.Close()
 		return
 	}
-	port := i.watcher.Lookup(ctx, s.port)
+	// The port looked up before the preamble serves, unless a transport header named
+	// another; without an original destination, it is looked up now.
+	if port != nil && s.port != dst.Port() {
+		port.Release()
+		port = nil
+	}
+	if port == nil {
+		port = i.watcher.Lookup(ctx, s.port)
+	}
 	c.onClose(port.Release)
 	if ctx.Err() != nil { // shutting down: no connection starts now
 		_ = c.Close()

@@ -125,6 +125,16 @@ func (w *Watcher) Lookup(ctx context.Context, port uint16) *Port {
 	return p
 }
 
+// Held returns how many connections hold port now (Lookup without its Release).
+func (w *Watcher) Held(port uint16) int32 {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	if p := w.ports[port]; p != nil {
+		return p.refs.Load()
+	}
+	return 0
+}
+
 func (w *Watcher) acquire(port uint16) *Port {
 	w.mu.RLock()
 	p := w.ports[port]
