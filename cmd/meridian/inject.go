@@ -10,6 +10,7 @@ import (
 
 	"github.com/meridian-mesh/meridian/injector"
 	"github.com/meridian-mesh/meridian/internal/quote"
+	proxyconfig "github.com/meridian-mesh/meridian/proxy/config"
 )
 
 func init() {
@@ -37,7 +38,7 @@ func injProxyFlags(fs *flag.FlagSet, cfg *injector.Config) func() map[string]str
 	fs.StringVar(&cfg.ClusterDomain, "cluster-domain", cfg.ClusterDomain, "cluster DNS domain")
 	fs.StringVar(&cfg.TrustDomain, "trust-domain", cfg.TrustDomain, "identity trust domain")
 	fs.Func("cluster-networks", "comma-separated pod networks of the cluster, given to proxies for their cluster-* default policies (empty: the proxy's defaults, Linkerd's private ranges)", func(s string) error {
-		nets, err := parsePrefixes(s)
+		nets, err := proxyconfig.ParsePrefixes(s)
 		cfg.ClusterNetworks = nets
 		return err
 	})

@@ -10,6 +10,7 @@ import (
 	"github.com/meridian-mesh/meridian/internal/kube"
 	"github.com/meridian-mesh/meridian/policy"
 	"github.com/meridian-mesh/meridian/policy/compute"
+	proxyconfig "github.com/meridian-mesh/meridian/proxy/config"
 )
 
 func init() {
@@ -65,10 +66,10 @@ func policyFlags(args []string) (policyCommand, error) {
 		return pc, fmt.Errorf("--cluster-default-policy: %w", err)
 	}
 	cfg.Compute.DefaultPolicy = p
-	if cfg.Compute.ClusterNetworks, err = parsePrefixes(*clusterNets); err != nil {
+	if cfg.Compute.ClusterNetworks, err = proxyconfig.ParsePrefixes(*clusterNets); err != nil {
 		return pc, fmt.Errorf("--cluster-networks: %w", err)
 	}
-	if cfg.Compute.ProbeNetworks, err = parsePrefixes(*probeNets); err != nil {
+	if cfg.Compute.ProbeNetworks, err = proxyconfig.ParsePrefixes(*probeNets); err != nil {
 		return pc, fmt.Errorf("--probe-networks: %w", err)
 	}
 	return pc, nil
@@ -115,20 +116,4 @@ func prefixList(ps []netip.Prefix) string {
 		s[i] = p.String()
 	}
 	return strings.Join(s, ",")
-}
-
-func parsePrefixes(s string) ([]netip.Prefix, error) {
-	var out []netip.Prefix
-	for _, part := range strings.Split(s, ",") {
-		part = strings.TrimSpace(part)
-		if part == "" {
-			continue
-		}
-		p, err := netip.ParsePrefix(part)
-		if err != nil {
-			return nil, fmt.Errorf("%q is not a CIDR", part)
-		}
-		out = append(out, p.Masked())
-	}
-	return out, nil
 }
