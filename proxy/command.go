@@ -33,7 +33,7 @@ func Command(ctx context.Context, lookup func(string) (string, bool), fs *flag.F
 	if cfg.LogFormat == "json" {
 		format = "json"
 	}
-	log, err := logging.New(LogLevel(cfg.Log), format)
+	log, err := logging.New(logging.ProxyFilterLevel(cfg.Log), format)
 	if err != nil {
 		return fmt.Errorf("LINKERD2_PROXY_LOG (--log): %w", err) // err quotes a prefix of it
 	}
@@ -43,10 +43,6 @@ func Command(ctx context.Context, lookup func(string) (string, bool), fs *flag.F
 	defer func() { _ = log.Sync() }()
 	return Serve(ctx, cfg, log)
 }
-
-// LogLevel reads linkerd2-proxy's log filter ("warn,linkerd=info"): see
-// logging.ProxyFilterLevel.
-func LogLevel(filter string) string { return logging.ProxyFilterLevel(filter) }
 
 // AwaitCommand is `meridian-proxy await` (and `meridian proxy await`): Await with the flags
 // parse parses from fs (--port, the admin port; --timeout).

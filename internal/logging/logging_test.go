@@ -26,3 +26,24 @@ func TestBadValuesQuotedByPrefix(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestProxyFilterLevel(t *testing.T) {
+	for filter, want := range map[string]string{
+		"warn,linkerd=info":                  "info",
+		"linkerd=debug,warn":                 "debug",
+		"warn":                               "warn",
+		"":                                   "info",
+		"linkerd2_proxy=trace,info":          "debug",
+		"off":                                "error",
+		"hyper=warn,linkerd_proxy_http=warn": "warn",
+	} {
+		if got := ProxyFilterLevel(filter); got != want {
+			t.Errorf("ProxyFilterLevel(%q) = %q, want %q", filter, got, want)
+		}
+	}
+	for _, bad := range []string{"verbose", "linkerd=inf"} {
+		if CheckProxyFilter(bad) == nil {
+			t.Errorf("CheckProxyFilter(%q) = nil, want an error", bad)
+		}
+	}
+}
