@@ -68,9 +68,40 @@ type Metrics struct {
 	tcpRead, tcpWrite   *prometheus.CounterVec
 	httpAllow, httpDeny *prometheus.CounterVec
 	tcpAllow, tcpDeny   *prometheus.CounterVec
-	routes, conns       sync.Map // Labels.key() -> *Route / *TCP
-	nroutes, nconns     atomic.Int64
+	routes              handles[*Route]
+	conns               handles[*TCP]
 	maxRoutes           int64 // of routes, and of kinds of connection
+}
+
+// handles caches the handles of series by their labels (Labels.key()), and counts them.
+type handles[T any] struct {
+	m sync.Map
+	n atomic.Int64
+}
+
+// get returns the handle of l, made by mk on first use. l's authority is bounded: longer
+// than MaxAuthority it reads AuthorityInvalid, and once max handles exist a new l counts as
+// overflow(l).
+func (h *handles[T]) get(l Labels, max int64, mk func(Labels) T) T {
+	if len(l.Authority) > MaxAuthority {
+		l.Authority = AuthorityInvalid
+	}
+	k := l.key()
+	if v, ok := h.m.Load(k); ok {
+		return v.(T)
+	}
+	if h.n.Load() >= max && (l.Authority != AuthorityOther || l.Dst != nil) {
+		l = overflow(l)
+		k = l.key()
+		if v, ok := h.m.Load(k); ok {
+			return v.(T)
+		}
+	}
+	v, loaded := h.m.LoadOrStore(k, mk(l))
+	if !loaded {
+		h.n.Add(1)
+	}
+	return v.(T)
 }
 
 // Bounds of the authority label, which a client chooses (an inbound request's Host): its
@@ -141,26 +172,10 @@ type response struct {
 // Route returns the handle of the route l, creating its series on first use. Its authority
 // is bounded as MaxAuthority and MaxRoutes say.
 func (m *Metrics) Route(l Labels) *Route {
-	if len(l.Authority) > MaxAuthority {
-		l.Authority = AuthorityInvalid
-	}
-	k := l.key()
-	if r, ok := m.routes.Load(k); ok {
-		return r.(*Route)
-	}
-	if m.nroutes.Load() >= m.maxRoutes && (l.Authority != AuthorityOther || l.Dst != nil) {
-		l = overflow(l)
-		k = l.key()
-		if r, ok := m.routes.Load(k); ok {
-			return r.(*Route)
-		}
-	}
-	v := l.values()
-	r, loaded := m.routes.LoadOrStore(k, &Route{m: m, values: v, requests: m.requests.WithLabelValues(v...), responses: map[respKey]*response{}})
-	if !loaded {
-		m.nroutes.Add(1)
-	}
-	return r.(*Route)
+	return m.routes.get(l, m.maxRoutes, func(l Labels) *Route {
+		v := l.values()
+		return &Route{m: m, values: v, requests: m.requests.WithLabelValues(v...), responses: map[respKey]*response{}}
+	})
 }
 
 // overflow is l as a route or connection beyond the bound counts it: authority "other", no
@@ -221,34 +236,17 @@ type TCP struct {
 // TCP returns the handle of the connections l, creating their series on first use. Its
 // labels are bounded as Route's are.
 func (m *Metrics) TCP(l Labels) *TCP {
-	if len(l.Authority) > MaxAuthority {
-		l.Authority = AuthorityInvalid
-	}
-	k := l.key()
-	if c, ok := m.conns.Load(k); ok {
-		return c.(*TCP)
-	}
-	if m.nconns.Load() >= m.maxRoutes && (l.Authority != AuthorityOther || l.Dst != nil) {
-		l = overflow(l)
-		k = l.key()
-		if c, ok := m.conns.Load(k); ok {
-			return c.(*TCP)
+	return m.conns.get(l, m.maxRoutes, func(l Labels) *TCP {
+		v := l.values()
+		return &TCP{
+			open:        m.tcpOpen.WithLabelValues(v...),
+			openConns:   m.tcpOpenConns.WithLabelValues(v...),
+			read:        m.tcpRead.WithLabelValues(v...),
+			written:     m.tcpWrite.WithLabelValues(v...),
+			closedOK:    m.tcpClose.WithLabelValues(append(append([]string{}, v...), "success")...),
+			closedError: m.tcpClose.WithLabelValues(append(append([]string{}, v...), "failure")...),
 		}
-	}
-	v := l.values()
-	t := &TCP{
-		open:        m.tcpOpen.WithLabelValues(v...),
-		openConns:   m.tcpOpenConns.WithLabelValues(v...),
-		read:        m.tcpRead.WithLabelValues(v...),
-		written:     m.tcpWrite.WithLabelValues(v...),
-		closedOK:    m.tcpClose.WithLabelValues(append(append([]string{}, v...), "success")...),
-		closedError: m.tcpClose.WithLabelValues(append(append([]string{}, v...), "failure")...),
-	}
-	c, loaded := m.conns.LoadOrStore(k, t)
-	if !loaded {
-		m.nconns.Add(1)
-	}
-	return c.(*TCP)
+	})
 }
 
 // Open counts a connection opened.

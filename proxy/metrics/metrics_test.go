@@ -96,7 +96,7 @@ func TestAuthorityBounded(t *testing.T) {
 	if got := route("a:80"); got != "a:80" {
 		t.Errorf("a route counted before the bound reads %q", got)
 	}
-	if n := m.nroutes.Load(); n > 4 {
+	if n := m.routes.n.Load(); n > 4 {
 		t.Errorf("%d routes with series, want at most the bound and %q", n, AuthorityOther)
 	}
 	// Pods' names (dst_pod) beyond the bound do not make series either, nor do connections.
@@ -105,7 +105,7 @@ func TestAuthorityBounded(t *testing.T) {
 		m.Route(l)
 		m.TCP(l)
 	}
-	if r, c := m.nroutes.Load(), m.nconns.Load(); r > 5 || c > 4 {
+	if r, c := m.routes.n.Load(), m.conns.n.Load(); r > 5 || c > 4 {
 		t.Errorf("%d routes and %d kinds of connection with series, want at most the bound and the overflow's", r, c)
 	}
 }
