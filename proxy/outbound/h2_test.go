@@ -2,6 +2,7 @@ package outbound
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/netip"
@@ -161,5 +162,25 @@ func TestGRPCServerFailure(t *testing.T) {
 	}
 	if grpcServerFailure("") || grpcServerFailure("x") {
 		t.Error("no or a malformed grpc-status counted as a server failure")
+	}
+}
+
+// TestLeanHTTP2RetiredEndpoint: an endpoint that left its target after a request picked it
+// (the race between a pick and the endpoint's retirement) answers with a connect error, so
+// the request moves to another endpoint instead of failing with 502; a connection dialled
+// before the retirement is not pooled.
+func TestLeanHTTP2RetiredEndpoint(t *testing.T) {
+	hs := health.NewServer()
+	app := testutil.ServeGRPC(t, func(s *grpc.Server) { healthpb.RegisterHealthServer(s, hs) })
+	o, _ := startProxy(t, testConfig(), Deps{Resolver: newFakeResolver()})
+	e := newEndpoint(o, webAuth, plainEndpoint(netip.MustParseAddrPort(app)))
+	e.retire()
+	if _, err := e.leanConn2(o); !isConnectError(err) || !errors.Is(err, errRetired) {
+		t.Errorf("a retired endpoint: %v, want a connect error (retried elsewhere)", err)
+	}
+	e2 := newEndpoint(o, webAuth, plainEndpoint(netip.MustParseAddrPort(app)))
+	e2.leanH2.CloseIdle(time.Now(), true) // the pool retired between the check and Add
+	if _, err := e2.leanConn2(o); !isConnectError(err) || !errors.Is(err, errRetired) {
+		t.Errorf("retired during the dial: %v, want a connect error", err)
 	}
 }

@@ -299,13 +299,28 @@ func respondError(st *h2.Stream, req *h2.Header, status int, msg string) {
 		{Name: "x-content-type-options", Value: "nosniff"}, {Name: "l5d-proxy-error", Value: msg}}, []byte(msg+"\n"))
 }
 
+// retiredError is leanConn2's error for an endpoint whose pool takes no connection any more.
+func (e *endpoint) retiredError(o *Outbound) error {
+	if o.ctx.Err() != nil {
+		return errStopping
+	}
+	return &connectError{e.dialAddr, errRetired}
+}
+
 func isGRPCContentType(ct string) bool { return strings.HasPrefix(ct, "application/grpc") }
 
 // leanConn2 returns a pooled HTTP/2 connection to e with a stream reserved, dialling one
 // when none can take it.
+//
+// An endpoint retired while the request picked it (it left the target between the pick and
+// the dial) answers with a connect error: nothing was sent, so the caller tries another
+// endpoint, as for a refused connection. Once the proxy stops, it is errStopping.
 func (e *endpoint) leanConn2(o *Outbound) (*h2.Conn, error) {
 	if c := e.leanH2.Take(); c != nil {
 		return c, nil
+	}
+	if e.retired.Load() {
+		return nil, e.retiredError(o)
 	}
 	nc, err := e.dial(o.ctx, transportheader.HTTP2)
 	if err != nil {
@@ -317,7 +332,7 @@ func (e *endpoint) leanConn2(o *Outbound) (*h2.Conn, error) {
 		return nil, &connectError{e.dialAddr, err}
 	}
 	if !e.leanH2.Add(c) {
-		return nil, errStopping
+		return nil, e.retiredError(o)
 	}
 	o.h2conns.Add(1)
 	go func() { // owned by o.h2conns, which Serve waits for once the pools are closed

@@ -19,6 +19,10 @@ import (
 // errStopping refuses work once the outbound side is shutting down.
 var errStopping = errors.New("outbound: shutting down")
 
+// errRetired is the cause of the connect error for an endpoint that left its target after a
+// request picked it: nothing was sent, so the request moves to another endpoint.
+var errRetired = errors.New("the endpoint left its target")
+
 // target is one authority the proxy sends traffic to: either a discovery Target with its
 // balancers, or (direct) a name discovery refused. Its fields are set once, before ready is
 // closed, except what the watcher updates (the balancers, snap, eps).
