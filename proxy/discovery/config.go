@@ -77,19 +77,36 @@ func (c Config) withDefaults() Config {
 // service, and each replica a redirect names). The caller decides plaintext or mTLS and owns
 // the connections. Conn is called concurrently, on every stream attempt; it should return a
 // cached connection and must not block on the network (grpc.NewClient connects lazily).
+// release is called once, when the attempt's stream has ended: a connection nothing uses can
+// then be closed.
 type Conns interface {
-	Conn(addr string) (grpc.ClientConnInterface, error)
+	Conn(addr string) (cc grpc.ClientConnInterface, release func(), err error)
 }
 
+// PoolIdleTimeout is how long a Pool keeps a connection that no stream uses. Replicas'
+// addresses change with every rollout (pod IPs), so a long-lived proxy is redirected to ever
+// new owners: without it the pool would keep a connection to every replica it ever met.
+const PoolIdleTimeout = 5 * time.Minute
+
 // Pool is a Conns that dials each address once with its options and keeps the connection
-// until Close. It holds one connection per address it was asked for: the destination service
-// and the replicas that own the services the proxy uses, so its size is bounded by the
-// replicas' count. Safe for concurrent use.
+// while streams use it, and for PoolIdleTimeout after the last ended: its size is bounded by
+// the addresses used in that window (the destination service and the replicas that own the
+// services the proxy uses). Idle connections are closed by the next Conn or release, so it
+// needs no goroutine. Safe for concurrent use.
 type Pool struct {
 	opts   []grpc.DialOption
+	idle   time.Duration
+	now    func() time.Time
 	mu     sync.Mutex
-	conns  map[string]*grpc.ClientConn
+	conns  map[string]*pooled
 	closed bool
+}
+
+// pooled is one connection of a Pool: its streams' count, and since when it has had none.
+type pooled struct {
+	cc        *grpc.ClientConn
+	users     int
+	idleSince time.Time
 }
 
 var _ Conns = (*Pool)(nil)
@@ -99,27 +116,74 @@ var _ Conns = (*Pool)(nil)
 // override; the destination allows pings every 10 s.
 func NewPool(opts ...grpc.DialOption) *Pool {
 	base := []grpc.DialOption{grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second})}
-	return &Pool{opts: append(base, opts...), conns: map[string]*grpc.ClientConn{}}
+	return &Pool{opts: append(base, opts...), idle: PoolIdleTimeout, now: time.Now, conns: map[string]*pooled{}}
 }
 
 var errPoolClosed = errors.New("discovery: connection pool closed")
 
-// Conn returns the connection to addr, dialling it the first time.
-func (p *Pool) Conn(addr string) (grpc.ClientConnInterface, error) {
+// Conn returns the connection to addr, dialling it the first time, and counts a user of it
+// until release.
+func (p *Pool) Conn(addr string) (grpc.ClientConnInterface, func(), error) {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, nil, errPoolClosed
+	}
+	stale := p.sweepLocked()
+	pc, ok := p.conns[addr]
+	if !ok {
+		cc, err := grpc.NewClient(addr, p.opts...)
+		if err != nil {
+			p.mu.Unlock()
+			closeAll(stale)
+			return nil, nil, err
+		}
+		pc = &pooled{cc: cc}
+		p.conns[addr] = pc
+	}
+	pc.users++
+	p.mu.Unlock()
+	closeAll(stale)
+	var once sync.Once
+	return pc.cc, func() { once.Do(func() { p.release(pc) }) }, nil
+}
+
+func (p *Pool) release(pc *pooled) {
+	p.mu.Lock()
+	pc.users--
+	if pc.users == 0 {
+		pc.idleSince = p.now()
+	}
+	stale := p.sweepLocked()
+	p.mu.Unlock()
+	closeAll(stale)
+}
+
+// sweepLocked removes the connections idle for longer than p.idle and returns them, to be
+// closed once p.mu is released.
+func (p *Pool) sweepLocked() []*grpc.ClientConn {
+	var stale []*grpc.ClientConn
+	cutoff := p.now().Add(-p.idle)
+	for addr, pc := range p.conns {
+		if pc.users == 0 && pc.idleSince.Before(cutoff) {
+			stale = append(stale, pc.cc)
+			delete(p.conns, addr)
+		}
+	}
+	return stale
+}
+
+func closeAll(ccs []*grpc.ClientConn) {
+	for _, cc := range ccs {
+		_ = cc.Close()
+	}
+}
+
+// size is the number of connections the pool holds.
+func (p *Pool) size() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed {
-		return nil, errPoolClosed
-	}
-	if c, ok := p.conns[addr]; ok {
-		return c, nil
-	}
-	c, err := grpc.NewClient(addr, p.opts...)
-	if err != nil {
-		return nil, err
-	}
-	p.conns[addr] = c
-	return c, nil
+	return len(p.conns)
 }
 
 // Close closes every connection; Conn fails after it. It is idempotent.
@@ -128,8 +192,8 @@ func (p *Pool) Close() error {
 	defer p.mu.Unlock()
 	p.closed = true
 	var errs []error
-	for addr, c := range p.conns {
-		errs = append(errs, c.Close())
+	for addr, pc := range p.conns {
+		errs = append(errs, pc.cc.Close())
 		delete(p.conns, addr)
 	}
 	return errors.Join(errs...)

@@ -25,7 +25,8 @@
 //     backoff, and what each ending means.
 //   - resolver.go: Resolver (Run, Resolve), the targets by authority with their reference
 //     counts and idle drops, and the owners by service.
-//   - config.go: Config, Conns (the caller's control-plane connections) and Pool.
+//   - config.go: Config, Conns (the caller's control-plane connections) and Pool, which
+//     closes a connection no stream has used for PoolIdleTimeout.
 //
 // Concurrency: Resolve, Release and a Target's Snapshot and Changed are safe for concurrent
 // use; Snapshot and Changed take no lock and do not allocate. Every stream goroutine (two per

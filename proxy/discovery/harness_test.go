@@ -180,7 +180,7 @@ func (s *switchConns) set(addr string) {
 	s.mu.Unlock()
 }
 
-func (s *switchConns) Conn(addr string) (grpc.ClientConnInterface, error) {
+func (s *switchConns) Conn(addr string) (grpc.ClientConnInterface, func(), error) {
 	if addr == dstName {
 		s.mu.Lock()
 		addr = s.dst

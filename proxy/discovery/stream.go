@@ -146,10 +146,11 @@ func follow[T any](t *target, s session[T]) {
 // attempt opens one stream at addr and reads it until it ends. It returns whether anything
 // was received, the error that ended it (nil: ended by the server with OK) and its trailer.
 func attempt[T any](t *target, s session[T], addr string) (got bool, trailer metadata.MD, err error) {
-	cc, err := t.r.conns.Conn(addr)
+	cc, release, err := t.r.conns.Conn(addr)
 	if err != nil {
 		return false, nil, status.Errorf(codes.Unavailable, "connection to %s: %v", addr, err)
 	}
+	defer release()
 	ctx, cancel := context.WithCancel(t.ctx)
 	defer cancel()
 	st, err := s.open(ctx, pb.NewDestinationClient(cc), t.req)
