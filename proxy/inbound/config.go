@@ -55,8 +55,14 @@ type Config struct {
 	// ends (LINKERD2_PROXY_SHUTDOWN_GRACE_PERIOD): 10 s.
 	Grace time.Duration
 	// MaxConns bounds open inbound connections (10000); a connection beyond it is closed at
-	// once.
+	// once. So that no client holds the slots it does not use, an HTTP/1 connection waiting
+	// for its next request closes after IdleTimeout, and a client refused with 403 is
+	// disconnected after the answer (HTTP/1: Connection: close; HTTP/2: GOAWAY).
 	MaxConns int
+	// IdleTimeout closes an HTTP/1 client connection idle between requests for this long
+	// (5 min: longer than client proxies keep idle connections pooled, 90 s, so that they
+	// never reuse one the server is closing).
+	IdleTimeout time.Duration
 	// MaxIdleConnsPerApp bounds the idle HTTP/1.1 connections kept to each application
 	// address (256).
 	MaxIdleConnsPerApp int
@@ -72,6 +78,7 @@ const (
 	DefaultConnectTimeout = time.Second
 	DefaultGrace          = 10 * time.Second
 	DefaultMaxConns       = 10000
+	DefaultIdleTimeout    = 5 * time.Minute
 )
 
 // DefaultClusterNetworks are Linkerd's default cluster networks.
@@ -91,6 +98,7 @@ func DefaultConfig() Config {
 		ConnectTimeout:     DefaultConnectTimeout,
 		Grace:              DefaultGrace,
 		MaxConns:           DefaultMaxConns,
+		IdleTimeout:        DefaultIdleTimeout,
 		MaxIdleConnsPerApp: 256,
 		Policy:             policy.DefaultWatchConfig(),
 	}
@@ -118,6 +126,9 @@ func (c *Config) fill() {
 	}
 	if c.MaxConns <= 0 {
 		c.MaxConns = d.MaxConns
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = d.IdleTimeout
 	}
 	if c.MaxIdleConnsPerApp <= 0 {
 		c.MaxIdleConnsPerApp = d.MaxIdleConnsPerApp

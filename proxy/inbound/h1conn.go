@@ -80,8 +80,11 @@ func (i *Inbound) serveH1(tc *trackedConn, s *session, port *policy.Port, target
 		if !i.lean.idle(tc) {
 			return // draining
 		}
+		if ls.br.Buffered() == 0 {
+			_ = s.conn.SetReadDeadline(time.Now().Add(i.cfg.IdleTimeout))
+		}
 		if _, err := ls.br.Peek(1); err != nil {
-			return // the client closed (or draining closed it)
+			return // the client closed, stayed idle for IdleTimeout (or draining closed it)
 		}
 		i.lean.busy(tc)
 		_ = s.conn.SetReadDeadline(time.Now().Add(i.cfg.DetectTimeout)) // the head's deadline

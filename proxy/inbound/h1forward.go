@@ -40,11 +40,13 @@ func (ls *h1session) record(status int, failed bool) {
 	}
 }
 
-// refuse answers a request the proxy does not forward.
+// refuse answers a request the proxy does not forward. A client refused with 403 is
+// disconnected after the answer (see Config.MaxConns).
 func (ls *h1session) refuse(rm *metrics.Route, start time.Time, status int, msg string, failed bool) bool {
 	rm.Response(status, "", failed, time.Since(start))
-	err := h1.WriteError(ls.bw, status, msg, ls.req.Close)
-	return err == nil && !ls.req.Close
+	closeAfter := ls.req.Close || status == http.StatusForbidden
+	err := h1.WriteError(ls.bw, status, msg, closeAfter)
+	return err == nil && !closeAfter
 }
 
 // forward sends the request to the application over a pooled connection and relays the

@@ -222,13 +222,13 @@ func get(t testing.TB, hc *http.Client, path string, hdr map[string]string) (*ht
 	return res, string(b)
 }
 
-// echo writes line on an opaque connection, half-closes it and returns all it read back.
 // closedByPeer reports whether err means the other side closed the connection: a
 // clean end, a reset, or a write that found it already closed.
 func closedByPeer(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
+// echo writes line on an opaque connection, half-closes it and returns all it read back.
 func echo(t testing.TB, conn net.Conn, line string) (string, error) {
 	t.Helper()
 	defer conn.Close()

@@ -63,6 +63,7 @@ func (i *Inbound) newHTTPServer() *http.Server {
 		// DetectTimeout, as the lean path does (net/http's default: no limit). Its heads may
 		// be larger than the lean path takes (net/http's 1 MiB).
 		ReadHeaderTimeout: i.cfg.DetectTimeout,
+		IdleTimeout:       i.cfg.IdleTimeout,
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			return context.WithValue(ctx, connKey{}, c)
 		},
@@ -134,6 +135,9 @@ func (i *Inbound) serveRequest(w http.ResponseWriter, r *http.Request) {
 	rm := hc.routeMetrics(i, r.Host, srv.Name)
 	rm.Request()
 	if status, msg, failed := i.admit(hc.s, srv, srv.Route(r)); status != 0 {
+		if status == http.StatusForbidden && r.ProtoMajor == 1 {
+			w.Header().Set("Connection", "close") // see Config.MaxConns
+		}
 		sent := i.proxyError(w, r, status, msg)
 		rm.Response(sent, grpcStatusOf(w.Header()), failed, time.Since(start))
 		return
