@@ -52,14 +52,17 @@ type Head struct {
 }
 
 // ReadHead reads one head (up to and including the blank line) into h.Raw, at most limit
-// bytes. It returns io.EOF when the stream ends before the first byte.
+// bytes. Empty lines before the start line (CRLF or LF) are skipped, as RFC 9112 section 2.2
+// asks of a server (clients send one after a POST body), and count towards limit. It
+// returns io.EOF when the stream ends before the start line's first byte.
 func ReadHead(br *bufio.Reader, h *Head, limit int) error {
 	h.Raw = h.Raw[:0]
-	start := 0 // where the current line starts in raw
+	start := 0   // where the current line starts in raw
+	skipped := 0 // the bytes of the empty lines before the start line
 	for {
 		line, err := br.ReadSlice('\n')
 		h.Raw = append(h.Raw, line...)
-		if len(h.Raw) > limit {
+		if skipped+len(h.Raw) > limit {
 			return ErrHeadTooLarge
 		}
 		switch {
@@ -71,8 +74,10 @@ func ReadHead(br *bufio.Reader, h *Head, limit int) error {
 			return err
 		}
 		if l := h.Raw[start:]; len(l) == 2 && l[0] == '\r' || len(l) == 1 {
-			if start == 0 {
-				return ErrNotLean // an empty line before the start line
+			if start == 0 { // an empty line before the start line
+				skipped += len(h.Raw)
+				h.Raw = h.Raw[:0]
+				continue
 			}
 			return nil
 		}
