@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
@@ -24,6 +25,11 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) (*Result, error) {
 	}
 	if log == nil {
 		log = zap.NewNop()
+	}
+	if cfg.ProfileDir != "" { // before the measurements, not after them
+		if err := os.MkdirAll(cfg.ProfileDir, 0o755); err != nil {
+			return nil, fmt.Errorf("profile directory: %w", err)
+		}
 	}
 	// Few collections in the generator and the application (this process): their pauses
 	// would count against every variant. The heap may grow to a GiB before one runs.

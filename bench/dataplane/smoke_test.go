@@ -31,7 +31,7 @@ func TestSmoke(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Binary = testutil.BuildMeridian(t)
 	cfg.Rate, cfg.Rounds, cfg.Segment, cfg.Warmup, cfg.Connections = 200, 2, 500*time.Millisecond, 500*time.Millisecond, 4
-	cfg.ProfileDir = t.TempDir()
+	cfg.ProfileDir = filepath.Join(t.TempDir(), "prof") // created by Run
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	res, err := Run(ctx, cfg, zaptest.NewLogger(t))
