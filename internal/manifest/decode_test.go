@@ -369,3 +369,17 @@ func TestLineBreaksAsYAMLCounts(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeErrorBounded: an object's error quotes a bounded prefix of what a decoder's
+// reason echoes (a kind's validation that quotes a 3,000-byte name, twice with the prefix).
+func TestDecodeErrorBounded(t *testing.T) {
+	name := strings.Repeat("A", 3000)
+	got := testDecoder().Decode("f.yaml", []byte("apiVersion: v1\nkind: Thing\nmetadata:\n  name: "+name+"\n"))
+	if len(got.Errors) != 1 {
+		t.Fatalf("errors %q, want one", errStrings(got.Errors))
+	}
+	msg := got.Errors[0].Error()
+	if len(msg) > len("f.yaml:4: ")+MaxReason+len("... (9999 bytes)") || !strings.HasSuffix(msg, " bytes)") || !strings.HasPrefix(msg, "f.yaml:4: kind Thing default/AAA") {
+		t.Errorf("a %d-byte error: %.120q ... %q", len(msg), msg, msg[max(0, len(msg)-40):])
+	}
+}

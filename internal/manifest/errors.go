@@ -4,23 +4,30 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+
+	"github.com/meridian-mesh/meridian/internal/quote"
 )
 
 // FileError is a problem with one file: File as given to the decoder (for a Dir, the path
 // found under its directory), Line the 1-based line the problem is at (or the start of the
 // document it is in; 0 when it concerns the whole file), and the reason. It prints as
-// "file:line: reason".
+// "file:line: reason", the reason at most MaxReason bytes (a library's reason may quote the
+// object's fields in full: a 3,000-byte name twice).
 type FileError struct {
 	File string
 	Line int
 	Err  error
 }
 
+// MaxReason bounds the reason of a FileError's message (quote.MessagePrefix).
+const MaxReason = 1024
+
 func (e *FileError) Error() string {
+	reason := quote.MessagePrefix(e.Err.Error(), MaxReason)
 	if e.Line > 0 {
-		return fmt.Sprintf("%s:%d: %v", e.File, e.Line, e.Err)
+		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, reason)
 	}
-	return fmt.Sprintf("%s: %v", e.File, e.Err)
+	return fmt.Sprintf("%s: %s", e.File, reason)
 }
 
 func (e *FileError) Unwrap() error { return e.Err }

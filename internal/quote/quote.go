@@ -26,6 +26,10 @@ func Prefix(s string, max int) string { return clip(s, max, `"`) }
 // escaped as String escapes them, and at most Max bytes of it, followed by "... (N bytes)".
 func Message(s string) string { return clip(s, Max, "") }
 
+// MessagePrefix is Message with a limit of max bytes, for a message whose own words may be
+// longer than Max (a validation error that explains a rule) while what it quotes stays bounded.
+func MessagePrefix(s string, max int) string { return clip(s, max, "") }
+
 // clip writes s between the quote marks q (each escaped inside when q is set) up to max bytes.
 func clip(s string, max int, q string) string {
 	buf := make([]byte, 0, min(len(s), max)+16)

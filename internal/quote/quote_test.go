@@ -76,3 +76,14 @@ func FuzzString(f *testing.F) {
 		}
 	})
 }
+
+func TestMessagePrefix(t *testing.T) {
+	long := "metadata.name: Invalid value: \"" + strings.Repeat("x", 3000) + "\""
+	got := MessagePrefix(long, 1024)
+	if want := long[:1024] + "... (3032 bytes)"; got != want {
+		t.Errorf("MessagePrefix = %.80q...%q, want it clipped at 1024 bytes", got, got[max(0, len(got)-40):])
+	}
+	if got := MessagePrefix("short\n", 1024); got != `short\n` {
+		t.Errorf("MessagePrefix(short) = %q", got)
+	}
+}
