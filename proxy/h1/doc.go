@@ -11,8 +11,12 @@
 // cannot parse (ErrBadResponse) is a 502. Its parsers are fuzzed against net/http's: what it
 // accepts, net/http accepts and frames the same way.
 //
-// It holds no goroutines; a Head, a Conn and the relay functions are for one goroutine at a
-// time, a Pool is safe for concurrent use.
+// A Watch notices a client that leaves while its request waits for the response head (both
+// sides close the upstream connection then, as linkerd2-proxy drops such a request).
+//
+// It holds no goroutines but a Watch's, which reads the client connection only once a head
+// has taken longer than WatchDelay, and which Disarm waits for; a Head, a Conn and the relay
+// functions are for one goroutine at a time, a Pool is safe for concurrent use.
 //
 // It must not import any other Meridian package: `github.com/meridian-mesh/meridian/...`.
 //

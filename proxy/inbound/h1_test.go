@@ -219,3 +219,18 @@ func TestForgedClientIDPastDetection(t *testing.T) {
 		})
 	}
 }
+
+// TestClientLeavesLongPoll: a client that closes its connection while its request waits for
+// the application's response head makes the proxy close its connection to the application,
+// which sees the request cancelled.
+func TestClientLeavesLongPoll(t *testing.T) {
+	app := proxytest.StartLongPoll(t)
+	p := startProxy(t, Config{DefaultPort: app.Port()}, Deps{})
+	c := proxytest.Dial(t, p.addr)
+	if _, err := io.WriteString(c, "GET /poll HTTP/1.1\r\nHost: web\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Recv(t, app.Arrived, 10*time.Second, "the request to reach the application")
+	_ = c.Close()
+	testutil.Recv(t, app.Cancelled, h1.WatchDelay+10*time.Second, "the application's request to be cancelled")
+}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"io"
 	"maps"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -47,6 +48,11 @@ type h1session struct {
 	body   []byte
 	idLine []byte // "l5d-client-id: <identity>\r\n", nil without a client identity
 
+	// watch notices the client leaving while a request waits for its response head, and
+	// closes appConn, the connection that request uses.
+	watch   *h1.Watch
+	appConn net.Conn
+
 	// The request's parts for route matching (path and query alias req's buffer).
 	path, query []byte
 
@@ -69,8 +75,10 @@ func (i *Inbound) serveH1(tc *trackedConn, s *session, port *policy.Port, target
 	if s.client.Identity != "" {
 		ls.idLine = []byte("L5d-Client-Id: " + s.client.Identity + "\r\n")
 	}
+	ls.watch = h1.NewWatch(s.conn, ls.br, func() { _ = ls.appConn.Close() })
 	handedOff := false
 	defer func() {
+		ls.watch.Stop()
 		i.lean.remove(tc)
 		if !handedOff {
 			_ = s.conn.Close()

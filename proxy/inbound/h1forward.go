@@ -68,7 +68,15 @@ func (ls *h1session) forward() (status int, failed, keep bool) {
 		}
 		err = uc.W.Flush()
 		if err == nil {
+			ls.appConn = uc.C
+			ls.watch.Arm()
 			err = h1.ReadHead(uc.R, &ls.res, maxHeaderBytes)
+			if ls.watch.Disarm() { // nobody to answer: not the application's failure
+				_ = uc.C.Close()
+				ls.tc.setUpstream(nil)
+				ls.i.log.Debug("inbound: the client left before the response", zap.String("app", ls.target))
+				return 0, false, false
+			}
 		}
 		if err == nil {
 			err = ls.res.ParseResponse()

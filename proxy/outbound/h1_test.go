@@ -7,8 +7,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/meridian-mesh/meridian/internal/testutil"
+	"github.com/meridian-mesh/meridian/proxy/h1"
 	"github.com/meridian-mesh/meridian/proxy/internal/proxytest"
 )
 
@@ -161,4 +163,17 @@ func TestUpgrade(t *testing.T) {
 	if b, err := io.ReadAll(br); err != nil || string(b) != "ping" {
 		t.Errorf("after the upgrade: %q, %v", b, err)
 	}
+}
+
+// TestClientLeavesLongPoll: a client that closes its connection while its request waits for
+// the upstream's response head (a long poll it gave up on) makes the proxy close the
+// upstream connection, as linkerd2-proxy drops the request; the upstream sees its request
+// cancelled instead of being held until it answers.
+func TestClientLeavesLongPoll(t *testing.T) {
+	app := proxytest.StartLongPoll(t)
+	addr := proxyTo(t, plainEndpoint(addrPort(t, app.Addr)))
+	c, _ := send(t, addr, "GET http://"+webAuth+"/poll HTTP/1.1\r\nHost: "+webAuth+"\r\n\r\n")
+	testutil.Recv(t, app.Arrived, 10*time.Second, "the request to reach the application")
+	_ = c.Close()
+	testutil.Recv(t, app.Cancelled, h1.WatchDelay+10*time.Second, "the application's request to be cancelled")
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"io"
+	"net"
 	"time"
 
 	"go.uber.org/zap"
@@ -37,6 +38,11 @@ type h1session struct {
 	res   h1.Head
 	body  []byte
 
+	// watch notices the client leaving while a request waits for its response head, and
+	// closes upstream, the connection that request uses.
+	watch    *h1.Watch
+	upstream net.Conn
+
 	// The request's route: its authority (a string that outlives the request), the bytes
 	// naming it in the request (the Host field, or the absolute-form URI's authority) and the
 	// origin-form target.
@@ -56,8 +62,10 @@ type h1session struct {
 // a request to net/http.
 func (o *Outbound) serveH1(cc *clientConn, entry *connEntry, hl *handoff.Listener) {
 	s := &h1session{o: o, cc: cc, entry: entry, br: bufio.NewReaderSize(cc.Conn, 4<<10), bw: bufio.NewWriterSize(cc.raw, 4<<10)}
+	s.watch = h1.NewWatch(cc.raw, s.br, func() { _ = s.upstream.Close() })
 	handedOff := false
 	defer func() {
+		s.watch.Stop()
 		if !handedOff {
 			o.conns.remove(cc.raw)
 			_ = cc.raw.Close()

@@ -66,6 +66,13 @@ func (o *Outbound) forwardLean(s *h1session, t *target, start time.Time) bool {
 			return keep
 		}
 		now := time.Now()
+		if errors.Is(err, h1.ErrClientGone) { // not the endpoint's failure; nobody to answer
+			h.Done(now, now.Sub(start), false)
+			ep.afterRequest()
+			ep.route.Request()
+			o.log.Debug("http/1: the client left before the response", zap.String("authority", t.authority))
+			return false
+		}
 		h.Done(now, now.Sub(start), true)
 		ep.afterRequest()
 		if attempt == 0 && be != nil && isConnectError(err) && otherThan(t.p2c.Endpoints(), be) != nil {
@@ -106,7 +113,14 @@ func (o *Outbound) exchange(s *h1session, ep *endpoint, h balance.Handle, start 
 		}
 		err = s.writeRequest(uc.W)
 		if err == nil {
+			s.upstream = uc.C
+			s.watch.Arm()
 			err = h1.ReadHead(uc.R, &s.res, o.cfg.MaxHeaderBytes)
+			if s.watch.Disarm() {
+				_ = uc.C.Close()
+				o.conns.upstream(s.entry, nil)
+				return false, h1.ErrClientGone
+			}
 		}
 		if err == nil {
 			err = s.res.ParseResponse()

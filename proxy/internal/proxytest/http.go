@@ -163,3 +163,35 @@ func Body(res *http.Response) string {
 	b, _ := io.ReadAll(res.Body)
 	return string(b)
 }
+
+// LongPoll is an application whose every request waits for the client to give up: it reports
+// each request on Arrived, and on Cancelled once the request's context ends (its connection
+// closed), answering only after 30 s.
+type LongPoll struct {
+	Addr      net.Addr
+	Arrived   chan struct{}
+	Cancelled chan struct{}
+}
+
+// StartLongPoll runs a LongPoll on a loopback listener until t ends.
+func StartLongPoll(t testing.TB) *LongPoll {
+	t.Helper()
+	lis := testutil.Listen(t)
+	lp := &LongPoll{Addr: lis.Addr(), Arrived: make(chan struct{}, 16), Cancelled: make(chan struct{}, 16)}
+	stop := make(chan struct{})
+	ServeHTTP(t, lis, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		lp.Arrived <- struct{}{}
+		select {
+		case <-r.Context().Done():
+			lp.Cancelled <- struct{}{}
+		case <-time.After(30 * time.Second):
+			_, _ = io.WriteString(w, "late")
+		case <-stop:
+		}
+	}))
+	t.Cleanup(func() { close(stop) }) // before ServeHTTP's cleanup, which waits for the handlers
+	return lp
+}
+
+// Port is the application's port.
+func (lp *LongPoll) Port() uint16 { return uint16(lp.Addr.(*net.TCPAddr).Port) }
