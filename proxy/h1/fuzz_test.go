@@ -28,7 +28,6 @@ func FuzzRequestHead(f *testing.F) {
 		"GET http://user@web/ HTTP/1.1\r\nHost: a\r\n\r\n",
 		"GET http://:A HTTP/1.1\r\nHost: a\r\n\r\n",
 		"GET http://web?q#frag HTTP/1.1\r\nHost: a\r\n\r\n",
-		"\r\n\nGET / HTTP/1.1\r\nHost: a\r\n\r\n",
 	} {
 		f.Add([]byte(s))
 	}

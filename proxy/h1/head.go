@@ -51,18 +51,31 @@ type Head struct {
 	GRPC          bool // Content-Type: application/grpc...
 }
 
+// DiscardEmptyLines drops the CR and LF bytes at the front of what br holds buffered,
+// without reading more, and reports whether the buffer held nothing else. A server loop
+// calls it between requests: RFC 9112 section 2.2 asks a server to ignore empty lines
+// before a request line (clients send one after a POST body), and a connection that sent
+// only those is still idle, waiting for its request.
+func DiscardEmptyLines(br *bufio.Reader) (onlyEmpty bool) {
+	n := br.Buffered()
+	b, _ := br.Peek(n)
+	i := 0
+	for i < n && (b[i] == '\r' || b[i] == '\n') {
+		i++
+	}
+	_, _ = br.Discard(i)
+	return i == n
+}
+
 // ReadHead reads one head (up to and including the blank line) into h.Raw, at most limit
-// bytes. Empty lines before the start line (CRLF or LF) are skipped, as RFC 9112 section 2.2
-// asks of a server (clients send one after a POST body), and count towards limit. It
-// returns io.EOF when the stream ends before the start line's first byte.
+// bytes. It returns io.EOF when the stream ends before the first byte.
 func ReadHead(br *bufio.Reader, h *Head, limit int) error {
 	h.Raw = h.Raw[:0]
-	start := 0   // where the current line starts in raw
-	skipped := 0 // the bytes of the empty lines before the start line
+	start := 0 // where the current line starts in raw
 	for {
 		line, err := br.ReadSlice('\n')
 		h.Raw = append(h.Raw, line...)
-		if skipped+len(h.Raw) > limit {
+		if len(h.Raw) > limit {
 			return ErrHeadTooLarge
 		}
 		switch {
@@ -74,10 +87,8 @@ func ReadHead(br *bufio.Reader, h *Head, limit int) error {
 			return err
 		}
 		if l := h.Raw[start:]; len(l) == 2 && l[0] == '\r' || len(l) == 1 {
-			if start == 0 { // an empty line before the start line
-				skipped += len(h.Raw)
-				h.Raw = h.Raw[:0]
-				continue
+			if start == 0 {
+				return ErrNotLean // an empty line before the start line
 			}
 			return nil
 		}

@@ -2,37 +2,34 @@ package h1
 
 import (
 	"bufio"
-	"errors"
-	"io"
 	"strings"
 	"testing"
 )
 
-// TestReadHeadSkipsEmptyLines: empty lines before the start line (CRLF or a bare LF, as a
-// client sends after a POST body) are skipped, within the head's byte limit; a stream that
-// ends after them ends like an empty one.
-func TestReadHeadSkipsEmptyLines(t *testing.T) {
+// TestDiscardEmptyLines: the CR and LF bytes buffered before a request line are dropped
+// without reading more; a buffer of nothing else reports that the connection is still idle.
+func TestDiscardEmptyLines(t *testing.T) {
 	for _, tc := range []struct {
-		name, in string
-		limit    int
-		raw      string
-		err      error
+		in, rest  string
+		onlyEmpty bool
 	}{
-		{"CRLF and LF first", "\r\n\nGET / HTTP/1.1\r\nHost: a\r\n\r\n", 1024, "GET / HTTP/1.1\r\nHost: a\r\n\r\n", nil},
-		{"only empty lines", "\r\n\r\n", 1024, "", io.EOF},
-		{"empty lines past the limit", strings.Repeat("\r\n", 600) + "GET / HTTP/1.1\r\n\r\n", 1024, "", ErrHeadTooLarge},
-		{"a blank line ends a head", "GET / HTTP/1.1\r\n\r\n\r\n", 1024, "GET / HTTP/1.1\r\n\r\n", nil},
+		{"\r\n\nGET / HTTP/1.1\r\n\r\n", "GET / HTTP/1.1\r\n\r\n", false},
+		{"\r\n", "", true},
+		{"GET / HTTP/1.1\r\n\r\n", "GET / HTTP/1.1\r\n\r\n", false},
 	} {
-		var h Head
-		err := ReadHead(bufio.NewReaderSize(strings.NewReader(tc.in), 16), &h, tc.limit)
-		if !errors.Is(err, tc.err) || tc.err == nil && string(h.Raw) != tc.raw {
-			t.Errorf("%s: %q, %v; want %q, %v", tc.name, h.Raw, err, tc.raw, tc.err)
-			continue
+		br := bufio.NewReader(strings.NewReader(tc.in))
+		if _, err := br.Peek(1); err != nil {
+			t.Fatal(err)
 		}
-		if tc.err == nil {
-			if err := h.ParseRequest(); err != nil {
-				t.Errorf("%s: %v", tc.name, err)
-			}
+		if got := DiscardEmptyLines(br); got != tc.onlyEmpty {
+			t.Errorf("%q: onlyEmpty %v, want %v", tc.in, got, tc.onlyEmpty)
 		}
+		rest, _ := br.Peek(br.Buffered())
+		if string(rest) != tc.rest {
+			t.Errorf("%q: left %q, want %q", tc.in, rest, tc.rest)
+		}
+	}
+	if !DiscardEmptyLines(bufio.NewReader(strings.NewReader(""))) {
+		t.Error("an empty buffer is not idle")
 	}
 }

@@ -56,9 +56,10 @@ func NewWatch(conn net.Conn, br *bufio.Reader, gone func()) *Watch {
 }
 
 // Arm starts watching for the request just sent. A client that already sent more (a
-// pipelined request) is still there: nothing is watched.
+// pipelined request; empty lines do not count, DiscardEmptyLines drops them) is still
+// there: nothing is watched.
 func (w *Watch) Arm() {
-	if w.br.Buffered() > 0 {
+	if !DiscardEmptyLines(w.br) {
 		return
 	}
 	w.mu.Lock()

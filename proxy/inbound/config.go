@@ -56,8 +56,9 @@ type Config struct {
 	Grace time.Duration
 	// MaxConns bounds open inbound connections (10000); a connection beyond it is closed at
 	// once. So that no client holds the slots it does not use, an HTTP/1 connection waiting
-	// for its next request closes after IdleTimeout, and a client refused with 403 is
-	// disconnected after the answer (HTTP/1: Connection: close; HTTP/2: GOAWAY).
+	// for its next request closes after IdleTimeout, and an HTTP/1 client refused with 403 is
+	// disconnected after the answer (Connection: close). An HTTP/2 connection is not: a
+	// client proxy multiplexes the requests of many routes on it, and policy decides by route.
 	MaxConns int
 	// IdleTimeout closes an HTTP/1 client connection idle between requests for this long
 	// (5 min: longer than client proxies keep idle connections pooled, 90 s, so that they

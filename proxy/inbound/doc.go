@@ -20,10 +20,10 @@
 //     allows it closes it too) and copies bytes both ways to the application, half-close
 //     aware;
 //   - for HTTP, serves the connection and authorizes each request against the best-matching
-//     route: not authorized is 403 (gRPC: PERMISSION_DENIED), after which the client is
-//     disconnected (HTTP/1: Connection: close; HTTP/2: GOAWAY), and an HTTP/1 connection idle
-//     between requests closes after Config.IdleTimeout, so that no client holds MaxConns'
-//     slots it does not use; no route is 404; an authorized
+//     route: not authorized is 403 (gRPC: PERMISSION_DENIED), after which an HTTP/1 client
+//     is disconnected (Connection: close), and an HTTP/1 connection idle between requests
+//     closes after Config.IdleTimeout, so that no client holds MaxConns' slots it does not
+//     use; no route is 404; an authorized
 //     request has any l5d-client-id the client sent removed, gets l5d-client-id set to the
 //     identity the client proved, and goes to the application over pooled connections
 //     (HTTP/1.1 keep-alive, or h2c for HTTP/2). HTTP/1.1 starts on the lean path (h1conn.go,

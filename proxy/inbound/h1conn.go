@@ -94,6 +94,9 @@ func (i *Inbound) serveH1(tc *trackedConn, s *session, port *policy.Port, target
 		if _, err := ls.br.Peek(1); err != nil {
 			return // the client closed, stayed idle for IdleTimeout (or draining closed it)
 		}
+		if h1.DiscardEmptyLines(ls.br) {
+			continue // only empty lines (after a POST body): still waiting for a request
+		}
 		i.lean.busy(tc)
 		_ = s.conn.SetReadDeadline(time.Now().Add(i.cfg.DetectTimeout)) // the head's deadline
 		err := ls.readRequest()

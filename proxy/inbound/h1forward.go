@@ -74,6 +74,7 @@ func (ls *h1session) forward() (status int, failed, keep bool) {
 			if ls.watch.Disarm() { // nobody to answer: not the application's failure
 				_ = uc.C.Close()
 				ls.tc.setUpstream(nil)
+				ls.rm = nil // no response to count (the request was), as on the outbound side
 				ls.i.log.Debug("inbound: the client left before the response", zap.String("app", ls.target))
 				return 0, false, false
 			}

@@ -80,9 +80,6 @@ func (h *h2handler) ServeStream(st *h2.Stream) (*h2.Conn, *h2.Edit, h2.Observer)
 	route := srv.Match(&policy.Request{Method: req.Method, Host: authority, Path: path, RawQuery: query, Header: h2Header{req}})
 	if status, msg, failed := i.admit(s, srv, route); status != 0 {
 		h.refuse(st, rm, start, grpc, status, msg, failed)
-		if status == http.StatusForbidden {
-			st.Conn().Shutdown() // GOAWAY: the client is disconnected once its streams end (Config.MaxConns)
-		}
 		return nil, nil, nil
 	}
 	edit := h.edit

@@ -78,6 +78,9 @@ func (o *Outbound) serveH1(cc *clientConn, entry *connEntry, hl *handoff.Listene
 		if _, err := s.br.Peek(1); err != nil {
 			return // the client closed (or draining closed it)
 		}
+		if h1.DiscardEmptyLines(s.br) {
+			continue // only empty lines (after a POST body): still waiting for a request
+		}
 		o.conns.busy(entry)
 		_ = cc.raw.SetReadDeadline(time.Now().Add(o.cfg.DetectTimeout)) // the head's deadline
 		err := h1.ReadHead(s.br, &s.req, o.cfg.MaxHeaderBytes)
