@@ -54,6 +54,10 @@ func (c *Conn) unreserve() {
 	}
 }
 
+// Idle reports whether c has had no stream since before t, or can no longer be used (a
+// server's idle sweep shuts such a connection down).
+func (c *Conn) Idle(t time.Time) bool { return c.idle(t) }
+
 // idle reports a connection without streams since before t (or that cannot be used).
 func (c *Conn) idle(t time.Time) bool {
 	c.mu.Lock()

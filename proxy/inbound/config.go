@@ -56,13 +56,15 @@ type Config struct {
 	Grace time.Duration
 	// MaxConns bounds open inbound connections (10000); a connection beyond it is closed at
 	// once. So that no client holds the slots it does not use, an HTTP/1 connection waiting
-	// for its next request closes after IdleTimeout, and an HTTP/1 client refused with 403 is
-	// disconnected after the answer (Connection: close). An HTTP/2 connection is not: a
-	// client proxy multiplexes the requests of many routes on it, and policy decides by route.
+	// for its next request, or an HTTP/2 connection without a stream, closes after
+	// IdleTimeout, and an HTTP/1 client refused with 403 is disconnected after the answer
+	// (Connection: close). An HTTP/2 connection is not: a client proxy multiplexes the
+	// requests of many routes on it, and policy decides by route.
 	MaxConns int
-	// IdleTimeout closes an HTTP/1 client connection idle between requests for this long
-	// (5 min: longer than client proxies keep idle connections pooled, 90 s, so that they
-	// never reuse one the server is closing).
+	// IdleTimeout closes an HTTP/1 client connection idle between requests for this long,
+	// and sends a GOAWAY to an HTTP/2 client without a stream for this long (within a
+	// quarter of it more). 5 min: longer than client proxies keep idle connections pooled,
+	// 90 s, so that they never reuse one the server is closing.
 	IdleTimeout time.Duration
 	// MaxIdleConnsPerApp bounds the idle HTTP/1.1 connections kept to each application
 	// address (256).

@@ -269,6 +269,22 @@ func (s *h2served) remove(c *h2.Conn) {
 	delete(s.m, c)
 }
 
+// closeIdle sends a GOAWAY to the connections without a stream since before t: each closes
+// at once (it has no stream), and the client opens a new one for its next request.
+func (s *h2served) closeIdle(t time.Time) {
+	s.mu.Lock()
+	var idle []*h2.Conn
+	for c := range s.m {
+		if c.Idle(t) {
+			idle = append(idle, c)
+		}
+	}
+	s.mu.Unlock()
+	for _, c := range idle {
+		c.Shutdown()
+	}
+}
+
 // drain sends every connection a GOAWAY: each closes once its streams are done.
 func (s *h2served) drain() {
 	s.mu.Lock()

@@ -182,13 +182,15 @@ func (i *Inbound) Run(ctx context.Context) error {
 func (i *Inbound) now() int64 { return int64(time.Since(i.epoch)) }
 
 // sweep closes the lean path's connections to the application that stayed idle for
-// poolIdleTimeout, every quarter of it, until ctx ends.
+// poolIdleTimeout, and tells the HTTP/2 clients without a stream for Config.IdleTimeout to go
+// away, every quarter of the shorter of the two, until ctx ends.
 func (i *Inbound) sweep(ctx context.Context) {
-	run.Every(ctx, poolIdleTimeout/4, func() {
+	run.Every(ctx, min(poolIdleTimeout, i.cfg.IdleTimeout)/4, func() {
 		now := i.now()
 		i.pools.each(func(p *h1.Pool) { p.Sweep(now, int64(poolIdleTimeout)) })
 		before := time.Now().Add(-poolIdleTimeout)
 		i.h2pools.each(func(p *h2.Pool) { p.CloseIdle(before, false) })
+		i.h2served.closeIdle(time.Now().Add(-i.cfg.IdleTimeout))
 	})
 }
 

@@ -4,10 +4,12 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/meridian-mesh/meridian/internal/testutil"
 	"github.com/meridian-mesh/meridian/proxy/internal/proxytest"
 )
 
@@ -93,5 +95,54 @@ func TestDeniedClientDisconnected(t *testing.T) {
 	}
 	if n := dials.Load(); n != 1 {
 		t.Errorf("HTTP/2: %d connections for two denied requests, want 1 (the connection stays)", n)
+	}
+}
+
+// closeNotifier reports its first Close on closed (buffered).
+type closeNotifier struct {
+	net.Conn
+	closed chan struct{}
+	once   sync.Once
+}
+
+func (c *closeNotifier) Close() error {
+	c.once.Do(func() { c.closed <- struct{}{} })
+	return c.Conn.Close()
+}
+
+// TestIdleHTTP2Closed: an HTTP/2 connection without a stream for IdleTimeout is told to go
+// away, and the client's next request opens a new one.
+func TestIdleHTTP2Closed(t *testing.T) {
+	lis := testutil.Listen(t)
+	var h2c http.Protocols
+	h2c.SetUnencryptedHTTP2(true)
+	proxytest.Serve(t, &http.Server{Protocols: &h2c, Handler: http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})}, lis)
+	port := uint16(lis.Addr().(*net.TCPAddr).Port)
+	p := startProxy(t, Config{DefaultPort: port, IdleTimeout: 200 * time.Millisecond}, Deps{})
+	var dials atomic.Int32
+	closed := make(chan struct{}, 1)
+	var pr http.Protocols
+	pr.SetUnencryptedHTTP2(true)
+	tr := &http.Transport{Protocols: &pr, DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		c, err := client{proxy: p.addr}.dial(ctx, "", nil)
+		if err != nil {
+			return nil, err
+		}
+		if dials.Add(1) == 1 {
+			return &closeNotifier{Conn: c, closed: closed}, nil
+		}
+		return c, nil
+	}}
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Transport: tr, Timeout: wait}
+	if res, _ := get(t, hc, "/", nil); res.StatusCode != http.StatusOK || res.ProtoMajor != 2 {
+		t.Fatalf("%d %s", res.StatusCode, res.Proto)
+	}
+	testutil.Recv(t, closed, wait, "the idle HTTP/2 connection to close")
+	if res, _ := get(t, hc, "/", nil); res.StatusCode != http.StatusOK {
+		t.Fatalf("after the close: %d", res.StatusCode)
+	}
+	if n := dials.Load(); n != 2 {
+		t.Errorf("%d connections, want 2", n)
 	}
 }
