@@ -15,6 +15,7 @@ import (
 	"github.com/meridian-mesh/meridian/internal/run"
 	"github.com/meridian-mesh/meridian/internal/testutil"
 	"github.com/meridian-mesh/meridian/policy/api"
+	"github.com/meridian-mesh/meridian/policy/compute"
 	"github.com/prometheus/client_golang/prometheus"
 	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap/zaptest"
@@ -179,4 +180,22 @@ func grepLines(s, substr string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestDecodeManifestsFirstDefinitionWins: an object defined twice in one stream is returned
+// once, its first definition, as the directory source keeps it; the second is an error. (The
+// fuzzer found that a Server given twice made compute.Inbound report it conflicting with
+// itself.)
+func TestDecodeManifestsFirstDefinitionWins(t *testing.T) {
+	server := func(proto string) string {
+		return "apiVersion: policy.linkerd.io/v1beta3\nkind: Server\nmetadata: {name: web-http, namespace: shop}\n" +
+			"spec: {podSelector: {matchLabels: {app: web}}, port: http, proxyProtocol: " + proto + "}\n"
+	}
+	rs, errs := DecodeManifests("f.yaml", []byte(server("HTTP/1")+"---\n"+server("HTTP/2")))
+	if len(rs) != 1 || len(errs) != 1 || !strings.Contains(errs[0].Error(), "already defined") {
+		t.Fatalf("%d resources, errors %v; want 1 and one 'already defined'", len(rs), errs)
+	}
+	if got := rs[0].Value.(*compute.Server).Protocol; got != compute.ProtocolHTTP1 {
+		t.Errorf("the Server kept has protocol %v, want the first definition's", got)
+	}
 }

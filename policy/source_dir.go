@@ -92,12 +92,17 @@ func (d *DirSource) Run(ctx context.Context, sink Sink) error {
 
 // DecodeManifests decodes a stream of YAML or JSON documents (name is used in errors) and
 // converts the Pods and policy resources in it, including the items of Lists. The errors are
-// *manifest.FileError values ("name:line: reason").
+// *manifest.FileError values ("name:line: reason"). An object defined twice is returned once,
+// its first definition, as the directory source keeps it (the later one is among the errors).
 func DecodeManifests(name string, data []byte) ([]api.Resource, []error) {
 	res := dirDecoder(NewMetrics(nil)).Decode(name, data)
-	out := make([]api.Resource, len(res.Objects))
-	for i, o := range res.Objects {
-		out[i] = o.Value.(api.Resource)
+	out := make([]api.Resource, 0, len(res.Objects))
+	seen := make(map[manifest.Key]bool, len(res.Objects))
+	for _, o := range res.Objects {
+		if !seen[o.Key] {
+			seen[o.Key] = true
+			out = append(out, o.Value.(api.Resource))
+		}
 	}
 	return out, res.Errors
 }
