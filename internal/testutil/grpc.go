@@ -49,6 +49,29 @@ func Listen(t testing.TB) net.Listener {
 	return lis
 }
 
+// TCPPair returns both ends of a loopback TCP connection: the accepted one (as a server holds
+// it) and the dialled one; both are closed when t ends.
+func TCPPair(t testing.TB) (accepted, dialled *net.TCPConn) {
+	t.Helper()
+	lis := Listen(t)
+	got := make(chan net.Conn, 1)
+	go func() { // ends with the Accept: the dial below makes it return, or the listener's close
+		c, _ := lis.Accept()
+		got <- c
+	}()
+	d, err := net.DialTimeout("tcp", lis.Addr().String(), 10*time.Second)
+	if err != nil {
+		t.Fatalf("dial loopback: %v", err)
+	}
+	a := Recv(t, got, 10*time.Second, "the loopback connection to be accepted")
+	if a == nil {
+		_ = d.Close()
+		t.Fatal("accept failed")
+	}
+	t.Cleanup(func() { _ = a.Close(); _ = d.Close() })
+	return a.(*net.TCPConn), d.(*net.TCPConn)
+}
+
 // DialGRPC returns a plaintext client connection to addr, closed when t ends.
 func DialGRPC(t testing.TB, addr string, opts ...grpc.DialOption) *grpc.ClientConn {
 	t.Helper()

@@ -6,41 +6,13 @@ import (
 	"net"
 	"testing"
 	"time"
-)
 
-// tcpPair is a connected pair of loopback TCP connections: the proxy's end (a client
-// connection as the proxy holds it) and the client's.
-func tcpPair(t *testing.T) (proxyEnd, clientEnd net.Conn) {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lis.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, _ := lis.Accept()
-		accepted <- c
-	}()
-	clientEnd, err = net.Dial("tcp", lis.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case proxyEnd = <-accepted:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no accept within 10 s")
-	}
-	if proxyEnd == nil {
-		t.Fatal("accept failed")
-	}
-	t.Cleanup(func() { _ = proxyEnd.Close(); _ = clientEnd.Close() })
-	return proxyEnd, clientEnd
-}
+	"github.com/meridian-mesh/meridian/internal/testutil"
+)
 
 func newTestWatch(t *testing.T) (*Watch, *bufio.Reader, net.Conn, chan struct{}) {
 	t.Helper()
-	p, c := tcpPair(t)
+	p, c := testutil.TCPPair(t)
 	br := bufio.NewReader(p)
 	gone := make(chan struct{}, 1)
 	w := NewWatch(p, br, func() { gone <- struct{}{} })

@@ -10,45 +10,24 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/meridian-mesh/meridian/internal/testutil"
 )
 
 const wait = 10 * time.Second
 
-// pair returns a wrapped accepted connection and the plain *net.TCPConn that dialled it, over
-// loopback; both are closed when t ends.
+// pair returns a wrapped accepted loopback connection and the plain *net.TCPConn that
+// dialled it, with deadlines 10 s away; both are closed when t ends.
 func pair(t *testing.T) (*Conn, *net.TCPConn) {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lis.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, _ := lis.Accept()
-		accepted <- c
-	}()
-	peer, err := net.DialTimeout("tcp", lis.Addr().String(), wait)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var c net.Conn
-	select {
-	case c = <-accepted:
-	case <-time.After(wait):
-		t.Fatal("no accept")
-	}
-	if c == nil {
-		t.Fatal("accept failed")
-	}
-	w, ok := Wrap(c).(*Conn)
+	a, peer := testutil.TCPPair(t)
+	w, ok := Wrap(a).(*Conn)
 	if !ok {
-		t.Fatalf("Wrap(%T) is not a *Conn", c)
+		t.Fatalf("Wrap(%T) is not a *Conn", a)
 	}
-	t.Cleanup(func() { _ = w.Close(); _ = peer.Close() })
 	_ = w.SetDeadline(time.Now().Add(wait))
 	_ = peer.SetDeadline(time.Now().Add(wait))
-	return w, peer.(*net.TCPConn)
+	return w, peer
 }
 
 // TestRoundTrip: 8 MiB each way at once (more than the sockets buffer, so both sides wait for
