@@ -12,22 +12,22 @@ import (
 // Conn is a *net.TCPConn read and written with raw system calls (see the package comment).
 type Conn struct {
 	*net.TCPConn
-	rc syscall.RawConn
+	read, write op
+}
 
-	// The read in progress: its buffer and outcome, and the method value rc.Read calls
-	// (made once, so that a Read allocates nothing); rmu serializes Reads, which share them.
-	rmu    sync.Mutex
-	rbuf   []byte
-	rn     int
-	rerr   syscall.Errno
-	readFn func(uintptr) bool
-
-	// The write in progress, likewise.
-	wmu     sync.Mutex
-	wbuf    []byte
-	wn      int
-	werr    syscall.Errno
-	writeFn func(uintptr) bool
+// op is the read or the write in progress on a Conn: its buffer and outcome, made by sys
+// (read(2) or write(2)) inside wait (the RawConn's Read or Write, which waits for readiness).
+// The method values are made once, so that an operation allocates nothing; mu serializes the
+// operations, which share the fields.
+type op struct {
+	mu    sync.Mutex
+	sys   uintptr
+	wait  func(func(uintptr) bool) error
+	try   func(uintptr) bool
+	all   bool // write: until buf is done; read: once
+	buf   []byte
+	n     int
+	errno syscall.Errno
 }
 
 // Wrap returns c as a Conn when it is a *net.TCPConn, and c itself otherwise.
@@ -40,8 +40,10 @@ func Wrap(c net.Conn) net.Conn {
 	if err != nil {
 		return c
 	}
-	w := &Conn{TCPConn: tc, rc: rc}
-	w.readFn, w.writeFn = w.doRead, w.doWrite
+	w := &Conn{TCPConn: tc}
+	w.read = op{sys: syscall.SYS_READ, wait: rc.Read}
+	w.write = op{sys: syscall.SYS_WRITE, wait: rc.Write, all: true}
+	w.read.try, w.write.try = w.read.attempt, w.write.attempt
 	return w
 }
 
@@ -51,84 +53,56 @@ func (c *Conn) NetConn() net.Conn { return c.TCPConn }
 // Read reads into p as (*net.TCPConn).Read does: it waits for data, the peer's end of stream
 // (io.EOF) or the read deadline.
 func (c *Conn) Read(p []byte) (int, error) {
-	if len(p) == 0 {
-		return 0, nil
-	}
-	c.rmu.Lock()
-	c.rbuf, c.rn, c.rerr = p, 0, 0
-	err := c.rc.Read(c.readFn)
-	n, errno := c.rn, c.rerr
-	c.rbuf = nil
-	c.rmu.Unlock()
-	switch {
-	case err != nil: // closed, or the deadline passed (an *net.OpError from the RawConn)
-		return 0, err
-	case errno != 0:
-		return 0, c.opError("read", errno)
-	case n == 0:
+	n, err := c.do(&c.read, "read", p)
+	if err == nil && n == 0 && len(p) > 0 {
 		return 0, io.EOF
 	}
-	return n, nil
-}
-
-func (c *Conn) doRead(fd uintptr) bool {
-	for {
-		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&c.rbuf[0])), uintptr(len(c.rbuf)))
-		switch e {
-		case 0:
-			c.rn = int(n)
-			return true
-		case syscall.EINTR:
-			continue
-		case syscall.EAGAIN:
-			return false // wait until the socket is readable
-		default:
-			c.rerr = e
-			return true
-		}
-	}
+	return n, err
 }
 
 // Write writes all of p as (*net.TCPConn).Write does, waiting for room in the socket's
 // buffer as long as the write deadline allows.
-func (c *Conn) Write(p []byte) (int, error) {
+func (c *Conn) Write(p []byte) (int, error) { return c.do(&c.write, "write", p) }
+
+// do runs o on p. Its errors are the net package's: the RawConn's (closed, deadline) as they
+// are, an errno wrapped so that errors.Is(err, syscall.ECONNRESET) holds.
+func (c *Conn) do(o *op, name string, p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	c.wmu.Lock()
-	c.wbuf, c.wn, c.werr = p, 0, 0
-	err := c.rc.Write(c.writeFn)
-	n, errno := c.wn, c.werr
-	c.wbuf = nil
-	c.wmu.Unlock()
+	o.mu.Lock()
+	o.buf, o.n, o.errno = p, 0, 0
+	err := o.wait(o.try)
+	n, errno := o.n, o.errno
+	o.buf = nil
+	o.mu.Unlock()
 	switch {
 	case err != nil:
-		return n, err
 	case errno != 0:
-		return n, c.opError("write", errno)
+		err = &net.OpError{Op: name, Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: os.NewSyscallError(name, errno)}
+	case o.all && n < len(p): // write(2) wrote nothing and said no more
+		err = io.ErrShortWrite
 	}
-	return n, nil
+	return n, err
 }
 
-func (c *Conn) doWrite(fd uintptr) bool {
-	for c.wn < len(c.wbuf) {
-		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&c.wbuf[c.wn])), uintptr(len(c.wbuf)-c.wn))
+// attempt makes the system call on fd; false asks the poller to wait until fd is ready (the
+// non-blocking socket answered EAGAIN).
+func (o *op) attempt(fd uintptr) bool {
+	for {
+		n, _, e := syscall.RawSyscall(o.sys, fd, uintptr(unsafe.Pointer(&o.buf[o.n])), uintptr(len(o.buf)-o.n))
 		switch e {
 		case 0:
-			c.wn += int(n)
+			o.n += int(n)
+			if !o.all || o.n == len(o.buf) || n == 0 {
+				return true
+			}
 		case syscall.EINTR:
-			continue
 		case syscall.EAGAIN:
-			return false // wait until the socket is writable
+			return false
 		default:
-			c.werr = e
+			o.errno = e
 			return true
 		}
 	}
-	return true
-}
-
-// opError wraps errno as the net package does: errors.Is(err, syscall.ECONNRESET) holds.
-func (c *Conn) opError(op string, errno syscall.Errno) error {
-	return &net.OpError{Op: op, Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: os.NewSyscallError(op, errno)}
 }
