@@ -11,7 +11,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/meridian-mesh/meridian/proxy/h1"
-	"github.com/meridian-mesh/meridian/proxy/internal/rawio"
 	"github.com/meridian-mesh/meridian/proxy/metrics"
 )
 
@@ -180,5 +179,5 @@ func (ls *h1session) upstream() (*h1.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return h1.NewConn(rawio.Wrap(c)), nil
+	return h1.NewConn(c), nil
 }

@@ -16,7 +16,6 @@ import (
 	"github.com/meridian-mesh/meridian/proxy/h1"
 	"github.com/meridian-mesh/meridian/proxy/h2"
 	"github.com/meridian-mesh/meridian/proxy/inbound/policy"
-	"github.com/meridian-mesh/meridian/proxy/internal/rawio"
 	"github.com/meridian-mesh/meridian/proxy/metrics"
 )
 
@@ -220,7 +219,6 @@ func (i *Inbound) h2dial(pool *h2.Pool, addr string) (*h2.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	nc = rawio.Wrap(nc)
 	c, err := h2.NewClientConn(nc, i.h2cfg)
 	if err != nil {
 		_ = nc.Close()

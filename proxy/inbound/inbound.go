@@ -20,7 +20,6 @@ import (
 	"github.com/meridian-mesh/meridian/proxy/inbound/policy"
 	"github.com/meridian-mesh/meridian/proxy/internal/accept"
 	"github.com/meridian-mesh/meridian/proxy/internal/handoff"
-	"github.com/meridian-mesh/meridian/proxy/internal/rawio"
 	"github.com/meridian-mesh/meridian/proxy/metrics"
 	"go.uber.org/zap"
 )
@@ -219,7 +218,6 @@ func (i *Inbound) accept(ctx context.Context, lis net.Listener) {
 		i.log.Warn("inbound: accept failed: retrying", zap.Error(err), zap.Duration("backoff", backoff))
 	}
 	_ = accept.Loop(ctx, lis, retry, onRetry, func(c net.Conn) {
-		c = rawio.Wrap(c)
 		if i.conns.len() >= i.cfg.MaxConns {
 			i.log.Debug("inbound: too many connections: closing", zap.Int("max", i.cfg.MaxConns))
 			_ = c.Close()

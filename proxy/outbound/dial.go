@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/meridian-mesh/meridian/proxy/internal/rawio"
 	"github.com/meridian-mesh/meridian/proxy/metrics"
 	"github.com/meridian-mesh/meridian/proxy/transportheader"
 )
@@ -64,7 +63,6 @@ func (e *endpoint) dial(ctx context.Context, proto transportheader.SessionProtoc
 	if err != nil {
 		return nil, &connectError{e.dialAddr, err}
 	}
-	raw = rawio.Wrap(raw)
 	if e.o.isSelf(raw.RemoteAddr()) {
 		_ = raw.Close()
 		return nil, &connectError{e.dialAddr, errLoop}
