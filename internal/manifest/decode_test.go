@@ -357,8 +357,10 @@ func TestLineBreaksAsYAMLCounts(t *testing.T) {
 		manifesttest.CheckLocated(t, res.Errors, "f.yaml", data, Location)
 	}
 	// A UTF-16 file (by its byte order mark) is read as UTF-16, its breaks counted in its
-	// text: FuzzDecode's seed b50cf7d43fb0cf17, "\xfe\xff ) \xff", is PS then U+20FF.
-	for _, data := range []string{"\xfe\xff ) \xff", "\xfe\xff\x00a\x00:\x00 \x001\x00\n\x00b\x00:\x00 \x00[", "\xff\xfea\x00:\x00 \x00[\x00"} {
+	// text: FuzzDecode's seed b50cf7d43fb0cf17, "\xfe\xff ) \xff", is PS then U+20FF. A 0x0a
+	// byte inside a UTF-16 character is no break (FuzzDirParse's seed bf41320c7b08ab0d).
+	for _, data := range []string{"\xfe\xff ) \xff", "\xfe\xff\x00a\x00:\x00 \x001\x00\n\x00b\x00:\x00 \x00[", "\xff\xfea\x00:\x00 \x00[\x00",
+		"\xfe\xff\x00[\x00a\x0a\xbb\x00b"} {
 		res := testDecoder().Decode("f.yaml", []byte(data))
 		if len(res.Errors) == 0 {
 			t.Fatalf("%q decoded without an error", data)

@@ -2,12 +2,14 @@ package manifest
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode/utf16"
 
 	yaml "go.yaml.in/yaml/v3"
 )
@@ -64,13 +66,47 @@ func (d Document) Blank() bool {
 	return true
 }
 
-// lastLine is the line of the document's last character (its start when it is empty).
+// lastLine is the line of the document's last character (its start when it is empty). A
+// document that starts with a UTF-16 byte order mark is UTF-16 to the YAML decoder, which
+// counts its lines in the decoded text (where a 0x0a byte is not a line break), with every
+// break YAML knows; so are they counted here.
 func (d Document) lastLine() int {
+	if text, ok := utf16Text(d.Text); ok {
+		text = strings.ReplaceAll(text, "\r\n", "\n")
+		text = strings.TrimRight(text, "\n\r\u0085\u2028\u2029")
+		n := 0
+		for _, r := range text {
+			switch r {
+			case '\n', '\r', '\u0085', '\u2028', '\u2029':
+				n++
+			}
+		}
+		return d.Line + n
+	}
 	n := bytes.Count(d.Text, []byte("\n"))
 	if n > 0 && d.Text[len(d.Text)-1] == '\n' {
 		n--
 	}
 	return d.Line + n
+}
+
+// utf16Text decodes b when it starts with a UTF-16 byte order mark (big or little endian; an
+// odd last byte is dropped, as the YAML decoder drops it).
+func utf16Text(b []byte) (string, bool) {
+	var order binary.ByteOrder
+	switch {
+	case bytes.HasPrefix(b, []byte{0xfe, 0xff}):
+		order = binary.BigEndian
+	case bytes.HasPrefix(b, []byte{0xff, 0xfe}):
+		order = binary.LittleEndian
+	default:
+		return "", false
+	}
+	units := make([]uint16, 0, len(b)/2)
+	for i := 2; i+1 < len(b); i += 2 {
+		units = append(units, order.Uint16(b[i:]))
+	}
+	return string(utf16.Decode(units)), true
 }
 
 // Parse parses the document as YAML (JSON is YAML) and returns its root node, nil for a
