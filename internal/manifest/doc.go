@@ -23,9 +23,10 @@
 //     run.Warner and run.Readier (Warnings, Ready) for the process's /ready.
 //
 // It owns no Kubernetes types: what an object means is the caller's. It imports
-// internal/filewatch, internal/metrics, internal/quote, the YAML and JSON decoders, xxhash,
-// Prometheus and zap; it must not import any other Meridian package but internal/filewatch,
-// internal/metrics, internal/quote and internal/run: `shard/...`,
+// internal/filewatch, internal/metrics, internal/quote, internal/manifest/yamltext, the YAML
+// and JSON decoders, xxhash, Prometheus and zap; it must not import any other Meridian
+// package but internal/filewatch, internal/metrics, internal/quote, internal/manifest/yamltext
+// and internal/run: `shard/...`,
 // `policy/...`, `injector/...`, `translator`, `snapshot`, `identity/...`, `bench/...`,
 // `cmd/...`.
 package manifest

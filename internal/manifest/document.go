@@ -2,16 +2,16 @@ package manifest
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"regexp"
 	"strconv"
 	"strings"
-	"unicode/utf16"
 
 	yaml "go.yaml.in/yaml/v3"
+
+	"github.com/meridian-mesh/meridian/internal/manifest/yamltext"
 )
 
 // Document is one YAML document of a file.
@@ -71,7 +71,7 @@ func (d Document) Blank() bool {
 // counts its lines in the decoded text (where a 0x0a byte is not a line break), with every
 // break YAML knows; so are they counted here.
 func (d Document) lastLine() int {
-	if text, ok := utf16Text(d.Text); ok {
+	if text, ok := yamltext.UTF16(d.Text); ok {
 		text = strings.ReplaceAll(text, "\r\n", "\n")
 		text = strings.TrimRight(text, "\n\r\u0085\u2028\u2029")
 		n := 0
@@ -88,25 +88,6 @@ func (d Document) lastLine() int {
 		n--
 	}
 	return d.Line + n
-}
-
-// utf16Text decodes b when it starts with a UTF-16 byte order mark (big or little endian; an
-// odd last byte is dropped, as the YAML decoder drops it).
-func utf16Text(b []byte) (string, bool) {
-	var order binary.ByteOrder
-	switch {
-	case bytes.HasPrefix(b, []byte{0xfe, 0xff}):
-		order = binary.BigEndian
-	case bytes.HasPrefix(b, []byte{0xff, 0xfe}):
-		order = binary.LittleEndian
-	default:
-		return "", false
-	}
-	units := make([]uint16, 0, len(b)/2)
-	for i := 2; i+1 < len(b); i += 2 {
-		units = append(units, order.Uint16(b[i:]))
-	}
-	return string(utf16.Decode(units)), true
 }
 
 // Parse parses the document as YAML (JSON is YAML) and returns its root node, nil for a

@@ -6,10 +6,10 @@
 // a List), Seeds (example manifests as fuzz seeds) and CheckLocated (every error of a decode
 // placed in its file).
 //
-// It is test-only: nothing outside _test.go files may import it. It imports internal/testutil
-// and the standard library. It must not import `internal/manifest`, whose own tests use it,
-// nor any other Meridian package but internal/testutil: `shard/...`, `policy/...`,
-// `injector/...`, `cmd/...`.
+// It is test-only: nothing outside _test.go files may import it. It imports internal/testutil,
+// internal/manifest/yamltext and the standard library. It must not import `internal/manifest`,
+// whose own tests use it, nor any other Meridian package but those two: `shard/...`,
+// `policy/...`, `injector/...`, `cmd/...`.
 //
-// Allowed imports: `std`, `internal/testutil`.
+// Allowed imports: `std`, `internal/testutil`, `internal/manifest/yamltext`.
 package manifesttest

@@ -1,8 +1,6 @@
 package manifesttest
 
 import (
-	"bytes"
-	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,8 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
-	"unicode/utf16"
 
+	"github.com/meridian-mesh/meridian/internal/manifest/yamltext"
 	"github.com/meridian-mesh/meridian/internal/testutil"
 )
 
@@ -121,23 +119,13 @@ func Lines(data []byte) int {
 	return n
 }
 
-// decodeUTF16 is data as text: UTF-16 when it starts with a byte order mark (big or little
-// endian; an odd last byte is dropped), else data as it is.
+// decodeUTF16 is data as text: UTF-16 when it starts with a byte order mark, as the YAML
+// decoder reads it, else data as it is.
 func decodeUTF16(data []byte) string {
-	var order binary.ByteOrder
-	switch {
-	case bytes.HasPrefix(data, []byte{0xfe, 0xff}):
-		order = binary.BigEndian
-	case bytes.HasPrefix(data, []byte{0xff, 0xfe}):
-		order = binary.LittleEndian
-	default:
-		return string(data)
+	if s, ok := yamltext.UTF16(data); ok {
+		return s
 	}
-	units := make([]uint16, 0, len(data)/2)
-	for i := 2; i+1 < len(data); i += 2 {
-		units = append(units, order.Uint16(data[i:]))
-	}
-	return string(utf16.Decode(units))
+	return string(data)
 }
 
 // CheckLocated fails t unless locate (manifest.Location) places every error in file, at a
