@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"io"
 	"maps"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -49,9 +48,8 @@ type h1session struct {
 	idLine []byte // "l5d-client-id: <identity>\r\n", nil without a client identity
 
 	// watch notices the client leaving while a request waits for its response head, and
-	// closes appConn, the connection that request uses.
-	watch   *h1.Watch
-	appConn net.Conn
+	// closes the connection to the application that request uses (tc's upstream).
+	watch *h1.Watch
 
 	// The request's parts for route matching (path and query alias req's buffer).
 	path, query []byte
@@ -75,7 +73,7 @@ func (i *Inbound) serveH1(tc *trackedConn, s *session, port *policy.Port, target
 	if s.client.Identity != "" {
 		ls.idLine = []byte("L5d-Client-Id: " + s.client.Identity + "\r\n")
 	}
-	ls.watch = h1.NewWatch(s.conn, ls.br, func() { _ = ls.appConn.Close() })
+	ls.watch = h1.NewWatch(s.conn, ls.br, tc.closeUpstream)
 	handedOff := false
 	defer func() {
 		ls.watch.Stop()

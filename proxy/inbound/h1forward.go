@@ -68,7 +68,6 @@ func (ls *h1session) forward() (status int, failed, keep bool) {
 		}
 		err = uc.W.Flush()
 		if err == nil {
-			ls.appConn = uc.C
 			ls.watch.Arm()
 			err = h1.ReadHead(uc.R, &ls.res, maxHeaderBytes)
 			if ls.watch.Disarm() { // nobody to answer: not the application's failure

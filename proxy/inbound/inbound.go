@@ -347,6 +347,17 @@ func (c *trackedConn) setUpstream(up net.Conn) bool {
 	return true
 }
 
+// closeUpstream closes the connection to the application a request uses now, if any (its
+// client left: h1.Watch).
+func (c *trackedConn) closeUpstream() {
+	c.mu.Lock()
+	up := c.up
+	c.mu.Unlock()
+	if up != nil {
+		_ = up.Close()
+	}
+}
+
 // NetConn returns the socket (origdst reads the original destination from it).
 func (c *trackedConn) NetConn() net.Conn { return c.Conn }
 

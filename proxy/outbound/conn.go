@@ -248,6 +248,17 @@ func (s *connSet) upstream(e *connEntry, up net.Conn) bool {
 	return true
 }
 
+// closeUpstream closes the upstream connection e's lean request uses now, if any (its client
+// left: h1.Watch).
+func (s *connSet) closeUpstream(e *connEntry) {
+	s.mu.Lock()
+	up := e.up
+	s.mu.Unlock()
+	if up != nil {
+		_ = up.Close()
+	}
+}
+
 // h2 marks a connection as served by the lean HTTP/2 relay; false once draining (the
 // caller closes it).
 func (s *connSet) h2(e *connEntry, c *h2.Conn) bool {

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"io"
-	"net"
 	"time"
 
 	"go.uber.org/zap"
@@ -39,9 +38,8 @@ type h1session struct {
 	body  []byte
 
 	// watch notices the client leaving while a request waits for its response head, and
-	// closes upstream, the connection that request uses.
-	watch    *h1.Watch
-	upstream net.Conn
+	// closes the upstream connection that request uses (entry's).
+	watch *h1.Watch
 
 	// The request's route: its authority (a string that outlives the request), the bytes
 	// naming it in the request (the Host field, or the absolute-form URI's authority) and the
@@ -62,7 +60,7 @@ type h1session struct {
 // a request to net/http.
 func (o *Outbound) serveH1(cc *clientConn, entry *connEntry, hl *handoff.Listener) {
 	s := &h1session{o: o, cc: cc, entry: entry, br: bufio.NewReaderSize(cc.Conn, 4<<10), bw: bufio.NewWriterSize(cc.raw, 4<<10)}
-	s.watch = h1.NewWatch(cc.raw, s.br, func() { _ = s.upstream.Close() })
+	s.watch = h1.NewWatch(cc.raw, s.br, func() { o.conns.closeUpstream(entry) })
 	handedOff := false
 	defer func() {
 		s.watch.Stop()

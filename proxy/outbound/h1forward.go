@@ -113,7 +113,6 @@ func (o *Outbound) exchange(s *h1session, ep *endpoint, h balance.Handle, start 
 		}
 		err = s.writeRequest(uc.W)
 		if err == nil {
-			s.upstream = uc.C
 			s.watch.Arm()
 			err = h1.ReadHead(uc.R, &s.res, o.cfg.MaxHeaderBytes)
 			if s.watch.Disarm() {
