@@ -18,22 +18,7 @@ import (
 // pair returns both ends of a loopback TCP connection, closed when t ends.
 func pair(t testing.TB) (client, server net.Conn) {
 	t.Helper()
-	lis := testutil.Listen(t)
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, err := lis.Accept()
-		if err != nil {
-			close(accepted)
-			return
-		}
-		accepted <- c
-	}()
-	client, err := net.Dial("tcp", lis.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	server = testutil.Recv(t, accepted, 5*time.Second, "accepted connection")
-	t.Cleanup(func() { _ = client.Close(); _ = server.Close() })
+	server, client = testutil.TCPPair(t)
 	return client, server
 }
 
