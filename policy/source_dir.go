@@ -96,13 +96,10 @@ func (d *DirSource) Run(ctx context.Context, sink Sink) error {
 // its first definition, as the directory source keeps it (the later one is among the errors).
 func DecodeManifests(name string, data []byte) ([]api.Resource, []error) {
 	res := dirDecoder(NewMetrics(nil)).Decode(name, data)
-	out := make([]api.Resource, 0, len(res.Objects))
-	seen := make(map[manifest.Key]bool, len(res.Objects))
-	for _, o := range res.Objects {
-		if !seen[o.Key] {
-			seen[o.Key] = true
-			out = append(out, o.Value.(api.Resource))
-		}
+	objs := manifest.FirstOfEach(res.Objects)
+	out := make([]api.Resource, len(objs))
+	for i, o := range objs {
+		out[i] = o.Value.(api.Resource)
 	}
 	return out, res.Errors
 }

@@ -308,7 +308,7 @@ func (d *Dir) readFile(p string) {
 			// No good version to keep: the objects that decoded are delivered, as the API
 			// server would take each on its own. Withheld, a valid Server in a file with a
 			// broken neighbour left its pods on the (wider) default policy.
-			st.good = firstOfEach(res.Objects)
+			st.good = FirstOfEach(res.Objects)
 		}
 		return
 	}
@@ -316,9 +316,9 @@ func (d *Dir) readFile(p string) {
 	d.log.Debug("file loaded", zap.String("file", p), zap.Int("objects", len(res.Objects)))
 }
 
-// firstOfEach is objs without the later definitions of an object defined twice (the
+// FirstOfEach is objs without the later definitions of an object defined twice (the
 // decoder reports them, among a file's errors).
-func firstOfEach(objs []Object) []Object {
+func FirstOfEach(objs []Object) []Object {
 	seen := make(map[Key]bool, len(objs))
 	out := make([]Object, 0, len(objs))
 	for _, o := range objs {
