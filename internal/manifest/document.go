@@ -72,16 +72,7 @@ func (d Document) Blank() bool {
 // break YAML knows; so are they counted here.
 func (d Document) lastLine() int {
 	if text, ok := yamltext.UTF16(d.Text); ok {
-		text = strings.ReplaceAll(text, "\r\n", "\n")
-		text = strings.TrimRight(text, "\n\r\u0085\u2028\u2029")
-		n := 0
-		for _, r := range text {
-			switch r {
-			case '\n', '\r', '\u0085', '\u2028', '\u2029':
-				n++
-			}
-		}
-		return d.Line + n
+		return d.Line + yamltext.Breaks(yamltext.TrimBreaks(text))
 	}
 	n := bytes.Count(d.Text, []byte("\n"))
 	if n > 0 && d.Text[len(d.Text)-1] == '\n' {

@@ -110,14 +110,7 @@ func Seeds(f *testing.F, dir string, data ...string) {
 // scanner takes as line breaks too (YAML 1.1). So a file with a lone CR has two lines.
 // A file that starts with a UTF-16 byte order mark is read as UTF-16, as go-yaml reads it
 // (so "\xfe\xff\x20\x29" is PS, a break).
-func Lines(data []byte) int {
-	s := strings.ReplaceAll(decodeUTF16(data), "\r\n", "\n")
-	n := 1
-	for _, brk := range []string{"\n", "\r", "\u0085", "\u2028", "\u2029"} {
-		n += strings.Count(s, brk)
-	}
-	return n
-}
+func Lines(data []byte) int { return 1 + yamltext.Breaks(decodeUTF16(data)) }
 
 // decodeUTF16 is data as text: UTF-16 when it starts with a byte order mark, as the YAML
 // decoder reads it, else data as it is.

@@ -17,3 +17,16 @@ func TestUTF16(t *testing.T) {
 		}
 	}
 }
+
+func TestBreaks(t *testing.T) {
+	for s, want := range map[string]int{
+		"a": 0, "a\nb": 1, "a\r\nb": 1, "a\rb": 1, "a\u0085b\u2028c\u2029d": 3, "a\n\n": 2,
+	} {
+		if got := Breaks(s); got != want {
+			t.Errorf("Breaks(%q) = %d, want %d", s, got, want)
+		}
+	}
+	if got := TrimBreaks("a\r\n\u2029"); got != "a" {
+		t.Errorf("TrimBreaks = %q", got)
+	}
+}
