@@ -145,13 +145,7 @@ func TestProxyFlagsRender(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var args []string
-		for _, o := range decodeAll(t, r.All()) {
-			if o.GetKind() == "Deployment" && o.GetName() == "linkerd-proxy-injector" {
-				cs, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
-				args, _, _ = unstructured.NestedStringSlice(cs[0].(map[string]any), "args")
-			}
-		}
+		args := containerArgs(t, decodeAll(t, r.All()), "Deployment", "linkerd-proxy-injector")
 		for _, w := range c.want {
 			if !slices.Contains(args, w) {
 				t.Errorf("--set %v: the injector's args %q lack %s", c.set, args, w)
@@ -164,6 +158,133 @@ func TestProxyFlagsRender(t *testing.T) {
 	_, err := chart.Render(chart.Options{Namespace: "linkerd", Base: identityBase(t, "linkerd"), Set: []string{"proxy.command=null"}})
 	if err == nil || !strings.Contains(err.Error(), "proxy.command is empty") {
 		t.Errorf("--set proxy.command=null: %v, want an error saying proxy.command is empty", err)
+	}
+}
+
+// containerArgs is the args of the first container of the workload kind/name in objs.
+func containerArgs(t *testing.T, objs []*unstructured.Unstructured, kind, name string) []string {
+	t.Helper()
+	for _, o := range objs {
+		if o.GetKind() == kind && o.GetName() == name {
+			cs, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+			args, _, _ := unstructured.NestedStringSlice(cs[0].(map[string]any), "args")
+			return args
+		}
+	}
+	t.Fatalf("no %s %s rendered", kind, name)
+	return nil
+}
+
+// TestNetworkPolicyNeedsAPIServer: networkPolicy.enabled without the API server's addresses
+// is refused, saying what to set, with or without adminFrom (with adminFrom alone the
+// webhook's rule rendered an empty "from", which admits every source); with them, no
+// ingress rule of any policy has an empty "from".
+func TestNetworkPolicyNeedsAPIServer(t *testing.T) {
+	on := []string{"networkPolicy.enabled=true"}
+	for _, set := range [][]string{on, append(on, "networkPolicy.adminFrom[0].podSelector.matchLabels.app=prometheus")} {
+		_, err := chart.Render(chart.Options{Namespace: "linkerd", Base: identityBase(t, "linkerd"), Set: set})
+		if err == nil || !strings.Contains(err.Error(), "networkPolicy.apiServerCIDRs is empty") {
+			t.Errorf("--set %v: %v, want an error saying networkPolicy.apiServerCIDRs is empty", set, err)
+		}
+	}
+	r, err := chart.Render(chart.Options{Namespace: "linkerd", Base: identityBase(t, "linkerd"),
+		Set: append(on, "networkPolicy.apiServerCIDRs[0]=10.0.0.1/32")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	policies := 0
+	for _, o := range decodeAll(t, r.All()) {
+		if o.GetKind() != "NetworkPolicy" {
+			continue
+		}
+		policies++
+		rules, _, _ := unstructured.NestedSlice(o.Object, "spec", "ingress")
+		for i, rule := range rules {
+			if from, _, _ := unstructured.NestedSlice(rule.(map[string]any), "from"); len(from) == 0 {
+				t.Errorf("NetworkPolicy %s: ingress rule %d has no peers, so it admits every source", o.GetName(), i)
+			}
+		}
+	}
+	if policies != 4 {
+		t.Errorf("%d NetworkPolicies rendered, want 4", policies)
+	}
+}
+
+// TestLargeIntegerFromValuesFile: a number from a values file reaches a flag as an integer.
+// Helm reads such numbers as floats, and one of a million or more printed as 1e+06, which
+// the destination refused at start.
+func TestLargeIntegerFromValuesFile(t *testing.T) {
+	base := identityBase(t, "linkerd")
+	base["destination"] = map[string]any{"streamQueueCapacity": float64(1_000_000)} // as a values file gives it
+	r, err := chart.Render(chart.Options{Namespace: "linkerd", Base: base})
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := containerArgs(t, decodeAll(t, r.All()), "StatefulSet", "linkerd-destination")
+	if !slices.Contains(args, "--stream-queue-capacity=1000000") {
+		t.Errorf("the destination's args %q lack --stream-queue-capacity=1000000", args)
+	}
+}
+
+// TestImageReferences: an image pinned by digest in image.name is used as it is, and then the
+// capture init image must be named too (appending -proxy-init to a digest names nothing); a
+// digest in image.tag is refused, saying where it goes; the version label is a valid label
+// value whatever the tag holds; proxy.image.pullPolicy (by default image.pullPolicy) reaches
+// the injector.
+func TestImageReferences(t *testing.T) {
+	const digest = "@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	render := func(set ...string) ([]*unstructured.Unstructured, error) {
+		r, err := chart.Render(chart.Options{Namespace: "linkerd", Base: identityBase(t, "linkerd"), Set: set})
+		if err != nil {
+			return nil, err
+		}
+		return decodeAll(t, r.All()), nil
+	}
+	for _, c := range []struct {
+		set  []string
+		want string
+	}{
+		{[]string{"image.name=registry.example/mesh" + digest}, "set proxy.initImage.name"},
+		{[]string{"image.tag=0.1.0" + digest}, "holds a digest"},
+	} {
+		if _, err := render(c.set...); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("--set %v: %v, want an error with %q", c.set, err, c.want)
+		}
+	}
+
+	objs, err := render("image.name=registry.example/mesh"+digest, "proxy.initImage.name=registry.example/init"+digest,
+		"image.tag=1.2.3+build.5", "proxy.image.pullPolicy=Always")
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := containerArgs(t, objs, "Deployment", "linkerd-proxy-injector")
+	for _, w := range []string{"--proxy-init-image=registry.example/init" + digest, "--image-pull-policy=Always"} {
+		if !slices.Contains(args, w) {
+			t.Errorf("the injector's args %q lack %s", args, w)
+		}
+	}
+	for _, o := range objs {
+		if o.GetKind() == "CustomResourceDefinition" {
+			continue // crds/ is not templated
+		}
+		if v := o.GetLabels()["app.kubernetes.io/version"]; v != "1.2.3_build.5" {
+			t.Errorf("%s %s: version label %q, want 1.2.3_build.5", o.GetKind(), o.GetName(), v)
+		}
+		if o.GetKind() != "Deployment" && o.GetKind() != "StatefulSet" {
+			continue
+		}
+		cs, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+		if img, _, _ := unstructured.NestedString(cs[0].(map[string]any), "image"); img != "registry.example/mesh"+digest {
+			t.Errorf("%s %s runs %q, want the pinned image", o.GetKind(), o.GetName(), img)
+		}
+	}
+
+	objs, err = render()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if args := containerArgs(t, objs, "Deployment", "linkerd-proxy-injector"); !slices.Contains(args, "--image-pull-policy=IfNotPresent") {
+		t.Errorf("by default the injector's args %q lack image.pullPolicy's --image-pull-policy=IfNotPresent", args)
 	}
 }
 

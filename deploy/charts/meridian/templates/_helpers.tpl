@@ -4,11 +4,26 @@ Helpers shared by every component. A component is named by a dict:
 */}}
 
 {{- define "meridian.version" -}}
+{{- if contains "@" .Values.image.tag -}}
+{{- fail (printf "image.tag %q holds a digest: it takes a tag. Pin by digest with image.name (repository@sha256:...) and proxy.initImage.name (the capture init image's)" (.Values.image.tag | trunc 100)) -}}
+{{- end -}}
 {{- .Values.image.tag | default .Chart.AppVersion -}}
 {{- end }}
 
+{{/* The control plane's image: image.name tagged with the version, or image.name as it is
+when it is pinned by digest (repository@sha256:...). */}}
 {{- define "meridian.image" -}}
+{{- if contains "@" .Values.image.name -}}
+{{- .Values.image.name -}}
+{{- else -}}
 {{- printf "%s:%s" .Values.image.name (include "meridian.version" .) -}}
+{{- end -}}
+{{- end }}
+
+{{/* The version as a label value: at most 63 characters of [A-Za-z0-9_.-], beginning and
+ending with a letter or digit (a tag may hold "+" and be up to 128 characters). */}}
+{{- define "meridian.versionLabel" -}}
+{{- regexReplaceAll "[^A-Za-z0-9_.-]" (include "meridian.version" .) "_" | trunc 63 | trimAll "_.-" -}}
 {{- end }}
 
 {{/* Labels that select a component's pods; never change them: selectors are immutable. */}}
@@ -23,7 +38,7 @@ app.kubernetes.io/name: meridian
 app.kubernetes.io/instance: {{ .root.Release.Name }}
 app.kubernetes.io/component: {{ .name }}
 app.kubernetes.io/part-of: meridian
-app.kubernetes.io/version: {{ include "meridian.version" .root | quote }}
+app.kubernetes.io/version: {{ include "meridian.versionLabel" .root | quote }}
 app.kubernetes.io/managed-by: {{ .root.Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version | replace "+" "_" }}
 {{- end }}
@@ -34,7 +49,7 @@ linkerd.io/control-plane-ns: {{ .Release.Namespace }}
 app.kubernetes.io/name: meridian
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/part-of: meridian
-app.kubernetes.io/version: {{ include "meridian.version" . | quote }}
+app.kubernetes.io/version: {{ include "meridian.versionLabel" . | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end }}
