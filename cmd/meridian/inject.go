@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/pem"
 	"flag"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/meridian-mesh/meridian/injector"
 	"github.com/meridian-mesh/meridian/internal/quote"
+	"github.com/meridian-mesh/meridian/internal/tlsid"
 	proxyconfig "github.com/meridian-mesh/meridian/proxy/config"
 )
 
@@ -72,16 +74,39 @@ func injProxyFlags(fs *flag.FlagSet, cfg *injector.Config) func() map[string]str
 			}
 		})
 		if *anchors != "" {
-			b, err := os.ReadFile(*anchors)
-			if err != nil {
-				// Reported by validation below through an empty anchor; keep the reason.
-				set["error"] = fmt.Sprintf("read trust anchors %s: %v", *anchors, err)
+			if b, err := readTrustAnchors(*anchors); err != nil {
+				set["error"] = err.Error()
 			} else {
-				cfg.TrustAnchorsPEM = string(b)
+				cfg.TrustAnchorsPEM = b
 			}
 		}
 		return set
 	}
+}
+
+// readTrustAnchors reads a trust anchor bundle for proxies: PEM certificates and nothing
+// else. It goes into every injected pod's spec, so a file that holds a private key (the
+// anchor's, given by mistake) or anything that is not a certificate is refused rather than
+// copied there.
+func readTrustAnchors(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("--identity-trust-anchors-file: %w", err)
+	}
+	for rest, i := b, 1; ; i++ {
+		var blk *pem.Block
+		if blk, rest = pem.Decode(rest); blk == nil {
+			break
+		}
+		if blk.Type != "CERTIFICATE" {
+			return "", fmt.Errorf("--identity-trust-anchors-file %s: PEM block %d is a %s, not a CERTIFICATE: give the trust anchors' certificates only (never a key: the bundle goes into every meshed pod's spec)",
+				quote.Prefix(path, 256), i, quote.Prefix(blk.Type, 64))
+		}
+	}
+	if _, err := tlsid.ParseTrustAnchors(b); err != nil {
+		return "", fmt.Errorf("--identity-trust-anchors-file %s: %w", quote.Prefix(path, 256), err)
+	}
+	return string(b), nil
 }
 
 // commandFlag is a container command given as one comma-separated flag value, which
@@ -130,7 +155,7 @@ func runInject(_ context.Context, args []string) error {
 	}
 	set := flagsSet()
 	if e, ok := set["error"]; ok {
-		return fmt.Errorf("%s", e)
+		return fmt.Errorf("%w: %s", errUsage, e)
 	}
 	if *manual && strings.TrimSpace(cfg.TrustAnchorsPEM) == "" {
 		// A materialised proxy without trust anchors cannot start.

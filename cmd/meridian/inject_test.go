@@ -1,20 +1,66 @@
 package main
 
 import (
+	"encoding/pem"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/meridian-mesh/meridian/internal/testutil"
 )
 
-// anchorsFile writes trust anchors for `inject --manual` and returns its flag.
+// anchorsFile writes trust anchors (a real certificate) for `inject --manual` and returns its
+// flag.
 func anchorsFile(t *testing.T) string {
 	t.Helper()
-	p := filepath.Join(t.TempDir(), "ca-bundle.crt")
-	if err := os.WriteFile(p, []byte("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"), 0o600); err != nil {
+	return "--identity-trust-anchors-file=" + writeTemp(t, "ca-bundle.crt", anchorPEM(t))
+}
+
+func anchorPEM(t *testing.T) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: testutil.NewPKI(t).Anchor.Raw})
+}
+
+func writeTemp(t *testing.T, name string, b []byte) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return "--identity-trust-anchors-file=" + p
+	return p
+}
+
+// TestTrustAnchorsFileChecked: the trust anchors go into every injected pod's spec, so
+// `inject --manual` and `injector` refuse a file that is not certificates (a usage error, exit
+// 2, naming the flag): no certificate at all, a private key (the anchor's key given by
+// mistake, alone or after the certificate), a certificate that does not parse.
+func TestTrustAnchorsFileChecked(t *testing.T) {
+	const in = "../../injector/testdata/inject/deployment.yaml"
+	key := pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: []byte("secret")})
+	for name, c := range map[string]struct {
+		content []byte
+		want    string
+	}{
+		"empty":         {nil, "no PEM CERTIFICATE block"},
+		"a manifest":    {[]byte("apiVersion: v1\nkind: Pod\n"), "no PEM CERTIFICATE block"},
+		"a key":         {key, `PEM block 1 is a "PRIVATE KEY"`},
+		"cert then key": {append(anchorPEM(t), key...), `PEM block 2 is a "PRIVATE KEY"`},
+		"broken cert":   {[]byte("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"), "trust anchor 1"},
+	} {
+		flag := "--identity-trust-anchors-file=" + writeTemp(t, "anchors", c.content)
+		for _, args := range [][]string{{"inject", "--manual", flag, in}, {"injector", flag}} {
+			code, out, errOut := capture(t, args...)
+			if code != 2 || !strings.Contains(errOut, "--identity-trust-anchors-file") || !strings.Contains(errOut, c.want) {
+				t.Errorf("%s: %s: exit %d, %q; want 2 naming the flag and %q", name, args[0], code, errOut, c.want)
+			}
+			if strings.Contains(out, "secret") || strings.Contains(out, "PRIVATE") {
+				t.Errorf("%s: %s printed the key: %s", name, args[0], out)
+			}
+		}
+	}
+	if code, out, errOut := capture(t, "inject", "--manual", anchorsFile(t), in); code != 0 || !strings.Contains(out, "BEGIN CERTIFICATE") {
+		t.Errorf("a certificate: exit %d, %s", code, errOut)
+	}
 }
 
 // TestInjectManualWarnsOnBadAnnotations runs `meridian inject --manual` on a workload whose

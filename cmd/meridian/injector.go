@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 
@@ -36,7 +35,7 @@ func runInjector(ctx context.Context, args []string) error {
 		return err
 	}
 	if e, ok := flagsSet()["error"]; ok {
-		return errors.New(e)
+		return fmt.Errorf("%w: %s", errUsage, e)
 	}
 	srv, syncLog, err := newProcess(logOpts, *adminAddr)
 	if err != nil {
