@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/pem"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/meridian-mesh/meridian/injector"
+	"github.com/meridian-mesh/meridian/internal/manifest"
 	"github.com/meridian-mesh/meridian/internal/quote"
 	"github.com/meridian-mesh/meridian/internal/tlsid"
 	proxyconfig "github.com/meridian-mesh/meridian/proxy/config"
@@ -18,7 +20,7 @@ import (
 func init() {
 	register(&command{
 		name:    "inject",
-		summary: "add the proxy to Kubernetes manifests (files or stdin) and print them",
+		summary: "add the proxy to Kubernetes manifests (files, directories or stdin) and print them",
 		run:     runInject,
 	})
 }
@@ -139,10 +141,10 @@ func runInject(_ context.Context, args []string) error {
 	stampVersion(&cfg, "meridian/cli")
 	fs := newFlagSet("inject")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: meridian inject [flags] [file ...|-]\n\n"+
+		fmt.Fprintf(fs.Output(), "usage: meridian inject [flags] [file|directory ...|-]\n\n"+
 			"Reads Kubernetes manifests (multi-document YAML or JSON; Deployments, StatefulSets,\n"+
-			"DaemonSets, ReplicaSets, Jobs, CronJobs, Pods and Lists of them) from the files or\n"+
-			"stdin and prints them with linkerd.io/inject: enabled on every pod template, or with\n"+
+			"DaemonSets, ReplicaSets, Jobs, CronJobs, Pods and Lists of them) from the files, the\n"+
+			"directories' *.yaml, *.yml and *.json files (subdirectories too), or stdin, and prints them with linkerd.io/inject: enabled on every pod template, or with\n"+
 			"the proxy materialised (--manual). In --manual mode, config.linkerd.io/* annotations\n"+
 			"in the input take precedence over the flags below; an invalid one is ignored with a\n"+
 			"warning on stderr (the flag's value or the default applies).\n\n")
@@ -162,9 +164,9 @@ func runInject(_ context.Context, args []string) error {
 		return fmt.Errorf("%w: --manual needs the trust anchors the proxies verify: --identity-trust-anchors-file FILE (the ca-bundle.crt of the linkerd-identity-trust-roots ConfigMap)", errUsage)
 	}
 	opts := injector.ManifestOptions{Manual: *manual, Config: cfg, FlagValues: set}
-	files := fs.Args()
-	if len(files) == 0 {
-		files = []string{"-"}
+	files, err := injInputs(fs.Args())
+	if err != nil {
+		return err
 	}
 	for i, f := range files {
 		if i > 0 {
@@ -175,6 +177,40 @@ func runInject(_ context.Context, args []string) error {
 		}
 	}
 	return nil
+}
+
+// injInputs expands the command's arguments into the files to read: stdin ("-") when there
+// are none, and each directory's manifest files as the directory sources read them
+// (subdirectories too, sorted). A directory with a file it cannot read is refused before
+// anything is written.
+func injInputs(args []string) ([]string, error) {
+	if len(args) == 0 {
+		return []string{"-"}, nil
+	}
+	var files []string
+	for _, a := range args {
+		if fi, err := os.Stat(a); a == "-" || err != nil || !fi.IsDir() {
+			files = append(files, a) // reading it reports what is wrong
+			continue
+		}
+		found, problems, err := manifest.Files(a)
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range found {
+			if _, err := os.Stat(f); err != nil {
+				problems = append(problems, err) // a broken link named like a manifest
+			}
+		}
+		if len(problems) > 0 {
+			return nil, errors.Join(problems...)
+		}
+		if len(found) == 0 {
+			return nil, fmt.Errorf("%s: no manifest files (*.yaml, *.yml, *.json) in the directory", quote.Prefix(a, 256))
+		}
+		files = append(files, found...)
+	}
+	return files, nil
 }
 
 func injFile(name string, opts injector.ManifestOptions, stdout, stderr io.Writer) error {

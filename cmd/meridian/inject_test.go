@@ -140,3 +140,54 @@ func TestInjectWithoutManual(t *testing.T) {
 		t.Errorf("--manual without anchors: exit %d, %q; want 2 naming --identity-trust-anchors-file", code, errOut)
 	}
 }
+
+// TestInjectDirectory: `meridian inject DIR` reads the directory's manifest files as the
+// directory sources do (subdirectories too, names starting with "." and other extensions
+// skipped), in order; a directory holding a broken link, or no manifest at all, is refused
+// with nothing written.
+func TestInjectDirectory(t *testing.T) {
+	dir := t.TempDir()
+	deploy, err := os.ReadFile("../../injector/testdata/inject/deployment.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, content := range map[string]string{
+		"a.yaml":         string(deploy),
+		"sub/b.yml":      "apiVersion: v1\nkind: Pod\nmetadata:\n  name: lone\nspec:\n  containers:\n  - name: app\n    image: app\n",
+		".hidden/c.yaml": "kind: [",
+		"notes.txt":      "kind: [",
+	} {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, out, errOut := capture(t, "inject", dir)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if n := strings.Count(out, "linkerd.io/inject: enabled"); n != 2 {
+		t.Errorf("%d pod templates annotated, want 2 (the Deployment and the Pod):\n%s", n, out)
+	}
+	if i, j := strings.Index(out, "name: web"), strings.Index(out, "name: lone"); i < 0 || j < i {
+		t.Errorf("want a.yaml's Deployment, then sub/b.yml's Pod:\n%s", out)
+	}
+	for _, want := range []string{"a.yaml: deployment/web injected", "b.yml: pod/lone injected"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr lacks %q: %s", want, errOut)
+		}
+	}
+
+	if err := os.Symlink(filepath.Join(dir, "gone.yaml"), filepath.Join(dir, "z.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := capture(t, "inject", dir); code == 0 || out != "" || !strings.Contains(errOut, "z.yaml") {
+		t.Errorf("with a broken link: exit %d, stdout %q, stderr %q; want a failure naming z.yaml, nothing written", code, out, errOut)
+	}
+	if code, _, errOut := capture(t, "inject", t.TempDir()); code == 0 || !strings.Contains(errOut, "no manifest files") {
+		t.Errorf("an empty directory: exit %d, %q; want a failure saying it holds no manifest files", code, errOut)
+	}
+}

@@ -32,6 +32,19 @@ func (l *listing) under(p string) bool {
 	return false
 }
 
+// Files lists the manifest files under root as a Dir reads them (`*.yaml`, `*.yml` and
+// `*.json`, subdirectories too, names starting with "." skipped, symbolic links to files
+// followed), sorted, and what it could not read (unreadable subdirectories, broken links,
+// link loops, links to directories). A broken link named like a manifest is listed: opening
+// it says why. It fails only when root itself cannot be read.
+func Files(root string) (files []string, problems []error, err error) {
+	ls, err := (&Dir{cfg: Config{Path: root}}).list()
+	if err != nil {
+		return nil, nil, err
+	}
+	return ls.files, ls.errs, nil
+}
+
 // list walks the directory. It fails only when the directory itself cannot be read.
 func (d *Dir) list() (*listing, error) {
 	root := d.cfg.Path
