@@ -36,7 +36,17 @@ func runCheck(ctx context.Context, args []string) error {
 	if *output != "text" && *output != "json" {
 		return fmt.Errorf("%w: -o %q: want text or json", errUsage, *output)
 	}
-	kc, err := kube.NewClients(*kubeconfig)
+	if *timeout <= 0 || cfg.MinValidity < 0 {
+		return fmt.Errorf("%w: --timeout %s, --min-validity %s: want a positive timeout and a validity of at least 0", errUsage, *timeout, cfg.MinValidity)
+	}
+	rc, err := kube.RESTConfig(*kubeconfig)
+	if err != nil {
+		return err
+	}
+	// Every request gives up with the command: some client-go calls (the server's version)
+	// take no context, and would wait for an API server that never answers.
+	rc.Timeout = *timeout
+	kc, err := kube.ClientsFor(rc)
 	if err != nil {
 		return err
 	}
