@@ -4,12 +4,14 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
 	"github.com/meridian-mesh/meridian/internal/logging"
+	"github.com/meridian-mesh/meridian/internal/quote"
 	"github.com/meridian-mesh/meridian/proxy/config"
 )
 
@@ -29,10 +31,7 @@ func Command(ctx context.Context, lookup func(string) (string, bool), fs *flag.F
 	if err := config.Unoverridden(envErr, fs); err != nil {
 		return err
 	}
-	format := "console"
-	if cfg.LogFormat == "json" {
-		format = "json"
-	}
+	format, known := logFormat(cfg.LogFormat)
 	log, err := logging.New(logging.ProxyFilterLevel(cfg.Log), format)
 	if err != nil {
 		return fmt.Errorf("LINKERD2_PROXY_LOG (--log): %w", err) // err quotes a prefix of it
@@ -40,6 +39,10 @@ func Command(ctx context.Context, lookup func(string) (string, bool), fs *flag.F
 	// The proxy's warnings (a control-plane service unreachable, retrying) are operational,
 	// not bugs: no stack traces under them, whatever the format.
 	log = log.WithOptions(zap.AddStacktrace(zapcore.DPanicLevel))
+	if !known {
+		log.Warn("LINKERD2_PROXY_LOG_FORMAT (--log-format) is neither plain nor json: logging plain",
+			zap.String("value", quote.Prefix(cfg.LogFormat, 64)))
+	}
 	defer func() { _ = log.Sync() }()
 	return Serve(ctx, cfg, log)
 }
@@ -56,4 +59,17 @@ func AwaitCommand(ctx context.Context, fs *flag.FlagSet, parse func() error) err
 		return fmt.Errorf("await: --port %d, --timeout %s: want a port and a positive duration", *port, *timeout)
 	}
 	return Await(ctx, *port, *timeout)
+}
+
+// logFormat maps LINKERD2_PROXY_LOG_FORMAT to the logger's format: json or plain in any
+// case (empty: plain). Anything else logs plain, and known is false, so that it is reported
+// once the logger exists rather than silently ignored.
+func logFormat(v string) (format string, known bool) {
+	switch {
+	case strings.EqualFold(v, "json"):
+		return "json", true
+	case strings.EqualFold(v, "plain"), v == "":
+		return "console", true
+	}
+	return "console", false
 }

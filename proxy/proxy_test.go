@@ -83,3 +83,17 @@ func TestInboundClusterNetworks(t *testing.T) {
 		t.Errorf("set: %v, want %v", got, cfg.ClusterNetworks)
 	}
 }
+
+// TestLogFormat: LINKERD2_PROXY_LOG_FORMAT takes json and plain in any case; anything else
+// is plain and reported (it was plain silently, so JSON meant plain logs).
+func TestLogFormat(t *testing.T) {
+	for _, c := range []struct {
+		in, format string
+		known      bool
+	}{{"json", "json", true}, {"JSON", "json", true}, {"Json", "json", true}, {"plain", "console", true},
+		{"PLAIN", "console", true}, {"", "console", true}, {"xml", "console", false}, {"json ", "console", false}} {
+		if f, k := logFormat(c.in); f != c.format || k != c.known {
+			t.Errorf("logFormat(%q) = %q, %v; want %q, %v", c.in, f, k, c.format, c.known)
+		}
+	}
+}
