@@ -252,7 +252,13 @@ func (f *destinationFlags) newRing(grpcAddr net.Addr, reg prometheus.Registerer,
 	if cfg.GossipAddr == "" {
 		a, err := ring.DefaultGossipAddr(cfg.GRPCAddr)
 		if err != nil {
-			return nil, nil, fmt.Errorf("--gossip-addr: %w (--gossip-addr IP:PORT)", err)
+			// The default gossip address comes from the advertised one: name the flag that
+			// gave it, and the one that would replace the default.
+			from := "--addr"
+			if f.advertise != "" {
+				from = "--advertise-addr"
+			}
+			return nil, nil, fmt.Errorf("%w: %s: %v (give %s IP:PORT, or --gossip-addr IP:PORT)", errUsage, from, err, from)
 		}
 		cfg.GossipAddr = a
 	}

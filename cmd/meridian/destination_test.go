@@ -239,3 +239,15 @@ func TestDestinationShardKeyFlag(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
 }
+
+// TestDestinationBadAdvertiseAddr: the gossip address defaults to the advertised one's host,
+// so a bad --advertise-addr is reported under its own name (it was blamed on --gossip-addr,
+// which was not given), as a usage error.
+func TestDestinationBadAdvertiseAddr(t *testing.T) {
+	args := []string{"destination", "--source", "dir:" + t.TempDir(), "--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0",
+		"--plaintext", "--ring", "--insecure-gossip", "--advertise-addr", "nonsense"}
+	code, _, errOut := capture(t, args...)
+	if code != 2 || !strings.Contains(errOut, `--advertise-addr: gRPC address "nonsense"`) {
+		t.Fatalf("exit %d, stderr %q; want 2 naming --advertise-addr", code, errOut)
+	}
+}
