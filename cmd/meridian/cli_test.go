@@ -94,6 +94,22 @@ func TestRingSaysWhy(t *testing.T) {
 	}
 }
 
+// TestRingTimeoutAndArguments: `meridian ring --timeout` bounds the wait for a replica that
+// accepts and never answers (it was a fixed 10 s), and says so in words; a stray argument or
+// a non-positive timeout is a usage error (the argument was ignored).
+func TestRingTimeoutAndArguments(t *testing.T) {
+	addr := silentServer(t)
+	code, _, errOut := captureWithin(t, 8*time.Second, "ring", "--addr", addr, "--timeout", "500ms")
+	if code != 1 || !strings.Contains(errOut, addr+": no answer within 500ms") {
+		t.Errorf("a silent replica: exit %d, stderr %q; want 1 and no answer within 500ms", code, errOut)
+	}
+	for _, args := range [][]string{{"ring", "--addr", addr, "extra"}, {"ring", "--timeout", "0s"}} {
+		if code, _, errOut := capture(t, args...); code != 2 {
+			t.Errorf("meridian %s: exit %d, stderr %q; want 2", strings.Join(args, " "), code, errOut)
+		}
+	}
+}
+
 // silentServerHTTP1Garbage answers every connection with bytes that are not HTTP, then closes it.
 func silentServerHTTP1Garbage(t *testing.T) string {
 	t.Helper()

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -22,10 +23,14 @@ func init() {
 func runRing(ctx context.Context, args []string) error {
 	fs := newFlagSet("ring")
 	addr := fs.String("addr", "localhost:9996", "admin address of any destination replica")
-	if err := parseFlags(fs, args); err != nil {
+	timeout := fs.Duration("timeout", 10*time.Second, "give up after this long")
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	if *timeout <= 0 {
+		return fmt.Errorf("%w: --timeout %s: want a positive duration", errUsage, *timeout)
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	url := "http://" + *addr + "/ring"
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -44,6 +49,9 @@ func runRing(ctx context.Context, args []string) error {
 		// request was written, reports an unsolicited response: noise either way.
 		if first.notHTTP() || strings.Contains(err.Error(), "malformed HTTP") {
 			return fmt.Errorf("%s does not answer in HTTP/1 (is it a destination replica's admin address?)", *addr)
+		}
+		if errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("%s: no answer within %s (is it a destination replica's admin address?)", *addr, *timeout)
 		}
 		return err
 	}
