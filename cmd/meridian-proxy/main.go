@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/meridian-mesh/meridian/proxy"
@@ -29,12 +30,18 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	if len(args) > 0 && args[0] == "await" { // a pod's postStart hook
 		fs := flag.NewFlagSet("meridian-proxy await", flag.ContinueOnError)
-		fs.SetOutput(stdout)
+		fs.SetOutput(io.Discard) // a bad flag is reported once, on stderr, by exitCode
 		return proxy.AwaitCommand(ctx, fs, func() error {
-			if err := fs.Parse(args[1:]); err != nil && !errors.Is(err, flag.ErrHelp) {
-				return fmt.Errorf("%w: %v", errUsage, err)
-			} else if err != nil {
+			switch err := fs.Parse(args[1:]); {
+			case errors.Is(err, flag.ErrHelp):
+				fmt.Fprintf(stdout, "usage: meridian-proxy await [flags]\n\nWaits until the proxy on this host is ready (a pod's postStart hook).\n\nflags:\n")
+				fs.SetOutput(stdout)
+				fs.PrintDefaults()
 				return err
+			case err != nil:
+				return fmt.Errorf("%w: %v (run 'meridian-proxy await -h' for the flags)", errUsage, err)
+			case fs.NArg() > 0:
+				return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
 			}
 			return nil
 		})
@@ -63,7 +70,7 @@ func exitCode(err error, stderr io.Writer) int {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.Is(err, errUsage):
-		fmt.Fprintln(stderr, "meridian-proxy:", err)
+		fmt.Fprintln(stderr, "meridian-proxy:", strings.TrimPrefix(err.Error(), errUsage.Error()+": "))
 		return 2
 	}
 	fmt.Fprintln(stderr, "meridian-proxy:", err)

@@ -29,7 +29,9 @@ func TestCommandLine(t *testing.T) {
 		// The postStart hook of a proxy that is not a native sidecar: nothing listens on port 1.
 		{[]string{"await", "--port=1", "--timeout=200ms"}, "", 1, []string{"not ready within 200ms"}},
 		{[]string{"proxy", "await", "--port=0"}, "", 1, []string{"--port 0"}},
-		{[]string{"await", "--no-such-flag"}, "", 2, []string{"no-such-flag"}},
+		{[]string{"await", "--no-such-flag"}, "", 2, []string{"no-such-flag", "meridian-proxy await -h"}},
+		{[]string{"await", "extra"}, "", 2, []string{"unexpected arguments"}},
+		{[]string{"await", "-h"}, "", 0, []string{"usage: meridian-proxy await", "-timeout"}},
 		// A bad variable does not stop help, and a flag can replace it.
 		{[]string{"-h"}, "99999", 0, []string{"usage: meridian-proxy"}},
 		{nil, "99999", 1, []string{`LINKERD2_PROXY_INBOUND_PORTS="99999"`}},
@@ -47,6 +49,10 @@ func TestCommandLine(t *testing.T) {
 		out := stdout.String() + stderr.String()
 		if code != tc.code {
 			t.Errorf("%v: exit %d, want %d (%q)", tc.args, code, tc.code, out)
+		}
+		// An error is said once, on stderr, without the marker of its kind; help goes to stdout.
+		if code == 2 && (stdout.Len() > 0 || strings.Contains(stderr.String(), "usage:")) {
+			t.Errorf("%v: a usage error printed stdout %q, stderr %q; want one line on stderr", tc.args, stdout.String(), stderr.String())
 		}
 		if tc.ports != "" && tc.args != nil && tc.args[0] == "--inbound-ports" && strings.Contains(out, "INBOUND_PORTS") {
 			t.Errorf("%v: the flag did not replace the bad variable: %q", tc.args, out)
