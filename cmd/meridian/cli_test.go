@@ -282,3 +282,30 @@ func TestIdentityInitForceKeepsKeysPrivate(t *testing.T) {
 		t.Errorf("the anchor key: mode %v, %d bytes; want 0600 and the new key", st.Mode().Perm(), st.Size())
 	}
 }
+
+// TestBadValuesRefusedEarly: values that would make broken objects are usage errors naming
+// their flag, before anything is generated or printed: a trust domain or namespace that is
+// not a DNS name (it ends up in every identity, in certificates and in object names), and
+// an iptables mode proxy-init does not know, which --dry-run accepted.
+func TestBadValuesRefusedEarly(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"identity", "init", "--trust-domain", "bad domain!"}, `--trust-domain "bad domain!"`},
+		{[]string{"identity", "init", "--control-plane-namespace", "Linkerd"}, `--control-plane-namespace "Linkerd"`},
+		{[]string{"install", "--ignore-cluster", "--namespace", "Bad NS"}, `--namespace "Bad NS"`},
+		{[]string{"proxy-init", "--dry-run", "--iptables-mode", "foo"}, `--iptables-mode: iptables mode "foo"`},
+	} {
+		code, out, errOut := capture(t, c.args...)
+		if code != 2 || out != "" || !strings.Contains(errOut, c.want) {
+			t.Errorf("meridian %s: exit %d, stdout %.80q, stderr %q; want 2, nothing printed, and %q", strings.Join(c.args, " "), code, out, errOut, c.want)
+		}
+	}
+	if code, out, errOut := capture(t, "identity", "init", "--trust-domain", "example.org", "--control-plane-namespace", "mesh"); code != 0 || !strings.Contains(out, "identityTrustAnchorsPEM") {
+		t.Errorf("good names: exit %d, stderr %q", code, errOut)
+	}
+	if code, out, errOut := capture(t, "proxy-init", "--dry-run", "--iptables-mode", "nft"); code != 0 || !strings.Contains(out, "PROXY_INIT_REDIRECT") {
+		t.Errorf("proxy-init --dry-run: exit %d, stdout %q, stderr %q; want the rules on stdout", code, out, errOut)
+	}
+}

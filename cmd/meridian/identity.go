@@ -5,7 +5,9 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,11 +17,13 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/meridian-mesh/meridian/identity"
 	idclient "github.com/meridian-mesh/meridian/identity/client"
 	"github.com/meridian-mesh/meridian/internal/cptls"
 	"github.com/meridian-mesh/meridian/internal/kube"
+	"github.com/meridian-mesh/meridian/internal/quote"
 	"github.com/meridian-mesh/meridian/internal/tlsid"
 )
 
@@ -146,6 +150,10 @@ func runIdentityInit(args []string) error {
 	}
 	if *out == "" && *localKey {
 		return fmt.Errorf("%w: --local-token-key needs --out", errUsage)
+	}
+	// Both end up in DNS names: every proxy's identity, and the certificates' names.
+	if err := dnsNames(map[string]string{"--trust-domain": cfg.TrustDomain, "--control-plane-namespace": cfg.ControlPlaneNamespace}); err != nil {
+		return err
 	}
 	g, err := identity.GenerateInstall(cfg.TrustDomain, cfg.ControlPlaneNamespace, *validity, time.Now(), *localKey)
 	if err != nil {
@@ -360,4 +368,21 @@ func certifyRefusal(err error) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// dnsNames checks flags whose values become parts of DNS names: a namespace must be a
+// DNS-1123 label, anything else (a trust domain, a cluster domain) a DNS-1123 subdomain. It
+// returns a usage error naming the first flag (in name order) that is not.
+func dnsNames(byFlag map[string]string) error {
+	for _, f := range slices.Sorted(maps.Keys(byFlag)) {
+		v := byFlag[f]
+		check := validation.IsDNS1123Subdomain
+		if strings.HasSuffix(f, "namespace") {
+			check = validation.IsDNS1123Label
+		}
+		if errs := check(v); len(errs) > 0 {
+			return fmt.Errorf("%w: %s %s: %s", errUsage, f, quote.Prefix(v, 64), errs[0])
+		}
+	}
+	return nil
 }

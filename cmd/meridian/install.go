@@ -44,6 +44,9 @@ func runInstall(ctx context.Context, args []string) error {
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
+	if err := dnsNames(map[string]string{"--namespace": o.Namespace}); err != nil {
+		return err
+	}
 	o.ValueFiles, o.Set = files, sets
 	o.Base = map[string]any{"image": map[string]any{"tag": version}}
 	eff, err := chart.EffectiveValues(o)

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 
 	"github.com/meridian-mesh/meridian/injector/proxyinit"
 )
@@ -39,24 +38,24 @@ func runProxyInit(ctx context.Context, args []string) error {
 	}
 	cfg.OutboundPortsToIgnore = out
 	cfg.SubnetsToIgnore = subnets
+	bins, err := proxyinit.BinariesFor(*mode) // checked first, so that --dry-run checks it too
+	if err != nil {
+		return fmt.Errorf("%w: --iptables-mode: %v", errUsage, err)
+	}
 	if *dryRun {
 		rules, err := proxyinit.Rules(cfg)
 		if err != nil {
 			return err
 		}
-		fmt.Print(rules)
+		fmt.Fprint(stdout, rules)
 		return nil
-	}
-	bins, err := proxyinit.BinariesFor(*mode)
-	if err != nil {
-		return err
 	}
 	res, err := proxyinit.Apply(ctx, cfg, bins, proxyinit.ExecRunner{})
 	if err != nil {
 		return err
 	}
 	if res.AlreadyConfigured {
-		fmt.Fprintln(os.Stderr, "meridian proxy-init: PROXY_INIT chains already present; rules left unchanged")
+		fmt.Fprintln(stderr, "meridian proxy-init: PROXY_INIT chains already present; rules left unchanged")
 	}
 	fmt.Print(res.After)
 	return nil
