@@ -316,10 +316,29 @@ func (c Config) Validate() error {
 	}
 	for _, a := range []struct{ name, addr string }{{"INBOUND_LISTEN_ADDR", c.InboundAddr}, {"OUTBOUND_LISTEN_ADDR", c.OutboundAddr}, {"ADMIN_LISTEN_ADDR", c.AdminAddr}} {
 		if _, _, err := splitHostPort(a.addr); err != nil {
-			errs = append(errs, fmt.Errorf("%s%s=%s: %w", Prefix, a.name, quote(a.addr), err))
+			errs = append(errs, fmt.Errorf("%s=%s: %w", setting(a.name), quote(a.addr), err))
+		}
+	}
+	// A control-plane address must name a host and a port to dial: a malformed one would
+	// start a proxy that retries it for good (and stays unready) instead of saying why.
+	for _, a := range []struct{ name, addr string }{{"DESTINATION_SVC_ADDR", c.DestinationAddr}, {"POLICY_SVC_ADDR", c.PolicyAddr}, {"IDENTITY_SVC_ADDR", c.IdentityAddr}} {
+		if a.addr == "" {
+			continue // required or not, said above
+		}
+		if host, p, err := splitHostPort(a.addr); err != nil || host == "" || p == 0 {
+			if err == nil {
+				err = errors.New("want host:port with a host and a port other than 0")
+			}
+			errs = append(errs, fmt.Errorf("%s=%s: %w", setting(a.name), quote(a.addr), err))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// setting names a variable and the flag that replaces it: "LINKERD2_PROXY_ADMIN_LISTEN_ADDR
+// (--admin-listen-addr)", so that an error names what the user gave, whichever it was.
+func setting(base string) string {
+	return Prefix + base + " (--" + FlagName(base) + ")"
 }
 
 // ParsePorts parses a port list: "4143,8080-8090"; spaces allowed, an empty list is nil.

@@ -105,8 +105,43 @@ func TestValidateSaysWhatIsMissing(t *testing.T) {
 		t.Errorf("listeners on port 0: %v", err)
 	}
 	c.AdminAddr = "127.0.0.1:65536"
-	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "ADMIN_LISTEN_ADDR") {
-		t.Errorf("admin on port 65536: %v", err)
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "LINKERD2_PROXY_ADMIN_LISTEN_ADDR (--admin-listen-addr)") {
+		t.Errorf("admin on port 65536: %v, want it to name the variable and its flag", err)
+	}
+}
+
+// TestValidateControlAddresses: a control-plane address that names no host or port is
+// refused at start, naming its variable and flag (the proxy started and retried it for
+// good); a name with a trailing dot, as the injector writes, an IP, or [IPv6] pass.
+func TestValidateControlAddresses(t *testing.T) {
+	base := Default()
+	base.IdentityDisabled = true
+	for _, c := range []struct {
+		addr string
+		ok   bool
+	}{
+		{"linkerd-dst-headless.linkerd.svc.cluster.local.:8086", true}, {"127.0.0.1:8086", true}, {"[::1]:8086", true},
+		{"nonsense", false}, {"nohostport", false}, {":8086", false}, {"dst:0", false}, {"dst:http", false}, {"dst:70000", false},
+	} {
+		for _, which := range []string{"DESTINATION_SVC_ADDR", "POLICY_SVC_ADDR"} {
+			cfg := base
+			cfg.DestinationAddr = "127.0.0.1:8086"
+			if which == "DESTINATION_SVC_ADDR" {
+				cfg.DestinationAddr = c.addr
+			} else {
+				cfg.PolicyAddr = c.addr
+			}
+			err := cfg.Validate()
+			if c.ok != (err == nil) || err != nil && !strings.Contains(err.Error(), "LINKERD2_PROXY_"+which+" (--"+FlagName(which)+")") {
+				t.Errorf("%s=%q: %v, want accepted %v (an error naming the variable and its flag)", which, c.addr, err, c.ok)
+			}
+		}
+	}
+	cfg := base
+	cfg.DestinationAddr, cfg.IdentityDisabled, cfg.IdentityAddr = "127.0.0.1:8086", false, "identity"
+	cfg.LocalName, cfg.TrustAnchors, cfg.TokenFile = "x", "x", "x"
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "LINKERD2_PROXY_IDENTITY_SVC_ADDR (--identity-svc-addr)") {
+		t.Errorf("IDENTITY_SVC_ADDR=identity: %v", err)
 	}
 }
 
