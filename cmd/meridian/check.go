@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/meridian-mesh/meridian/internal/chart"
 	"github.com/meridian-mesh/meridian/internal/check"
 	"github.com/meridian-mesh/meridian/internal/kube"
 )
@@ -23,7 +24,7 @@ var errChecksFailed = errors.New("checks failed")
 
 func runCheck(ctx context.Context, args []string) error {
 	cfg := check.DefaultConfig()
-	cfg.CLIVersion = version
+	cfg.CLIVersion = chart.VersionLabel(version) // as the chart labels the pods
 	fs := newFlagSet("check")
 	kubeconfig := fs.String("kubeconfig", "", kube.KubeconfigUsage)
 	fs.StringVar(&cfg.Namespace, "namespace", cfg.Namespace, "the control plane's namespace")
@@ -36,8 +37,11 @@ func runCheck(ctx context.Context, args []string) error {
 	if *output != "text" && *output != "json" {
 		return fmt.Errorf("%w: -o %q: want text or json", errUsage, *output)
 	}
-	if *timeout <= 0 || cfg.MinValidity < 0 {
-		return fmt.Errorf("%w: --timeout %s, --min-validity %s: want a positive timeout and a validity of at least 0", errUsage, *timeout, cfg.MinValidity)
+	if *timeout <= 0 {
+		return fmt.Errorf("%w: --timeout %s: want a positive duration", errUsage, *timeout)
+	}
+	if cfg.MinValidity <= 0 {
+		return fmt.Errorf("%w: --min-validity %s: want a positive duration", errUsage, cfg.MinValidity)
 	}
 	rc, err := kube.RESTConfig(*kubeconfig)
 	if err != nil {

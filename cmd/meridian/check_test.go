@@ -13,7 +13,7 @@ import (
 
 func TestCheckUsageErrors(t *testing.T) {
 	for _, args := range [][]string{{"check", "-o", "yaml"}, {"check", "extra"}, {"check", "--timeout", "0s"},
-		{"check", "--timeout", "-5s"}, {"check", "--min-validity", "-5h"}} {
+		{"check", "--timeout", "-5s"}, {"check", "--min-validity", "-5h"}, {"check", "--min-validity", "0s"}} {
 		if code, _, errOut := capture(t, args...); code != 2 || !strings.Contains(errOut, "meridian check") {
 			t.Errorf("meridian %s = exit %d %q, want 2", strings.Join(args, " "), code, errOut)
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -306,3 +307,17 @@ func short(s string) string {
 	}
 	return s
 }
+
+// VersionLabel is a version as the chart writes it in the app.kubernetes.io/version label
+// (the template meridian.versionLabel, which this must match): every character outside
+// [A-Za-z0-9_.-] becomes "_", at most 63 bytes, without leading or trailing "_", "." or "-".
+// `meridian check` compares its own version to the label in this form.
+func VersionLabel(v string) string {
+	v = labelUnsafe.ReplaceAllString(v, "_") // per character, as sprig's regexReplaceAll
+	if len(v) > 63 {
+		v = v[:63] // bytes, as sprig's trunc; only ASCII is left
+	}
+	return strings.Trim(v, "_.-")
+}
+
+var labelUnsafe = regexp.MustCompile(`[^A-Za-z0-9_.-]`)

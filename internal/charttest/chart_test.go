@@ -46,6 +46,8 @@ func TestSchemaRejects(t *testing.T) {
 		{"controlPlaneTLS.enabled=false", "at '/controlPlaneTLS/enabled'"},
 		{"proxy.command[0]=", "at '/proxy/command/0'"},
 		{`proxy.command[0]=meridian\,proxy`, "at '/proxy/command/0'"},
+		{"identityTrustDomain=Bad_Domain", "at '/identityTrustDomain'"},
+		{"clusterDomain=Cluster.Local", "at '/clusterDomain'"},
 	} {
 		for _, verb := range []string{"template", "lint"} {
 			args := []string{verb, charttest.ChartDir(), "-f", f.identity, "--set", c.set}
@@ -285,6 +287,41 @@ func TestImageReferences(t *testing.T) {
 	}
 	if args := containerArgs(t, objs, "Deployment", "linkerd-proxy-injector"); !slices.Contains(args, "--image-pull-policy=IfNotPresent") {
 		t.Errorf("by default the injector's args %q lack image.pullPolicy's --image-pull-policy=IfNotPresent", args)
+	}
+}
+
+// TestTrustAnchorsWithKeyRefused: trust anchors that hold a private key (the anchor's, pasted
+// with its certificate) are refused: they would be copied into a ConfigMap and every meshed
+// pod's spec.
+func TestTrustAnchorsWithKeyRefused(t *testing.T) {
+	base := identityBase(t, "linkerd")
+	key := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: []byte("key")})
+	base["identityTrustAnchorsPEM"] = base["identityTrustAnchorsPEM"].(string) + string(key)
+	_, err := chart.Render(chart.Options{Namespace: "linkerd", Base: base})
+	if err == nil || !strings.Contains(err.Error(), "identityTrustAnchorsPEM holds a private key") {
+		t.Errorf("anchors with a key: %v, want them refused", err)
+	}
+}
+
+// TestVersionLabelMatchesCheck: chart.VersionLabel, which `meridian check` applies to its own
+// version before comparing it with the pods' label, gives what the template writes, for tags
+// the label rewrites (or `check` would report a version mismatch on every such install).
+func TestVersionLabelMatchesCheck(t *testing.T) {
+	for _, tag := range []string{"0.1.0", "1.2.3+build.5", "-rc_", "v1.0é", strings.Repeat("a", 60) + "-" + strings.Repeat("b", 10)} {
+		r, err := chart.Render(chart.Options{Namespace: "linkerd", Base: identityBase(t, "linkerd"), Set: []string{"image.tag=" + tag}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := chart.VersionLabel(tag)
+		for _, o := range decodeAll(t, r.All()) {
+			if o.GetKind() == "CustomResourceDefinition" {
+				continue
+			}
+			if got := o.GetLabels()["app.kubernetes.io/version"]; got != want {
+				t.Errorf("tag %q: %s %s is labelled %q, chart.VersionLabel says %q", tag, o.GetKind(), o.GetName(), got, want)
+				break
+			}
+		}
 	}
 }
 
