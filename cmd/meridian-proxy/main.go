@@ -30,38 +30,31 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	if len(args) > 0 && args[0] == "await" { // a pod's postStart hook
 		fs := flag.NewFlagSet("meridian-proxy await", flag.ContinueOnError)
-		fs.SetOutput(io.Discard) // a bad flag is reported once, on stderr, by exitCode
-		return proxy.AwaitCommand(ctx, fs, func() error {
-			switch err := fs.Parse(args[1:]); {
-			case errors.Is(err, flag.ErrHelp):
-				fmt.Fprintf(stdout, "usage: meridian-proxy await [flags]\n\nWaits until the proxy on this host is ready (a pod's postStart hook).\n\nflags:\n")
-				fs.SetOutput(stdout)
-				fs.PrintDefaults()
-				return err
-			case err != nil:
-				return fmt.Errorf("%w: %v (run 'meridian-proxy await -h' for the flags)", errUsage, err)
-			case fs.NArg() > 0:
-				return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
-			}
-			return nil
-		})
+		return proxy.AwaitCommand(ctx, fs, parser(fs, args[1:], stdout, "Waits until the proxy on this host is ready (a pod's postStart hook)."))
 	}
 	fs := flag.NewFlagSet("meridian-proxy", flag.ContinueOnError)
+	return proxy.Command(ctx, os.LookupEnv, fs, parser(fs, args, stdout, "Every flag is also a LINKERD2_PROXY_* variable."))
+}
+
+// parser returns the parse function of a command: -h prints the usage (about, then the
+// flags) on stdout; a bad flag or a stray argument is a usage error, which exitCode reports
+// once, on stderr.
+func parser(fs *flag.FlagSet, args []string, stdout io.Writer, about string) func() error {
 	fs.SetOutput(io.Discard)
-	return proxy.Command(ctx, os.LookupEnv, fs, func() error {
+	return func() error {
 		switch err := fs.Parse(args); {
 		case errors.Is(err, flag.ErrHelp):
-			fmt.Fprintf(stdout, "usage: meridian-proxy [flags]\n\nEvery flag is also a LINKERD2_PROXY_* variable.\n\nflags:\n")
+			fmt.Fprintf(stdout, "usage: %s [flags]\n\n%s\n\nflags:\n", fs.Name(), about)
 			fs.SetOutput(stdout)
 			fs.PrintDefaults()
 			return err
 		case err != nil:
-			return fmt.Errorf("%w: %v (run 'meridian-proxy -h' for the flags)", errUsage, err)
+			return fmt.Errorf("%w: %v (run '%s -h' for the flags)", errUsage, err, fs.Name())
 		case fs.NArg() > 0:
 			return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
 		}
 		return nil
-	})
+	}
 }
 
 // exitCode is the process's status for run's error, which it prints to stderr.

@@ -295,6 +295,7 @@ func TestBadValuesRefusedEarly(t *testing.T) {
 		{[]string{"identity", "init", "--trust-domain", "bad domain!"}, `--trust-domain "bad domain!"`},
 		{[]string{"identity", "init", "--control-plane-namespace", "Linkerd"}, `--control-plane-namespace "Linkerd"`},
 		{[]string{"install", "--ignore-cluster", "--namespace", "Bad NS"}, `--namespace "Bad NS"`},
+		{[]string{"install", "--ignore-cluster", "--set", "identityTrustDomain=Bad_Domain"}, `identityTrustDomain "Bad_Domain"`},
 		{[]string{"proxy-init", "--dry-run", "--iptables-mode", "foo"}, `--iptables-mode: iptables mode "foo"`},
 	} {
 		code, out, errOut := capture(t, c.args...)

@@ -252,13 +252,10 @@ func (f *destinationFlags) newRing(grpcAddr net.Addr, reg prometheus.Registerer,
 	if cfg.GossipAddr == "" {
 		a, err := ring.DefaultGossipAddr(cfg.GRPCAddr)
 		if err != nil {
-			// The default gossip address comes from the advertised one: name the flag that
-			// gave it, and the one that would replace the default.
-			from := "--addr"
-			if f.advertise != "" {
-				from = "--advertise-addr"
-			}
-			return nil, nil, fmt.Errorf("%w: %s: %v (give %s IP:PORT, or --gossip-addr IP:PORT)", errUsage, from, err, from)
+			// The default gossip address comes from the advertised one (advertiseFor gives
+			// --addr's an IP): name that flag; --gossip-addr replaces the default, and is the
+			// only way when the advertised host is a name.
+			return nil, nil, fmt.Errorf("%w: --advertise-addr: %v (--gossip-addr IP:PORT)", errUsage, err)
 		}
 		cfg.GossipAddr = a
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/pem"
 	"errors"
@@ -144,7 +145,8 @@ func runInject(_ context.Context, args []string) error {
 		fmt.Fprintf(fs.Output(), "usage: meridian inject [flags] [file|directory ...|-]\n\n"+
 			"Reads Kubernetes manifests (multi-document YAML or JSON; Deployments, StatefulSets,\n"+
 			"DaemonSets, ReplicaSets, Jobs, CronJobs, Pods and Lists of them) from the files, the\n"+
-			"directories' *.yaml, *.yml and *.json files (subdirectories too), or stdin, and prints them with linkerd.io/inject: enabled on every pod template, or with\n"+
+			"directories' *.yaml, *.yml and *.json files (subdirectories too), or stdin, and prints\n"+
+			"them with linkerd.io/inject: enabled on every pod template, or with\n"+
 			"the proxy materialised (--manual). In --manual mode, config.linkerd.io/* annotations\n"+
 			"in the input take precedence over the flags below; an invalid one is ignored with a\n"+
 			"warning on stderr (the flag's value or the default applies).\n\n")
@@ -224,7 +226,15 @@ func injFile(name string, opts injector.ManifestOptions, stdout, stderr io.Write
 		defer f.Close()
 		r, label = f, name
 	}
-	report, err := injector.InjectManifests(label, r, stdout, opts)
+	// The directory sources' cap on a manifest file, for files and stdin alike.
+	data, err := io.ReadAll(io.LimitReader(r, manifest.DefaultMaxFileSize+1))
+	if err != nil {
+		return fmt.Errorf("%s: %w", label, err)
+	}
+	if len(data) > manifest.DefaultMaxFileSize {
+		return fmt.Errorf("%s: over %d MiB, the size cap of a manifest file", label, manifest.DefaultMaxFileSize>>20)
+	}
+	report, err := injector.InjectManifests(label, bytes.NewReader(data), stdout, opts)
 	for _, l := range report {
 		fmt.Fprintf(stderr, "%s: %s\n", label, l)
 	}

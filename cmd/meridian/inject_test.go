@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/pem"
 	"os"
 	"path/filepath"
@@ -53,7 +54,7 @@ func TestTrustAnchorsFileChecked(t *testing.T) {
 			if code != 2 || !strings.Contains(errOut, "--identity-trust-anchors-file") || !strings.Contains(errOut, c.want) {
 				t.Errorf("%s: %s: exit %d, %q; want 2 naming the flag and %q", name, args[0], code, errOut, c.want)
 			}
-			if strings.Contains(out, "secret") || strings.Contains(out, "PRIVATE") {
+			if strings.Contains(out, "PRIVATE") || strings.Contains(out, "c2VjcmV0") { // "secret", as PEM writes it
 				t.Errorf("%s: %s printed the key: %s", name, args[0], out)
 			}
 		}
@@ -189,5 +190,10 @@ func TestInjectDirectory(t *testing.T) {
 	}
 	if code, _, errOut := capture(t, "inject", t.TempDir()); code == 0 || !strings.Contains(errOut, "no manifest files") {
 		t.Errorf("an empty directory: exit %d, %q; want a failure saying it holds no manifest files", code, errOut)
+	}
+	// The loader's size cap holds for inject too (a file was read whole, however large).
+	big := writeTemp(t, "big.yaml", append(deploy, bytes.Repeat([]byte("# padding\n"), 17<<20/10)...))
+	if code, out, errOut := capture(t, "inject", big); code == 0 || out != "" || !strings.Contains(errOut, "over 16 MiB") {
+		t.Errorf("a 17 MiB file: exit %d, %d bytes out, stderr %q; want it refused", code, len(out), errOut)
 	}
 }

@@ -60,6 +60,9 @@ func runInstall(ctx context.Context, args []string) error {
 	}
 	if needsIdentity(eff) {
 		td, _ := eff["identityTrustDomain"].(string)
+		if err := dnsNames(map[string]string{"identityTrustDomain": td}); err != nil {
+			return err // before anything is generated (the schema would say it only after)
+		}
 		g, err := identity.GenerateInstall(td, o.Namespace, installValidity, time.Now(), false)
 		if err != nil {
 			return fmt.Errorf("generate the trust anchor and issuer: %w", err)

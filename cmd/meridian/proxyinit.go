@@ -57,6 +57,6 @@ func runProxyInit(ctx context.Context, args []string) error {
 	if res.AlreadyConfigured {
 		fmt.Fprintln(stderr, "meridian proxy-init: PROXY_INIT chains already present; rules left unchanged")
 	}
-	fmt.Print(res.After)
+	fmt.Fprint(stdout, res.After)
 	return nil
 }
