@@ -286,7 +286,8 @@ func TestIdentityInitForceKeepsKeysPrivate(t *testing.T) {
 // TestBadValuesRefusedEarly: values that would make broken objects are usage errors naming
 // their flag, before anything is generated or printed: a trust domain or namespace that is
 // not a DNS name (it ends up in every identity, in certificates and in object names), and
-// an iptables mode proxy-init does not know, which --dry-run accepted.
+// an iptables mode proxy-init does not know, which --dry-run accepted. identity's stray
+// arguments and bad flag values are usage errors too (they exited 1).
 func TestBadValuesRefusedEarly(t *testing.T) {
 	for _, c := range []struct {
 		args []string
@@ -297,6 +298,8 @@ func TestBadValuesRefusedEarly(t *testing.T) {
 		{[]string{"install", "--ignore-cluster", "--namespace", "Bad NS"}, `--namespace "Bad NS"`},
 		{[]string{"install", "--ignore-cluster", "--set", "identityTrustDomain=Bad_Domain"}, `identityTrustDomain "Bad_Domain"`},
 		{[]string{"proxy-init", "--dry-run", "--iptables-mode", "foo"}, `--iptables-mode: iptables mode "foo"`},
+		{[]string{"identity", "extra"}, `unexpected arguments ["extra"] (subcommands: init, token, certify)`},
+		{[]string{"identity", "--lifetime", "0s"}, "certificate lifetime 0s must be positive"},
 	} {
 		code, out, errOut := capture(t, c.args...)
 		if code != 2 || out != "" || !strings.Contains(errOut, c.want) {

@@ -73,10 +73,10 @@ func runIdentityServer(ctx context.Context, args []string) error {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q (subcommands: init, token, certify)", fs.Args())
+		return fmt.Errorf("%w: unexpected arguments %q (subcommands: init, token, certify)", errUsage, fs.Args())
 	}
 	if err := cfg.Validate(); err != nil {
-		return err
+		return fmt.Errorf("%w: %v", errUsage, err) // the flags' values: --lifetime and the like
 	}
 	if err := tf.resolve(cfg.ControlPlaneNamespace, cfg.TrustDomain); err != nil {
 		return err
