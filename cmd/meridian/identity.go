@@ -5,9 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
@@ -152,7 +150,10 @@ func runIdentityInit(args []string) error {
 		return fmt.Errorf("%w: --local-token-key needs --out", errUsage)
 	}
 	// Both end up in DNS names: every proxy's identity, and the certificates' names.
-	if err := dnsNames(map[string]string{"--trust-domain": cfg.TrustDomain, "--control-plane-namespace": cfg.ControlPlaneNamespace}); err != nil {
+	if err := dnsName("--trust-domain", cfg.TrustDomain, validation.IsDNS1123Subdomain); err != nil {
+		return err
+	}
+	if err := dnsName("--control-plane-namespace", cfg.ControlPlaneNamespace, validation.IsDNS1123Label); err != nil {
 		return err
 	}
 	g, err := identity.GenerateInstall(cfg.TrustDomain, cfg.ControlPlaneNamespace, *validity, time.Now(), *localKey)
@@ -370,19 +371,12 @@ func certifyRefusal(err error) (string, bool) {
 	return "", false
 }
 
-// dnsNames checks flags whose values become parts of DNS names: a namespace must be a
-// DNS-1123 label, anything else (a trust domain, a cluster domain) a DNS-1123 subdomain. It
-// returns a usage error naming the first flag (in name order) that is not.
-func dnsNames(byFlag map[string]string) error {
-	for _, f := range slices.Sorted(maps.Keys(byFlag)) {
-		v := byFlag[f]
-		check := validation.IsDNS1123Subdomain
-		if strings.HasSuffix(f, "namespace") {
-			check = validation.IsDNS1123Label
-		}
-		if errs := check(v); len(errs) > 0 {
-			return fmt.Errorf("%w: %s %s: %s", errUsage, f, quote.Prefix(v, 64), errs[0])
-		}
+// dnsName checks a value that becomes part of DNS names with check (validation's
+// IsDNS1123Label for a namespace, IsDNS1123Subdomain for a domain): a usage error naming
+// what gave it.
+func dnsName(what, v string, check func(string) []string) error {
+	if errs := check(v); len(errs) > 0 {
+		return fmt.Errorf("%w: %s %s: %s", errUsage, what, quote.Prefix(v, 64), errs[0])
 	}
 	return nil
 }

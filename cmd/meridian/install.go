@@ -10,6 +10,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -44,7 +45,7 @@ func runInstall(ctx context.Context, args []string) error {
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
-	if err := dnsNames(map[string]string{"--namespace": o.Namespace}); err != nil {
+	if err := dnsName("--namespace", o.Namespace, validation.IsDNS1123Label); err != nil {
 		return err
 	}
 	o.ValueFiles, o.Set = files, sets
@@ -60,7 +61,7 @@ func runInstall(ctx context.Context, args []string) error {
 	}
 	if needsIdentity(eff) {
 		td, _ := eff["identityTrustDomain"].(string)
-		if err := dnsNames(map[string]string{"identityTrustDomain": td}); err != nil {
+		if err := dnsName("identityTrustDomain", td, validation.IsDNS1123Subdomain); err != nil {
 			return err // before anything is generated (the schema would say it only after)
 		}
 		g, err := identity.GenerateInstall(td, o.Namespace, installValidity, time.Now(), false)
