@@ -1,14 +1,14 @@
 package main
 
 import (
-	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/meridian-mesh/meridian/internal/testutil"
 )
 
 func TestCheckUsageErrors(t *testing.T) {
@@ -29,22 +29,7 @@ func TestCheckTimeoutCoversSilentAPIServer(t *testing.T) {
 	t.Cleanup(srv.Close) // after close(stop), registered below: cleanups run last first
 	t.Cleanup(func() { close(stop) })
 	kc := filepath.Join(t.TempDir(), "kubeconfig")
-	cfg := fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters:
-- name: c
-  cluster: {server: %q, insecure-skip-tls-verify: true}
-users:
-- name: u
-  user: {token: t}
-contexts:
-- name: x
-  context: {cluster: c, user: u}
-current-context: x
-`, srv.URL)
-	if err := os.WriteFile(kc, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	testutil.WriteKubeconfigInsecure(t, kc, srv.URL)
 	code, out, errOut := captureWithin(t, 30*time.Second, "check", "--kubeconfig", kc, "--timeout", "1s")
 	// The request ends on the client's timeout ("Client.Timeout exceeded") or on the context
 	// it is made with ("deadline exceeded"), whichever fires first.

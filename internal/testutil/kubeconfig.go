@@ -14,11 +14,24 @@ import (
 // (internal/kubetest runs a real API server).
 func WriteKubeconfig(t testing.TB, path, server string) {
 	t.Helper()
+	writeKubeconfig(t, path, "{server: "+strconv.Quote(server)+"}")
+}
+
+// WriteKubeconfigInsecure is WriteKubeconfig for an HTTPS server whose certificate the client
+// does not verify (insecure-skip-tls-verify): an httptest TLS server standing in for an API
+// server that misbehaves.
+func WriteKubeconfigInsecure(t testing.TB, path, server string) {
+	t.Helper()
+	writeKubeconfig(t, path, "{server: "+strconv.Quote(server)+", insecure-skip-tls-verify: true}")
+}
+
+func writeKubeconfig(t testing.TB, path, cluster string) {
+	t.Helper()
 	config := fmt.Sprintf(`apiVersion: v1
 kind: Config
 clusters:
 - name: c
-  cluster: {server: %s}
+  cluster: %s
 users:
 - name: u
   user: {token: abc}
@@ -26,7 +39,7 @@ contexts:
 - name: x
   context: {cluster: c, user: u}
 current-context: x
-`, strconv.Quote(server))
+`, cluster)
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
 	}
