@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -449,20 +450,49 @@ func TestGeneratedSecretsKeptAndRenewed(t *testing.T) {
 }
 
 // TestAutoscalingKeepsReplicas: an upgrade that turns autoscaling on keeps the StatefulSet's
-// current count (the field dropped, Helm's patch would reset the ring to one replica).
+// current count (the field dropped, Helm's patch would reset the ring to one replica), and one
+// that turns it off, or any upgrade that does not set destination.replicas, keeps the count the
+// autoscaler (or `kubectl scale`) left; the rendered 1 of before took every replica but one out
+// of the ring at once. An explicit destination.replicas still scales.
 func TestAutoscalingKeepsReplicas(t *testing.T) {
 	f := newFixture(t)
 	f.install(t, "--set", "destination.replicas=3")
-	f.helm(t, "upgrade", "meridian", charttest.ChartDir(), "-n", f.ns, "-f", f.identity, "--set",
-		"destination.autoscaling.enabled=true,destination.autoscaling.minReplicas=2,destination.resources.requests.cpu=100m")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	sts, err := f.env.Client.AppsV1().StatefulSets(f.ns).Get(ctx, "linkerd-destination", metav1.GetOptions{})
-	if err != nil {
+	stsReplicas := func() int32 {
+		t.Helper()
+		sts, err := f.env.Client.AppsV1().StatefulSets(f.ns).Get(ctx, "linkerd-destination", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ptr.Deref(sts.Spec.Replicas, 1)
+	}
+	upgrade := func(set ...string) {
+		t.Helper()
+		f.helm(t, append([]string{"upgrade", "meridian", charttest.ChartDir(), "-n", f.ns, "-f", f.identity}, set...)...)
+	}
+	upgrade("--set", "destination.autoscaling.enabled=true,destination.autoscaling.minReplicas=2,destination.resources.requests.cpu=100m")
+	if got := stsReplicas(); got != 3 {
+		t.Fatalf("after the upgrade to autoscaling the StatefulSet has %d replicas, want the 3 it had", got)
+	}
+	// The autoscaler scales the ring up (no controller manager runs here: the test does it
+	// through the scale subresource, as the HPA controller does).
+	if _, err := f.env.Client.AppsV1().StatefulSets(f.ns).UpdateScale(ctx, "linkerd-destination",
+		&autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{Name: "linkerd-destination", Namespace: f.ns}, Spec: autoscalingv1.ScaleSpec{Replicas: 5}},
+		metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if got := ptr.Deref(sts.Spec.Replicas, 1); got != 3 {
-		t.Fatalf("after the upgrade to autoscaling the StatefulSet has %d replicas, want the 3 it had", got)
+	upgrade() // autoscaling back to its default, off; destination.replicas unset
+	if got := stsReplicas(); got != 5 {
+		t.Fatalf("after the upgrade turning autoscaling off the StatefulSet has %d replicas, want the 5 the autoscaler left", got)
+	}
+	upgrade("--set", "destination.replicas=2")
+	if got := stsReplicas(); got != 2 {
+		t.Fatalf("after an upgrade with destination.replicas=2 the StatefulSet has %d replicas, want 2", got)
+	}
+	upgrade()
+	if got := stsReplicas(); got != 2 {
+		t.Fatalf("after an upgrade without destination.replicas the StatefulSet has %d replicas, want the 2 it had", got)
 	}
 }
 

@@ -55,6 +55,23 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end }}
 
 {{/* The pod IP as it appears in a listen address: $(POD_IP), or [$(POD_IP)] for IPv6. */}}
+{{- /* The destination StatefulSet's replica count. The count the StatefulSet has now (read
+with lookup) is kept where the values do not set one: under the HorizontalPodAutoscaler, which
+owns the count (minReplicas on a first install), and with destination.replicas unset. So an
+upgrade that turns autoscaling on or off, or follows a `kubectl scale`, does not drop the field
+or reset it, which would take every replica but one out of the ring at once. A first install,
+or a render that cannot read the cluster, starts at 1 (minReplicas under the autoscaler). */}}
+{{- define "meridian.destinationReplicas" -}}
+{{- $current := lookup "apps/v1" "StatefulSet" .Release.Namespace "linkerd-destination" | default dict -}}
+{{- if .Values.destination.autoscaling.enabled -}}
+{{- dig "spec" "replicas" .Values.destination.autoscaling.minReplicas $current -}}
+{{- else if not (kindIs "invalid" .Values.destination.replicas) -}}
+{{- .Values.destination.replicas -}}
+{{- else -}}
+{{- dig "spec" "replicas" 1 $current -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "meridian.podIP" -}}
 {{- if eq .Values.podIPFamily "IPv6" -}}[$(POD_IP)]{{- else -}}$(POD_IP){{- end -}}
 {{- end }}
