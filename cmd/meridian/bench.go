@@ -47,6 +47,7 @@ func runBench(ctx context.Context, args []string) error {
 	}
 	cfg := bench.DefaultConfig()
 	fs := newFlagSet("bench")
+	withSubcommands(fs, "proxy")
 	fs.StringVar(&cfg.Source, "source", cfg.Source, "where the replicas read the cluster: feed (the harness serves it) or kubernetes (the harness starts the kube-apiserver and etcd that make kube-bin builds, creates the cluster through the API and runs replicas with --source kubernetes)")
 	fs.StringVar(&cfg.KubeAssets, "kube-assets", cfg.KubeAssets, "with --source kubernetes: directory of kube-apiserver and etcd (default: $KUBEBUILDER_ASSETS, else .cache/kube/<version>/bin of the source tree or the working directory)")
 	fs.Float64Var(&cfg.ScaleShare, "scale-share", cfg.ScaleShare, "with --source kubernetes: fraction of churn changes that scale a slice up or down (half each); the others patch readiness or replace an endpoint")

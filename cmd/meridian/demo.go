@@ -31,6 +31,7 @@ func runDemo(ctx context.Context, args []string) error {
 	}
 	cfg := demo.DefaultConfig("deploy/examples")
 	fs := newFlagSet("demo")
+	withSubcommands(fs, "app", "traffic")
 	fs.StringVar(&cfg.Dir, "dir", cfg.Dir, "the example cluster: a directory of Kubernetes YAML (Services, EndpointSlices, Pods, policy), followed for changes")
 	fs.StringVar(&cfg.CacheDir, "cache-dir", cfg.CacheDir, "where the identity (made on first run), the gossip key, tokens and the processes' logs are kept")
 	fs.IntVar(&cfg.Replicas, "replicas", cfg.Replicas, "destination replicas in the ring")

@@ -50,6 +50,7 @@ func runIdentity(ctx context.Context, args []string) error {
 func runIdentityServer(ctx context.Context, args []string) error {
 	cfg := identity.DefaultConfig()
 	fs := newFlagSet("identity")
+	withSubcommands(fs, "init", "token", "certify")
 	addr := fs.String("addr", ":8080", "gRPC listen address (io.linkerd.proxy.identity.Identity)")
 	adminAddr := fs.String("admin-addr", ":9990", adminUsage)
 	var pprof bool

@@ -109,6 +109,15 @@ func newFlagSet(name string) *flag.FlagSet {
 	return fs
 }
 
+// withSubcommands makes fs's usage (what -h prints) name the command's subcommands too, each
+// of which takes -h for its own flags.
+func withSubcommands(fs *flag.FlagSet, subs ...string) {
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: %s [flags]\n       %[1]s {%s} [flags]   (each takes -h)\n\nflags:\n", fs.Name(), strings.Join(subs, "|"))
+		fs.PrintDefaults()
+	}
+}
+
 // listFlag collects every value of a repeatable flag, in order (a value with commas is kept
 // whole; the command splits it where its flag allows lists).
 type listFlag []string

@@ -47,6 +47,9 @@ func TestHelpExitsZeroForEveryCommand(t *testing.T) {
 	for cmd, want := range map[string]string{
 		"endpoints": "usage: meridian endpoints [flags] <service>.<namespace>.svc.<cluster-domain>[:port] ...",
 		"inject":    "Reads Kubernetes manifests",
+		"identity":  "meridian identity {init|token|certify} [flags]",
+		"demo":      "meridian demo {app|traffic} [flags]",
+		"bench":     "meridian bench {proxy} [flags]",
 	} {
 		if code, out, _ := capture(t, cmd, "-h"); code != 0 || !strings.Contains(out, want) || !strings.Contains(out, "-") {
 			t.Errorf("meridian %s -h = exit %d, stdout %q; want its usage text %q and its flags", cmd, code, out, want)
