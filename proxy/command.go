@@ -2,8 +2,10 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -50,15 +52,40 @@ func Command(ctx context.Context, lookup func(string) (string, bool), fs *flag.F
 // AwaitCommand is `meridian-proxy await` (and `meridian proxy await`): Await with the flags
 // parse parses from fs (--port, the admin port; --timeout).
 func AwaitCommand(ctx context.Context, fs *flag.FlagSet, parse func() error) error {
-	port := fs.Int("port", 4191, "the proxy's admin port on this host")
-	timeout := fs.Duration("timeout", 2*time.Minute, "how long to wait for the proxy to be ready")
+	port, timeout := portFlag(4191), positiveDuration(2*time.Minute)
+	fs.Var(&port, "port", "the proxy's admin `port` on this host")
+	fs.Var(&timeout, "timeout", "how long (a `duration`) to wait for the proxy to be ready")
 	if err := parse(); err != nil {
 		return err
 	}
-	if *port < 1 || *port > 65535 || *timeout <= 0 {
-		return fmt.Errorf("await: --port %d, --timeout %s: want a port and a positive duration", *port, *timeout)
+	return Await(ctx, int(port), time.Duration(timeout))
+}
+
+// portFlag is a TCP port flag that refuses what is not one as it is parsed, so that the
+// command line's parser reports it as it reports any malformed flag (a usage error).
+type portFlag int
+
+func (p *portFlag) String() string { return strconv.Itoa(int(*p)) }
+func (p *portFlag) Set(s string) error {
+	v, err := strconv.Atoi(s)
+	if err != nil || v < 1 || v > 65535 {
+		return errors.New("want a port, 1 to 65535")
 	}
-	return Await(ctx, *port, *timeout)
+	*p = portFlag(v)
+	return nil
+}
+
+// positiveDuration is a duration flag that refuses zero and less as it is parsed.
+type positiveDuration time.Duration
+
+func (d *positiveDuration) String() string { return time.Duration(*d).String() }
+func (d *positiveDuration) Set(s string) error {
+	v, err := time.ParseDuration(s)
+	if err != nil || v <= 0 {
+		return errors.New("want a positive duration such as 30s")
+	}
+	*d = positiveDuration(v)
+	return nil
 }
 
 // logFormat maps LINKERD2_PROXY_LOG_FORMAT to the logger's format: json or plain in any

@@ -12,8 +12,8 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(testutil.Main(m, nil)) }
 
-// TestCommandLine: help exits 0 and lists the flags, a bad flag or argument is a usage error
-// (2), a missing setting is an error (1) that names the variable and its flag, as for
+// TestCommandLine: help exits 0 and lists the flags, a bad flag, flag value or argument is a
+// usage error (2), a missing setting is an error (1) that names the variable and its flag, as for
 // `meridian proxy`.
 func TestCommandLine(t *testing.T) {
 	for _, tc := range []struct {
@@ -28,7 +28,8 @@ func TestCommandLine(t *testing.T) {
 		{nil, "", 1, []string{"LINKERD2_PROXY_DESTINATION_SVC_ADDR", "--destination-svc-addr"}},
 		// The postStart hook of a proxy that is not a native sidecar: nothing listens on port 1.
 		{[]string{"await", "--port=1", "--timeout=200ms"}, "", 1, []string{"not ready within 200ms"}},
-		{[]string{"proxy", "await", "--port=0"}, "", 1, []string{"--port 0"}},
+		{[]string{"proxy", "await", "--port=0"}, "", 2, []string{"-port", "want a port, 1 to 65535"}},
+		{[]string{"await", "--timeout=0"}, "", 2, []string{"-timeout", "want a positive duration"}},
 		{[]string{"await", "--no-such-flag"}, "", 2, []string{"no-such-flag", "meridian-proxy await -h"}},
 		{[]string{"await", "extra"}, "", 2, []string{"unexpected arguments"}},
 		{[]string{"await", "-h"}, "", 0, []string{"usage: meridian-proxy await", "-timeout"}},
