@@ -148,7 +148,8 @@ func (m *cpMesh) webTLS(t *testing.T) *tlsid.Config {
 }
 
 // TestServersRefuseWithoutTLS: destination and policy refuse to start without TLS
-// configuration or --plaintext, saying what to pass, and refuse contradictory flags.
+// configuration or --plaintext, saying what to pass, and refuse contradictory flags: usage
+// errors (2). A trust anchors file that cannot be read is found when it is read (1).
 func TestServersRefuseWithoutTLS(t *testing.T) {
 	src := t.TempDir()
 	for _, srv := range [][]string{
@@ -157,24 +158,25 @@ func TestServersRefuseWithoutTLS(t *testing.T) {
 	} {
 		for _, c := range []struct {
 			extra []string
+			code  int
 			want  string
 		}{
-			{nil, srv[0] + " serves gRPC over mTLS, with a certificate from the identity service: give --identity-trust-anchors FILE"},
-			{nil, "or --plaintext for a local mesh or tests"},
-			{[]string{"--plaintext", "--identity-addr", "127.0.0.1:8080"}, "choose one"},
-			{[]string{"--identity-addr", "127.0.0.1:8080"}, "--identity-addr needs --identity-trust-anchors FILE"},
-			{[]string{"--identity-trust-anchors", "x.pem"}, "--identity-trust-anchors needs --identity-addr HOST:PORT"},
-			{[]string{"--plaintext", "--local-addr", "0.0.0.0:8086"}, "--local-addr: local address \"0.0.0.0:8086\": the plaintext listener must be on a loopback address"},
-			{[]string{"--identity-addr", "127.0.0.1:8080", "--identity-trust-anchors", filepath.Join(src, "missing.pem")}, "read the trust anchors"},
+			{nil, 2, srv[0] + " serves gRPC over mTLS, with a certificate from the identity service: give --identity-trust-anchors FILE"},
+			{nil, 2, "or --plaintext for a local mesh or tests"},
+			{[]string{"--plaintext", "--identity-addr", "127.0.0.1:8080"}, 2, "choose one"},
+			{[]string{"--identity-addr", "127.0.0.1:8080"}, 2, "--identity-addr needs --identity-trust-anchors FILE"},
+			{[]string{"--identity-trust-anchors", "x.pem"}, 2, "--identity-trust-anchors needs --identity-addr HOST:PORT"},
+			{[]string{"--plaintext", "--local-addr", "0.0.0.0:8086"}, 2, "--local-addr: local address \"0.0.0.0:8086\": the plaintext listener must be on a loopback address"},
+			{[]string{"--identity-addr", "127.0.0.1:8080", "--identity-trust-anchors", filepath.Join(src, "missing.pem")}, 1, "read the trust anchors"},
 		} {
 			code, _, errOut := capture(t, append(append([]string{}, srv...), c.extra...)...)
-			if code != 1 || !strings.Contains(errOut, c.want) {
-				t.Errorf("%s %v: exit %d, stderr %q; want 1 and %q", srv[0], c.extra, code, errOut, c.want)
+			if code != c.code || !strings.Contains(errOut, c.want) {
+				t.Errorf("%s %v: exit %d, stderr %q; want %d and %q", srv[0], c.extra, code, errOut, c.code, c.want)
 			}
 		}
 	}
 	code, _, errOut := capture(t, "identity", "--issuer-dir", src, "--local-addr", "10.0.0.1:8080", "--tokens", "local", "--local-token-key", "k")
-	if code != 1 || !strings.Contains(errOut, "must be on a loopback address") {
+	if code != 2 || !strings.Contains(errOut, "must be on a loopback address") {
 		t.Errorf("identity --local-addr 10.0.0.1:8080: exit %d, stderr %q", code, errOut)
 	}
 }

@@ -88,6 +88,11 @@ func (f *destinationFlags) parse(name string, args []string) error {
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
+	return usageError(f.check())
+}
+
+// check validates the parsed flags' values and fills what they imply.
+func (f *destinationFlags) check() error {
 	if err := f.tls.resolve(f.cfg.Translator.ControlPlaneNamespace, f.cfg.Translator.TrustDomain); err != nil {
 		return err
 	}

@@ -76,24 +76,26 @@ func TestDestinationReportsManifestErrors(t *testing.T) {
 }
 
 // TestDestinationRingNeedsGossipKey: `meridian destination --join X` (or --ring) without a
-// gossip key exits with an error that says what to give; conflicting key flags too.
+// gossip key exits with an error that says what to give, a usage error (2); conflicting key
+// flags too. A key directory without the primary key is found when it is read (1).
 func TestDestinationRingNeedsGossipKey(t *testing.T) {
 	dir := t.TempDir()
 	key := writeGossipKey(t, dir, "gossip.key", 'a')
 	for _, tc := range []struct {
 		args []string
+		code int
 		want string
 	}{
-		{[]string{"--join", "127.0.0.1:7946"}, "--ring/--join need a gossip key: give --gossip-key-file FILE or --gossip-keys-dir DIR"},
-		{[]string{"--ring"}, "--insecure-gossip allows plaintext gossip"},
-		{[]string{"--ring", "--insecure-gossip", "--gossip-key-file", key}, "choose one"},
-		{[]string{"--ring", "--gossip-key-file", key, "--gossip-keys-dir", dir}, "give one"},
-		{[]string{"--ring", "--gossip-keys-dir", t.TempDir()}, "has no gossip.key (the primary key)"},
+		{[]string{"--join", "127.0.0.1:7946"}, 2, "--ring/--join need a gossip key: give --gossip-key-file FILE or --gossip-keys-dir DIR"},
+		{[]string{"--ring"}, 2, "--insecure-gossip allows plaintext gossip"},
+		{[]string{"--ring", "--insecure-gossip", "--gossip-key-file", key}, 2, "choose one"},
+		{[]string{"--ring", "--gossip-key-file", key, "--gossip-keys-dir", dir}, 2, "give one"},
+		{[]string{"--ring", "--gossip-keys-dir", t.TempDir()}, 1, "has no gossip.key (the primary key)"},
 	} {
 		args := append([]string{"destination", "--source", "dir:" + dir, "--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--gossip-addr", "127.0.0.1:0", "--plaintext"}, tc.args...)
 		code, _, errOut := capture(t, args...)
-		if code != 1 || !strings.Contains(errOut, tc.want) {
-			t.Errorf("%v: exit %d, stderr %q; want 1 and %q", tc.args, code, errOut, tc.want)
+		if code != tc.code || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want %d and %q", tc.args, code, errOut, tc.code, tc.want)
 		}
 	}
 }
@@ -235,7 +237,7 @@ func TestDestinationGossipOnAdvertiseHost(t *testing.T) {
 func TestDestinationShardKeyFlag(t *testing.T) {
 	args := []string{"destination", "--source", "dir:" + t.TempDir(), "--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--plaintext", "--shard-key", "tenant"}
 	code, _, errOut := capture(t, args...)
-	if code != 1 || !strings.Contains(errOut, `--shard-key: shard key "tenant": want service or namespace`) {
+	if code != 2 || !strings.Contains(errOut, `--shard-key: shard key "tenant": want service or namespace`) {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
 }

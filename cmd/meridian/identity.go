@@ -78,7 +78,7 @@ func runIdentityServer(ctx context.Context, args []string) error {
 		return fmt.Errorf("%w: %v", errUsage, err) // the flags' values: --lifetime and the like
 	}
 	if err := tf.resolve(cfg.ControlPlaneNamespace, cfg.TrustDomain); err != nil {
-		return err
+		return usageError(err)
 	}
 	srv, syncLog, err := newProcess(logOpts, *adminAddr)
 	if err != nil {

@@ -95,6 +95,15 @@ func runMain(args []string) int {
 // errUsage marks an error in how a command was called (flags that do not parse).
 var errUsage = errors.New("usage")
 
+// usageError marks err, a flag value found invalid after parsing, as a usage error (exit 2), as
+// a flag that does not parse is.
+func usageError(err error) error {
+	if err == nil || errors.Is(err, errUsage) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", errUsage, err)
+}
+
 // newFlagSet returns a flag set for a subcommand that reports errors instead of exiting;
 // -h and --help print its usage to stdout (and the command then exits 0), a bad flag prints
 // it to stderr.

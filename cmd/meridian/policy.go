@@ -50,29 +50,36 @@ func policyFlags(args []string) (policyCommand, error) {
 	if err := parseNoArgs(fs, args); err != nil {
 		return pc, err
 	}
+	err := usageError(pc.check(*defaultPolicy, *clusterNets, *probeNets)) // before pc is copied out
+	return pc, err
+}
+
+// check validates the parsed flags' values and fills pc.cfg from those given as text.
+func (pc *policyCommand) check(defaultPolicy, clusterNets, probeNets string) error {
+	cfg := &pc.cfg
 	// A detect timeout a proxy refuses would leave every port it is sent for with an invalid
 	// policy, which authorizes nothing.
 	if cfg.Compute.DetectTimeout <= 0 {
-		return pc, fmt.Errorf("%w: --default-detect-timeout %v: want a positive duration", errUsage, cfg.Compute.DetectTimeout)
+		return fmt.Errorf("--default-detect-timeout %v: want a positive duration", cfg.Compute.DetectTimeout)
 	}
 	if pc.grace < 0 {
-		return pc, fmt.Errorf("%w: --shutdown-grace %v: want zero or more", errUsage, pc.grace)
+		return fmt.Errorf("--shutdown-grace %v: want zero or more", pc.grace)
 	}
 	if err := pc.tls.resolve(cfg.Compute.ControlPlaneNamespace, cfg.Compute.IdentityDomain); err != nil {
-		return pc, err
+		return err
 	}
-	p, err := compute.ParseDefaultPolicy(*defaultPolicy)
+	p, err := compute.ParseDefaultPolicy(defaultPolicy)
 	if err != nil {
-		return pc, fmt.Errorf("--cluster-default-policy: %w", err)
+		return fmt.Errorf("--cluster-default-policy: %w", err)
 	}
 	cfg.Compute.DefaultPolicy = p
-	if cfg.Compute.ClusterNetworks, err = proxyconfig.ParsePrefixes(*clusterNets); err != nil {
-		return pc, fmt.Errorf("--cluster-networks: %w", err)
+	if cfg.Compute.ClusterNetworks, err = proxyconfig.ParsePrefixes(clusterNets); err != nil {
+		return fmt.Errorf("--cluster-networks: %w", err)
 	}
-	if cfg.Compute.ProbeNetworks, err = proxyconfig.ParsePrefixes(*probeNets); err != nil {
-		return pc, fmt.Errorf("--probe-networks: %w", err)
+	if cfg.Compute.ProbeNetworks, err = proxyconfig.ParsePrefixes(probeNets); err != nil {
+		return fmt.Errorf("--probe-networks: %w", err)
 	}
-	return pc, nil
+	return nil
 }
 
 func runPolicy(ctx context.Context, args []string) error {
