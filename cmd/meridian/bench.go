@@ -100,6 +100,9 @@ func runBench(ctx context.Context, args []string) error {
 	if !*noProgress {
 		cfg.Progress = os.Stderr
 	}
+	if err := cfg.Validate(); err != nil { // before anything starts; bench.Run checks it too
+		return usageError(err)
+	}
 	res, err := runHarness(ctx, logOpts, cfg, bench.Run,
 		func(r *bench.Result) bool { return r != nil && len(r.Runs) > 0 }, bench.WriteTable,
 		harnessOutput[*bench.Result]{*jsonPath, bench.WriteJSON}, harnessOutput[*bench.Result]{*reportPath, bench.WriteHTML})
@@ -153,6 +156,9 @@ func runBenchProxy(ctx context.Context, args []string) error {
 	}
 	if !*quiet {
 		cfg.Progress = stderr
+	}
+	if err := cfg.Validate(); err != nil {
+		return usageError(err)
 	}
 	res, err := runHarness(ctx, logOpts, cfg, dataplane.Run,
 		func(r *dataplane.Result) bool { return r != nil && len(r.Protocols) > 0 }, dataplane.WriteTable,

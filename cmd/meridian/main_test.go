@@ -213,3 +213,24 @@ func drainTestMain() int {
 	}})
 	return runMain([]string{"drain-test"})
 }
+
+// TestRefusedFlagValuesAreUsageErrors: a flag value a command refuses is a usage error (exit
+// 2, one line naming it) found before anything starts, as a flag that does not parse is.
+func TestRefusedFlagValuesAreUsageErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"destination", "--source", "dir:" + t.TempDir(), "--plaintext", "--stream-queue-capacity", "0"}, "--stream-queue-capacity must be at least 1"},
+		{[]string{"policy", "--source", "dir:" + t.TempDir(), "--plaintext", "--cluster-default-policy", "open"}, "--cluster-default-policy"},
+		{[]string{"bench", "--services", "-1"}, "services must be at least 1"},
+		{[]string{"bench", "proxy", "--rate", "0"}, "rate 0 outside"},
+		// Without --dry-run too: the rules are checked before iptables is run.
+		{[]string{"proxy-init", "--inbound-ports-to-ignore", "99999"}, `port "99999"`},
+	} {
+		code, out, errOut := capture(t, c.args...)
+		if code != 2 || !strings.Contains(errOut, c.want) || strings.Count(errOut, "\n") != 1 || out != "" {
+			t.Errorf("meridian %s: exit %d, stdout %q, stderr %q; want exit 2 and one line with %q", strings.Join(c.args, " "), code, out, errOut, c.want)
+		}
+	}
+}

@@ -42,11 +42,11 @@ func runProxyInit(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("%w: --iptables-mode: %v", errUsage, err)
 	}
+	rules, err := proxyinit.Rules(cfg) // the flags' values, checked before anything is applied
+	if err != nil {
+		return usageError(err)
+	}
 	if *dryRun {
-		rules, err := proxyinit.Rules(cfg)
-		if err != nil {
-			return err
-		}
 		fmt.Fprint(stdout, rules)
 		return nil
 	}
