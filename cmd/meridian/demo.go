@@ -50,6 +50,10 @@ func runDemo(ctx context.Context, args []string) error {
 	if *net > 254 {
 		return fmt.Errorf("%w: --net %d: want 0 to 254", errUsage, *net)
 	}
+	// demo.Run's bound, checked here before anything starts, as a usage error.
+	if cfg.Replicas < 1 || cfg.Replicas > 9 {
+		return fmt.Errorf("%w: --replicas %d: want 1 to 9", errUsage, cfg.Replicas)
+	}
 	// The traffic generator's bound, checked before the mesh is brought up for it.
 	if !(cfg.Rate > 0 && cfg.Rate <= 1000) {
 		return fmt.Errorf("%w: --rate %v: want a rate in (0, 1000] requests per second", errUsage, cfg.Rate)

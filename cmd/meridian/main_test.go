@@ -224,6 +224,7 @@ func TestRefusedFlagValuesAreUsageErrors(t *testing.T) {
 		{[]string{"destination", "--source", "dir:" + t.TempDir(), "--plaintext", "--stream-queue-capacity", "0"}, "--stream-queue-capacity must be at least 1"},
 		{[]string{"policy", "--source", "dir:" + t.TempDir(), "--plaintext", "--cluster-default-policy", "open"}, "--cluster-default-policy"},
 		{[]string{"bench", "--services", "-1"}, "services must be at least 1"},
+		{[]string{"demo", "--replicas", "0"}, "--replicas 0: want 1 to 9"},
 		{[]string{"bench", "proxy", "--rate", "0"}, "rate 0 outside"},
 		// Without --dry-run too: the rules are checked before iptables is run.
 		{[]string{"proxy-init", "--inbound-ports-to-ignore", "99999"}, `port "99999"`},
