@@ -29,8 +29,10 @@ func init() {
 // injProxyFlags registers the flags that set the injector's proxy defaults (shared by
 // `inject` and `injector`). The returned func, called after parsing, maps each
 // config.linkerd.io/* annotation whose default was set explicitly to its "--flag=value",
-// so that `inject --manual` can say when an input annotation overrides it.
-func injProxyFlags(fs *flag.FlagSet, cfg *injector.Config) func() map[string]string {
+// so that `inject --manual` can say when an input annotation overrides it. It refuses (a
+// usage error) a trust anchors file that is not certificates, and a flag value that the
+// annotation it stands for would not take.
+func injProxyFlags(fs *flag.FlagSet, cfg *injector.Config) func() (map[string]string, error) {
 	p := &cfg.Proxy
 	byFlag := map[string]string{}
 	str := func(dst *string, name, annotation, usage string) {
@@ -69,21 +71,45 @@ func injProxyFlags(fs *flag.FlagSet, cfg *injector.Config) func() map[string]str
 	fs.BoolVar(&p.NativeSidecar, "native-sidecar", p.NativeSidecar, "inject the proxy as a native sidecar (init container with restartPolicy Always)")
 	byFlag["native-sidecar"] = injector.AnnotationNativeSidecar
 	anchors := fs.String("identity-trust-anchors-file", "", "PEM file of the identity trust anchors given to proxies")
-	return func() map[string]string {
-		set := map[string]string{}
+	return func() (map[string]string, error) {
+		set, anns, flagOf := map[string]string{}, map[string]string{}, map[string]string{}
 		fs.Visit(func(f *flag.Flag) {
 			if a, ok := byFlag[f.Name]; ok {
 				set[a] = "--" + f.Name + "=" + f.Value.String()
+				if v := f.Value.String(); strings.TrimSpace(v) != "" { // empty: the default
+					anns[a], flagOf[a] = v, f.Name
+				}
 			}
 		})
 		if *anchors != "" {
-			if b, err := readTrustAnchors(*anchors); err != nil {
-				set["error"] = err.Error()
-			} else {
-				cfg.TrustAnchorsPEM = b
+			b, err := readTrustAnchors(*anchors)
+			if err != nil {
+				return nil, usageError(err)
 			}
+			cfg.TrustAnchorsPEM = b
 		}
-		return set
+		// Each such flag sets the default of an annotation, which is checked before it is
+		// used; a default is not. Check the flags as the annotations would be checked over
+		// the built-in defaults: a bad value would otherwise be copied into every pod (the
+		// webhook, inject --manual) or written onto every pod template as an annotation that
+		// the webhook then ignores.
+		base := injector.DefaultConfig()
+		_, warns, err := base.Resolve(injector.Meta{}, anns)
+		if err != nil {
+			return nil, usageError(err)
+		}
+		var errs []error
+		for _, w := range warns {
+			name := w.Annotation
+			if f, ok := flagOf[w.Annotation]; ok {
+				name = "--" + f
+			}
+			errs = append(errs, fmt.Errorf("%s %s: %s", name, quote.Prefix(w.Value, 64), w.Reason))
+		}
+		if len(errs) > 0 {
+			return nil, usageError(errors.Join(errs...))
+		}
+		return set, nil
 	}
 }
 
@@ -157,9 +183,9 @@ func runInject(_ context.Context, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	set := flagsSet()
-	if e, ok := set["error"]; ok {
-		return fmt.Errorf("%w: %s", errUsage, e)
+	set, err := flagsSet()
+	if err != nil {
+		return err
 	}
 	if *manual && strings.TrimSpace(cfg.TrustAnchorsPEM) == "" {
 		// A materialised proxy without trust anchors cannot start.
@@ -170,15 +196,19 @@ func runInject(_ context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	// Nothing is printed until every input is injected: `inject f | kubectl apply -f -`
+	// must not apply the documents before a bad one.
+	var out bytes.Buffer
 	for i, f := range files {
 		if i > 0 {
-			fmt.Fprintln(stdout, "---")
+			fmt.Fprintln(&out, "---")
 		}
-		if err := injFile(f, opts, stdout, stderr); err != nil {
+		if err := injFile(f, opts, &out, stderr); err != nil {
 			return err
 		}
 	}
-	return nil
+	_, err = out.WriteTo(stdout)
+	return err
 }
 
 // injInputs expands the command's arguments into the files to read: stdin ("-") when there

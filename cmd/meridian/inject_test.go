@@ -197,3 +197,53 @@ func TestInjectDirectory(t *testing.T) {
 		t.Errorf("a 17 MiB file: exit %d, %d bytes out, stderr %q; want it refused", code, len(out), errOut)
 	}
 }
+
+// TestInjectRefusesBadProxyFlags: a flag that sets a proxy default is checked as the
+// annotation it stands for would be, for inject with and without --manual and for the
+// injector: a usage error naming the flag, nothing printed. Before, the value was copied
+// into every pod (a pull policy the API server refuses, a log format the proxy does not
+// know) or written onto every pod template as an annotation the webhook then ignored.
+func TestInjectRefusesBadProxyFlags(t *testing.T) {
+	const in = "../../injector/testdata/inject/deployment.yaml"
+	for _, c := range []struct{ flag, want string }{
+		{"--default-inbound-policy=allow", "--default-inbound-policy"},
+		{"--image-pull-policy=Sometimes", "--image-pull-policy"},
+		{"--proxy-log-format=xml", "--proxy-log-format"},
+		{"--proxy-cpu-request=garbage", "--proxy-cpu-request"},
+		{"--skip-inbound-ports=1-99999", "--skip-inbound-ports"},
+		{"--proxy-uid=-5", "--proxy-uid"},
+	} {
+		for _, args := range [][]string{{"inject", c.flag, in}, {"inject", "--manual", anchorsFile(t), c.flag, in}, {"injector", c.flag}} {
+			code, out, errOut := capture(t, args...)
+			if code != 2 || out != "" || !strings.Contains(errOut, c.want) {
+				t.Errorf("%v: exit %d, stdout %d bytes, stderr %q; want 2 naming %s and nothing printed", args, code, len(out), errOut, c.want)
+			}
+		}
+	}
+	// Two flags that contradict each other, each valid alone.
+	if code, _, errOut := capture(t, "inject", "--proxy-cpu-request=2", "--proxy-cpu-limit=1", in); code != 2 || !strings.Contains(errOut, "above the limit") {
+		t.Errorf("a request above its limit: exit %d, %q", code, errOut)
+	}
+	// Valid values, and an empty one (the default), are taken.
+	if code, out, errOut := capture(t, "inject", "--default-inbound-policy=deny", "--image-pull-policy=Always", "--proxy-init-image=", in); code != 0 || !strings.Contains(out, "config.linkerd.io/default-inbound-policy: deny") {
+		t.Errorf("valid flags: exit %d, stderr %q, stdout %s", code, errOut, out)
+	}
+}
+
+// TestInjectPrintsNothingOnError: inject prints nothing until every input is injected, so
+// that `inject ... | kubectl apply -f -` does not apply the documents before a bad one.
+func TestInjectPrintsNothingOnError(t *testing.T) {
+	const good = "../../injector/testdata/inject/deployment.yaml"
+	badDoc := []byte("---\napiVersion: v1\nkind: Pod\nmetadata: {name: bad\n")
+	deploy, err := os.ReadFile(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := writeTemp(t, "bad.yaml", badDoc)
+	both := writeTemp(t, "both.yaml", append(append(deploy, '\n'), badDoc...)) // the Deployment, then the bad document
+	for _, args := range [][]string{{"inject", good, bad}, {"inject", both}} {
+		if code, out, errOut := capture(t, args...); code == 0 || out != "" || !strings.Contains(errOut, filepath.Base(args[len(args)-1])+":") || !strings.Contains(errOut, "yaml:") {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want the bad document's parse error and nothing on stdout", args, code, out, errOut)
+		}
+	}
+}

@@ -34,8 +34,8 @@ func runInjector(ctx context.Context, args []string) error {
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
-	if e, ok := flagsSet()["error"]; ok {
-		return fmt.Errorf("%w: %s", errUsage, e)
+	if _, err := flagsSet(); err != nil {
+		return err
 	}
 	srv, syncLog, err := newProcess(logOpts, *adminAddr)
 	if err != nil {
