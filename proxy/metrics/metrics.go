@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -53,6 +54,38 @@ func (l Labels) values(extra ...string) []string {
 
 func (l Labels) key() string { return strings.Join(l.values(), "\x00") }
 
+// clean returns l with every label value Prometheus can take: a value that is not UTF-8
+// (Prometheus panics on one; a client chooses an inbound request's Host, and a peer the
+// bytes of what it sends) reads AuthorityInvalid, and so does an authority longer than
+// MaxAuthority. l's Dst map is copied only when one of its values is replaced.
+func (l Labels) clean() Labels {
+	if len(l.Authority) > MaxAuthority || !utf8.ValidString(l.Authority) {
+		l.Authority = AuthorityInvalid
+	}
+	for _, v := range []*string{&l.Direction, &l.TLS, &l.ClientID, &l.ServerID, &l.SrvName} {
+		*v = label(*v)
+	}
+	for k, v := range l.Dst {
+		if !utf8.ValidString(v) || !utf8.ValidString(k) {
+			dst := make(map[string]string, len(l.Dst))
+			for k, v := range l.Dst {
+				dst[label(k)] = label(v)
+			}
+			l.Dst = dst
+			break
+		}
+	}
+	return l
+}
+
+// label is v, or AuthorityInvalid when v is not UTF-8.
+func label(v string) string {
+	if utf8.ValidString(v) {
+		return v
+	}
+	return AuthorityInvalid
+}
+
 // LatencyBuckets are linkerd2-proxy's response_latency_ms buckets.
 var LatencyBuckets = []float64{1, 2, 3, 4, 5, 10, 20, 30, 40, 50, 100, 200, 300, 400, 500,
 	1000, 2000, 3000, 4000, 5000, 10000, 20000, 30000, 40000, 50000}
@@ -68,40 +101,146 @@ type Metrics struct {
 	tcpRead, tcpWrite   *prometheus.CounterVec
 	httpAllow, httpDeny *prometheus.CounterVec
 	tcpAllow, tcpDeny   *prometheus.CounterVec
-	routes              handles[*Route]
-	conns               handles[*TCP]
-	maxRoutes           int64 // of routes, and of kinds of connection
+	// The handles of routes and of kinds of connection, by direction (inbound, outbound):
+	// each direction has its own bound, so that what inbound clients send cannot take the
+	// outbound series' places.
+	routes    [2]handles[*Route]
+	conns     [2]handles[*TCP]
+	maxRoutes int64 // of routes, and of kinds of connection, per direction
+
+	now       func() int64 // the time in nanoseconds; tests replace it
+	lastSweep atomic.Int64 // when get last swept at the bound
 }
 
 // handles caches the handles of series by their labels (Labels.key()), and counts them.
-type handles[T any] struct {
-	m sync.Map
+type handles[T evictable] struct {
+	m sync.Map // key -> T
 	n atomic.Int64
 }
 
-// get returns the handle of l, made by mk on first use. l's authority is bounded: longer
-// than MaxAuthority it reads AuthorityInvalid, and once max handles exist a new l counts as
-// overflow(l).
-func (h *handles[T]) get(l Labels, max int64, mk func(Labels) T) T {
-	if len(l.Authority) > MaxAuthority {
-		l.Authority = AuthorityInvalid
+// evictable is a handle whose series sweep can drop.
+type evictable interface {
+	base() *entry
+	// drop deletes the handle's series if it has been idle since before, and says whether
+	// it did. Its caller holds entry.mu and has marked it evicted.
+	drop(before int64) bool
+}
+
+// entry is what every handle has for its eviction: a handle stays valid when its series are
+// dropped, and its next use makes them again, so callers may keep handles. When another
+// handle of the same labels was made meanwhile (a caller asked for them while they were
+// dropped), the handle stands for that one from then on (its alias), so that one handle
+// alone counts into a series, and one sweep drops it.
+type entry struct {
+	key     string
+	dir     int
+	used    atomic.Int64 // Metrics.now() at the last use
+	mu      sync.Mutex   // evictions and revivals of the handle
+	evicted atomic.Bool
+}
+
+func (e *entry) base() *entry { return e }
+
+// use records a use at now and reports whether the handle's series were dropped, in which
+// case the caller revives them before it counts. The order (the time stored, then evicted
+// read) pairs with evict's (evicted set, then the time read): a use that evict does not see
+// sees the eviction, so nothing is counted into a dropped series.
+func (e *entry) use(now int64) (revive bool) {
+	e.used.Store(now)
+	return e.evicted.Load()
+}
+
+// evict drops h's series if it has not been used since before.
+func evict[T evictable](h T, before int64) bool {
+	e := h.base()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.evicted.Load() {
+		return false
 	}
+	e.evicted.Store(true)
+	if e.used.Load() >= before || !h.drop(before) {
+		e.evicted.Store(false)
+		return false
+	}
+	return true
+}
+
+// get returns the handle of l, made by mk on first use. l's labels are cleaned (clean), and
+// once max handles exist a new l counts as overflow(l), after m has dropped idle ones.
+func (h *handles[T]) get(m *Metrics, l Labels, mk func(Labels) T) T {
+	l = l.clean()
 	k := l.key()
 	if v, ok := h.m.Load(k); ok {
 		return v.(T)
 	}
-	if h.n.Load() >= max && (l.Authority != AuthorityOther || l.Dst != nil) {
-		l = overflow(l)
-		k = l.key()
-		if v, ok := h.m.Load(k); ok {
-			return v.(T)
+	if h.n.Load() >= m.maxRoutes && (l.Authority != AuthorityOther || l.Dst != nil) {
+		m.sweepAtBound()
+		if h.n.Load() >= m.maxRoutes {
+			l = overflow(l)
+			k = l.key()
+			if v, ok := h.m.Load(k); ok {
+				return v.(T)
+			}
 		}
 	}
-	v, loaded := h.m.LoadOrStore(k, mk(l))
+	return h.add(m, k, mk(l))
+}
+
+// add stores v under k unless a handle is there already, which it returns instead.
+func (h *handles[T]) add(m *Metrics, k string, v T) T {
+	e := v.base()
+	e.key = k
+	e.used.Store(m.now())
+	got, loaded := h.m.LoadOrStore(k, v)
 	if !loaded {
 		h.n.Add(1)
 	}
-	return v.(T)
+	return got.(T)
+}
+
+// sweep drops the handles idle since before.
+func (h *handles[T]) sweep(before int64) {
+	h.m.Range(func(k, v any) bool {
+		if evict(v.(T), before) && h.m.CompareAndDelete(k, v) {
+			h.n.Add(-1)
+		}
+		return true
+	})
+}
+
+// RetainIdle is how long the series of a route or of a kind of connection are kept while
+// nothing uses them: linkerd2-proxy's default (its LINKERD2_PROXY_METRICS_RETAIN_IDLE). So
+// the series of pods long gone, and of what clients sent once, do not stay for the proxy's
+// life, nor hold the places MaxRoutes bounds. A kind of connection with one open is never
+// idle. Series are dropped when /metrics is read, and when a new route meets the bound.
+const RetainIdle = 10 * time.Minute
+
+// sweep drops the series idle for RetainIdle.
+func (m *Metrics) sweep() {
+	before := m.now() - int64(RetainIdle)
+	for d := range m.routes {
+		m.routes[d].sweep(before)
+		m.conns[d].sweep(before)
+	}
+}
+
+// sweepAtBound sweeps when a new route meets the bound, at most once a second: a flood of
+// new authorities must not make each one walk every handle.
+func (m *Metrics) sweepAtBound() {
+	now, last := m.now(), m.lastSweep.Load()
+	if now-last < int64(time.Second) || !m.lastSweep.CompareAndSwap(last, now) {
+		return
+	}
+	m.sweep()
+}
+
+// direction is the index of a direction in Metrics.routes and Metrics.conns.
+func direction(d string) int {
+	if d == "inbound" {
+		return 0
+	}
+	return 1
 }
 
 // Bounds of the authority label, which a client chooses (an inbound request's Host): its
@@ -126,6 +265,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	authz := []string{"direction", "srv_name", "authz_name", "client_id", "tls"}
 	m := &Metrics{
 		maxRoutes: MaxRoutes,
+		now:       func() int64 { return time.Now().UnixNano() },
 		requests:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "request_total", Help: "Total count of HTTP requests."}, baseNames),
 		responses: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "response_total", Help: "Total count of HTTP responses."}, resp),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "response_latency_ms",
@@ -142,16 +282,41 @@ func New(reg prometheus.Registerer) *Metrics {
 		tcpDeny:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "inbound_tcp_authz_deny_total", Help: "The total number of inbound TCP connections that were denied."}, authz),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.responses, m.latency, m.tcpOpen, m.tcpClose, m.tcpOpenConns,
-			m.tcpRead, m.tcpWrite, m.httpAllow, m.httpDeny, m.tcpAllow, m.tcpDeny)
+		reg.MustRegister(families{m, []prometheus.Collector{m.requests, m.responses, m.latency, m.tcpOpen, m.tcpClose, m.tcpOpenConns,
+			m.tcpRead, m.tcpWrite, m.httpAllow, m.httpDeny, m.tcpAllow, m.tcpDeny}})
 	}
 	return m
 }
 
-// Route is the series of one HTTP route (one Labels). Safe for concurrent use.
+// families collects m's families, after dropping the idle series.
+type families struct {
+	m  *Metrics
+	cs []prometheus.Collector
+}
+
+func (f families) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range f.cs {
+		c.Describe(ch)
+	}
+}
+
+func (f families) Collect(ch chan<- prometheus.Metric) {
+	f.m.sweep()
+	for _, c := range f.cs {
+		c.Collect(ch)
+	}
+}
+
+// Route is the handle of one HTTP route's series (one Labels). Safe for concurrent use.
 type Route struct {
-	m        *Metrics
-	values   []string
+	entry
+	m      *Metrics
+	values []string
+	series atomic.Pointer[routeSeries] // replaced when the series are made again
+	alias  atomic.Pointer[Route]       // see entry
+}
+
+type routeSeries struct {
 	requests prometheus.Counter
 
 	mu        sync.RWMutex
@@ -169,13 +334,58 @@ type response struct {
 	latency prometheus.Observer
 }
 
-// Route returns the handle of the route l, creating its series on first use. Its authority
-// is bounded as MaxAuthority and MaxRoutes say.
+// Route returns the handle of the route l, creating its series on first use. Its labels are
+// bounded as MaxAuthority and MaxRoutes say.
 func (m *Metrics) Route(l Labels) *Route {
-	return m.routes.get(l, m.maxRoutes, func(l Labels) *Route {
-		v := l.values()
-		return &Route{m: m, values: v, requests: m.requests.WithLabelValues(v...), responses: map[respKey]*response{}}
+	return m.routes[direction(l.Direction)].get(m, l, func(l Labels) *Route {
+		r := &Route{m: m, values: l.values()}
+		r.dir = direction(l.Direction)
+		r.series.Store(r.newSeries())
+		return r
 	})
+}
+
+func (r *Route) newSeries() *routeSeries {
+	return &routeSeries{requests: r.m.requests.WithLabelValues(r.values...), responses: map[respKey]*response{}}
+}
+
+// current returns the series r counts into: its own, made again if they were dropped, or
+// its alias's.
+func (r *Route) current() *routeSeries {
+	for h := r; ; {
+		if a := h.alias.Load(); a != nil {
+			h = a
+			continue
+		}
+		if !h.use(h.m.now()) {
+			return h.series.Load()
+		}
+		h.mu.Lock()
+		if h.evicted.Load() {
+			if got := h.m.routes[h.dir].add(h.m, h.key, h); got != h {
+				h.alias.Store(got)
+				h.mu.Unlock()
+				continue
+			}
+			h.series.Store(h.newSeries())
+			h.evicted.Store(false)
+		}
+		h.mu.Unlock()
+		return h.series.Load()
+	}
+}
+
+func (r *Route) drop(int64) bool {
+	s := r.series.Load()
+	r.m.requests.DeleteLabelValues(r.values...)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for k := range s.responses {
+		code, class := k.labels()
+		r.m.responses.DeleteLabelValues(append(append([]string{}, r.values...), code, k.grpc, class)...)
+		r.m.latency.DeleteLabelValues(append(append([]string{}, r.values...), code)...)
+	}
+	return true
 }
 
 // overflow is l as a route or connection beyond the bound counts it: authority "other", no
@@ -186,47 +396,75 @@ func overflow(l Labels) Labels {
 }
 
 // Request counts one request.
-func (r *Route) Request() { r.requests.Inc() }
+func (r *Route) Request() { r.current().requests.Inc() }
 
 // Response counts one response with its HTTP status (0 when the request failed without one),
-// its grpc-status ("" for plain HTTP), whether it failed (5xx, a non-OK grpc-status, or no
-// response) and the time from the request's headers to the end of the response.
+// its grpc-status ("" for plain HTTP; anything but a code from 0 to 16 counts as 2, UNKNOWN,
+// as gRPC reads a status it does not know), whether it failed (5xx, a non-OK grpc-status, or
+// no response) and the time from the request's headers to the end of the response.
 func (r *Route) Response(status int, grpcStatus string, failed bool, latency time.Duration) {
-	k := respKey{status, grpcStatus, failed}
-	r.mu.RLock()
-	resp := r.responses[k]
-	r.mu.RUnlock()
+	k := respKey{status, grpcCode(grpcStatus), failed}
+	s := r.current()
+	s.mu.RLock()
+	resp := s.responses[k]
+	s.mu.RUnlock()
 	if resp == nil {
-		resp = r.newResponse(k)
+		resp = r.newResponse(s, k)
 	}
 	resp.total.Inc()
 	resp.latency.Observe(float64(latency) / float64(time.Millisecond))
 }
 
-func (r *Route) newResponse(k respKey) *response {
-	class := "success"
+// grpcCode is the grpc_status label of a grpc-status value: the code, when it is one of
+// gRPC's (0 to 16), else 2 (UNKNOWN). The label is bounded whatever a peer sends.
+func grpcCode(s string) string {
+	if s == "" {
+		return ""
+	}
+	if n, err := strconv.Atoi(s); err == nil && n >= 0 && n <= 16 && strconv.Itoa(n) == s {
+		return s
+	}
+	return "2"
+}
+
+func (k respKey) labels() (code, class string) {
+	class = "success"
 	if k.failed {
 		class = "failure"
 	}
-	code := ""
 	if k.status > 0 {
 		code = strconv.Itoa(k.status)
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if resp := r.responses[k]; resp != nil {
+	return code, class
+}
+
+func (r *Route) newResponse(s *routeSeries, k respKey) *response {
+	code, class := k.labels()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if resp := s.responses[k]; resp != nil {
 		return resp
 	}
 	resp := &response{
 		total:   r.m.responses.WithLabelValues(append(append([]string{}, r.values...), code, k.grpc, class)...),
 		latency: r.m.latency.WithLabelValues(append(append([]string{}, r.values...), code)...),
 	}
-	r.responses[k] = resp
+	s.responses[k] = resp
 	return resp
 }
 
-// TCP is the series of one kind of connection (one Labels). Safe for concurrent use.
+// TCP is the handle of one kind of connection's series (one Labels). Safe for concurrent
+// use.
 type TCP struct {
+	entry
+	m      *Metrics
+	values []string
+	open   atomic.Int64 // connections open through the handle: while any is, it is not idle
+	series atomic.Pointer[tcpSeries]
+	alias  atomic.Pointer[TCP] // see entry
+}
+
+type tcpSeries struct {
 	open                  prometheus.Counter
 	openConns             prometheus.Gauge
 	read, written         prometheus.Counter
@@ -236,35 +474,118 @@ type TCP struct {
 // TCP returns the handle of the connections l, creating their series on first use. Its
 // labels are bounded as Route's are.
 func (m *Metrics) TCP(l Labels) *TCP {
-	return m.conns.get(l, m.maxRoutes, func(l Labels) *TCP {
-		v := l.values()
-		return &TCP{
-			open:        m.tcpOpen.WithLabelValues(v...),
-			openConns:   m.tcpOpenConns.WithLabelValues(v...),
-			read:        m.tcpRead.WithLabelValues(v...),
-			written:     m.tcpWrite.WithLabelValues(v...),
-			closedOK:    m.tcpClose.WithLabelValues(append(append([]string{}, v...), "success")...),
-			closedError: m.tcpClose.WithLabelValues(append(append([]string{}, v...), "failure")...),
-		}
+	return m.conns[direction(l.Direction)].get(m, l, func(l Labels) *TCP {
+		t := &TCP{m: m, values: l.values()}
+		t.dir = direction(l.Direction)
+		t.series.Store(t.newSeries())
+		return t
 	})
 }
 
+func (t *TCP) newSeries() *tcpSeries {
+	v, m := t.values, t.m
+	return &tcpSeries{
+		open:        m.tcpOpen.WithLabelValues(v...),
+		openConns:   m.tcpOpenConns.WithLabelValues(v...),
+		read:        m.tcpRead.WithLabelValues(v...),
+		written:     m.tcpWrite.WithLabelValues(v...),
+		closedOK:    m.tcpClose.WithLabelValues(append(append([]string{}, v...), "success")...),
+		closedError: m.tcpClose.WithLabelValues(append(append([]string{}, v...), "failure")...),
+	}
+}
+
+// current returns the handle that counts for t (t, or its alias) and its series, made again
+// if they were dropped. A handle with a connection open is never dropped, so the handle a
+// connection's Open counted on is the one its Close finds.
+func (t *TCP) current() (*TCP, *tcpSeries) {
+	for h := t; ; {
+		if a := h.alias.Load(); a != nil {
+			h = a
+			continue
+		}
+		if !h.use(h.m.now()) {
+			return h, h.series.Load()
+		}
+		h.mu.Lock()
+		if h.evicted.Load() {
+			if got := h.m.conns[h.dir].add(h.m, h.key, h); got != h {
+				h.alias.Store(got)
+				h.mu.Unlock()
+				continue
+			}
+			h.series.Store(h.newSeries())
+			h.evicted.Store(false)
+		}
+		h.mu.Unlock()
+		return h, h.series.Load()
+	}
+}
+
+// target is the handle t stands for now: t, or the end of its aliases.
+func (t *TCP) target() *TCP {
+	for {
+		a := t.alias.Load()
+		if a == nil {
+			return t
+		}
+		t = a
+	}
+}
+
+func (t *TCP) drop(int64) bool {
+	if t.open.Load() > 0 {
+		return false
+	}
+	v, m := t.values, t.m
+	for _, vec := range []*prometheus.CounterVec{m.tcpOpen, m.tcpRead, m.tcpWrite} {
+		vec.DeleteLabelValues(v...)
+	}
+	m.tcpOpenConns.DeleteLabelValues(v...)
+	for _, class := range []string{"success", "failure"} {
+		m.tcpClose.DeleteLabelValues(append(append([]string{}, v...), class)...)
+	}
+	return true
+}
+
 // Open counts a connection opened.
-func (t *TCP) Open() { t.open.Inc(); t.openConns.Inc() }
+func (t *TCP) Open() {
+	for {
+		// The connection is counted open on its handle before the handle is used, so that
+		// no sweep drops it from then on (drop sees it, or the use is seen).
+		h := t.target()
+		h.open.Add(1)
+		got, s := h.current()
+		if got == h {
+			s.open.Inc()
+			s.openConns.Inc()
+			return
+		}
+		h.open.Add(-1) // h became an alias meanwhile: count on its target
+	}
+}
 
 // Read and Wrote count bytes read from and written to the peer; call them as data flows
 // (per copy chunk) so that long connections show their traffic.
-func (t *TCP) Read(n int64)  { t.read.Add(float64(n)) }
-func (t *TCP) Wrote(n int64) { t.written.Add(float64(n)) }
+func (t *TCP) Read(n int64) {
+	_, s := t.current()
+	s.read.Add(float64(n))
+}
+
+func (t *TCP) Wrote(n int64) {
+	_, s := t.current()
+	s.written.Add(float64(n))
+}
 
 // Close counts a connection closed, failed when it ended with an error.
 func (t *TCP) Close(failed bool) {
-	t.openConns.Dec()
+	h, s := t.current()
+	s.openConns.Dec()
 	if failed {
-		t.closedError.Inc()
+		s.closedError.Inc()
 	} else {
-		t.closedOK.Inc()
+		s.closedOK.Inc()
 	}
+	h.open.Add(-1)
 }
 
 // Authz are the labels of an authorization decision.
@@ -278,7 +599,7 @@ func (m *Metrics) HTTPAuthz(allow bool, a Authz) {
 	if allow {
 		vec = m.httpAllow
 	}
-	vec.WithLabelValues("inbound", a.SrvName, a.AuthzName, a.ClientID, a.TLS).Inc()
+	vec.WithLabelValues("inbound", label(a.SrvName), label(a.AuthzName), label(a.ClientID), label(a.TLS)).Inc()
 }
 
 // TCPAuthz counts an inbound connection allowed or denied by policy.
@@ -287,5 +608,5 @@ func (m *Metrics) TCPAuthz(allow bool, a Authz) {
 	if allow {
 		vec = m.tcpAllow
 	}
-	vec.WithLabelValues("inbound", a.SrvName, a.AuthzName, a.ClientID, a.TLS).Inc()
+	vec.WithLabelValues("inbound", label(a.SrvName), label(a.AuthzName), label(a.ClientID), label(a.TLS)).Inc()
 }

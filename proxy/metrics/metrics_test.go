@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -96,7 +98,7 @@ func TestAuthorityBounded(t *testing.T) {
 	if got := route("a:80"); got != "a:80" {
 		t.Errorf("a route counted before the bound reads %q", got)
 	}
-	if n := m.routes.n.Load(); n > 4 {
+	if n := m.routes[direction("inbound")].n.Load(); n > 4 {
 		t.Errorf("%d routes with series, want at most the bound and %q", n, AuthorityOther)
 	}
 	// Pods' names (dst_pod) beyond the bound do not make series either, nor do connections.
@@ -105,7 +107,243 @@ func TestAuthorityBounded(t *testing.T) {
 		m.Route(l)
 		m.TCP(l)
 	}
-	if r, c := m.routes.n.Load(), m.conns.n.Load(); r > 5 || c > 4 {
-		t.Errorf("%d routes and %d kinds of connection with series, want at most the bound and the overflow's", r, c)
+	if r, c := m.routes[direction("outbound")].n.Load(), m.conns[direction("outbound")].n.Load(); r > 4 || c > 4 {
+		t.Errorf("%d outbound routes and %d kinds of connection with series, want at most the bound and the overflow's", r, c)
+	}
+}
+
+// TestLabelsNotUTF8: Prometheus panics on a label value that is not UTF-8, and a client
+// chooses an inbound request's Host (HTTP/1 and HTTP/2 let bytes 0x80-0xFF through), a peer
+// its grpc-status. Every such value reads "invalid" (a grpc-status, UNKNOWN), and the
+// registry gathers.
+func TestLabelsNotUTF8(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := New(reg)
+	l := Labels{Direction: "inbound", Authority: "web\xff:80", TLS: TLSTrue, ClientID: "c\xfe", SrvName: "s\xff",
+		Dst: map[string]string{"pod": "web-\xff", "namespace": "shop"}}
+	r := m.Route(l)
+	if r.values[1] != AuthorityInvalid || r.values[3] != AuthorityInvalid || r.values[5] != AuthorityInvalid {
+		t.Errorf("labels %q, want authority, client_id and srv_name %q", r.values, AuthorityInvalid)
+	}
+	if l.Dst["pod"] != "web-\xff" {
+		t.Error("the caller's Dst map was changed")
+	}
+	r.Request()
+	r.Response(200, "\xff", true, time.Millisecond)
+	c := m.TCP(l)
+	c.Open()
+	c.Close(false)
+	m.HTTPAuthz(false, Authz{SrvName: "s\xff", AuthzName: "a\xff", ClientID: "c\xff", TLS: TLSTrue})
+	m.TCPAuthz(true, Authz{SrvName: "s\xff", TLS: TLSTrue})
+	if _, err := reg.Gather(); err != nil {
+		t.Fatal(err)
+	}
+	if v := promtest.ToFloat64(m.responses.WithLabelValues(append(r.values, "200", "2", "failure")...)); v != 1 {
+		t.Errorf("a grpc-status that is not UTF-8 did not count as 2 (UNKNOWN): %v", v)
+	}
+}
+
+// TestGRPCStatusBounded: grpc_status takes gRPC's codes (0 to 16); anything else a peer
+// sends counts as 2 (UNKNOWN), so it cannot grow the series.
+func TestGRPCStatusBounded(t *testing.T) {
+	m := New(nil)
+	r := m.Route(Labels{Direction: "outbound", Authority: "web:80", TLS: TLSNoIdentity})
+	for i := range 20000 {
+		r.Response(200, fmt.Sprintf("junk-%d", i), true, time.Millisecond)
+	}
+	for _, s := range []string{"17", "-1", "007", " 1", "99999999999999999999"} {
+		r.Response(200, s, true, time.Millisecond)
+	}
+	for i := range 17 {
+		r.Response(200, fmt.Sprint(i), i != 0, time.Millisecond)
+	}
+	// 0 to 16 each, and 2 as a failure (the junk) beside 2 the code, which also fails: 17.
+	if n := promtest.CollectAndCount(m.responses, "response_total"); n != 17 {
+		t.Errorf("response_total has %d series, want 17", n)
+	}
+	if v := promtest.ToFloat64(m.responses.WithLabelValues(append(r.values, "200", "2", "failure")...)); v != 20000+5+1 {
+		t.Errorf("grpc_status 2: %v responses, want the junk, the unknown codes and the 2", v)
+	}
+}
+
+// TestDirectionsBoundedApart: inbound clients choose authorities; once they fill the
+// inbound bound, outbound routes still get series of their own.
+func TestDirectionsBoundedApart(t *testing.T) {
+	m := New(nil)
+	m.maxRoutes = 3
+	for i := range 100 {
+		m.Route(Labels{Direction: "inbound", Authority: fmt.Sprintf("flood-%d:80", i), TLS: TLSNoIdentity})
+		m.TCP(Labels{Direction: "inbound", Authority: fmt.Sprintf("flood-%d:80", i), TLS: TLSNoIdentity})
+	}
+	l := Labels{Direction: "outbound", Authority: "web:80", TLS: TLSTrue, Dst: map[string]string{"pod": "web-0"}}
+	if got := m.Route(l).values[1]; got != "web:80" {
+		t.Errorf("an outbound route after an inbound flood reads %q", got)
+	}
+	if got := m.TCP(l).values[1]; got != "web:80" {
+		t.Errorf("an outbound connection after an inbound flood reads %q", got)
+	}
+}
+
+// fakeClock makes m read its time from the returned clock.
+func fakeClock(m *Metrics) *atomic.Int64 {
+	var c atomic.Int64
+	c.Store(time.Now().UnixNano())
+	m.now = c.Load
+	return &c
+}
+
+// TestIdleSeriesDropped: the series of a route or a kind of connection that nothing used
+// for RetainIdle are dropped when /metrics is read, as linkerd2-proxy drops them (pods come
+// and go: theirs would stay for the proxy's life); a kind of connection with one open stays.
+// A handle kept by its caller counts again when used, into series made anew.
+func TestIdleSeriesDropped(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := New(reg)
+	clock := fakeClock(m)
+	pod := func(name string) Labels {
+		return Labels{Direction: "outbound", Authority: "web:80", TLS: TLSTrue, Dst: map[string]string{"pod": name}}
+	}
+	gone, busy, closed := m.Route(pod("web-0")), m.TCP(pod("web-1")), m.TCP(pod("web-2"))
+	gone.Request()
+	gone.Response(200, "", false, time.Millisecond)
+	busy.Open()
+	closed.Open()
+	closed.Close(false)
+	count := func(name string) int {
+		t.Helper()
+		n, err := promtest.GatherAndCount(reg, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	clock.Add(int64(RetainIdle - time.Second))
+	if n := count("request_total"); n != 1 {
+		t.Fatalf("request_total: %d series before RetainIdle, want 1", n)
+	}
+	clock.Add(int64(2 * time.Second))
+	if n := count("request_total") + count("response_total") + count("response_latency_ms"); n != 0 {
+		t.Errorf("%d HTTP series left after RetainIdle idle, want 0", n)
+	}
+	if n := count("tcp_open_total"); n != 1 {
+		t.Errorf("tcp_open_total: %d series, want the open connection's alone", n)
+	}
+	if n := m.routes[1].n.Load() + m.conns[1].n.Load(); n != 1 {
+		t.Errorf("%d handles kept, want 1", n)
+	}
+	gone.Request()
+	if v := promtest.ToFloat64(m.requests.WithLabelValues(gone.values...)); v != 1 {
+		t.Errorf("a dropped route used again counts %v, want 1 (its series made anew)", v)
+	}
+	if got := m.Route(pod("web-0")); got != gone {
+		t.Error("a route used again is not the handle Route returns")
+	}
+	busy.Close(false)
+	clock.Add(int64(RetainIdle + time.Second))
+	if n := count("tcp_open_connections"); n != 0 {
+		t.Errorf("tcp_open_connections: %d series after the connection closed and RetainIdle passed", n)
+	}
+}
+
+// TestChurnKeepsOwnSeries: pods that come and go, one after the other, do not use up the
+// bound: each new one gets series of its own once the old ones are idle.
+func TestChurnKeepsOwnSeries(t *testing.T) {
+	m := New(nil)
+	m.maxRoutes = 8
+	clock := fakeClock(m)
+	for i := range 200 {
+		r := m.Route(Labels{Direction: "outbound", Authority: "web:80", TLS: TLSTrue, Dst: map[string]string{"pod": fmt.Sprintf("web-%d", i)}})
+		if r.values[1] != "web:80" {
+			t.Fatalf("pod %d reads authority %q: the bound was used up", i, r.values[1])
+		}
+		r.Request()
+		clock.Add(int64(RetainIdle / 4))
+	}
+}
+
+// TestHandleMadeWhileDropped: a caller kept a handle whose series were dropped, and another
+// asked for the same labels meanwhile: both count into one series, which one sweep drops.
+func TestHandleMadeWhileDropped(t *testing.T) {
+	m := New(nil)
+	clock := fakeClock(m)
+	l := Labels{Direction: "inbound", Authority: "web:80", TLS: TLSTrue}
+	kept, keptConn := m.Route(l), m.TCP(l)
+	clock.Add(int64(RetainIdle + time.Second))
+	m.sweep()
+	fresh, freshConn := m.Route(l), m.TCP(l)
+	if fresh == kept {
+		t.Fatal("the dropped handle was returned again")
+	}
+	kept.Request()
+	fresh.Request()
+	if v := promtest.ToFloat64(m.requests.WithLabelValues(kept.values...)); v != 2 {
+		t.Errorf("request_total %v, want 2 (both handles)", v)
+	}
+	keptConn.Open()
+	freshConn.Open()
+	keptConn.Close(false)
+	if v := promtest.ToFloat64(m.tcpOpenConns.WithLabelValues(kept.values...)); v != 1 {
+		t.Errorf("tcp_open_connections %v, want 1", v)
+	}
+	clock.Add(int64(RetainIdle + time.Second))
+	m.sweep()
+	if n := promtest.CollectAndCount(m.tcpOpenConns); n != 1 {
+		t.Errorf("the kind of connection with one open was dropped (%d series)", n)
+	}
+	if n := promtest.CollectAndCount(m.requests); n != 0 {
+		t.Errorf("request_total: %d series after both handles were idle, want 0", n)
+	}
+	freshConn.Close(false)
+	if v := promtest.ToFloat64(m.tcpOpenConns.WithLabelValues(kept.values...)); v != 0 {
+		t.Errorf("tcp_open_connections %v after every connection closed, want 0", v)
+	}
+}
+
+// TestSweepWhileCounting: sweeps that find everything idle, beside connections opened and
+// closed and requests counted through kept handles, lose no open connection: the gauge ends
+// at 0 (or dropped), never below, and never a series counted into after it was dropped.
+func TestSweepWhileCounting(t *testing.T) {
+	m := New(nil)
+	clock := fakeClock(m)
+	l := Labels{Direction: "outbound", Authority: "web:80", TLS: TLSTrue}
+	conn, route := m.TCP(l), m.Route(l)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-done:
+				return
+			default:
+				clock.Add(int64(RetainIdle))
+				m.sweep()
+			}
+		}
+	})
+	var users sync.WaitGroup
+	for range 4 {
+		users.Go(func() {
+			for range 2000 {
+				conn.Open()
+				route.Request()
+				m.Route(l).Request()
+				conn.Close(false)
+			}
+		})
+	}
+	users.Wait()
+	close(done)
+	wg.Wait()
+	if n := promtest.CollectAndCount(m.tcpOpenConns); n > 1 {
+		t.Fatalf("%d tcp_open_connections series for one kind of connection", n)
+	}
+	if n := promtest.CollectAndCount(m.tcpOpenConns); n == 1 {
+		if v := promtest.ToFloat64(m.tcpOpenConns.WithLabelValues(conn.values...)); v != 0 {
+			t.Errorf("tcp_open_connections %v after every connection closed, want 0", v)
+		}
+	}
+	route.Request()
+	if n := promtest.CollectAndCount(m.requests); n != 1 {
+		t.Errorf("%d request_total series for one route", n)
 	}
 }
