@@ -121,9 +121,9 @@ type handles[T evictable] struct {
 // evictable is a handle whose series sweep can drop.
 type evictable interface {
 	base() *entry
-	// drop deletes the handle's series if it has been idle since before, and says whether
-	// it did. Its caller holds entry.mu and has marked it evicted.
-	drop(before int64) bool
+	// drop deletes the handle's series, unless it is in use (a connection open), and says
+	// whether it did. Its caller holds entry.mu and has marked it evicted.
+	drop() bool
 }
 
 // entry is what every handle has for its eviction: a handle stays valid when its series are
@@ -131,35 +131,50 @@ type evictable interface {
 // handle of the same labels was made meanwhile (a caller asked for them while they were
 // dropped), the handle stands for that one from then on (its alias), so that one handle
 // alone counts into a series, and one sweep drops it.
+//
+// A use only marks the handle touched (no clock is read on the request path); each sweep
+// clears the mark and notes the time it saw one, so a handle is idle when no sweep has seen
+// it used for RetainIdle. /metrics being read is what sweeps, so the idle time is known to
+// within a scrape interval, and never short of RetainIdle.
 type entry struct {
 	key     string
 	dir     int
-	used    atomic.Int64 // Metrics.now() at the last use
+	touched atomic.Bool  // used since the last sweep
+	seen    atomic.Int64 // Metrics.now() when a sweep last found it touched (or it was made)
 	mu      sync.Mutex   // evictions and revivals of the handle
 	evicted atomic.Bool
 }
 
 func (e *entry) base() *entry { return e }
 
-// use records a use at now and reports whether the handle's series were dropped, in which
-// case the caller revives them before it counts. The order (the time stored, then evicted
-// read) pairs with evict's (evicted set, then the time read): a use that evict does not see
-// sees the eviction, so nothing is counted into a dropped series.
-func (e *entry) use(now int64) (revive bool) {
-	e.used.Store(now)
+// use marks the handle used and reports whether its series were dropped, in which case the
+// caller makes them again before it counts. The order (touched set, then evicted read)
+// pairs with evict's (evicted set, then touched read): a use that evict does not see sees
+// the eviction, so nothing is counted into a dropped series.
+func (e *entry) use() (revive bool) {
+	if !e.touched.Load() {
+		e.touched.Store(true)
+	}
 	return e.evicted.Load()
 }
 
-// evict drops h's series if it has not been used since before.
-func evict[T evictable](h T, before int64) bool {
+// evict drops h's series if no sweep has seen it used for RetainIdle, as of now.
+func evict[T evictable](h T, now int64) bool {
 	e := h.base()
+	if e.touched.Swap(false) {
+		e.seen.Store(now)
+		return false
+	}
+	if now-e.seen.Load() < int64(RetainIdle) {
+		return false
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.evicted.Load() {
 		return false
 	}
 	e.evicted.Store(true)
-	if e.used.Load() >= before || !h.drop(before) {
+	if e.touched.Load() || !h.drop() {
 		e.evicted.Store(false)
 		return false
 	}
@@ -191,7 +206,7 @@ func (h *handles[T]) get(m *Metrics, l Labels, mk func(Labels) T) T {
 func (h *handles[T]) add(m *Metrics, k string, v T) T {
 	e := v.base()
 	e.key = k
-	e.used.Store(m.now())
+	e.seen.Store(m.now())
 	got, loaded := h.m.LoadOrStore(k, v)
 	if !loaded {
 		h.n.Add(1)
@@ -199,10 +214,10 @@ func (h *handles[T]) add(m *Metrics, k string, v T) T {
 	return got.(T)
 }
 
-// sweep drops the handles idle since before.
-func (h *handles[T]) sweep(before int64) {
+// sweep drops the handles idle for RetainIdle as of now.
+func (h *handles[T]) sweep(now int64) {
 	h.m.Range(func(k, v any) bool {
-		if evict(v.(T), before) && h.m.CompareAndDelete(k, v) {
+		if evict(v.(T), now) && h.m.CompareAndDelete(k, v) {
 			h.n.Add(-1)
 		}
 		return true
@@ -213,15 +228,16 @@ func (h *handles[T]) sweep(before int64) {
 // nothing uses them: linkerd2-proxy's default (its LINKERD2_PROXY_METRICS_RETAIN_IDLE). So
 // the series of pods long gone, and of what clients sent once, do not stay for the proxy's
 // life, nor hold the places MaxRoutes bounds. A kind of connection with one open is never
-// idle. Series are dropped when /metrics is read, and when a new route meets the bound.
+// idle. Series are dropped when /metrics is read, and when a new route meets the bound; the
+// idle time is what those sweeps saw (see entry).
 const RetainIdle = 10 * time.Minute
 
 // sweep drops the series idle for RetainIdle.
 func (m *Metrics) sweep() {
-	before := m.now() - int64(RetainIdle)
+	now := m.now()
 	for d := range m.routes {
-		m.routes[d].sweep(before)
-		m.conns[d].sweep(before)
+		m.routes[d].sweep(now)
+		m.conns[d].sweep(now)
 	}
 }
 
@@ -357,7 +373,7 @@ func (r *Route) current() *routeSeries {
 			h = a
 			continue
 		}
-		if !h.use(h.m.now()) {
+		if !h.use() {
 			return h.series.Load()
 		}
 		h.mu.Lock()
@@ -375,7 +391,7 @@ func (r *Route) current() *routeSeries {
 	}
 }
 
-func (r *Route) drop(int64) bool {
+func (r *Route) drop() bool {
 	s := r.series.Load()
 	r.m.requests.DeleteLabelValues(r.values...)
 	s.mu.RLock()
@@ -503,7 +519,7 @@ func (t *TCP) current() (*TCP, *tcpSeries) {
 			h = a
 			continue
 		}
-		if !h.use(h.m.now()) {
+		if !h.use() {
 			return h, h.series.Load()
 		}
 		h.mu.Lock()
@@ -532,7 +548,7 @@ func (t *TCP) target() *TCP {
 	}
 }
 
-func (t *TCP) drop(int64) bool {
+func (t *TCP) drop() bool {
 	if t.open.Load() > 0 {
 		return false
 	}

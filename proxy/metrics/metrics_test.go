@@ -209,7 +209,7 @@ func TestIdleSeriesDropped(t *testing.T) {
 	busy.Open()
 	closed.Open()
 	closed.Close(false)
-	count := func(name string) int {
+	count := func(name string) int { // a scrape
 		t.Helper()
 		n, err := promtest.GatherAndCount(reg, name)
 		if err != nil {
@@ -217,6 +217,7 @@ func TestIdleSeriesDropped(t *testing.T) {
 		}
 		return n
 	}
+	count("request_total") // the scrape that sees them used
 	clock.Add(int64(RetainIdle - time.Second))
 	if n := count("request_total"); n != 1 {
 		t.Fatalf("request_total: %d series before RetainIdle, want 1", n)
@@ -239,6 +240,7 @@ func TestIdleSeriesDropped(t *testing.T) {
 		t.Error("a route used again is not the handle Route returns")
 	}
 	busy.Close(false)
+	count("tcp_open_connections")
 	clock.Add(int64(RetainIdle + time.Second))
 	if n := count("tcp_open_connections"); n != 0 {
 		t.Errorf("tcp_open_connections: %d series after the connection closed and RetainIdle passed", n)
@@ -258,6 +260,7 @@ func TestChurnKeepsOwnSeries(t *testing.T) {
 		}
 		r.Request()
 		clock.Add(int64(RetainIdle / 4))
+		m.sweep() // a scrape
 	}
 }
 
@@ -285,6 +288,7 @@ func TestHandleMadeWhileDropped(t *testing.T) {
 	if v := promtest.ToFloat64(m.tcpOpenConns.WithLabelValues(kept.values...)); v != 1 {
 		t.Errorf("tcp_open_connections %v, want 1", v)
 	}
+	m.sweep() // sees both used
 	clock.Add(int64(RetainIdle + time.Second))
 	m.sweep()
 	if n := promtest.CollectAndCount(m.tcpOpenConns); n != 1 {
