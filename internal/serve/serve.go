@@ -2,7 +2,6 @@ package serve
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -168,17 +167,13 @@ func (p *Process) Close() {
 // admin endpoints in one group. Listen must have succeeded.
 func (p *Process) Run(ctx context.Context) error {
 	if p.grpc != nil {
-		p.Group.Go("grpc", func(ctx context.Context) error { return grpcserver.Serve(ctx, p.grpc, p.lis, p.Grace) })
-	}
-	if p.localLis != nil {
-		// The same server on a second listener: the "grpc" component's graceful stop closes it,
-		// and Serve then returns.
-		p.Group.Go("grpc-local", func(context.Context) error {
-			if err := p.grpc.Serve(p.localLis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-				return fmt.Errorf("serve %s: %w", p.localLis.Addr(), err)
-			}
-			return nil
-		})
+		// The local listener, when there is one, is the same server's: one stop, or one
+		// listener failing, stops both.
+		var more []net.Listener
+		if p.localLis != nil {
+			more = append(more, p.localLis)
+		}
+		p.Group.Go("grpc", func(ctx context.Context) error { return grpcserver.Serve(ctx, p.grpc, p.lis, p.Grace, more...) })
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/", admin.NewHandler(p.Registry, admin.Options{Ready: p.Group.Ready, Warnings: p.Group.Warnings, Pprof: p.Pprof}))
