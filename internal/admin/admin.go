@@ -86,8 +86,10 @@ func readyErr(ready ReadyFunc) error {
 	return ready()
 }
 
-// Serve serves h on lis until ctx ends, then shuts down gracefully (bounded to 5s).
-// It returns nil after a shutdown caused by ctx, or the serve error otherwise.
+// Serve serves h on lis until ctx ends, then shuts down gracefully (bounded to 5s), and
+// then closes the connections still open, which cancels their requests' contexts (a
+// /debug/pprof/profile?seconds=30 in flight). It returns nil after a shutdown caused by ctx,
+// or the serve error otherwise.
 func Serve(ctx context.Context, lis net.Listener, h http.Handler) error {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
@@ -98,7 +100,9 @@ func Serve(ctx context.Context, lis net.Listener, h http.Handler) error {
 	case <-ctx.Done():
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_ = srv.Shutdown(sctx)
+		if srv.Shutdown(sctx) != nil {
+			_ = srv.Close()
+		}
 		if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
 			return err
 		}

@@ -110,3 +110,45 @@ func TestMetricsUncompressed(t *testing.T) {
 		t.Fatalf("/metrics: Content-Encoding %q, body %.64q", enc, b)
 	}
 }
+
+// TestServeEndsRequestsInFlight: a request still running when the 5 s shutdown bound is over
+// (a /debug/pprof/profile?seconds=30) has its connection closed and its context cancelled;
+// before, Serve returned and left it running, with no one to wait for it.
+func TestServeEndsRequestsInFlight(t *testing.T) {
+	lis := testutil.Listen(t)
+	entered, ended := make(chan struct{}), make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(entered)
+		select { // as pprof's profile runs: for its duration, unless the request ends
+		case <-r.Context().Done():
+		case <-time.After(2 * time.Minute):
+		}
+		close(ended)
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Serve(ctx, lis, h) }()
+	got := make(chan struct{})
+	go func() {
+		defer close(got)
+		if res, err := http.Get("http://" + lis.Addr().String() + "/"); err == nil {
+			res.Body.Close()
+		}
+	}()
+	<-entered
+	cancel()
+	for name, ch := range map[string]<-chan struct{}{"Serve to return": chanOf(done), "the handler to end": ended, "the client to have its answer": got} {
+		select {
+		case <-ch:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("waited 30s for %s", name)
+		}
+	}
+}
+
+// chanOf is closed once a value arrives on c.
+func chanOf(c <-chan error) <-chan struct{} {
+	out := make(chan struct{})
+	go func() { <-c; close(out) }()
+	return out
+}
