@@ -189,11 +189,32 @@ func (c *Client) Run(ctx context.Context) error {
 			c.log.Info("identity certified", zap.String("identity", c.cfg.Identity),
 				zap.Time("validUntil", crt.Leaf.NotAfter), zap.Duration("renewIn", wait))
 		}
-		t := time.NewTimer(wait)
+		if !sleepUntil(ctx, time.Now().Add(wait).Round(0), wallCheck, time.Now) {
+			return nil
+		}
+	}
+}
+
+// wallCheck is the longest sleepUntil waits before it reads the wall clock again.
+const wallCheck = time.Minute
+
+// sleepUntil waits until the wall clock (now) reaches deadline, or until ctx ends, when it
+// returns false. It waits in steps of at most step: Go's
+// timers count monotonic time, which stops while the host is suspended (a laptop asleep, a
+// paused VM), and a renewal due by the wall clock must not come hours after the certificate
+// expired.
+func sleepUntil(ctx context.Context, deadline time.Time, step time.Duration, now func() time.Time) bool {
+	deadline = deadline.Round(0) // compared by the wall clock, not the monotonic one
+	for {
+		d := deadline.Sub(now().Round(0))
+		if d <= 0 {
+			return ctx.Err() == nil
+		}
+		t := time.NewTimer(min(d, step))
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil
+			return false
 		case <-t.C:
 		}
 	}
