@@ -274,17 +274,27 @@ func (w *Watcher) recovered(key string) {
 	}
 }
 
-// subdirs lists the directories below root, skipping names that start with ".".
+// subdirs lists the directories below root, skipping names that start with ".". A root that
+// is a symbolic link (git-sync's /git/repo, a Secret volume's ..data) is listed through it:
+// WalkDir does not follow a link, not even its root. The paths are under root as given.
 func subdirs(root string) []string {
+	walk := root
+	if fi, err := os.Lstat(root); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		if target, err := filepath.EvalSymlinks(root); err == nil {
+			walk = target
+		}
+	}
 	var out []string
-	_ = filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
-		if err != nil || !e.IsDir() || p == root {
+	_ = filepath.WalkDir(walk, func(p string, e fs.DirEntry, err error) error {
+		if err != nil || !e.IsDir() || p == walk {
 			return nil
 		}
 		if strings.HasPrefix(e.Name(), ".") {
 			return fs.SkipDir
 		}
-		out = append(out, p)
+		if rel, err := filepath.Rel(walk, p); err == nil {
+			out = append(out, filepath.Join(root, rel))
+		}
 		return nil
 	})
 	return out

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -134,6 +135,38 @@ func TestRecursiveSeesNewSubdirectory(t *testing.T) {
 	// on that change, after which writes inside it are seen.
 	changedAfter(t, n, "the new subdirectory", func() {})
 	changedAfter(t, n, "a write in the subdirectory", func() { write(t, sub, time.Now().String()) })
+}
+
+// TestRecursiveThroughSymlinkedRoot: a root that is a symbolic link to a directory (git-sync's
+// /git/repo) has its subdirectories watched too, through the link; WalkDir does not follow
+// its root, so before, a write in a subdirectory was seen only by the poll. And after the link
+// moves to another directory (git-sync's next revision), that one's subdirectories are.
+func TestRecursiveThroughSymlinkedRoot(t *testing.T) {
+	base := t.TempDir()
+	for _, rev := range []string{"rev1", "rev2"} {
+		write(t, filepath.Join(base, rev, "team", "x.yaml"), rev)
+	}
+	link := filepath.Join(base, "repo")
+	if err := os.Symlink("rev1", link); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := subdirs(link), []string{filepath.Join(link, "team")}; !slices.Equal(got, want) {
+		t.Errorf("subdirs(link) = %q, want %q", got, want)
+	}
+	cfg := noPoll(link)
+	cfg.Recursive = true
+	n := start(t, cfg)
+	changedAfter(t, n, "the watch to work", func() { write(t, filepath.Join(link, "top.yaml"), time.Now().String()) })
+	changedAfter(t, n, "a write in a subdirectory through the link", func() { write(t, filepath.Join(link, "team", "x.yaml"), time.Now().String()) })
+	// git-sync's swap: a new link renamed over the old one.
+	if err := os.Symlink("rev2", filepath.Join(base, "repo.tmp")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(base, "repo.tmp"), link); err != nil {
+		t.Fatal(err)
+	}
+	changedAfter(t, n, "the swap", func() {})
+	changedAfter(t, n, "a write in the new revision's subdirectory", func() { write(t, filepath.Join(base, "rev2", "team", "x.yaml"), time.Now().String()) })
 }
 
 func TestMissingPathIsPolledUntilItAppears(t *testing.T) {
