@@ -15,10 +15,19 @@ import (
 )
 
 func main() {
+	os.Exit(signalled(func(ctx context.Context) error { return run(ctx, os.Args[1:], os.Stdout) }))
+}
+
+// signalled runs run until it returns and gives the process's exit status. The first SIGTERM
+// or interrupt ends run's context, and the proxy drains for its grace period; a second one,
+// no longer caught, ends the process at once, as it does `meridian`.
+func signalled(run func(context.Context) error) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdout)
+	unwatch := context.AfterFunc(ctx, stop)
+	err := run(ctx)
+	unwatch()
 	stop()
-	os.Exit(exitCode(err, os.Stderr))
+	return exitCode(err, os.Stderr)
 }
 
 // errUsage marks a command-line error.

@@ -1,16 +1,81 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/meridian-mesh/meridian/internal/testutil"
 )
 
-func TestMain(m *testing.M) { os.Exit(testutil.Main(m, nil)) }
+func TestMain(m *testing.M) {
+	if os.Getenv(drainTestEnv) != "" {
+		os.Exit(signalled(func(ctx context.Context) error {
+			fmt.Fprintln(os.Stderr, "running")
+			<-ctx.Done()
+			fmt.Fprintln(os.Stderr, "draining")
+			time.Sleep(2 * time.Minute) // a drain that the second signal must cut
+			return nil
+		}))
+	}
+	os.Exit(testutil.Main(m, nil))
+}
+
+// drainTestEnv, set, makes this test binary run signalled with a proxy stand-in that says
+// "running", and "draining" once its context ends, then drains for 2 minutes.
+const drainTestEnv = "MERIDIAN_PROXY_DRAIN_TEST"
+
+// TestSecondSignalEndsTheDrain: the first SIGTERM stops the proxy gracefully, which drains for
+// its grace period; a second one ends the process at once. It was caught and ignored until
+// the drain was over (the kubelet's SIGKILL, or a user's second Ctrl-C, ended it).
+func TestSecondSignalEndsTheDrain(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), drainTestEnv+"=1")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines, exited := make(chan string, 16), make(chan error, 1)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for sc := bufio.NewScanner(stderr); sc.Scan(); {
+			lines <- sc.Text()
+		}
+		exited <- cmd.Wait()
+	})
+	t.Cleanup(func() { _ = cmd.Process.Kill(); wg.Wait() })
+	for _, want := range []string{"running", "draining"} {
+		if line := testutil.Recv(t, lines, 30*time.Second, "the stand-in to say "+want); line != want {
+			t.Fatalf("stderr %q, want %q", line, want)
+		}
+		if want == "running" {
+			if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	testutil.Never(t, 300*time.Millisecond, "the process to exit while it drains", func() bool { return len(exited) > 0 })
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	err = testutil.Recv(t, exited, 30*time.Second, "the process to end after the second SIGTERM")
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != -1 {
+		t.Fatalf("the process ended with %v, want killed by the second SIGTERM", err)
+	}
+}
 
 // TestCommandLine: help exits 0 and lists the flags, a bad flag, flag value or argument is a
 // usage error (2), a missing setting is an error (1) that names the variable and its flag, as for
