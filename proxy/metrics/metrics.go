@@ -181,6 +181,52 @@ func evict[T evictable](h T, now int64) bool {
 	return true
 }
 
+// kept is what a handle that callers keep (Route, TCP) has besides its labels: the entry
+// sweeps read, its series S (made again after they were dropped), and the handle H it
+// stands for once another was made for its labels (its alias; see entry).
+type kept[H, S any] struct {
+	entry
+	series atomic.Pointer[S]
+	alias  atomic.Pointer[H]
+}
+
+// init sets up the kept part of h, a handle of direction dir with series s, and returns h.
+func (k *kept[H, S]) init(h *H, dir int, s *S) *H {
+	k.dir = dir
+	k.series.Store(s)
+	return h
+}
+
+// follow returns the handle h counts for and its series: the end of h's aliases, whose
+// series remake makes again if they were dropped. readd puts a handle whose series were
+// dropped back in its table and returns the one there: another, made meanwhile, becomes the
+// handle's alias.
+func follow[H, S any](h *H, k func(*H) *kept[H, S], readd func(*H) *H, remake func(*H) *S) (*H, *S) {
+	for {
+		kh := k(h)
+		if a := kh.alias.Load(); a != nil {
+			h = a
+			continue
+		}
+		if !kh.use() {
+			return h, kh.series.Load()
+		}
+		kh.mu.Lock()
+		if kh.evicted.Load() {
+			if got := readd(h); got != h {
+				kh.alias.Store(got)
+				kh.mu.Unlock()
+				h = got
+				continue
+			}
+			kh.series.Store(remake(h))
+			kh.evicted.Store(false)
+		}
+		kh.mu.Unlock()
+		return h, kh.series.Load()
+	}
+}
+
 // get returns the handle of l, made by mk on first use. l's labels are cleaned (clean), and
 // once max handles exist a new l counts as overflow(l), after m has dropped idle ones.
 func (h *handles[T]) get(m *Metrics, l Labels, mk func(Labels) T) T {
@@ -325,11 +371,9 @@ func (f families) Collect(ch chan<- prometheus.Metric) {
 
 // Route is the handle of one HTTP route's series (one Labels). Safe for concurrent use.
 type Route struct {
-	entry
+	kept[Route, routeSeries]
 	m      *Metrics
 	values []string
-	series atomic.Pointer[routeSeries] // replaced when the series are made again
-	alias  atomic.Pointer[Route]       // see entry
 }
 
 type routeSeries struct {
@@ -353,11 +397,10 @@ type response struct {
 // Route returns the handle of the route l, creating its series on first use. Its labels are
 // bounded as MaxAuthority and MaxRoutes say.
 func (m *Metrics) Route(l Labels) *Route {
-	return m.routes[direction(l.Direction)].get(m, l, func(l Labels) *Route {
+	d := direction(l.Direction)
+	return m.routes[d].get(m, l, func(l Labels) *Route {
 		r := &Route{m: m, values: l.values()}
-		r.dir = direction(l.Direction)
-		r.series.Store(r.newSeries())
-		return r
+		return r.init(r, d, r.newSeries())
 	})
 }
 
@@ -368,27 +411,12 @@ func (r *Route) newSeries() *routeSeries {
 // current returns the series r counts into: its own, made again if they were dropped, or
 // its alias's.
 func (r *Route) current() *routeSeries {
-	for h := r; ; {
-		if a := h.alias.Load(); a != nil {
-			h = a
-			continue
-		}
-		if !h.use() {
-			return h.series.Load()
-		}
-		h.mu.Lock()
-		if h.evicted.Load() {
-			if got := h.m.routes[h.dir].add(h.m, h.key, h); got != h {
-				h.alias.Store(got)
-				h.mu.Unlock()
-				continue
-			}
-			h.series.Store(h.newSeries())
-			h.evicted.Store(false)
-		}
-		h.mu.Unlock()
-		return h.series.Load()
+	if r.alias.Load() == nil && !r.use() { // the request path: neither dropped nor aliased
+		return r.series.Load()
 	}
+	_, s := follow(r, func(h *Route) *kept[Route, routeSeries] { return &h.kept },
+		func(h *Route) *Route { return h.m.routes[h.dir].add(h.m, h.key, h) }, (*Route).newSeries)
+	return s
 }
 
 func (r *Route) drop() bool {
@@ -472,12 +500,10 @@ func (r *Route) newResponse(s *routeSeries, k respKey) *response {
 // TCP is the handle of one kind of connection's series (one Labels). Safe for concurrent
 // use.
 type TCP struct {
-	entry
+	kept[TCP, tcpSeries]
 	m      *Metrics
 	values []string
 	open   atomic.Int64 // connections open through the handle: while any is, it is not idle
-	series atomic.Pointer[tcpSeries]
-	alias  atomic.Pointer[TCP] // see entry
 }
 
 type tcpSeries struct {
@@ -490,11 +516,10 @@ type tcpSeries struct {
 // TCP returns the handle of the connections l, creating their series on first use. Its
 // labels are bounded as Route's are.
 func (m *Metrics) TCP(l Labels) *TCP {
-	return m.conns[direction(l.Direction)].get(m, l, func(l Labels) *TCP {
+	d := direction(l.Direction)
+	return m.conns[d].get(m, l, func(l Labels) *TCP {
 		t := &TCP{m: m, values: l.values()}
-		t.dir = direction(l.Direction)
-		t.series.Store(t.newSeries())
-		return t
+		return t.init(t, d, t.newSeries())
 	})
 }
 
@@ -514,27 +539,11 @@ func (t *TCP) newSeries() *tcpSeries {
 // if they were dropped. A handle with a connection open is never dropped, so the handle a
 // connection's Open counted on is the one its Close finds.
 func (t *TCP) current() (*TCP, *tcpSeries) {
-	for h := t; ; {
-		if a := h.alias.Load(); a != nil {
-			h = a
-			continue
-		}
-		if !h.use() {
-			return h, h.series.Load()
-		}
-		h.mu.Lock()
-		if h.evicted.Load() {
-			if got := h.m.conns[h.dir].add(h.m, h.key, h); got != h {
-				h.alias.Store(got)
-				h.mu.Unlock()
-				continue
-			}
-			h.series.Store(h.newSeries())
-			h.evicted.Store(false)
-		}
-		h.mu.Unlock()
-		return h, h.series.Load()
+	if t.alias.Load() == nil && !t.use() {
+		return t, t.series.Load()
 	}
+	return follow(t, func(h *TCP) *kept[TCP, tcpSeries] { return &h.kept },
+		func(h *TCP) *TCP { return h.m.conns[h.dir].add(h.m, h.key, h) }, (*TCP).newSeries)
 }
 
 // target is the handle t stands for now: t, or the end of its aliases.
