@@ -119,8 +119,16 @@ func (a *accepted) closeAll() {
 }
 
 // isOpen reports whether c has not been closed: a closed connection's file descriptor can no
-// longer be reached. A connection that does not expose it counts as open.
+// longer be reached. A connection that wraps another (NetConn, as tls.Conn has) is asked
+// through it; one that exposes neither counts as open.
 func isOpen(c net.Conn) bool {
+	for {
+		w, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			break
+		}
+		c = w.NetConn()
+	}
 	sc, ok := c.(syscall.Conn)
 	if !ok {
 		return true

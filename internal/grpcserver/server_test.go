@@ -142,3 +142,47 @@ func TestTrackedConnectionsPruned(t *testing.T) {
 		t.Errorf("%d connections tracked after 500 were accepted and closed, want at most 64", len(a.conns))
 	}
 }
+
+// wrapped is a connection that wraps another, as the local listener's are.
+type wrapped struct{ net.Conn }
+
+func (w wrapped) NetConn() net.Conn { return w.Conn }
+
+type wrappingListener struct{ net.Listener }
+
+func (l wrappingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return wrapped{c}, nil
+}
+
+// TestWrappedConnectionsPruned: connections a listener wraps (the local listener marks its
+// own) are pruned too, read through NetConn; they counted as open for good.
+func TestWrappedConnectionsPruned(t *testing.T) {
+	var a accepted
+	lis := a.track(wrappingListener{testutil.Listen(t)})
+	defer lis.Close()
+	go func() {
+		for range 500 {
+			c, err := net.Dial("tcp", lis.Addr().String())
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	for range 500 {
+		c, err := lis.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.conns) > 64 {
+		t.Errorf("%d wrapped connections tracked after 500 were accepted and closed, want at most 64", len(a.conns))
+	}
+}

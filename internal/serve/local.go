@@ -47,6 +47,11 @@ func CheckLocalAddr(addr string) error {
 // localConn marks a connection accepted on the local listener.
 type localConn struct{ net.Conn }
 
+// NetConn returns the connection c wraps (grpcserver reads through it whether it is closed).
+func (c *localConn) NetConn() net.Conn { return c.Conn }
+
+var _ interface{ NetConn() net.Conn } = (*localConn)(nil)
+
 // localListener marks every connection it accepts as local.
 type localListener struct{ net.Listener }
 

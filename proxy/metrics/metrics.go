@@ -101,170 +101,122 @@ type Metrics struct {
 	tcpRead, tcpWrite   *prometheus.CounterVec
 	httpAllow, httpDeny *prometheus.CounterVec
 	tcpAllow, tcpDeny   *prometheus.CounterVec
-	// The handles of routes and of kinds of connection, by direction (inbound, outbound):
+	// The series of routes and of kinds of connection, by direction (inbound, outbound):
 	// each direction has its own bound, so that what inbound clients send cannot take the
 	// outbound series' places.
-	routes    [2]handles[*Route]
-	conns     [2]handles[*TCP]
+	routes    [2]table[*routeSeries]
+	conns     [2]table[*tcpSeries]
 	maxRoutes int64 // of routes, and of kinds of connection, per direction
 
 	now       func() int64 // the time in nanoseconds; tests replace it
 	lastSweep atomic.Int64 // when get last swept at the bound
 }
 
-// handles caches the handles of series by their labels (Labels.key()), and counts them.
-type handles[T evictable] struct {
+// table holds the live series of one family group by their labels (Labels.key()), and
+// counts them.
+type table[T evictable] struct {
 	m sync.Map // key -> T
 	n atomic.Int64
 }
 
-// evictable is a handle whose series sweep can drop.
+// evictable is a set of series (a routeSeries, a tcpSeries) that a sweep can drop.
 type evictable interface {
 	base() *entry
-	// drop deletes the handle's series, unless it is in use (a connection open), and says
-	// whether it did. Its caller holds entry.mu and has marked it evicted.
+	// drop deletes the series from their vectors, unless they are in use (a connection
+	// open), and says whether it did. Its caller holds entry.mu and has marked them dead.
 	drop() bool
 }
 
-// entry is what every handle has for its eviction: a handle stays valid when its series are
-// dropped, and its next use makes them again, so callers may keep handles. When another
-// handle of the same labels was made meanwhile (a caller asked for them while they were
-// dropped), the handle stands for that one from then on (its alias), so that one handle
-// alone counts into a series, and one sweep drops it.
+// entry is what every set of series has for its eviction. Callers keep handles (Route,
+// TCP), which point at a set of series; a set that a sweep drops is dead, and a handle that
+// finds its set dead asks the table for the live one of its labels (made anew, within the
+// bound). A table holds one live set a key, so every handle of a key counts into it.
 //
-// A use only marks the handle touched (no clock is read on the request path); each sweep
-// clears the mark and notes the time it saw one, so a handle is idle when no sweep has seen
-// it used for RetainIdle. /metrics being read is what sweeps, so the idle time is known to
-// within a scrape interval, and never short of RetainIdle.
+// A use only marks the set touched (no clock is read on the request path); each sweep clears
+// the mark and notes the time it saw one, so a set is idle when no sweep has seen it used for
+// RetainIdle. /metrics being read is what sweeps, so the idle time is known to within a
+// scrape interval, and never short of RetainIdle.
 type entry struct {
 	key     string
-	dir     int
 	touched atomic.Bool  // used since the last sweep
 	seen    atomic.Int64 // Metrics.now() when a sweep last found it touched (or it was made)
-	mu      sync.Mutex   // evictions and revivals of the handle
-	evicted atomic.Bool
+	mu      sync.Mutex   // held by the eviction, from marking it dead to leaving the table
+	dead    atomic.Bool
 }
 
 func (e *entry) base() *entry { return e }
 
-// use marks the handle used and reports whether its series were dropped, in which case the
-// caller makes them again before it counts. The order (touched set, then evicted read)
-// pairs with evict's (evicted set, then touched read): a use that evict does not see sees
-// the eviction, so nothing is counted into a dropped series.
-func (e *entry) use() (revive bool) {
+// use marks the set used and reports whether it is dead, in which case the caller counts
+// into the live set of its labels instead. The order (touched set, then dead read) pairs
+// with evict's (dead set, then touched read): a use that evict does not see sees the set
+// dead, so nothing is counted into series that were dropped.
+func (e *entry) use() (dead bool) {
 	if !e.touched.Load() {
 		e.touched.Store(true)
 	}
-	return e.evicted.Load()
+	return e.dead.Load()
 }
 
-// evict drops h's series if no sweep has seen it used for RetainIdle, as of now.
-func evict[T evictable](h T, now int64) bool {
-	e := h.base()
-	if e.touched.Swap(false) {
-		e.seen.Store(now)
-		return false
-	}
-	if now-e.seen.Load() < int64(RetainIdle) {
-		return false
+// alive reports whether e is not dead, waiting for an eviction under way to end (after it,
+// a dead set has left its table).
+func (e *entry) alive() bool {
+	if !e.dead.Load() {
+		return true
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.evicted.Load() {
-		return false
-	}
-	e.evicted.Store(true)
-	if e.touched.Load() || !h.drop() {
-		e.evicted.Store(false)
-		return false
-	}
-	return true
+	return !e.dead.Load()
 }
 
-// kept is what a handle that callers keep (Route, TCP) has besides its labels: the entry
-// sweeps read, its series S (made again after they were dropped), and the handle H it
-// stands for once another was made for its labels (its alias; see entry).
-type kept[H, S any] struct {
-	entry
-	series atomic.Pointer[S]
-	alias  atomic.Pointer[H]
-}
-
-// init sets up the kept part of h, a handle of direction dir with series s, and returns h.
-func (k *kept[H, S]) init(h *H, dir int, s *S) *H {
-	k.dir = dir
-	k.series.Store(s)
-	return h
-}
-
-// follow returns the handle h counts for and its series: the end of h's aliases, whose
-// series remake makes again if they were dropped. readd puts a handle whose series were
-// dropped back in its table and returns the one there: another, made meanwhile, becomes the
-// handle's alias.
-func follow[H, S any](h *H, k func(*H) *kept[H, S], readd func(*H) *H, remake func(*H) *S) (*H, *S) {
+// get returns the live series of l (cleaned), made by mk on first use. Once max sets exist
+// a new l counts as overflow(l), after m has dropped idle ones.
+func (t *table[T]) get(m *Metrics, l Labels, mk func(Labels) T) T {
+	k := l.key()
 	for {
-		kh := k(h)
-		if a := kh.alias.Load(); a != nil {
-			h = a
-			continue
+		if v, ok := t.m.Load(k); ok {
+			if s := v.(T); s.base().alive() {
+				return s
+			}
+			continue // evicted: gone from the table now
 		}
-		if !kh.use() {
-			return h, kh.series.Load()
-		}
-		kh.mu.Lock()
-		if kh.evicted.Load() {
-			if got := readd(h); got != h {
-				kh.alias.Store(got)
-				kh.mu.Unlock()
-				h = got
+		if t.n.Load() >= m.maxRoutes && (l.Authority != AuthorityOther || l.Dst != nil) {
+			m.sweepAtBound()
+			if t.n.Load() >= m.maxRoutes {
+				l = overflow(l)
+				k = l.key()
 				continue
 			}
-			kh.series.Store(remake(h))
-			kh.evicted.Store(false)
 		}
-		kh.mu.Unlock()
-		return h, kh.series.Load()
+		s := mk(l)
+		e := s.base()
+		e.key = k
+		e.seen.Store(m.now())
+		if _, loaded := t.m.LoadOrStore(k, s); !loaded {
+			t.n.Add(1)
+			return s
+		}
 	}
 }
 
-// get returns the handle of l, made by mk on first use. l's labels are cleaned (clean), and
-// once max handles exist a new l counts as overflow(l), after m has dropped idle ones.
-func (h *handles[T]) get(m *Metrics, l Labels, mk func(Labels) T) T {
-	l = l.clean()
-	k := l.key()
-	if v, ok := h.m.Load(k); ok {
-		return v.(T)
-	}
-	if h.n.Load() >= m.maxRoutes && (l.Authority != AuthorityOther || l.Dst != nil) {
-		m.sweepAtBound()
-		if h.n.Load() >= m.maxRoutes {
-			l = overflow(l)
-			k = l.key()
-			if v, ok := h.m.Load(k); ok {
-				return v.(T)
+// sweep drops the sets no sweep has seen used for RetainIdle, as of now.
+func (t *table[T]) sweep(now int64) {
+	t.m.Range(func(k, v any) bool {
+		s := v.(T)
+		e := s.base()
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		switch {
+		case e.dead.Load():
+		case e.touched.Swap(false):
+			e.seen.Store(now)
+		case now-e.seen.Load() < int64(RetainIdle):
+		default:
+			e.dead.Store(true)
+			if e.touched.Load() || !s.drop() {
+				e.dead.Store(false)
+			} else if t.m.CompareAndDelete(k, v) {
+				t.n.Add(-1)
 			}
-		}
-	}
-	return h.add(m, k, mk(l))
-}
-
-// add stores v under k unless a handle is there already, which it returns instead.
-func (h *handles[T]) add(m *Metrics, k string, v T) T {
-	e := v.base()
-	e.key = k
-	e.seen.Store(m.now())
-	got, loaded := h.m.LoadOrStore(k, v)
-	if !loaded {
-		h.n.Add(1)
-	}
-	return got.(T)
-}
-
-// sweep drops the handles idle for RetainIdle as of now.
-func (h *handles[T]) sweep(now int64) {
-	h.m.Range(func(k, v any) bool {
-		if evict(v.(T), now) && h.m.CompareAndDelete(k, v) {
-			h.n.Add(-1)
 		}
 		return true
 	})
@@ -369,14 +321,20 @@ func (f families) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// Route is the handle of one HTTP route's series (one Labels). Safe for concurrent use.
+// Route is the handle of one HTTP route's series (one Labels). Safe for concurrent use, and
+// valid for as long as a caller keeps it.
 type Route struct {
-	kept[Route, routeSeries]
-	m      *Metrics
-	values []string
+	m   *Metrics
+	l   Labels // cleaned
+	cur atomic.Pointer[routeSeries]
 }
 
+// routeSeries are the series of a route while they live (see entry).
 type routeSeries struct {
+	entry
+	m        *Metrics
+	values   []string
+	handle   *Route // what Route returns for them
 	requests prometheus.Counter
 
 	mu        sync.RWMutex
@@ -397,37 +355,37 @@ type response struct {
 // Route returns the handle of the route l, creating its series on first use. Its labels are
 // bounded as MaxAuthority and MaxRoutes say.
 func (m *Metrics) Route(l Labels) *Route {
-	d := direction(l.Direction)
-	return m.routes[d].get(m, l, func(l Labels) *Route {
-		r := &Route{m: m, values: l.values()}
-		return r.init(r, d, r.newSeries())
-	})
+	l = l.clean()
+	return m.routes[direction(l.Direction)].get(m, l, m.newRoute).handle
 }
 
-func (r *Route) newSeries() *routeSeries {
-	return &routeSeries{requests: r.m.requests.WithLabelValues(r.values...), responses: map[respKey]*response{}}
-}
-
-// current returns the series r counts into: its own, made again if they were dropped, or
-// its alias's.
-func (r *Route) current() *routeSeries {
-	if r.alias.Load() == nil && !r.use() { // the request path: neither dropped nor aliased
-		return r.series.Load()
-	}
-	_, s := follow(r, func(h *Route) *kept[Route, routeSeries] { return &h.kept },
-		func(h *Route) *Route { return h.m.routes[h.dir].add(h.m, h.key, h) }, (*Route).newSeries)
+func (m *Metrics) newRoute(l Labels) *routeSeries {
+	v := l.values()
+	s := &routeSeries{m: m, values: v, requests: m.requests.WithLabelValues(v...), responses: map[respKey]*response{}}
+	s.handle = &Route{m: m, l: l}
+	s.handle.cur.Store(s)
 	return s
 }
 
-func (r *Route) drop() bool {
-	s := r.series.Load()
-	r.m.requests.DeleteLabelValues(r.values...)
+// current returns the live series r counts into, those of its labels made anew (or, past the
+// bound, the overflow's) when its own were dropped.
+func (r *Route) current() *routeSeries {
+	s := r.cur.Load()
+	for s.use() {
+		s = r.m.routes[direction(r.l.Direction)].get(r.m, r.l, r.m.newRoute)
+		r.cur.Store(s)
+	}
+	return s
+}
+
+func (s *routeSeries) drop() bool {
+	s.m.requests.DeleteLabelValues(s.values...)
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	for k := range s.responses {
 		code, class := k.labels()
-		r.m.responses.DeleteLabelValues(append(append([]string{}, r.values...), code, k.grpc, class)...)
-		r.m.latency.DeleteLabelValues(append(append([]string{}, r.values...), code)...)
+		s.m.responses.DeleteLabelValues(append(append([]string{}, s.values...), code, k.grpc, class)...)
+		s.m.latency.DeleteLabelValues(append(append([]string{}, s.values...), code)...)
 	}
 	return true
 }
@@ -453,7 +411,7 @@ func (r *Route) Response(status int, grpcStatus string, failed bool, latency tim
 	resp := s.responses[k]
 	s.mu.RUnlock()
 	if resp == nil {
-		resp = r.newResponse(s, k)
+		resp = s.newResponse(k)
 	}
 	resp.total.Inc()
 	resp.latency.Observe(float64(latency) / float64(time.Millisecond))
@@ -482,7 +440,7 @@ func (k respKey) labels() (code, class string) {
 	return code, class
 }
 
-func (r *Route) newResponse(s *routeSeries, k respKey) *response {
+func (s *routeSeries) newResponse(k respKey) *response {
 	code, class := k.labels()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -490,24 +448,30 @@ func (r *Route) newResponse(s *routeSeries, k respKey) *response {
 		return resp
 	}
 	resp := &response{
-		total:   r.m.responses.WithLabelValues(append(append([]string{}, r.values...), code, k.grpc, class)...),
-		latency: r.m.latency.WithLabelValues(append(append([]string{}, r.values...), code)...),
+		total:   s.m.responses.WithLabelValues(append(append([]string{}, s.values...), code, k.grpc, class)...),
+		latency: s.m.latency.WithLabelValues(append(append([]string{}, s.values...), code)...),
 	}
 	s.responses[k] = resp
 	return resp
 }
 
 // TCP is the handle of one kind of connection's series (one Labels). Safe for concurrent
-// use.
+// use, and valid for as long as a caller keeps it.
 type TCP struct {
-	kept[TCP, tcpSeries]
-	m      *Metrics
-	values []string
-	open   atomic.Int64 // connections open through the handle: while any is, it is not idle
+	m   *Metrics
+	l   Labels // cleaned
+	cur atomic.Pointer[tcpSeries]
 }
 
+// tcpSeries are the series of a kind of connection while they live (see entry).
 type tcpSeries struct {
-	open                  prometheus.Counter
+	entry
+	m      *Metrics
+	values []string
+	handle *TCP         // what TCP returns for them
+	open   atomic.Int64 // connections open: while any is, they are not dropped
+
+	opened                prometheus.Counter
 	openConns             prometheus.Gauge
 	read, written         prometheus.Counter
 	closedOK, closedError prometheus.Counter
@@ -516,52 +480,41 @@ type tcpSeries struct {
 // TCP returns the handle of the connections l, creating their series on first use. Its
 // labels are bounded as Route's are.
 func (m *Metrics) TCP(l Labels) *TCP {
-	d := direction(l.Direction)
-	return m.conns[d].get(m, l, func(l Labels) *TCP {
-		t := &TCP{m: m, values: l.values()}
-		return t.init(t, d, t.newSeries())
-	})
+	l = l.clean()
+	return m.conns[direction(l.Direction)].get(m, l, m.newTCP).handle
 }
 
-func (t *TCP) newSeries() *tcpSeries {
-	v, m := t.values, t.m
-	return &tcpSeries{
-		open:        m.tcpOpen.WithLabelValues(v...),
+func (m *Metrics) newTCP(l Labels) *tcpSeries {
+	v := l.values()
+	s := &tcpSeries{
+		m: m, values: v,
+		opened:      m.tcpOpen.WithLabelValues(v...),
 		openConns:   m.tcpOpenConns.WithLabelValues(v...),
 		read:        m.tcpRead.WithLabelValues(v...),
 		written:     m.tcpWrite.WithLabelValues(v...),
 		closedOK:    m.tcpClose.WithLabelValues(append(append([]string{}, v...), "success")...),
 		closedError: m.tcpClose.WithLabelValues(append(append([]string{}, v...), "failure")...),
 	}
+	s.handle = &TCP{m: m, l: l}
+	s.handle.cur.Store(s)
+	return s
 }
 
-// current returns the handle that counts for t (t, or its alias) and its series, made again
-// if they were dropped. A handle with a connection open is never dropped, so the handle a
-// connection's Open counted on is the one its Close finds.
-func (t *TCP) current() (*TCP, *tcpSeries) {
-	if t.alias.Load() == nil && !t.use() {
-		return t, t.series.Load()
+// current returns the live series t counts into, as Route's does.
+func (t *TCP) current() *tcpSeries {
+	s := t.cur.Load()
+	for s.use() {
+		s = t.m.conns[direction(t.l.Direction)].get(t.m, t.l, t.m.newTCP)
+		t.cur.Store(s)
 	}
-	return follow(t, func(h *TCP) *kept[TCP, tcpSeries] { return &h.kept },
-		func(h *TCP) *TCP { return h.m.conns[h.dir].add(h.m, h.key, h) }, (*TCP).newSeries)
+	return s
 }
 
-// target is the handle t stands for now: t, or the end of its aliases.
-func (t *TCP) target() *TCP {
-	for {
-		a := t.alias.Load()
-		if a == nil {
-			return t
-		}
-		t = a
-	}
-}
-
-func (t *TCP) drop() bool {
-	if t.open.Load() > 0 {
+func (s *tcpSeries) drop() bool {
+	if s.open.Load() > 0 {
 		return false
 	}
-	v, m := t.values, t.m
+	v, m := s.values, s.m
 	for _, vec := range []*prometheus.CounterVec{m.tcpOpen, m.tcpRead, m.tcpWrite} {
 		vec.DeleteLabelValues(v...)
 	}
@@ -572,45 +525,40 @@ func (t *TCP) drop() bool {
 	return true
 }
 
-// Open counts a connection opened.
+// Open counts a connection opened; Close must be called on the same handle when it ends.
 func (t *TCP) Open() {
+	// The connection is counted open on the series before they are used, so that no sweep
+	// drops them from then on (drop sees it, or the use sees them dead and tries the next).
+	s := t.cur.Load()
 	for {
-		// The connection is counted open on its handle before the handle is used, so that
-		// no sweep drops it from then on (drop sees it, or the use is seen).
-		h := t.target()
-		h.open.Add(1)
-		got, s := h.current()
-		if got == h {
-			s.open.Inc()
-			s.openConns.Inc()
-			return
+		s.open.Add(1)
+		if !s.use() {
+			break
 		}
-		h.open.Add(-1) // h became an alias meanwhile: count on its target
+		s.open.Add(-1)
+		s = t.m.conns[direction(t.l.Direction)].get(t.m, t.l, t.m.newTCP)
+		t.cur.Store(s)
 	}
+	s.opened.Inc()
+	s.openConns.Inc()
 }
 
 // Read and Wrote count bytes read from and written to the peer; call them as data flows
 // (per copy chunk) so that long connections show their traffic.
-func (t *TCP) Read(n int64) {
-	_, s := t.current()
-	s.read.Add(float64(n))
-}
+func (t *TCP) Read(n int64)  { t.current().read.Add(float64(n)) }
+func (t *TCP) Wrote(n int64) { t.current().written.Add(float64(n)) }
 
-func (t *TCP) Wrote(n int64) {
-	_, s := t.current()
-	s.written.Add(float64(n))
-}
-
-// Close counts a connection closed, failed when it ended with an error.
+// Close counts a connection closed, failed when it ended with an error. The series its Open
+// counted on are still t's: series with a connection open are never dropped.
 func (t *TCP) Close(failed bool) {
-	h, s := t.current()
+	s := t.current()
 	s.openConns.Dec()
 	if failed {
 		s.closedError.Inc()
 	} else {
 		s.closedOK.Inc()
 	}
-	h.open.Add(-1)
+	s.open.Add(-1)
 }
 
 // Authz are the labels of an authorization decision.

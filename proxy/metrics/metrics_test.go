@@ -80,7 +80,7 @@ func TestAuthorityBounded(t *testing.T) {
 	m := New(nil)
 	m.maxRoutes = 3
 	route := func(authority string) string {
-		return m.Route(Labels{Direction: "inbound", Authority: authority, TLS: TLSNoIdentity}).values[1]
+		return m.Route(Labels{Direction: "inbound", Authority: authority, TLS: TLSNoIdentity}).cur.Load().values[1]
 	}
 	if got := route(strings.Repeat("h", 16<<10)); got != AuthorityInvalid {
 		t.Errorf("a 16 KiB authority reads %.40q, want %q", got, AuthorityInvalid)
@@ -122,8 +122,8 @@ func TestLabelsNotUTF8(t *testing.T) {
 	l := Labels{Direction: "inbound", Authority: "web\xff:80", TLS: TLSTrue, ClientID: "c\xfe", SrvName: "s\xff",
 		Dst: map[string]string{"pod": "web-\xff", "namespace": "shop"}}
 	r := m.Route(l)
-	if r.values[1] != AuthorityInvalid || r.values[3] != AuthorityInvalid || r.values[5] != AuthorityInvalid {
-		t.Errorf("labels %q, want authority, client_id and srv_name %q", r.values, AuthorityInvalid)
+	if v := r.cur.Load().values; v[1] != AuthorityInvalid || v[3] != AuthorityInvalid || v[5] != AuthorityInvalid {
+		t.Errorf("labels %q, want authority, client_id and srv_name %q", v, AuthorityInvalid)
 	}
 	if l.Dst["pod"] != "web-\xff" {
 		t.Error("the caller's Dst map was changed")
@@ -138,7 +138,7 @@ func TestLabelsNotUTF8(t *testing.T) {
 	if _, err := reg.Gather(); err != nil {
 		t.Fatal(err)
 	}
-	if v := promtest.ToFloat64(m.responses.WithLabelValues(append(r.values, "200", "2", "failure")...)); v != 1 {
+	if v := promtest.ToFloat64(m.responses.WithLabelValues(append(r.cur.Load().values, "200", "2", "failure")...)); v != 1 {
 		t.Errorf("a grpc-status that is not UTF-8 did not count as 2 (UNKNOWN): %v", v)
 	}
 }
@@ -161,7 +161,7 @@ func TestGRPCStatusBounded(t *testing.T) {
 	if n := promtest.CollectAndCount(m.responses, "response_total"); n != 17 {
 		t.Errorf("response_total has %d series, want 17", n)
 	}
-	if v := promtest.ToFloat64(m.responses.WithLabelValues(append(r.values, "200", "2", "failure")...)); v != 20000+5+1 {
+	if v := promtest.ToFloat64(m.responses.WithLabelValues(append(r.cur.Load().values, "200", "2", "failure")...)); v != 20000+5+1 {
 		t.Errorf("grpc_status 2: %v responses, want the junk, the unknown codes and the 2", v)
 	}
 }
@@ -176,10 +176,10 @@ func TestDirectionsBoundedApart(t *testing.T) {
 		m.TCP(Labels{Direction: "inbound", Authority: fmt.Sprintf("flood-%d:80", i), TLS: TLSNoIdentity})
 	}
 	l := Labels{Direction: "outbound", Authority: "web:80", TLS: TLSTrue, Dst: map[string]string{"pod": "web-0"}}
-	if got := m.Route(l).values[1]; got != "web:80" {
+	if got := m.Route(l).cur.Load().values[1]; got != "web:80" {
 		t.Errorf("an outbound route after an inbound flood reads %q", got)
 	}
-	if got := m.TCP(l).values[1]; got != "web:80" {
+	if got := m.TCP(l).cur.Load().values[1]; got != "web:80" {
 		t.Errorf("an outbound connection after an inbound flood reads %q", got)
 	}
 }
@@ -233,11 +233,11 @@ func TestIdleSeriesDropped(t *testing.T) {
 		t.Errorf("%d handles kept, want 1", n)
 	}
 	gone.Request()
-	if v := promtest.ToFloat64(m.requests.WithLabelValues(gone.values...)); v != 1 {
+	if v := promtest.ToFloat64(m.requests.WithLabelValues(gone.cur.Load().values...)); v != 1 {
 		t.Errorf("a dropped route used again counts %v, want 1 (its series made anew)", v)
 	}
-	if got := m.Route(pod("web-0")); got != gone {
-		t.Error("a route used again is not the handle Route returns")
+	if got := m.Route(pod("web-0")); got.cur.Load() != gone.cur.Load() {
+		t.Error("a route used again does not count into the series Route gives its labels")
 	}
 	busy.Close(false)
 	count("tcp_open_connections")
@@ -255,8 +255,8 @@ func TestChurnKeepsOwnSeries(t *testing.T) {
 	clock := fakeClock(m)
 	for i := range 200 {
 		r := m.Route(Labels{Direction: "outbound", Authority: "web:80", TLS: TLSTrue, Dst: map[string]string{"pod": fmt.Sprintf("web-%d", i)}})
-		if r.values[1] != "web:80" {
-			t.Fatalf("pod %d reads authority %q: the bound was used up", i, r.values[1])
+		if r.cur.Load().values[1] != "web:80" {
+			t.Fatalf("pod %d reads authority %q: the bound was used up", i, r.cur.Load().values[1])
 		}
 		r.Request()
 		clock.Add(int64(RetainIdle / 4))
@@ -265,7 +265,8 @@ func TestChurnKeepsOwnSeries(t *testing.T) {
 }
 
 // TestHandleMadeWhileDropped: a caller kept a handle whose series were dropped, and another
-// asked for the same labels meanwhile: both count into one series, which one sweep drops.
+// asked for the same labels meanwhile: both count into one set of series, which one sweep
+// drops.
 func TestHandleMadeWhileDropped(t *testing.T) {
 	m := New(nil)
 	clock := fakeClock(m)
@@ -274,18 +275,18 @@ func TestHandleMadeWhileDropped(t *testing.T) {
 	clock.Add(int64(RetainIdle + time.Second))
 	m.sweep()
 	fresh, freshConn := m.Route(l), m.TCP(l)
-	if fresh == kept {
-		t.Fatal("the dropped handle was returned again")
+	if fresh == kept || fresh.cur.Load() == kept.cur.Load() {
+		t.Fatal("the dropped series were returned again")
 	}
 	kept.Request()
 	fresh.Request()
-	if v := promtest.ToFloat64(m.requests.WithLabelValues(kept.values...)); v != 2 {
+	if v := promtest.ToFloat64(m.requests.WithLabelValues(kept.cur.Load().values...)); v != 2 {
 		t.Errorf("request_total %v, want 2 (both handles)", v)
 	}
 	keptConn.Open()
 	freshConn.Open()
 	keptConn.Close(false)
-	if v := promtest.ToFloat64(m.tcpOpenConns.WithLabelValues(kept.values...)); v != 1 {
+	if v := promtest.ToFloat64(m.tcpOpenConns.WithLabelValues(kept.cur.Load().values...)); v != 1 {
 		t.Errorf("tcp_open_connections %v, want 1", v)
 	}
 	m.sweep() // sees both used
@@ -298,7 +299,7 @@ func TestHandleMadeWhileDropped(t *testing.T) {
 		t.Errorf("request_total: %d series after both handles were idle, want 0", n)
 	}
 	freshConn.Close(false)
-	if v := promtest.ToFloat64(m.tcpOpenConns.WithLabelValues(kept.values...)); v != 0 {
+	if v := promtest.ToFloat64(m.tcpOpenConns.WithLabelValues(kept.cur.Load().values...)); v != 0 {
 		t.Errorf("tcp_open_connections %v after every connection closed, want 0", v)
 	}
 }
@@ -342,12 +343,101 @@ func TestSweepWhileCounting(t *testing.T) {
 		t.Fatalf("%d tcp_open_connections series for one kind of connection", n)
 	}
 	if n := promtest.CollectAndCount(m.tcpOpenConns); n == 1 {
-		if v := promtest.ToFloat64(m.tcpOpenConns.WithLabelValues(conn.values...)); v != 0 {
+		if v := promtest.ToFloat64(m.tcpOpenConns.WithLabelValues(conn.cur.Load().values...)); v != 0 {
 			t.Errorf("tcp_open_connections %v after every connection closed, want 0", v)
 		}
 	}
 	route.Request()
 	if n := promtest.CollectAndCount(m.requests); n != 1 {
 		t.Errorf("%d request_total series for one route", n)
+	}
+}
+
+// TestKeptHandlesWithinTheBound: handles that callers keep (a connection's memo of the Host
+// it sent) count, once their series were dropped, into series made within the bound: past
+// it, into the overflow's. Revival must not grow the series beyond MaxRoutes.
+func TestKeptHandlesWithinTheBound(t *testing.T) {
+	m := New(nil)
+	m.maxRoutes = 3
+	clock := fakeClock(m)
+	var kept []*Route
+	for cycle := range 4 {
+		for i := range 3 {
+			kept = append(kept, m.Route(Labels{Direction: "inbound", Authority: fmt.Sprintf("c%d-%d:80", cycle, i), TLS: TLSNoIdentity}))
+		}
+		clock.Add(int64(RetainIdle + time.Second))
+		m.sweep()
+	}
+	for _, r := range kept {
+		r.Request()
+	}
+	if n := m.routes[0].n.Load(); n > 4 {
+		t.Errorf("%d inbound routes with series, the bound is 3 and the overflow's", n)
+	}
+	if n := promtest.CollectAndCount(m.requests); n > 4 {
+		t.Errorf("%d request_total series, the bound is 3 and the overflow's", n)
+	}
+}
+
+// TestKeptHandleAcrossManyDrops: a handle kept across many idle cycles, beside new handles
+// of its labels, points at the live series directly (no chain through the handles made
+// meanwhile), and counts there.
+func TestKeptHandleAcrossManyDrops(t *testing.T) {
+	m := New(nil)
+	clock := fakeClock(m)
+	l := Labels{Direction: "outbound", Authority: "web:80", TLS: TLSTrue}
+	kept := m.Route(l)
+	for range 1000 {
+		m.sweep() // a scrape sees it used
+		clock.Add(int64(RetainIdle + time.Second))
+		m.sweep() // idle: dropped
+		m.Route(l).Request()
+		kept.Request()
+	}
+	if kept.cur.Load() != m.Route(l).cur.Load() {
+		t.Error("the kept handle does not count into the live series of its labels")
+	}
+	if v := promtest.ToFloat64(m.requests.WithLabelValues(kept.cur.Load().values...)); v != 2 {
+		t.Errorf("request_total %v since the last drop, want 2", v)
+	}
+}
+
+// TestNoLiveSeriesLeftBehind: sweeps that find a route idle, beside goroutines using a kept
+// handle, never leave a live set of series out of the table (where no sweep or Route would
+// find it again, and a later drop of the table's set would delete its series under it).
+func TestNoLiveSeriesLeftBehind(t *testing.T) {
+	for iter := range 100 {
+		m := New(nil)
+		clock := fakeClock(m)
+		l := Labels{Direction: "outbound", Authority: "web:80", TLS: TLSTrue}
+		route := m.Route(l)
+		done := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			for {
+				select {
+				case <-done:
+					return
+				default:
+					clock.Add(int64(RetainIdle))
+					m.sweep()
+				}
+			}
+		})
+		var users sync.WaitGroup
+		for range 2 {
+			users.Go(func() {
+				for range 2000 {
+					route.Request()
+				}
+			})
+		}
+		users.Wait()
+		close(done)
+		wg.Wait()
+		s := route.cur.Load()
+		if v, ok := m.routes[1].m.Load(s.key); !s.dead.Load() && (!ok || v != s) {
+			t.Fatalf("iteration %d: the kept route's series are live but not in the table", iter)
+		}
 	}
 }
