@@ -90,7 +90,7 @@ func runBench(ctx context.Context, args []string) error {
 	if *compare != "" {
 		var err error
 		if cfg.Shards, err = parseShardList(*compare); err != nil {
-			return err
+			return usageError(err)
 		}
 	}
 	var err error

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/metadata"
 
 	"github.com/meridian-mesh/meridian/internal/kube"
+	"github.com/meridian-mesh/meridian/internal/quote"
 	"github.com/meridian-mesh/meridian/ring"
 	"github.com/meridian-mesh/meridian/ring/gossipkey"
 	"github.com/meridian-mesh/meridian/shard"
@@ -93,6 +94,9 @@ func (f *destinationFlags) parse(name string, args []string) error {
 
 // check validates the parsed flags' values and fills what they imply.
 func (f *destinationFlags) check() error {
+	if _, _, err := sourceSpec(f.src, sourceKinds); err != nil {
+		return err
+	}
 	if err := f.tls.resolve(f.cfg.Translator.ControlPlaneNamespace, f.cfg.Translator.TrustDomain); err != nil {
 		return err
 	}
@@ -146,10 +150,29 @@ func (f *destinationFlags) checkGossipKeys() error {
 var sourceKinds = map[string]func(arg string, log *zap.Logger) (source.Source, error){}
 
 // newSource builds the discovery source named by spec.
-func newSource(spec, kubeconfig string, reg prometheus.Registerer, log *zap.Logger) (source.Source, error) {
-	kind, arg, _ := strings.Cut(spec, ":")
+// sourceSpec splits a --source value into its kind and argument: kubernetes, dir:PATH, or
+// KIND:ARG for a kind of other (nil for none), and refuses anything else.
+func sourceSpec[F any](spec string, other map[string]F) (kind, arg string, err error) {
+	kind, arg, hasArg := strings.Cut(spec, ":")
+	_, known := other[kind]
 	switch {
 	case spec == "kubernetes":
+		return spec, "", nil
+	case kind == "dir" && arg == "":
+		return "", "", fmt.Errorf("--source dir: needs a path, as in dir:deploy/examples")
+	case kind == "dir", known && hasArg:
+		return kind, arg, nil
+	}
+	return "", "", fmt.Errorf("--source %s: want kubernetes or dir:PATH", quote.String(spec))
+}
+
+func newSource(spec, kubeconfig string, reg prometheus.Registerer, log *zap.Logger) (source.Source, error) {
+	kind, arg, err := sourceSpec(spec, sourceKinds)
+	if err != nil {
+		return nil, err
+	}
+	switch kind {
+	case "kubernetes":
 		kc, err := kube.NewClients(kubeconfig)
 		if err != nil {
 			return nil, err
@@ -160,17 +183,12 @@ func newSource(spec, kubeconfig string, reg prometheus.Registerer, log *zap.Logg
 		}
 		clients := source.KubernetesClients{Typed: kc.Typed, Dynamic: kc.Dynamic, Metadata: md}
 		return source.NewKubernetesFrom(clients, source.DefaultKubernetesConfig(), reg, log), nil
-	case kind == "dir":
-		if arg == "" {
-			return nil, fmt.Errorf("--source dir: needs a path, as in dir:deploy/examples")
-		}
+	case "dir":
 		cfg := source.DefaultDirConfig(arg)
 		cfg.Registerer = reg
 		return source.NewDirWithConfig(cfg, log), nil
-	case sourceKinds[kind] != nil && strings.Contains(spec, ":"):
-		return sourceKinds[kind](arg, log)
 	default:
-		return nil, fmt.Errorf("--source %q: want kubernetes or dir:PATH", spec)
+		return sourceKinds[kind](arg, log)
 	}
 }
 

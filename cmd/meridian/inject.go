@@ -74,11 +74,12 @@ func injProxyFlags(fs *flag.FlagSet, cfg *injector.Config) func() (map[string]st
 	return func() (map[string]string, error) {
 		set, anns, flagOf := map[string]string{}, map[string]string{}, map[string]string{}
 		fs.Visit(func(f *flag.Flag) {
-			if a, ok := byFlag[f.Name]; ok {
+			// An empty value leaves the default, and is written as no annotation (the
+			// webhook would ignore an empty one with a warning); Validate below sees to the
+			// defaults that cannot be empty (the proxy image).
+			if a, ok := byFlag[f.Name]; ok && strings.TrimSpace(f.Value.String()) != "" {
 				set[a] = "--" + f.Name + "=" + f.Value.String()
-				if v := f.Value.String(); strings.TrimSpace(v) != "" { // empty: the default
-					anns[a], flagOf[a] = v, f.Name
-				}
+				anns[a], flagOf[a] = f.Value.String(), f.Name
 			}
 		})
 		if *anchors != "" {
@@ -108,6 +109,9 @@ func injProxyFlags(fs *flag.FlagSet, cfg *injector.Config) func() (map[string]st
 		}
 		if len(errs) > 0 {
 			return nil, usageError(errors.Join(errs...))
+		}
+		if err := cfg.Validate(); err != nil {
+			return nil, usageError(err)
 		}
 		return set, nil
 	}

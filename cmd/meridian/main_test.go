@@ -223,7 +223,11 @@ func TestRefusedFlagValuesAreUsageErrors(t *testing.T) {
 	}{
 		{[]string{"destination", "--source", "dir:" + t.TempDir(), "--plaintext", "--stream-queue-capacity", "0"}, "--stream-queue-capacity must be at least 1"},
 		{[]string{"policy", "--source", "dir:" + t.TempDir(), "--plaintext", "--cluster-default-policy", "open"}, "--cluster-default-policy"},
+		{[]string{"destination", "--plaintext", "--source", "bogus"}, `--source "bogus": want kubernetes or dir:PATH`},
+		{[]string{"destination", "--plaintext", "--source", "dir:"}, "--source dir: needs a path"},
+		{[]string{"policy", "--plaintext", "--source", "bogus"}, `--source "bogus": want kubernetes or dir:PATH`},
 		{[]string{"bench", "--services", "-1"}, "services must be at least 1"},
+		{[]string{"bench", "--compare-shards", "1,x"}, "--compare-shards"},
 		{[]string{"demo", "--replicas", "0"}, "--replicas 0: want 1 to 9"},
 		{[]string{"bench", "proxy", "--rate", "0"}, "rate 0 outside"},
 		// Without --dry-run too: the rules are checked before iptables is run.

@@ -57,6 +57,9 @@ func policyFlags(args []string) (policyCommand, error) {
 // check validates the parsed flags' values and fills pc.cfg from those given as text.
 func (pc *policyCommand) check(defaultPolicy, clusterNets, probeNets string) error {
 	cfg := &pc.cfg
+	if _, _, err := sourceSpec[struct{}](cfg.Source, nil); err != nil {
+		return err
+	}
 	// A detect timeout a proxy refuses would leave every port it is sent for with an invalid
 	// policy, which authorizes nothing.
 	if cfg.Compute.DetectTimeout <= 0 {

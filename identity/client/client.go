@@ -189,7 +189,7 @@ func (c *Client) Run(ctx context.Context) error {
 			c.log.Info("identity certified", zap.String("identity", c.cfg.Identity),
 				zap.Time("validUntil", crt.Leaf.NotAfter), zap.Duration("renewIn", wait))
 		}
-		if !sleepUntil(ctx, time.Now().Add(wait).Round(0), wallCheck, time.Now) {
+		if !pause(ctx, wait) {
 			return nil
 		}
 	}
@@ -197,6 +197,23 @@ func (c *Client) Run(ctx context.Context) error {
 
 // wallCheck is the longest sleepUntil waits before it reads the wall clock again.
 const wallCheck = time.Minute
+
+// pause waits d, or until ctx ends (false). A wait longer than wallCheck (a renewal) follows
+// the wall clock (sleepUntil); a shorter one (a retry's backoff) the monotonic clock, which a
+// step of the wall clock back does not stretch.
+func pause(ctx context.Context, d time.Duration) bool {
+	if d > wallCheck {
+		return sleepUntil(ctx, time.Now().Add(d), wallCheck, time.Now)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
 
 // sleepUntil waits until the wall clock (now) reaches deadline, or until ctx ends, when it
 // returns false. It waits in steps of at most step: Go's
