@@ -114,35 +114,6 @@ func TestOneListenerFailingStopsAll(t *testing.T) {
 	}
 }
 
-// TestTrackedConnectionsPruned: connections closed since are pruned as new ones come, so
-// the tracking holds about the open ones, not every connection the process ever accepted.
-func TestTrackedConnectionsPruned(t *testing.T) {
-	var a accepted
-	lis := a.track(testutil.Listen(t))
-	defer lis.Close()
-	go func() {
-		for range 500 {
-			c, err := net.Dial("tcp", lis.Addr().String())
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-	for range 500 {
-		c, err := lis.Accept()
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.Close()
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if len(a.conns) > 64 {
-		t.Errorf("%d connections tracked after 500 were accepted and closed, want at most 64", len(a.conns))
-	}
-}
-
 // wrapped is a connection that wraps another, as the local listener's are.
 type wrapped struct{ net.Conn }
 
@@ -158,31 +129,37 @@ func (l wrappingListener) Accept() (net.Conn, error) {
 	return wrapped{c}, nil
 }
 
-// TestWrappedConnectionsPruned: connections a listener wraps (the local listener marks its
-// own) are pruned too, read through NetConn; they counted as open for good.
-func TestWrappedConnectionsPruned(t *testing.T) {
-	var a accepted
-	lis := a.track(wrappingListener{testutil.Listen(t)})
-	defer lis.Close()
-	go func() {
+// TestTrackedConnectionsPruned: connections closed since are pruned as new ones come, so
+// the tracking holds about the open ones, not every connection the process ever accepted;
+// those a listener wraps (the local listener marks its own) too, read through NetConn.
+func TestTrackedConnectionsPruned(t *testing.T) {
+	for name, wrap := range map[string]func(net.Listener) net.Listener{
+		"plain":   func(l net.Listener) net.Listener { return l },
+		"wrapped": func(l net.Listener) net.Listener { return wrappingListener{l} },
+	} {
+		var a accepted
+		lis := a.track(wrap(testutil.Listen(t)))
+		go func() {
+			for range 500 {
+				c, err := net.Dial("tcp", lis.Addr().String())
+				if err != nil {
+					return
+				}
+				c.Close()
+			}
+		}()
 		for range 500 {
-			c, err := net.Dial("tcp", lis.Addr().String())
+			c, err := lis.Accept()
 			if err != nil {
-				return
+				t.Fatal(err)
 			}
 			c.Close()
 		}
-	}()
-	for range 500 {
-		c, err := lis.Accept()
-		if err != nil {
-			t.Fatal(err)
+		lis.Close()
+		a.mu.Lock()
+		if len(a.conns) > 64 {
+			t.Errorf("%s: %d connections tracked after 500 were accepted and closed, want at most 64", name, len(a.conns))
 		}
-		c.Close()
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if len(a.conns) > 64 {
-		t.Errorf("%d wrapped connections tracked after 500 were accepted and closed, want at most 64", len(a.conns))
+		a.mu.Unlock()
 	}
 }

@@ -168,6 +168,41 @@ func (e *entry) alive() bool {
 	return !e.dead.Load()
 }
 
+// handle is what Route and TCP are: the labels of a set of series S (a pointer to E), and the
+// live set they count into (see entry).
+type handle[E any, S interface {
+	*E
+	evictable
+}] struct {
+	m   *Metrics
+	l   Labels // cleaned
+	t   *table[S]
+	mk  func(Labels) S
+	cur atomic.Pointer[E]
+}
+
+func (h *handle[E, S]) init(m *Metrics, l Labels, t *table[S], mk func(Labels) S, s S) {
+	h.m, h.l, h.t, h.mk = m, l, t, mk
+	h.cur.Store(s)
+}
+
+// current returns the live series h counts into: its own, or, once they were dropped, those
+// of its labels made anew (past the bound, the overflow's).
+func (h *handle[E, S]) current() S {
+	s := S(h.cur.Load())
+	for s.base().use() {
+		s = h.live()
+	}
+	return s
+}
+
+// live points h at the table's live set of its labels, and returns it.
+func (h *handle[E, S]) live() S {
+	s := h.t.get(h.m, h.l, h.mk)
+	h.cur.Store(s)
+	return s
+}
+
 // get returns the live series of l (cleaned), made by mk on first use. Once max sets exist
 // a new l counts as overflow(l), after m has dropped idle ones.
 func (t *table[T]) get(m *Metrics, l Labels, mk func(Labels) T) T {
@@ -324,9 +359,7 @@ func (f families) Collect(ch chan<- prometheus.Metric) {
 // Route is the handle of one HTTP route's series (one Labels). Safe for concurrent use, and
 // valid for as long as a caller keeps it.
 type Route struct {
-	m   *Metrics
-	l   Labels // cleaned
-	cur atomic.Pointer[routeSeries]
+	handle[routeSeries, *routeSeries]
 }
 
 // routeSeries are the series of a route while they live (see entry).
@@ -362,19 +395,8 @@ func (m *Metrics) Route(l Labels) *Route {
 func (m *Metrics) newRoute(l Labels) *routeSeries {
 	v := l.values()
 	s := &routeSeries{m: m, values: v, requests: m.requests.WithLabelValues(v...), responses: map[respKey]*response{}}
-	s.handle = &Route{m: m, l: l}
-	s.handle.cur.Store(s)
-	return s
-}
-
-// current returns the live series r counts into, those of its labels made anew (or, past the
-// bound, the overflow's) when its own were dropped.
-func (r *Route) current() *routeSeries {
-	s := r.cur.Load()
-	for s.use() {
-		s = r.m.routes[direction(r.l.Direction)].get(r.m, r.l, r.m.newRoute)
-		r.cur.Store(s)
-	}
+	s.handle = new(Route)
+	s.handle.init(m, l, &m.routes[direction(l.Direction)], m.newRoute, s)
 	return s
 }
 
@@ -457,11 +479,7 @@ func (s *routeSeries) newResponse(k respKey) *response {
 
 // TCP is the handle of one kind of connection's series (one Labels). Safe for concurrent
 // use, and valid for as long as a caller keeps it.
-type TCP struct {
-	m   *Metrics
-	l   Labels // cleaned
-	cur atomic.Pointer[tcpSeries]
-}
+type TCP struct{ handle[tcpSeries, *tcpSeries] }
 
 // tcpSeries are the series of a kind of connection while they live (see entry).
 type tcpSeries struct {
@@ -495,18 +513,8 @@ func (m *Metrics) newTCP(l Labels) *tcpSeries {
 		closedOK:    m.tcpClose.WithLabelValues(append(append([]string{}, v...), "success")...),
 		closedError: m.tcpClose.WithLabelValues(append(append([]string{}, v...), "failure")...),
 	}
-	s.handle = &TCP{m: m, l: l}
-	s.handle.cur.Store(s)
-	return s
-}
-
-// current returns the live series t counts into, as Route's does.
-func (t *TCP) current() *tcpSeries {
-	s := t.cur.Load()
-	for s.use() {
-		s = t.m.conns[direction(t.l.Direction)].get(t.m, t.l, t.m.newTCP)
-		t.cur.Store(s)
-	}
+	s.handle = new(TCP)
+	s.handle.init(m, l, &m.conns[direction(l.Direction)], m.newTCP, s)
 	return s
 }
 
@@ -536,8 +544,7 @@ func (t *TCP) Open() {
 			break
 		}
 		s.open.Add(-1)
-		s = t.m.conns[direction(t.l.Direction)].get(t.m, t.l, t.m.newTCP)
-		t.cur.Store(s)
+		s = t.live()
 	}
 	s.opened.Inc()
 	s.openConns.Inc()

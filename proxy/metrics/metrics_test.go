@@ -312,33 +312,14 @@ func TestSweepWhileCounting(t *testing.T) {
 	clock := fakeClock(m)
 	l := Labels{Direction: "outbound", Authority: "web:80", TLS: TLSTrue}
 	conn, route := m.TCP(l), m.Route(l)
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for {
-			select {
-			case <-done:
-				return
-			default:
-				clock.Add(int64(RetainIdle))
-				m.sweep()
-			}
+	sweepingWhile(m, clock, 4, func() {
+		for range 2000 {
+			conn.Open()
+			route.Request()
+			m.Route(l).Request()
+			conn.Close(false)
 		}
 	})
-	var users sync.WaitGroup
-	for range 4 {
-		users.Go(func() {
-			for range 2000 {
-				conn.Open()
-				route.Request()
-				m.Route(l).Request()
-				conn.Close(false)
-			}
-		})
-	}
-	users.Wait()
-	close(done)
-	wg.Wait()
 	if n := promtest.CollectAndCount(m.tcpOpenConns); n > 1 {
 		t.Fatalf("%d tcp_open_connections series for one kind of connection", n)
 	}
@@ -411,33 +392,39 @@ func TestNoLiveSeriesLeftBehind(t *testing.T) {
 		clock := fakeClock(m)
 		l := Labels{Direction: "outbound", Authority: "web:80", TLS: TLSTrue}
 		route := m.Route(l)
-		done := make(chan struct{})
-		var wg sync.WaitGroup
-		wg.Go(func() {
-			for {
-				select {
-				case <-done:
-					return
-				default:
-					clock.Add(int64(RetainIdle))
-					m.sweep()
-				}
+		sweepingWhile(m, clock, 2, func() {
+			for range 2000 {
+				route.Request()
 			}
 		})
-		var users sync.WaitGroup
-		for range 2 {
-			users.Go(func() {
-				for range 2000 {
-					route.Request()
-				}
-			})
-		}
-		users.Wait()
-		close(done)
-		wg.Wait()
 		s := route.cur.Load()
 		if v, ok := m.routes[1].m.Load(s.key); !s.dead.Load() && (!ok || v != s) {
 			t.Fatalf("iteration %d: the kept route's series are live but not in the table", iter)
 		}
 	}
+}
+
+// sweepingWhile runs use on n goroutines while another sweeps m over and over, the clock
+// moved on by RetainIdle before each sweep (so a set not used since the last one is dropped),
+// and returns once they are all done.
+func sweepingWhile(m *Metrics, clock *atomic.Int64, n int, use func()) {
+	done := make(chan struct{})
+	var sweeper, users sync.WaitGroup
+	sweeper.Go(func() {
+		for {
+			select {
+			case <-done:
+				return
+			default:
+				clock.Add(int64(RetainIdle))
+				m.sweep()
+			}
+		}
+	})
+	for range n {
+		users.Go(use)
+	}
+	users.Wait()
+	close(done)
+	sweeper.Wait()
 }
