@@ -14,8 +14,8 @@
 // What a client or a peer chooses cannot grow the series without bound or crash the proxy:
 // label values that are not UTF-8 (on which Prometheus panics) and over-long authorities
 // read "invalid", routes past MaxRoutes per direction read "other", grpc_status takes gRPC's
-// codes only, and series idle for RetainIdle are dropped (a kept handle makes them again
-// when used).
+// codes only, and series idle for RetainIdle are dropped (a kept handle then counts into
+// the live series of its labels, made anew within the bound).
 //
 // It owns its collectors. It imports the Prometheus client and the standard library; it
 // must not import `github.com/meridian-mesh/meridian/...`.
