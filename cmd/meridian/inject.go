@@ -74,13 +74,18 @@ func injProxyFlags(fs *flag.FlagSet, cfg *injector.Config) func() (map[string]st
 	return func() (map[string]string, error) {
 		set, anns, flagOf := map[string]string{}, map[string]string{}, map[string]string{}
 		fs.Visit(func(f *flag.Flag) {
-			// An empty value leaves the default, and is written as no annotation (the
-			// webhook would ignore an empty one with a warning); Validate below sees to the
-			// defaults that cannot be empty (the proxy image).
-			if a, ok := byFlag[f.Name]; ok && strings.TrimSpace(f.Value.String()) != "" {
-				set[a] = "--" + f.Name + "=" + f.Value.String()
-				anns[a], flagOf[a] = f.Value.String(), f.Name
+			a, ok := byFlag[f.Name]
+			if !ok {
+				return
 			}
+			// An empty value means the default, and is written as no annotation (the
+			// webhook would ignore an empty one with a warning).
+			if strings.TrimSpace(f.Value.String()) == "" {
+				_ = f.Value.Set(f.DefValue)
+				return
+			}
+			set[a] = "--" + f.Name + "=" + f.Value.String()
+			anns[a], flagOf[a] = f.Value.String(), f.Name
 		})
 		if *anchors != "" {
 			b, err := readTrustAnchors(*anchors)

@@ -212,8 +212,6 @@ func TestInjectRefusesBadProxyFlags(t *testing.T) {
 		{"--proxy-cpu-request=garbage", "--proxy-cpu-request"},
 		{"--skip-inbound-ports=1-99999", "--skip-inbound-ports"},
 		{"--proxy-uid=-5", "--proxy-uid"},
-		{"--proxy-image=", "proxy image is empty"},
-		{"--proxy-log-level=", "proxy log level"},
 	} {
 		for _, args := range [][]string{{"inject", c.flag, in}, {"inject", "--manual", anchorsFile(t), c.flag, in}, {"injector", c.flag}} {
 			code, out, errOut := capture(t, args...)
@@ -226,11 +224,21 @@ func TestInjectRefusesBadProxyFlags(t *testing.T) {
 	if code, _, errOut := capture(t, "inject", "--proxy-cpu-request=2", "--proxy-cpu-limit=1", in); code != 2 || !strings.Contains(errOut, "above the limit") {
 		t.Errorf("a request above its limit: exit %d, %q", code, errOut)
 	}
-	// Valid values, and an empty one (the default), are taken; the empty one is written as
-	// no annotation (the webhook would ignore an empty one with a warning).
+	// Valid values are taken, and an empty one means the default: it is written as no
+	// annotation (the webhook would ignore an empty one with a warning), and with --manual
+	// the default goes into the pod (an empty image, pull policy or log level would not do).
 	if code, out, errOut := capture(t, "inject", "--default-inbound-policy=deny", "--image-pull-policy=Always", "--proxy-init-image=", "--proxy-cpu-request=", in); code != 0 ||
 		!strings.Contains(out, "config.linkerd.io/default-inbound-policy: deny") || strings.Contains(out, "proxy-cpu-request") || strings.Contains(out, "proxy-init-image") {
 		t.Errorf("valid flags: exit %d, stderr %q, stdout %s", code, errOut, out)
+	}
+	code, out, errOut := capture(t, "inject", "--manual", anchorsFile(t), "--proxy-image=", "--image-pull-policy=", "--proxy-log-level=", "--default-inbound-policy=", in)
+	if code != 0 {
+		t.Fatalf("empty flags with --manual: exit %d, %s", code, errOut)
+	}
+	for _, want := range []string{"image: ghcr.io/meridian-mesh/meridian:", "imagePullPolicy: IfNotPresent", "value: all-unauthenticated", "value: warn,linkerd=info"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("empty flags with --manual: the pod lacks the default %q", want)
+		}
 	}
 }
 
