@@ -23,7 +23,8 @@
 //     route: not authorized is 403 (gRPC: PERMISSION_DENIED), after which an HTTP/1 client
 //     is disconnected (Connection: close), and an HTTP/1 connection idle between requests or
 //     an HTTP/2 connection without a stream closes after Config.IdleTimeout, so that no
-//     client holds MaxConns' slots it does not use; no route is 404; an authorized
+//     client holds MaxConns' slots it does not use; no route is 404; a refused request is
+//     counted without its authority (refusedRoute), which its client chose; an authorized
 //     request has any l5d-client-id the client sent removed, gets l5d-client-id set to the
 //     identity the client proved, and goes to the application over pooled connections
 //     (HTTP/1.1 keep-alive, or h2c for HTTP/2). HTTP/1.1 starts on the lean path (h1conn.go,

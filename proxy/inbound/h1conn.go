@@ -54,12 +54,13 @@ type h1session struct {
 	// The request's parts for route matching (path and query alias req's buffer).
 	path, query []byte
 
-	// memo remembers the last Host of the connection as a string (a metric label), and the
-	// route metrics of that authority and server.
-	memoHost []byte
-	memoAuth string
-	memoSrv  string
-	memoRM   *metrics.Route
+	// memo remembers the last Host of the connection as a string (host), and the route
+	// metrics of the last authority and server they were looked up for.
+	memoHost   []byte
+	memoAuth   string
+	memoRMAuth string
+	memoSrv    string
+	memoRM     *metrics.Route
 
 	rm    *metrics.Route // the request's, until its response is counted (record)
 	start time.Time
@@ -174,21 +175,24 @@ func (ls *h1session) handOff() {
 	ls.i.serveNetHTTP(&s, ls.port, ls.target)
 }
 
-// routeMetrics returns the route metrics of the request's authority and server srv.
+// routeMetrics returns the route metrics of the request's authority (request's host) and
+// server srv.
 func (ls *h1session) routeMetrics(srv string) *metrics.Route {
-	host := ls.req.Host
-	if ls.memoRM == nil || ls.memoSrv != srv || !bytes.Equal(host, ls.memoHost) {
-		ls.memoHost, ls.memoAuth = append(ls.memoHost[:0], host...), string(host)
-		ls.memoSrv = srv
+	if ls.memoRM == nil || ls.memoSrv != srv || ls.memoRMAuth != ls.memoAuth {
+		ls.memoRMAuth, ls.memoSrv = ls.memoAuth, srv
 		ls.memoRM = ls.i.metrics.Route(metrics.Labels{Direction: "inbound", Authority: ls.memoAuth, TLS: ls.s.tlsLabel(),
 			ClientID: ls.s.client.Identity, SrvName: srv})
 	}
 	return ls.memoRM
 }
 
-// request is the policy's view of the request just read. Its strings alias the session's
-// buffers: it is valid until the next read.
+// request is the policy's view of the request just read, whose Host it also keeps as a
+// string (memoAuth, made anew only when it differs from the connection's last). Its other
+// strings alias the session's buffers: it is valid until the next read.
 func (ls *h1session) request() policy.Request {
+	if host := ls.req.Host; !bytes.Equal(host, ls.memoHost) {
+		ls.memoHost, ls.memoAuth = append(ls.memoHost[:0], host...), string(host)
+	}
 	return policy.Request{Method: method(ls.req.Method), Host: ls.memoAuth, Path: view(ls.path),
 		RawQuery: view(ls.query), Header: leanHeader{&ls.req}}
 }

@@ -19,12 +19,12 @@ import (
 func (ls *h1session) serve() bool {
 	start := time.Now()
 	srv := ls.port.Policy()
-	rm := ls.routeMetrics(srv.Name)
-	rm.Request()
 	req := ls.request()
 	if status, msg, failed := ls.i.admit(ls.s, srv, srv.Match(&req)); status != 0 {
-		return ls.refuse(rm, start, status, msg, failed)
+		return ls.refuse(ls.i.refusedRoute(ls.s, srv.Name), start, status, msg, failed)
 	}
+	rm := ls.routeMetrics(srv.Name)
+	rm.Request()
 	ls.rm, ls.start = rm, start
 	status, failed, keep := ls.forward()
 	ls.record(status, failed)

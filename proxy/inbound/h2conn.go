@@ -68,8 +68,6 @@ func (h *h2handler) ServeStream(st *h2.Stream) (*h2.Conn, *h2.Edit, h2.Observer)
 		authority = req.Get("host")
 	}
 	srv := h.port.Policy()
-	rm := h.routeMetrics(authority, srv.Name)
-	rm.Request()
 	path, query, _ := strings.Cut(req.Path, "?")
 	if strings.IndexByte(path, '%') >= 0 {
 		if p, err := url.PathUnescape(path); err == nil {
@@ -79,9 +77,11 @@ func (h *h2handler) ServeStream(st *h2.Stream) (*h2.Conn, *h2.Edit, h2.Observer)
 	grpc := strings.HasPrefix(req.Get("content-type"), "application/grpc")
 	route := srv.Match(&policy.Request{Method: req.Method, Host: authority, Path: path, RawQuery: query, Header: h2Header{req}})
 	if status, msg, failed := i.admit(s, srv, route); status != 0 {
-		h.refuse(st, rm, start, grpc, status, msg, failed)
+		h.refuse(st, i.refusedRoute(s, srv.Name), start, grpc, status, msg, failed)
 		return nil, nil, nil
 	}
+	rm := h.routeMetrics(authority, srv.Name)
+	rm.Request()
 	edit := h.edit
 	if grpc && !req.Has("te") {
 		edit = h.grpcEdit

@@ -132,9 +132,8 @@ func (i *Inbound) serveRequest(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	srv := hc.port.Policy()
-	rm := hc.routeMetrics(i, r.Host, srv.Name)
-	rm.Request()
 	if status, msg, failed := i.admit(hc.s, srv, srv.Route(r)); status != 0 {
+		rm := i.refusedRoute(hc.s, srv.Name)
 		if status == http.StatusForbidden && r.ProtoMajor == 1 {
 			w.Header().Set("Connection", "close") // see Config.MaxConns
 		}
@@ -142,6 +141,8 @@ func (i *Inbound) serveRequest(w http.ResponseWriter, r *http.Request) {
 		rm.Response(sent, grpcStatusOf(w.Header()), failed, time.Since(start))
 		return
 	}
+	rm := hc.routeMetrics(i, r.Host, srv.Name)
+	rm.Request()
 	status, grpcStatus, failed := i.forward(w, r, hc)
 	rm.Response(status, grpcStatus, failed, time.Since(start))
 }

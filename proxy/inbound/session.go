@@ -46,6 +46,17 @@ func (s *session) tlsLabel() string {
 	return metrics.TLSNoIdentity
 }
 
+// refusedRoute returns the route metrics of a request that the policy of server srv refused
+// (admit's status): without its authority, which the client chooses. Were it a label, a client
+// that the policy refuses could fill the series' bound (metrics.MaxRoutes) with Hosts of its
+// choosing, so that the routes of the clients it admits read "other". The client's identity
+// stays a label: it is one that the mesh's CA issued, or none.
+func (i *Inbound) refusedRoute(s *session, srv string) *metrics.Route {
+	m := i.metrics.Route(metrics.Labels{Direction: "inbound", TLS: s.tlsLabel(), ClientID: s.client.Identity, SrvName: srv})
+	m.Request()
+	return m
+}
+
 // admit decides a request that srv's policy matched to route (nil: no route matched), on
 // each of the HTTP paths: it counts the authorization and returns status 0 when the request
 // goes on, or the status, message and failure of the answer that refuses it (404 without a
