@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/meridian-mesh/meridian/internal/run"
+	"github.com/meridian-mesh/meridian/internal/tlsid"
 )
 
 // ServerConfig configures the webhook server: what it injects, and where its serving keypair
@@ -119,11 +120,15 @@ type anchorsWatch struct {
 	every    time.Duration
 	wh       *Webhook
 	log      *zap.Logger
-	last     string
+	last     string // the bundle last read (good or not)
+	read1    bool   // whether one was read
 }
 
-// read reads the ConfigMap once: a missing one leaves the webhook without anchors (it
-// refuses pods), another error is returned.
+// read reads the ConfigMap once: a missing one, or one without ca-bundle.crt, leaves the
+// webhook without anchors (it refuses pods); a bundle that is not certificates only
+// (tlsid.CheckTrustAnchorBundle) is refused with a warning and the last good anchors stay,
+// so that a key or garbage written there by mistake never goes into pods' specs; another
+// error is returned. Each content is logged once.
 func (a *anchorsWatch) read(ctx context.Context) error {
 	gctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	cm, err := a.kube.CoreV1().ConfigMaps(a.ns).Get(gctx, a.name, metav1.GetOptions{})
@@ -136,15 +141,26 @@ func (a *anchorsWatch) read(ctx context.Context) error {
 	default:
 		return fmt.Errorf("read trust anchors ConfigMap %s/%s: %w", a.ns, a.name, err)
 	}
-	if pem != a.last || a.wh.anchors.Load() == nil {
-		if pem == "" {
-			a.log.Warn("no trust anchors in the ConfigMap (missing, or no ca-bundle.crt): pods to inject are refused until there are", zap.String("configmap", a.ns+"/"+a.name))
-		} else {
-			a.log.Info("trust anchors read", zap.String("configmap", a.ns+"/"+a.name), zap.Int("bytes", len(pem)))
-		}
-		a.wh.SetTrustAnchors(pem)
-		a.last = pem
+	if a.read1 && pem == a.last {
+		return nil
 	}
+	a.read1, a.last = true, pem
+	cmName := zap.String("configmap", a.ns+"/"+a.name)
+	if pem == "" {
+		a.log.Warn("no trust anchors in the ConfigMap (missing, or no ca-bundle.crt): pods to inject are refused until there are", cmName)
+		a.wh.SetTrustAnchors("")
+		return nil
+	}
+	if err := tlsid.CheckTrustAnchorBundle([]byte(pem)); err != nil {
+		if held := a.wh.anchors.Load(); held != nil && *held != "" {
+			a.log.Warn("trust anchors in the ConfigMap refused; the last good ones stay", cmName, zap.Error(err))
+		} else {
+			a.log.Warn("trust anchors in the ConfigMap refused: pods to inject are refused until there are valid ones", cmName, zap.Error(err))
+		}
+		return nil
+	}
+	a.log.Info("trust anchors read", cmName, zap.Int("bytes", len(pem)))
+	a.wh.SetTrustAnchors(pem)
 	return nil
 }
 

@@ -184,7 +184,9 @@ func (w *warningCollector) list() []string {
 
 // TestTrustAnchorsFollowTheConfigMap: the injector reads the trust-roots ConfigMap on the
 // real API server, refuses pods while it has no anchors (none yet, or a ConfigMap without
-// ca-bundle.crt), and takes a rotation without a restart.
+// ca-bundle.crt), refuses a bundle that is not certificates only (a key written there by
+// mistake never goes into pods' specs; the last good anchors stay), and takes a rotation
+// without a restart.
 func TestTrustAnchorsFollowTheConfigMap(t *testing.T) {
 	env := kubetest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -195,7 +197,8 @@ func TestTrustAnchorsFollowTheConfigMap(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := &anchorsWatch{kube: env.Client, ns: ns, name: "linkerd-identity-trust-roots", every: 50 * time.Millisecond, wh: wh, log: zaptest.NewLogger(t)}
-	anchors := func() (allowed bool, pem string) {
+	// inject reviews a pod: whether it was admitted, and its patch.
+	inject := func() (allowed bool, patch string) {
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "apps"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app"}}}}
 		var review admissionv1.AdmissionReview
 		if err := json.Unmarshal(podReview(t, pod, admissionv1.Create), &review); err != nil {
@@ -207,23 +210,60 @@ func TestTrustAnchorsFollowTheConfigMap(t *testing.T) {
 		}
 		return true, string(resp.Patch)
 	}
-	if err := a.read(ctx); err != nil {
-		t.Fatal(err)
+	// injects says whether a pod is injected with the bundle pem (as the patch's JSON holds it).
+	injects := func(pem string) bool {
+		js, _ := json.Marshal(pem)
+		ok, patch := inject()
+		return ok && strings.Contains(patch, strings.Trim(string(js), `"`))
 	}
-	if ok, _ := anchors(); ok {
+	read := func() {
+		t.Helper()
+		if err := a.read(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setBundle := func(pem string, create bool) {
+		t.Helper()
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: a.name, Namespace: ns}, Data: map[string]string{"ca-bundle.crt": pem}}
+		var err error
+		if create {
+			_, err = env.Client.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{})
+		} else {
+			_, err = env.Client.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	oldRoots, newRoots := string(testutil.NewPKI(t).AnchorPEM()), string(testutil.NewPKI(t).AnchorPEM())
+	keyPEM := "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIG5vdCBhIHJlYWwga2V5IGF0IGFsbCwganVzdCBieXRlcw==\n-----END EC PRIVATE KEY-----\n"
+
+	read()
+	if ok, _ := inject(); ok {
 		t.Fatal("a pod was injected before there were trust anchors")
 	}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: a.name, Namespace: ns}, Data: map[string]string{"ca-bundle.crt": "OLD-ROOTS"}}
-	if _, err := env.Client.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	setBundle(oldRoots+keyPEM, true)
+	read()
+	if ok, patch := inject(); ok {
+		t.Fatalf("a pod was injected with a bundle that holds a key; patch has the key: %v", strings.Contains(patch, "PRIVATE KEY"))
 	}
+	setBundle(oldRoots, false)
+	read()
+	if !injects(oldRoots) {
+		t.Fatal("the anchors were not taken once the bundle was certificates only")
+	}
+	setBundle(oldRoots+keyPEM, false)
+	read()
+	if !injects(oldRoots) {
+		t.Fatal("a refused bundle did not leave the last good anchors")
+	}
+	if _, patch := inject(); strings.Contains(patch, "PRIVATE KEY") {
+		t.Fatal("a key in the ConfigMap went into a pod's spec")
+	}
+
 	testutil.Go(t, "anchors", func(ctx context.Context) error { a.run(ctx); return nil })
-	testutil.Eventually(t, 20*time.Second, "the anchors to be read", func() bool { ok, p := anchors(); return ok && strings.Contains(p, "OLD-ROOTS") })
-	cm.Data["ca-bundle.crt"] = "OLD-ROOTS NEW-ROOTS"
-	if _, err := env.Client.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	testutil.Eventually(t, 20*time.Second, "the rotation to be read", func() bool { ok, p := anchors(); return ok && strings.Contains(p, "NEW-ROOTS") })
+	setBundle(oldRoots+newRoots, false)
+	testutil.Eventually(t, 20*time.Second, "the rotation to be read", func() bool { return injects(oldRoots + newRoots) })
 }
 
 // TestServerRunEndsWithServe: when serving fails (here its listener is closed), Run returns

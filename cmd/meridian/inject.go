@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/pem"
 	"errors"
 	"flag"
 	"fmt"
@@ -131,17 +130,7 @@ func readTrustAnchors(path string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("--identity-trust-anchors-file: %w", err)
 	}
-	for rest, i := b, 1; ; i++ {
-		var blk *pem.Block
-		if blk, rest = pem.Decode(rest); blk == nil {
-			break
-		}
-		if blk.Type != "CERTIFICATE" {
-			return "", fmt.Errorf("--identity-trust-anchors-file %s: PEM block %d is a %s, not a CERTIFICATE: give the trust anchors' certificates only (never a key: the bundle goes into every meshed pod's spec)",
-				quote.Prefix(path, 256), i, quote.Prefix(blk.Type, 64))
-		}
-	}
-	if _, err := tlsid.ParseTrustAnchors(b); err != nil {
+	if err := tlsid.CheckTrustAnchorBundle(b); err != nil {
 		return "", fmt.Errorf("--identity-trust-anchors-file %s: %w", quote.Prefix(path, 256), err)
 	}
 	return string(b), nil

@@ -19,7 +19,7 @@ func anchorsFile(t *testing.T) string {
 }
 
 func anchorPEM(t *testing.T) []byte {
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: testutil.NewPKI(t).Anchor.Raw})
+	return testutil.NewPKI(t).AnchorPEM()
 }
 
 func writeTemp(t *testing.T, name string, b []byte) string {

@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/pem"
 	"math/big"
 	"sync/atomic"
 	"testing"
@@ -49,6 +50,12 @@ func NewPKI(t testing.TB) *PKI {
 	roots.AddCert(anchor)
 	intermediates.AddCert(issuer)
 	return &PKI{Anchor: anchor, Issuer: issuer, Roots: roots, Intermediates: intermediates, issuerKey: issuerKey}
+}
+
+// AnchorPEM returns the trust anchor as a PEM bundle, as the ConfigMap
+// linkerd-identity-trust-roots holds it.
+func (p *PKI) AnchorPEM() []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: p.Anchor.Raw})
 }
 
 // Leaf mints a certificate for identity, valid from a minute ago for an hour; its chain is

@@ -121,6 +121,26 @@ func ParseTrustAnchors(pemData []byte) (*x509.CertPool, error) {
 	return pool, nil
 }
 
+// CheckTrustAnchorBundle checks a trust anchor bundle that goes into meshed pods' specs
+// (LINKERD2_PROXY_IDENTITY_TRUST_ANCHORS): PEM certificates and nothing else, at least one,
+// each of which parses. A private key (the anchor's, given by mistake) or any other PEM block
+// is refused rather than copied into every pod; the error names the block by its number and
+// type, never its contents.
+func CheckTrustAnchorBundle(pemData []byte) error {
+	for rest, i := pemData, 1; ; i++ {
+		var b *pem.Block
+		if b, rest = pem.Decode(rest); b == nil {
+			break
+		}
+		if b.Type != "CERTIFICATE" {
+			return fmt.Errorf("PEM block %d is a %.64q, not a CERTIFICATE: a trust anchor bundle holds the anchors' certificates only (never a key: it goes into every meshed pod's spec)",
+				i, b.Type)
+		}
+	}
+	_, err := ParseTrustAnchors(pemData)
+	return err
+}
+
 // PeerIdentity returns the identity the peer of a completed handshake proved: the first DNS
 // SAN of its verified leaf certificate.
 func PeerIdentity(cs tls.ConnectionState) (string, error) {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -167,13 +168,50 @@ func TestParseTrustAnchors(t *testing.T) {
 	}
 }
 
+// TestCheckTrustAnchorBundle: a bundle that goes into pods' specs is certificates only; a
+// key beside good certificates is refused, and the error names the block without quoting
+// more than a short prefix of its type.
+func TestCheckTrustAnchorBundle(t *testing.T) {
+	good := testutil.NewPKI(t).AnchorPEM()
+	if err := CheckTrustAnchorBundle(append([]byte("# comment\n"), good...)); err != nil {
+		t.Fatalf("good bundle: %v", err)
+	}
+	longType := strings.Repeat("K", 300)
+	for name, tc := range map[string]struct {
+		in   []byte
+		want string
+	}{
+		"key after the anchor": {append(append([]byte{}, good...), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: []byte{1}})...), `block 2 is a "EC PRIVATE KEY"`},
+		"long type":            {pem.EncodeToMemory(&pem.Block{Type: longType, Bytes: []byte{1}}), `block 1 is a "` + longType[:64] + `"`},
+		"no PEM":               {[]byte("not a certificate"), "no PEM CERTIFICATE block"},
+		"bad DER":              {pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: []byte{1, 2, 3}}), "trust anchor 1"},
+	} {
+		err := CheckTrustAnchorBundle(tc.in)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want one containing %q", name, err, tc.want)
+		} else if strings.Contains(err.Error(), longType[:65]) {
+			t.Errorf("%s: error quotes more than 64 bytes of the type", name)
+		}
+	}
+}
+
 func FuzzParseTrustAnchors(f *testing.F) {
 	f.Add([]byte("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"))
 	f.Add([]byte(""))
+	f.Add([]byte("-----BEGIN EC PRIVATE KEY-----\nAAAA\n-----END EC PRIVATE KEY-----\n"))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		pool, err := ParseTrustAnchors(in)
 		if (pool == nil) == (err == nil) {
 			t.Fatalf("pool %v with error %v", pool, err)
+		}
+		// The stricter check accepts a subset of what parses, and quotes no more of a
+		// block's type than 64 bytes.
+		cerr := CheckTrustAnchorBundle(in)
+		if cerr == nil && err != nil {
+			t.Fatalf("the check passed a bundle that does not parse: %v", err)
+		}
+		if cerr != nil && len(cerr.Error()) > 512 {
+			t.Fatalf("error of %d bytes: %.100s...", len(cerr.Error()), cerr)
 		}
 	})
 }
