@@ -425,6 +425,13 @@ func (x *Index) OnEndpointSlice(es *translator.EndpointSlice, deleted bool) {
 	x.sliceMu.Lock()
 	defer x.sliceMu.Unlock()
 	prev, held := x.sliceSvc[sk]
+	// A slice held under a service the replica no longer owns stays there, whatever the
+	// event, until DropUnowned lets the service go: the ring follower swaps the view (which
+	// moves the service's streams to its new owner) between the two, and a source that
+	// restarts its watch on a ring change (a sharded watch, narrowed to the new share)
+	// reports the slices it no longer receives as deletions in between. Applied, those
+	// emptied the set that the service's streams were still served from.
+	held = held && x.Owns(prev)
 	// It leaves prev when its label names another service now, or when it is deleted (a
 	// placeholder is not a deletion of the slice).
 	leaves := held && (prev.Name != es.Service || deleted && !source.IsPlaceholder(es))
@@ -541,7 +548,9 @@ func (x *Index) DropUnowned() int {
 		s.mu.Lock()
 		for _, es := range s.slices {
 			x.updateRefs(k, es, nil)
-			delete(x.sliceSvc, sliceKey{es.Namespace, es.Name})
+			if sk := (sliceKey{es.Namespace, es.Name}); x.sliceSvc[sk] == k { // else it moved to an owned service since
+				delete(x.sliceSvc, sk)
+			}
 		}
 		s.svc, s.slices, s.profiles = nil, map[string]*translator.EndpointSlice{}, nil
 		s.stale, s.full = nil, true

@@ -293,6 +293,20 @@ func TestSliceMovesBetweenServices(t *testing.T) {
 	x.SetOwns(func(k ServiceKey) bool { return k.Name != "b" })
 	x.OnEndpointSlice(slice("b"), false)
 	check("update of a service no longer owned", "b")
+	// And a deletion: a sharded watch narrowed to the new share reports the slices it no
+	// longer receives so, before the follower has moved the service's streams away.
+	x.OnEndpointSlice(slice("b"), true)
+	check("deletion of a slice of a service no longer owned", "b")
+	x.OnEndpointSlice(slice("a"), false)
+	check("moved to an owned service from one no longer owned", "a", "b")
+	x.DropUnowned()
+	check("after DropUnowned", "a")
+	x.sliceMu.Lock()
+	held := x.sliceSvc[sliceKey{"ns", "s1"}]
+	x.sliceMu.Unlock()
+	if held.Name != "a" {
+		t.Fatalf("after DropUnowned, slice ns/s1 is recorded under %q, want a", held.Name)
+	}
 	x.SetOwns(owns)
 	x.OnEndpointSlice(slice("a"), false)
 	x.OnEndpointSlice(slice(""), false)
