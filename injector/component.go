@@ -126,9 +126,9 @@ type anchorsWatch struct {
 
 // read reads the ConfigMap once: a missing one, or one without ca-bundle.crt, leaves the
 // webhook without anchors (it refuses pods); a bundle that is not certificates only
-// (tlsid.CheckTrustAnchorBundle) is refused with a warning and the last good anchors stay,
+// (tlsid.TrustAnchorBundle: certificates only, every block whole) is refused with a warning and the last good anchors stay,
 // so that a key or garbage written there by mistake never goes into pods' specs; another
-// error is returned. Each content is logged once.
+// error is returned. Pods get the bundle's certificates alone. Each content is logged once.
 func (a *anchorsWatch) read(ctx context.Context) error {
 	gctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	cm, err := a.kube.CoreV1().ConfigMaps(a.ns).Get(gctx, a.name, metav1.GetOptions{})
@@ -151,7 +151,8 @@ func (a *anchorsWatch) read(ctx context.Context) error {
 		a.wh.SetTrustAnchors("")
 		return nil
 	}
-	if err := tlsid.CheckTrustAnchorBundle([]byte(pem)); err != nil {
+	bundle, err := tlsid.TrustAnchorBundle([]byte(pem))
+	if err != nil {
 		if held := a.wh.anchors.Load(); held != nil && *held != "" {
 			a.log.Warn("trust anchors in the ConfigMap refused; the last good ones stay", cmName, zap.Error(err))
 		} else {
@@ -159,8 +160,8 @@ func (a *anchorsWatch) read(ctx context.Context) error {
 		}
 		return nil
 	}
-	a.log.Info("trust anchors read", cmName, zap.Int("bytes", len(pem)))
-	a.wh.SetTrustAnchors(pem)
+	a.log.Info("trust anchors read", cmName, zap.Int("bytes", len(bundle)))
+	a.wh.SetTrustAnchors(string(bundle))
 	return nil
 }
 

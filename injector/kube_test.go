@@ -237,6 +237,7 @@ func TestTrustAnchorsFollowTheConfigMap(t *testing.T) {
 	}
 	oldRoots, newRoots := string(testutil.NewPKI(t).AnchorPEM()), string(testutil.NewPKI(t).AnchorPEM())
 	keyPEM := "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIG5vdCBhIHJlYWwga2V5IGF0IGFsbCwganVzdCBieXRlcw==\n-----END EC PRIVATE KEY-----\n"
+	cutKey := "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIG5vdCBhIHJlYWwga2V5IGF0IGFsbCwganVzdCBieXRlcw==\n" // its END line lost
 
 	read()
 	if ok, _ := inject(); ok {
@@ -256,6 +257,11 @@ func TestTrustAnchorsFollowTheConfigMap(t *testing.T) {
 	read()
 	if !injects(oldRoots) {
 		t.Fatal("a refused bundle did not leave the last good anchors")
+	}
+	setBundle(oldRoots+cutKey, false)
+	read()
+	if !injects(oldRoots) {
+		t.Fatal("a bundle with a key cut short did not leave the last good anchors")
 	}
 	if _, patch := inject(); strings.Contains(patch, "PRIVATE KEY") {
 		t.Fatal("a key in the ConfigMap went into a pod's spec")

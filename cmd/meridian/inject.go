@@ -130,10 +130,11 @@ func readTrustAnchors(path string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("--identity-trust-anchors-file: %w", err)
 	}
-	if err := tlsid.CheckTrustAnchorBundle(b); err != nil {
+	bundle, err := tlsid.TrustAnchorBundle(b)
+	if err != nil {
 		return "", fmt.Errorf("--identity-trust-anchors-file %s: %w", quote.Prefix(path, 256), err)
 	}
-	return string(b), nil
+	return string(bundle), nil
 }
 
 // commandFlag is a container command given as one comma-separated flag value, which

@@ -4,7 +4,8 @@
 // names the identity discovery gave for it) and terminates TLS from one (asking for a client
 // certificate and verifying it when given, or, for the control plane's destination and
 // policy APIs, requiring one), the identity a verified peer proved, and the parsing of a
-// trust anchor bundle (and the stricter check of one that goes into meshed pods' specs).
+// trust anchor bundle (and the stricter check of one that goes into meshed pods' specs,
+// TrustAnchorBundle).
 //
 // Identities are Linkerd's DNS-like names
 // (web.shop.serviceaccount.identity.linkerd.cluster.local); a certificate proves one when a

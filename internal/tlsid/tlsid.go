@@ -1,6 +1,7 @@
 package tlsid
 
 import (
+	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
@@ -121,24 +122,38 @@ func ParseTrustAnchors(pemData []byte) (*x509.CertPool, error) {
 	return pool, nil
 }
 
-// CheckTrustAnchorBundle checks a trust anchor bundle that goes into meshed pods' specs
-// (LINKERD2_PROXY_IDENTITY_TRUST_ANCHORS): PEM certificates and nothing else, at least one,
-// each of which parses. A private key (the anchor's, given by mistake) or any other PEM block
-// is refused rather than copied into every pod; the error names the block by its number and
-// type, never its contents.
-func CheckTrustAnchorBundle(pemData []byte) error {
-	for rest, i := pemData, 1; ; i++ {
+// TrustAnchorBundle checks a trust anchor bundle that goes into meshed pods' specs
+// (LINKERD2_PROXY_IDENTITY_TRUST_ANCHORS) and returns it as they get it: its certificates
+// PEM-encoded again, and nothing else of the input. The bundle must be PEM certificates
+// only, at least one, each of which parses, and every block must be whole: a private key
+// (the anchor's, given by mistake), any other PEM block, or one cut short is refused rather
+// than copied into every pod; text outside the blocks (a comment) is left out. The error
+// names a block by its number and type, never its contents.
+func TrustAnchorBundle(pemData []byte) ([]byte, error) {
+	var out []byte
+	n := 0
+	for rest := pemData; ; {
 		var b *pem.Block
 		if b, rest = pem.Decode(rest); b == nil {
 			break
 		}
+		n++
 		if b.Type != "CERTIFICATE" {
-			return fmt.Errorf("PEM block %d is a %.64q, not a CERTIFICATE: a trust anchor bundle holds the anchors' certificates only (never a key: it goes into every meshed pod's spec)",
-				i, b.Type)
+			return nil, fmt.Errorf("PEM block %d is a %.64q, not a CERTIFICATE: a trust anchor bundle holds the anchors' certificates only (never a key: it goes into every meshed pod's spec)",
+				n, b.Type)
 		}
+		if _, err := x509.ParseCertificate(b.Bytes); err != nil {
+			return nil, fmt.Errorf("trust anchor %d: %w", n, err)
+		}
+		out = append(out, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: b.Bytes})...)
 	}
-	_, err := ParseTrustAnchors(pemData)
-	return err
+	if begins := bytes.Count(pemData, []byte("-----BEGIN")); begins != n {
+		return nil, fmt.Errorf("%d PEM blocks begin, but only %d are whole (BEGIN and END lines of one type, base64 between): a block cut short or mistyped is refused, as it may be a key", begins, n)
+	}
+	if n == 0 {
+		return nil, errors.New("no PEM CERTIFICATE block in the trust anchors")
+	}
+	return out, nil
 }
 
 // PeerIdentity returns the identity the peer of a completed handshake proved: the first DNS

@@ -1,6 +1,7 @@
 package tlsid
 
 import (
+	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
@@ -168,30 +169,40 @@ func TestParseTrustAnchors(t *testing.T) {
 	}
 }
 
-// TestCheckTrustAnchorBundle: a bundle that goes into pods' specs is certificates only; a
-// key beside good certificates is refused, and the error names the block without quoting
-// more than a short prefix of its type.
-func TestCheckTrustAnchorBundle(t *testing.T) {
+// TestTrustAnchorBundle: a bundle that goes into pods' specs is certificates only; a key
+// beside good certificates is refused, whole or cut short, and the error names the block
+// without quoting more than a short prefix of its type. What pods get is the certificates
+// alone.
+func TestTrustAnchorBundle(t *testing.T) {
 	good := testutil.NewPKI(t).AnchorPEM()
-	if err := CheckTrustAnchorBundle(append([]byte("# comment\n"), good...)); err != nil {
-		t.Fatalf("good bundle: %v", err)
+	got, err := TrustAnchorBundle(append([]byte("# comment\n"), good...))
+	if err != nil || string(got) != string(good) {
+		t.Fatalf("good bundle with a comment: %q, %v; want the certificate alone", got, err)
 	}
 	longType := strings.Repeat("K", 300)
+	key := "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n"
 	for name, tc := range map[string]struct {
 		in   []byte
 		want string
 	}{
 		"key after the anchor": {append(append([]byte{}, good...), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: []byte{1}})...), `block 2 is a "EC PRIVATE KEY"`},
+		"key without END":      {[]byte(string(good) + key), "2 PEM blocks begin, but only 1 are whole"},
+		"key with a bad END":   {[]byte(string(good) + key + "-----END PRIVATE KEY----\n"), "2 PEM blocks begin"},
+		"key before, no END":   {[]byte(key + string(good)), "2 PEM blocks begin"},
 		"long type":            {pem.EncodeToMemory(&pem.Block{Type: longType, Bytes: []byte{1}}), `block 1 is a "` + longType[:64] + `"`},
 		"no PEM":               {[]byte("not a certificate"), "no PEM CERTIFICATE block"},
 		"bad DER":              {pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: []byte{1, 2, 3}}), "trust anchor 1"},
 	} {
-		err := CheckTrustAnchorBundle(tc.in)
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: error %v, want one containing %q", name, err, tc.want)
+		out, err := TrustAnchorBundle(tc.in)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || out != nil {
+			t.Errorf("%s: %q, error %v; want none and an error containing %q", name, out, err, tc.want)
 		} else if strings.Contains(err.Error(), longType[:65]) {
 			t.Errorf("%s: error quotes more than 64 bytes of the type", name)
 		}
+	}
+	// Bare base64 after the certificate (a key pasted without its lines) never reaches pods.
+	if got, err := TrustAnchorBundle([]byte(string(good) + "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n")); err != nil || string(got) != string(good) {
+		t.Errorf("bare base64 after the anchor: %q, %v; want the certificate alone", got, err)
 	}
 }
 
@@ -204,14 +215,23 @@ func FuzzParseTrustAnchors(f *testing.F) {
 		if (pool == nil) == (err == nil) {
 			t.Fatalf("pool %v with error %v", pool, err)
 		}
-		// The stricter check accepts a subset of what parses, and quotes no more of a
-		// block's type than 64 bytes.
-		cerr := CheckTrustAnchorBundle(in)
+		// The stricter check accepts a subset of what parses, quotes no more of a block's
+		// type than 64 bytes, and returns certificates alone, which parse to the same pool.
+		out, cerr := TrustAnchorBundle(in)
 		if cerr == nil && err != nil {
 			t.Fatalf("the check passed a bundle that does not parse: %v", err)
 		}
 		if cerr != nil && len(cerr.Error()) > 512 {
 			t.Fatalf("error of %d bytes: %.100s...", len(cerr.Error()), cerr)
+		}
+		if cerr == nil {
+			again, err := TrustAnchorBundle(out)
+			if err != nil || !bytes.Equal(again, out) {
+				t.Fatalf("the bundle returned does not check to itself: %v", err)
+			}
+			if p2, err := ParseTrustAnchors(out); err != nil || !p2.Equal(pool) {
+				t.Fatalf("the bundle returned parses to other anchors: %v", err)
+			}
 		}
 	})
 }
