@@ -2,9 +2,11 @@ package injector
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
+	"unicode/utf8"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	"github.com/meridian-mesh/meridian/internal/manifest"
@@ -108,6 +110,13 @@ func InjectManifests(name string, r io.Reader, w io.Writer, opts ManifestOptions
 
 // injectDocument returns the document to write: the original bytes when nothing changed.
 func injectDocument(name string, doc manifest.Document, opts ManifestOptions) ([]byte, []ReportLine, error) {
+	// YAML may be UTF-16 (Windows PowerShell's > writes it), which the parser reads; but a
+	// document passed through as it is would then sit in a UTF-8 stream, with our separators
+	// and newlines, and no longer read. Refuse it with what to do.
+	if !utf8.Valid(doc.Text) {
+		return nil, nil, &manifest.FileError{File: name, Line: doc.Line,
+			Err: errors.New("the document is not UTF-8 text (a UTF-16 file, as Windows PowerShell's > writes, must be saved as UTF-8 first)")}
+	}
 	// Parse first for the problems' lines in the file (YAMLToJSON's are relative to the
 	// document), and to refuse a second document in this one ("--- {...}"), which YAMLToJSON
 	// would drop.

@@ -258,3 +258,23 @@ func TestInjectManifestKeysAreCaseSensitive(t *testing.T) {
 		t.Errorf("want the proxy injected and the unknown key kept:\n%s", out.String())
 	}
 }
+
+// TestInjectRefusesUTF16: a UTF-16 document (Windows PowerShell's > writes one) is refused
+// with what to do. The YAML parser reads UTF-16, but such a document passed through as it
+// was sat in a UTF-8 stream, with a newline after it, and the output no longer read (found
+// by FuzzInjectManifests: testdata/fuzz/FuzzInjectManifests/c56c6ec761b34689).
+func TestInjectRefusesUTF16(t *testing.T) {
+	utf16 := func(s string) []byte {
+		b := []byte{0xff, 0xfe} // the little-endian byte-order mark
+		for _, r := range s {
+			b = append(b, byte(r), 0)
+		}
+		return b
+	}
+	src := append([]byte("kind: ConfigMap\n---\n"), utf16("kind: ConfigMap\nmetadata: {name: x}\n")...)
+	var out bytes.Buffer
+	_, err := InjectManifests("in.yaml", bytes.NewReader(src), &out, ManifestOptions{})
+	if err == nil || !strings.Contains(err.Error(), "in.yaml:3:") || !strings.Contains(err.Error(), "not UTF-8") {
+		t.Fatalf("error %v, want one at in.yaml:3 saying the document is not UTF-8", err)
+	}
+}
