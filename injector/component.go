@@ -125,10 +125,10 @@ type anchorsWatch struct {
 }
 
 // read reads the ConfigMap once: a missing one, or one without ca-bundle.crt, leaves the
-// webhook without anchors (it refuses pods); a bundle that is not certificates only
-// (tlsid.TrustAnchorBundle: certificates only, every block whole) is refused with a warning and the last good anchors stay,
-// so that a key or garbage written there by mistake never goes into pods' specs; another
-// error is returned. Pods get the bundle's certificates alone. Each content is logged once.
+// webhook without anchors (it refuses pods). A bundle that tlsid.TrustAnchorBundle refuses
+// (not certificates only, or a block cut short) is logged and the last good anchors stay,
+// so that a key written there by mistake never goes into pods' specs; pods get the bundle's
+// certificates alone. Another error is returned. Each content is logged once.
 func (a *anchorsWatch) read(ctx context.Context) error {
 	gctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	cm, err := a.kube.CoreV1().ConfigMaps(a.ns).Get(gctx, a.name, metav1.GetOptions{})
