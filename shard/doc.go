@@ -20,7 +20,10 @@
 //   - ServiceKey (key.go) names a service and carries its ring hash, computed once, so that
 //     ownership checks neither build "namespace/name" nor hash it again (ring.OwnsHash).
 //   - ownership (ownership.go) is the ring as streams follow it: an immutable view swapped
-//     atomically, whose changed channel is closed on the next ring change.
+//     atomically, whose changed channel is closed on the next ring change. It also keeps
+//     the relayed calls in flight (moveWatch) and cancels each one whose service a ring
+//     change moves, or all of them when the replica stops, so that a relayed stream needs
+//     no goroutine to watch the ring beside its blocking receive.
 //   - follower (follow.go) applies each ring change: the index's filter first, a replay of
 //     the source for the services gained, then the view (streams move), then the release of
 //     what was lost.

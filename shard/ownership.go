@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 
@@ -30,6 +31,12 @@ type ownership struct {
 	key  ShardKey // what places a service in the ring
 	mu   sync.Mutex
 	cur  atomic.Pointer[ringView]
+
+	// Guarded by mu: the relayed calls to cancel when their service moves or the replica
+	// stops (a list through moveWatch, so a relayed stream costs no goroutine to watch
+	// the ring beside its blocking Recv), and whether it stopped.
+	watching moveWatch // the list's sentinel
+	stopped  bool
 }
 
 // ringView is one ring as a replica sees it. It never changes once published; changed is
@@ -45,6 +52,7 @@ type ringView struct {
 // a replica without a ring, which owns everything).
 func newOwnership(self string, key ShardKey, r *ring.Ring) *ownership {
 	o := &ownership{self: self, key: key}
+	o.watching.prev, o.watching.next = &o.watching, &o.watching
 	o.cur.Store(&ringView{ring: r, self: self, key: key, changed: make(chan struct{})})
 	return o
 }
@@ -52,13 +60,82 @@ func newOwnership(self string, key ShardKey, r *ring.Ring) *ownership {
 // load returns the current view.
 func (o *ownership) load() *ringView { return o.cur.Load() }
 
-// swap publishes r as the current view and wakes every stream waiting on the old one.
+// swap publishes r as the current view, wakes every stream waiting on the old one, and
+// cancels the relayed calls whose service r gives to another member (or to this one).
 func (o *ownership) swap(r *ring.Ring) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	old := o.cur.Load()
-	o.cur.Store(&ringView{ring: r, self: o.self, key: o.key, changed: make(chan struct{})})
+	v := &ringView{ring: r, self: o.self, key: o.key, changed: make(chan struct{})}
+	o.cur.Store(v)
 	close(old.changed)
+	for w := o.watching.next; w != &o.watching; {
+		next := w.next
+		if w.movedIn(v) {
+			w.unlink()
+			w.cancel(errMoved)
+		}
+		w = next
+	}
+}
+
+// stop cancels every relayed call (errStopping), and those watched from now on at once.
+func (o *ownership) stop() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.stopped = true
+	for w := o.watching.next; w != &o.watching; {
+		next := w.next
+		w.unlink()
+		w.cancel(errStopping)
+		w = next
+	}
+}
+
+// moveWatch is a relayed call to owner for k, which ownership cancels (cancel) when the ring
+// gives k to another member or the replica stops. It is linked into ownership.watching
+// while it waits.
+type moveWatch struct {
+	k          ServiceKey
+	owner      string // the owner's address
+	cancel     context.CancelCauseFunc
+	prev, next *moveWatch
+}
+
+// movedIn reports whether v gives w's service to someone other than w's owner.
+func (w *moveWatch) movedIn(v *ringView) bool {
+	next, local := v.owner(w.k)
+	return local || next.Addr != w.owner
+}
+
+func (w *moveWatch) unlink() {
+	w.prev.next, w.next.prev = w.next, w.prev
+	w.prev, w.next = nil, nil
+}
+
+// watch starts w, whose owner was found in view v: it is cancelled at once if the replica
+// stopped or the ring changed since v and moved its service.
+func (o *ownership) watch(w *moveWatch, v *ringView) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	switch cur := o.cur.Load(); {
+	case o.stopped:
+		w.cancel(errStopping)
+	case cur != v && w.movedIn(cur):
+		w.cancel(errMoved)
+	default:
+		w.prev, w.next = o.watching.prev, &o.watching
+		w.prev.next, o.watching.prev = w, w
+	}
+}
+
+// unwatch ends w's watch (when its call ends).
+func (o *ownership) unwatch(w *moveWatch) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if w.next != nil {
+		w.unlink()
+	}
 }
 
 // owner returns the owner of k and whether this replica serves k itself (it owns k, or the

@@ -104,3 +104,94 @@ func TestOwnershipAgreesWithRing(t *testing.T) {
 		t.Fatal("a replica without a ring must serve every service itself")
 	}
 }
+
+// TestMoveWatch: ownership cancels a watched relayed call when a ring change gives its
+// service to another member or to this one, or when the replica stops, and leaves it alone
+// otherwise; a call watched from a view the ring has since left is checked at once, one
+// watched after the stop is cancelled at once, and an unwatched one is never cancelled.
+func TestMoveWatch(t *testing.T) {
+	r, ms := benchRing()
+	self := ms[0]
+	own := newOwnership(self.Name, ShardByService, r)
+	keys := keysOf("ns-%d", "svc-%d")
+	ownerIn := func(r *ring.Ring, k ServiceKey) string { return r.OwnerOfHash(ShardByService.hash(k)).Addr }
+	var causes []error
+	watch := func(k ServiceKey, owner string, v *ringView) *moveWatch {
+		i := len(causes)
+		causes = append(causes, nil)
+		w := &moveWatch{k: k, owner: owner, cancel: func(err error) {
+			if causes[i] != nil {
+				t.Errorf("watch %d cancelled twice: %v, then %v", i, causes[i], err)
+			}
+			causes[i] = err
+		}}
+		own.watch(w, v)
+		return w
+	}
+	// A relayed call for each key this replica does not own, to its owner in r.
+	v0 := own.load()
+	var relayed []ServiceKey
+	for _, k := range keys {
+		if a := ownerIn(r, k); a != self.Addr {
+			relayed = append(relayed, k)
+			watch(k, a, v0)
+		}
+	}
+	unwatched := watch(relayed[0], ownerIn(r, relayed[0]), v0)
+	own.unwatch(unwatched)
+
+	// Member 7 leaves: its keys move (to this replica or another); the others stay put.
+	r2 := ring.Build(ms[:7], ring.DefaultHashConfig())
+	own.swap(r2)
+	moved := 0
+	for i, k := range relayed {
+		wantMoved := ownerIn(r2, k) != ownerIn(r, k)
+		if got := causes[i]; wantMoved != (got != nil) || (got != nil && got != errMoved) {
+			t.Fatalf("%v (owner %s, then %s): cancelled with %v", k, ownerIn(r, k), ownerIn(r2, k), got)
+		}
+		if wantMoved {
+			moved++
+		}
+	}
+	if moved == 0 || moved == len(relayed) {
+		t.Fatalf("%d of %d relayed keys moved: the test needs some of each", moved, len(relayed))
+	}
+	if causes[len(relayed)] != nil {
+		t.Fatalf("an unwatched call was cancelled: %v", causes[len(relayed)])
+	}
+
+	// A call whose owner was found in v0, watched after the swap: checked against r2 at once.
+	var stale, kept ServiceKey
+	for _, k := range relayed {
+		if ownerIn(r2, k) != ownerIn(r, k) {
+			stale = k
+		} else {
+			kept = k
+		}
+	}
+	n := len(causes)
+	watch(stale, ownerIn(r, stale), v0)
+	watch(kept, ownerIn(r, kept), v0)
+	if causes[n] != errMoved || causes[n+1] != nil {
+		t.Fatalf("watched from a stale view: moved key cancelled with %v, kept key with %v", causes[n], causes[n+1])
+	}
+
+	// The replica stops: every call still watched ends with errStopping, and so does one
+	// watched afterwards.
+	own.stop()
+	for i, k := range relayed {
+		if want := map[bool]error{true: errMoved, false: errStopping}[ownerIn(r2, k) != ownerIn(r, k)]; causes[i] != want {
+			t.Fatalf("%v after stop: cancelled with %v, want %v", k, causes[i], want)
+		}
+	}
+	if causes[n+1] != errStopping || causes[len(relayed)] != nil {
+		t.Fatalf("after stop: the call watched from a stale view ended with %v, the unwatched one with %v", causes[n+1], causes[len(relayed)])
+	}
+	watch(kept, ownerIn(r2, kept), own.load())
+	if got := causes[len(causes)-1]; got != errStopping {
+		t.Fatalf("watched after stop: %v", got)
+	}
+	if own.watching.next != &own.watching || own.watching.prev != &own.watching {
+		t.Fatal("calls left in the watch list after stop")
+	}
+}

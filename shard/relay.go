@@ -30,7 +30,6 @@ type relay struct {
 	conns *connPool
 	own   *ownership
 	m     *replicaMetrics
-	stop  <-chan struct{}
 }
 
 func isForwarded(ctx context.Context) bool {
@@ -110,8 +109,8 @@ func (rl *relay) profile(ctx context.Context, req *pb.GetDestination, k ServiceK
 // client's stream ends (nil), the owner's ends (its error; EOF becomes Unavailable), recv
 // fails, the replica stops (Unavailable) or the ring moves k away from owner (errMoved).
 //
-// One goroutine per relayed stream watches the ring and the replica's stop beside the
-// blocking Recv, and cancels the relayed call with the reason; relayStream waits for it.
+// The ring and the replica's stop are watched beside the blocking Recv without a goroutine
+// per stream: ownership cancels the relayed call with the reason (a moveWatch).
 func relayStream[T any](rl *relay, ctx context.Context, k ServiceKey, owner ring.Member, v *ringView,
 	open func(context.Context, *grpc.ClientConn) (receiver[T], error),
 	recv func(*T) error) error {
@@ -123,12 +122,10 @@ func relayStream[T any](rl *relay, ctx context.Context, k ServiceKey, owner ring
 	defer rl.m.forwarded.Dec()
 	rl.m.forwardedTotal.Inc()
 	rctx, cancel := context.WithCancelCause(metadata.AppendToOutgoingContext(ctx, ForwardedHeader, rl.own.self))
-	watched := make(chan struct{})
-	go func() {
-		defer close(watched)
-		rl.watch(rctx, cancel, k, owner, v)
-	}()
-	defer func() { cancel(nil); <-watched }()
+	defer cancel(nil)
+	w := &moveWatch{k: k, owner: owner.Addr, cancel: cancel}
+	rl.own.watch(w, v)
+	defer rl.own.unwatch(w)
 	rs, err := open(rctx, conn)
 	for err == nil {
 		var msg *T
@@ -151,23 +148,3 @@ func relayStream[T any](rl *relay, ctx context.Context, k ServiceKey, owner ring
 
 // receiver is the receiving side of a relayed server stream.
 type receiver[T any] interface{ Recv() (*T, error) }
-
-// watch cancels a relayed call to owner when the replica stops or the ring gives k to
-// another member (or to this one), until rctx ends.
-func (rl *relay) watch(rctx context.Context, cancel context.CancelCauseFunc, k ServiceKey, owner ring.Member, v *ringView) {
-	for {
-		select {
-		case <-rctx.Done():
-			return
-		case <-rl.stop:
-			cancel(errStopping)
-			return
-		case <-v.changed:
-			v = rl.own.load()
-			if next, local := v.owner(k); local || next.Addr != owner.Addr {
-				cancel(errMoved)
-				return
-			}
-		}
-	}
-}

@@ -113,7 +113,7 @@ func NewReplica(cfg Config, deps Deps) (*Replica, error) {
 		cfg:   cfg,
 		own:   r.own,
 		local: &local{cfg: cfg, idx: idx, own: r.own, loading: r.loading, stop: r.stop},
-		relay: &relay{conns: r.conns, own: r.own, m: m, stop: r.stop},
+		relay: &relay{conns: r.conns, own: r.own, m: m},
 		m:     m,
 		log:   log,
 		stop:  r.stop,
@@ -157,7 +157,7 @@ func (r *Replica) loading() bool { return !r.src.Synced() || r.follow.loading() 
 // run.Component.
 func (r *Replica) Run(ctx context.Context) error {
 	defer r.conns.close()
-	defer r.once.Do(func() { close(r.stop) })
+	defer r.once.Do(func() { close(r.stop); r.own.stop() })
 	var g run.Group
 	g.Go("index", r.idx.Run)
 	g.Go("source", func(ctx context.Context) error {
