@@ -54,6 +54,9 @@ func (s *Server) profileByIP(req *pb.GetDestination, ap netip.AddrPort, stream p
 func (l *local) ipProfile(ctx context.Context, ap netip.AddrPort, k ServiceKey, v *ringView, send func(*pb.DestinationProfile) error) error {
 	var last *pb.DestinationProfile
 	for {
+		if l.lost(k) { // as a Get's segment checks (local.lost)
+			return errMoved
+		}
 		changed, stopIP := l.idx.ips.watch(ap.Addr())
 		tgt := l.idx.ips.lookup(ap.Addr())
 		if len(tgt.pods) > 1 && last == nil {

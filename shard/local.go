@@ -60,6 +60,9 @@ func (l *local) get(ctx context.Context, t translator.Target, k ServiceKey, node
 	}
 	err = l.serve(ctx, k, v, sub, func() error {
 		for {
+			if l.lost(k) {
+				return errMoved
+			}
 			d, ok := sub.Next()
 			if !ok {
 				return nil
@@ -99,6 +102,9 @@ func (l *local) profile(ctx context.Context, t translator.Target, k ServiceKey, 
 	defer release()
 	var latest *snapshot.AddressSet
 	return l.serveChanges(ctx, k, v, sub, &changed, func() error {
+		if l.lost(k) {
+			return errMoved
+		}
 		for {
 			d, ok := sub.Next()
 			if !ok {
@@ -131,6 +137,12 @@ func (l *local) profile(ctx context.Context, t translator.Target, k ServiceKey, 
 		return send(p)
 	})
 }
+
+// lost reports whether the current view gives k to another replica. A segment checks it
+// before it passes anything on: a ring change swaps the view and then releases what the
+// replica lost, so the release's changes (an emptied set, a forgotten Service) can reach a
+// segment before it sees the view change, and must not reach its client.
+func (l *local) lost(k ServiceKey) bool { return !ownsKey(l.own.load(), k) }
 
 // externalName is the error for a stream of an ExternalName Service.
 func externalName(t translator.Target, svc *corev1.Service) error {

@@ -109,3 +109,57 @@ func TestLocalMovedBeforeFirstDeltaKeepsView(t *testing.T) {
 		t.Fatalf("no segment of %d moved before its first delta; the case was not exercised", runs)
 	}
 }
+
+// TestLocalSegmentEndsBeforeTheRelease: a ring change swaps the view and then releases what
+// the replica lost, so the release's changes (here, the set emptied) can be pending for a
+// segment that has not acted on the view change yet. The segment must end as moved and pass
+// none of them on. A Get's segment used to send the emptied set first (its drain took every
+// pending delta), and a stream then saw add, NoEndpoints{exists:true}, add during a handover
+// (seen in TestKubeRingHandoverByNamespace under load); a GetProfile's, half the time, a
+// profile of a Service no longer held.
+func TestLocalSegmentEndsBeforeTheRelease(t *testing.T) {
+	e := webEnv(t)
+	target, err := translator.ParseAuthority(DefaultConfig().Translator, auth)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := NewServiceKey("shop", "web")
+	key := viewKey(k, target.Port, "")
+	other := ring.Build([]ring.Member{{Name: "other", Addr: "127.0.0.1:1"}}, ring.DefaultHashConfig())
+	slice := sliceObj("shop", "web", "web-a", 8080, epSpec{"10.0.0.1", "web-1", true, ""})
+	// publish applies the slice change and waits until the index has published it.
+	publish := func(deleted bool) {
+		before := e.replica.store.Load(key)
+		e.h().OnEndpointSlice(slice, deleted)
+		testutil.Eventually(t, 10*time.Second, "the slice change to be published", func() bool { return e.replica.store.Load(key) != before })
+	}
+	const runs = 20 // a GetProfile's segment chose between the two at random
+	for _, profile := range []bool{false, true} {
+		for range runs {
+			own := newOwnership(standaloneName, ShardByService, nil)
+			l := *e.replica.srv.local
+			l.own = own
+			sent := 0
+			// While the segment sends its first update, the ring gives web away and the
+			// replica releases it: the view first, then the release, as follower.apply does.
+			first := func() error {
+				if sent++; sent == 1 {
+					own.swap(other)
+					publish(true)
+				}
+				return nil
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			if profile {
+				err = l.profile(ctx, target, k, "", own.load(), func(*pb.DestinationProfile) error { return first() })
+			} else {
+				_, err = l.get(ctx, target, k, "", own.load(), nil, func([]byte, wire.UpdateKind) error { return first() })
+			}
+			cancel()
+			if !errors.Is(err, errMoved) || sent != 1 {
+				t.Fatalf("profile=%v: the segment sent %d updates and ended with %v; want 1 and errMoved", profile, sent, err)
+			}
+			publish(false) // web's endpoint again, for the next run
+		}
+	}
+}
