@@ -1,8 +1,12 @@
 package shard
 
 import (
+	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/meridian-mesh/meridian/ring"
 )
@@ -116,6 +120,7 @@ func TestMoveWatch(t *testing.T) {
 	keys := keysOf("ns-%d", "svc-%d")
 	ownerIn := func(r *ring.Ring, k ServiceKey) string { return r.OwnerOfHash(ShardByService.hash(k)).Addr }
 	var causes []error
+	var watched []*moveWatch
 	watch := func(k ServiceKey, owner string, v *ringView) *moveWatch {
 		i := len(causes)
 		causes = append(causes, nil)
@@ -126,6 +131,7 @@ func TestMoveWatch(t *testing.T) {
 			causes[i] = err
 		}}
 		own.watch(w, v)
+		watched = append(watched, w)
 		return w
 	}
 	// A relayed call for each key this replica does not own, to its owner in r.
@@ -175,6 +181,15 @@ func TestMoveWatch(t *testing.T) {
 	if causes[n] != errMoved || causes[n+1] != nil {
 		t.Fatalf("watched from a stale view: moved key cancelled with %v, kept key with %v", causes[n], causes[n+1])
 	}
+	// Each relayed call unwatches when it ends, whether or not it was cancelled already:
+	// one that swap cancelled, and one cancelled at once.
+	for i := range relayed {
+		if causes[i] == errMoved {
+			own.unwatch(watched[i])
+			break
+		}
+	}
+	own.unwatch(watched[n])
 
 	// The replica stops: every call still watched ends with errStopping, and so does one
 	// watched afterwards.
@@ -193,5 +208,81 @@ func TestMoveWatch(t *testing.T) {
 	}
 	if own.watching.next != &own.watching || own.watching.prev != &own.watching {
 		t.Fatal("calls left in the watch list after stop")
+	}
+}
+
+// TestMoveWatchConcurrent: relayed calls start and end while the ring changes; none is
+// cancelled twice or after it ended, and the list is empty once they have all ended.
+func TestMoveWatchConcurrent(t *testing.T) {
+	r, ms := benchRing()
+	own := newOwnership(ms[0].Name, ShardByService, r)
+	keys := keysOf("ns-%d", "svc-%d")
+	rings := []*ring.Ring{r, ring.Build(ms[:7], ring.DefaultHashConfig()), ring.Build(ms[1:], ring.DefaultHashConfig())}
+	var wg sync.WaitGroup
+	var bad atomic.Int64
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 500 {
+				k := keys[(g*500+i)%len(keys)]
+				v := own.load()
+				m, local := v.owner(k)
+				if local {
+					continue
+				}
+				var mu sync.Mutex
+				cancelled, ended := 0, false
+				w := &moveWatch{k: k, owner: m.Addr, cancel: func(error) {
+					mu.Lock()
+					defer mu.Unlock()
+					if cancelled++; cancelled > 1 || ended {
+						bad.Add(1)
+					}
+				}}
+				own.watch(w, v)
+				own.unwatch(w)
+				mu.Lock()
+				ended = true
+				mu.Unlock()
+			}
+		}()
+	}
+	for i := range 200 {
+		own.swap(rings[i%len(rings)])
+	}
+	wg.Wait()
+	if n := bad.Load(); n > 0 {
+		t.Fatalf("%d relayed calls cancelled twice or after they ended", n)
+	}
+	if own.watching.next != &own.watching {
+		t.Fatal("calls left in the watch list after every one ended")
+	}
+}
+
+// TestRunStopsRelayedCalls: when a replica's Run returns, its relayed calls in flight end
+// with errStopping (so their clients reconnect elsewhere), and so does one started after.
+func TestRunStopsRelayedCalls(t *testing.T) {
+	r, err := NewReplica(DefaultConfig(), Deps{Source: newPushSource()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	causes := make([]error, 2)
+	watch := func(i int) {
+		r.own.watch(&moveWatch{k: NewServiceKey("shop", "web"), owner: "127.0.0.1:1", cancel: func(err error) { causes[i] = err }}, r.own.load())
+	}
+	watch(0)
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return within 30s of its context ending")
+	}
+	watch(1)
+	if causes[0] != errStopping || causes[1] != errStopping {
+		t.Fatalf("relayed calls ended with %v (in flight) and %v (started after Run returned), want errStopping", causes[0], causes[1])
 	}
 }
