@@ -27,6 +27,16 @@ func webEnv(t *testing.T) *env {
 	return e
 }
 
+// webSegmentEnv is webEnv, with the target and key of shop/web's port 80, for tests that
+// run a local segment themselves.
+func webSegmentEnv(t *testing.T) (*env, translator.Target, ServiceKey) {
+	target, err := translator.ParseAuthority(DefaultConfig().Translator, auth)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return webEnv(t), target, NewServiceKey("shop", "web")
+}
+
 // TestFollowWaitsForTheViewWhileTheIndexIsAhead: a ring change moves the index's filter
 // first and the view only after it has loaded what it gained, so for that while a stream
 // for a service being lost finds the view calling it local and the index calling it moved.
@@ -67,12 +77,7 @@ func TestFollowWaitsForTheViewWhileTheIndexIsAhead(t *testing.T) {
 // empty view about half the time (when the select took the ring change before the initial
 // delta), and then forwarded the new owner's set without removing what the client held.
 func TestLocalMovedBeforeFirstDeltaKeepsView(t *testing.T) {
-	e := webEnv(t)
-	target, err := translator.ParseAuthority(DefaultConfig().Translator, auth)
-	if err != nil {
-		t.Fatal(err)
-	}
-	k := NewServiceKey("shop", "web")
+	e, target, k := webSegmentEnv(t)
 	lost, early := 0, 0
 	const runs = 200
 	for range runs {
@@ -118,12 +123,7 @@ func TestLocalMovedBeforeFirstDeltaKeepsView(t *testing.T) {
 // (seen in TestKubeRingHandoverByNamespace under load); a GetProfile's, half the time, a
 // profile of a Service no longer held.
 func TestLocalSegmentEndsBeforeTheRelease(t *testing.T) {
-	e := webEnv(t)
-	target, err := translator.ParseAuthority(DefaultConfig().Translator, auth)
-	if err != nil {
-		t.Fatal(err)
-	}
-	k := NewServiceKey("shop", "web")
+	e, target, k := webSegmentEnv(t)
 	key := viewKey(k, target.Port, "")
 	other := ring.Build([]ring.Member{{Name: "other", Addr: "127.0.0.1:1"}}, ring.DefaultHashConfig())
 	slice := sliceObj("shop", "web", "web-a", 8080, epSpec{"10.0.0.1", "web-1", true, ""})
@@ -149,6 +149,7 @@ func TestLocalSegmentEndsBeforeTheRelease(t *testing.T) {
 				}
 				return nil
 			}
+			var err error
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			if profile {
 				err = l.profile(ctx, target, k, "", own.load(), func(*pb.DestinationProfile) error { return first() })
