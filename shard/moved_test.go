@@ -3,6 +3,7 @@ package shard
 import (
 	"context"
 	"errors"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -162,5 +163,43 @@ func TestLocalSegmentEndsBeforeTheRelease(t *testing.T) {
 			}
 			publish(false) // web's endpoint again, for the next run
 		}
+	}
+}
+
+// TestIPProfileEndsBeforeTheRelease is TestLocalSegmentEndsBeforeTheRelease for the profile
+// of a pod's address: released after the view moved it, the address must not be sent on as
+// no pod's (a profile without the pod's identity), which the segment used to do half the
+// time.
+func TestIPProfileEndsBeforeTheRelease(t *testing.T) {
+	e, _, _ := webSegmentEnv(t)
+	ap := netip.MustParseAddrPort("10.0.0.1:8080")
+	k := ipKey(ap.Addr())
+	other := ring.Build([]ring.Member{{Name: "other", Addr: "127.0.0.1:1"}}, ring.DefaultHashConfig())
+	pod := podObj("shop", "web-1", "10.0.0.1", false)
+	// setPod applies the pod's change and waits until the index's address lookup shows it.
+	setPod := func(deleted bool) {
+		e.h().OnPod(pod, deleted)
+		testutil.Eventually(t, 10*time.Second, "the pod change to be indexed", func() bool {
+			return (len(e.replica.idx.ips.lookup(ap.Addr()).pods) == 0) == deleted
+		})
+	}
+	for range 20 { // the segment chose between the two at random
+		own := newOwnership(standaloneName, ShardByService, nil)
+		l := *e.replica.srv.local
+		l.own = own
+		sent := 0
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := l.ipProfile(ctx, ap, k, own.load(), func(*pb.DestinationProfile) error {
+			if sent++; sent == 1 {
+				own.swap(other)
+				setPod(true)
+			}
+			return nil
+		})
+		cancel()
+		if !errors.Is(err, errMoved) || sent != 1 {
+			t.Fatalf("the segment sent %d profiles and ended with %v; want 1 and errMoved", sent, err)
+		}
+		setPod(false)
 	}
 }
