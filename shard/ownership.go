@@ -33,9 +33,9 @@ type ownership struct {
 	cur  atomic.Pointer[ringView]
 
 	// Guarded by mu: the relayed calls to cancel when their service moves or the replica
-	// stops (a list through moveWatch, so a relayed stream costs no goroutine to watch
-	// the ring beside its blocking Recv), and whether it stopped.
-	watching moveWatch // the list's sentinel
+	// stops (so that a relayed stream costs no goroutine to watch the ring beside its
+	// blocking Recv), and whether it stopped.
+	watching map[*moveWatch]struct{}
 	stopped  bool
 }
 
@@ -51,8 +51,7 @@ type ringView struct {
 // newOwnership returns the ownership of the replica named self, starting with ring r (nil:
 // a replica without a ring, which owns everything).
 func newOwnership(self string, key ShardKey, r *ring.Ring) *ownership {
-	o := &ownership{self: self, key: key}
-	o.watching.prev, o.watching.next = &o.watching, &o.watching
+	o := &ownership{self: self, key: key, watching: map[*moveWatch]struct{}{}}
 	o.cur.Store(&ringView{ring: r, self: self, key: key, changed: make(chan struct{})})
 	return o
 }
@@ -69,13 +68,11 @@ func (o *ownership) swap(r *ring.Ring) {
 	v := &ringView{ring: r, self: o.self, key: o.key, changed: make(chan struct{})}
 	o.cur.Store(v)
 	close(old.changed)
-	for w := o.watching.next; w != &o.watching; {
-		next := w.next
+	for w := range o.watching {
 		if w.movedIn(v) {
-			w.unlink()
+			delete(o.watching, w)
 			w.cancel(errMoved)
 		}
-		w = next
 	}
 }
 
@@ -84,33 +81,25 @@ func (o *ownership) stop() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.stopped = true
-	for w := o.watching.next; w != &o.watching; {
-		next := w.next
-		w.unlink()
+	for w := range o.watching {
+		delete(o.watching, w)
 		w.cancel(errStopping)
-		w = next
 	}
 }
 
 // moveWatch is a relayed call to owner for k, which ownership cancels (cancel) when the ring
-// gives k to another member or the replica stops. It is linked into ownership.watching
-// while it waits.
+// gives k to another member or the replica stops. It is in ownership.watching while it
+// waits.
 type moveWatch struct {
-	k          ServiceKey
-	owner      string // the owner's address
-	cancel     context.CancelCauseFunc
-	prev, next *moveWatch
+	k      ServiceKey
+	owner  string // the owner's address
+	cancel context.CancelCauseFunc
 }
 
 // movedIn reports whether v gives w's service to someone other than w's owner.
 func (w *moveWatch) movedIn(v *ringView) bool {
 	next, local := v.owner(w.k)
 	return local || next.Addr != w.owner
-}
-
-func (w *moveWatch) unlink() {
-	w.prev.next, w.next.prev = w.next, w.prev
-	w.prev, w.next = nil, nil
 }
 
 // watch starts w, whose owner was found in view v: it is cancelled at once if the replica
@@ -124,8 +113,7 @@ func (o *ownership) watch(w *moveWatch, v *ringView) {
 	case cur != v && w.movedIn(cur):
 		w.cancel(errMoved)
 	default:
-		w.prev, w.next = o.watching.prev, &o.watching
-		w.prev.next, o.watching.prev = w, w
+		o.watching[w] = struct{}{}
 	}
 }
 
@@ -133,9 +121,7 @@ func (o *ownership) watch(w *moveWatch, v *ringView) {
 func (o *ownership) unwatch(w *moveWatch) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if w.next != nil {
-		w.unlink()
-	}
+	delete(o.watching, w)
 }
 
 // owner returns the owner of k and whether this replica serves k itself (it owns k, or the
