@@ -419,3 +419,40 @@ func TestRecreatedServiceNotLost(t *testing.T) {
 		t.Fatal("lockLive's entry is not the index's")
 	}
 }
+
+// TestReleaseRecomputesOnlyTheLastWatcher checks that a stream going away queues its service
+// for a recompute only when it was the last to watch its view: the recompute then releases
+// the view, while with others still watching it would only translate the service again.
+func TestReleaseRecomputesOnlyTheLastWatcher(t *testing.T) {
+	x := NewIndex(DefaultConfig(), snapshot.NewStore(snapshot.StoreConfig{}), nil, newMetrics(metrics.Exclusive(nil)), zap.NewNop())
+	k := NewServiceKey("ns", "web")
+	drain := func() (n int) {
+		for ; x.queue.Len() > 0; n++ {
+			q, _ := x.queue.Get()
+			x.recompute(q)
+			x.queue.Done(q)
+		}
+		return n
+	}
+	x.OnService(svcObj("ns", "web"), false)
+	x.OnEndpointSlice(sliceObj("ns", "web", "web-a", 8080, epSpec{ip: "10.0.0.1", ready: true}), false)
+	drain()
+	view := viewKey(k, 80, "node-a")
+	_, release1 := x.Watch(k, 80, "node-a")
+	_, release2 := x.Watch(k, 80, "node-a")
+	drain()
+	release1()
+	if n := drain(); n != 0 {
+		t.Fatalf("releasing one of two watchers queued %d recomputes, want none", n)
+	}
+	if x.store.Load(view) == nil {
+		t.Fatal("the view was released while a stream still watches it")
+	}
+	release2()
+	if n := drain(); n != 1 {
+		t.Fatalf("releasing the last watcher queued %d recomputes, want 1", n)
+	}
+	if x.store.Load(view) != nil {
+		t.Fatal("the view nobody watches any more is still published")
+	}
+}

@@ -263,11 +263,19 @@ func (x *Index) Watch(k ServiceKey, port uint32, node string) (*snapshot.Subscri
 		once.Do(func() {
 			sub.Close()
 			s.mu.Lock()
-			if ps.views[node]--; ps.views[node] <= 0 {
+			last := ps.views[node] <= 1
+			if last {
 				ps.views[node] = 0 // recompute releases it
+			} else {
+				ps.views[node]--
 			}
 			s.mu.Unlock()
-			x.queue.Add(k) // lets recompute release the view, and forget a deleted service nobody watches
+			if last {
+				// Recompute releases the view, and forgets a deleted service nobody watches.
+				// While others watch it, there is nothing to do: a recompute would translate
+				// the service again for nothing, once for every client that goes.
+				x.queue.Add(k)
+			}
 		})
 	}
 }

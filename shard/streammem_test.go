@@ -341,3 +341,61 @@ func BenchmarkRelay(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkStorm measures a storm of new streams at one replica that owns their services: per
+// op, stormStreams Get and as many GetProfile streams are opened at once on 4 connections,
+// each receives its first message (kept encoded, as the bench's clients scan it rather than
+// decode it), and all end. A Get stream per service stays open throughout, as in the bench,
+// so that the storm finds every service's set computed. ns/op divided by 2*stormStreams is a
+// stream's cost to the in-process client and the replica together.
+func BenchmarkStorm(b *testing.B) {
+	const stormStreams = 1000
+	_, owner, names := benchCluster(b, false, stormStreams)
+	conns := make([]grpc.ClientConnInterface, 4)
+	for i := range conns {
+		conns[i] = testutil.DialGRPC(b, owner.addr)
+	}
+	// first opens a stream of method on conn and returns once its first message is in.
+	first := func(ctx context.Context, conn grpc.ClientConnInterface, method string, req *pb.GetDestination) error {
+		cs, err := conn.NewStream(ctx, &pb.Destination_ServiceDesc.Streams[0], method, grpc.ForceCodecV2(relayCodec{}))
+		if err != nil {
+			return err
+		}
+		if err := cs.SendMsg(req); err != nil {
+			return err
+		}
+		var m rawUpdate
+		if err := cs.RecvMsg(&m); err != nil {
+			return err
+		}
+		m.free()
+		return nil
+	}
+	bg, stopBG := context.WithCancel(context.Background())
+	defer stopBG()
+	for i, name := range names {
+		cs, err := conns[i%4].NewStream(bg, &pb.Destination_ServiceDesc.Streams[0], pb.Destination_Get_FullMethodName, grpc.ForceCodecV2(relayCodec{}))
+		if err == nil {
+			err = cs.SendMsg(&pb.GetDestination{Scheme: "k8s", Path: benchPath(name)})
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		ctx, cancel := context.WithCancel(context.Background())
+		errs := make(chan error, 2*stormStreams)
+		for i := range 2 * stormStreams {
+			method := map[bool]string{false: pb.Destination_Get_FullMethodName, true: pb.Destination_GetProfile_FullMethodName}[i%2 == 1]
+			req := &pb.GetDestination{Scheme: "k8s", Path: benchPath(names[(i/2*7919)%stormStreams])}
+			go func() { errs <- first(ctx, conns[i%4], method, req) }()
+		}
+		for range 2 * stormStreams {
+			if err := <-errs; err != nil {
+				b.Fatal(err)
+			}
+		}
+		cancel()
+	}
+}
