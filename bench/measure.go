@@ -178,6 +178,8 @@ func (res *RunResult) addReplica(st procStats) {
 	res.SlowSchedWaits += st.SlowSchedWaits
 	res.DeadHeld += st.HeldDead
 	res.DeadRevived += st.Revived
+	res.PodGets += st.PodGets
+	res.PodRecent += st.PodRecent
 	res.StreamHandovers += st.Handovers
 	res.ForwardedStreams += st.Forwarded
 	res.OwnedServicesPerShard = append(res.OwnedServicesPerShard, st.OwnedServices)

@@ -170,6 +170,10 @@ type procStats struct {
 	// HeldDead and Revived: peers declared dead that still accepted connections, which the
 	// replica kept in its ring for the hold, and those of them that came back (a flap avoided).
 	HeldDead, Revived uint64
+	// PodGets and PodRecent: the pods the replica read one at a time because a slice started
+	// naming a pod it had dropped (destination_source_pod_reads_total), with a GET, and from
+	// the copy its watch had dropped lately, without a request.
+	PodGets, PodRecent uint64
 }
 
 // schedSlowBound is the go_sched_latencies_seconds bucket bound (the Go collector's, about
@@ -258,6 +262,10 @@ func (r *replica) scrape(ctx context.Context, heapProfile string) (procStats, er
 	st.SlowSchedWaits = slowSchedWaits(m)
 	st.HeldDead = uint64(m[`ring_failure_detector_events_total{event="dead_reachable"}`])
 	st.Revived = uint64(m[`ring_failure_detector_events_total{event="dead_revived"}`])
+	for _, r := range []string{"found", "gone", "failed"} {
+		st.PodGets += uint64(m[`destination_source_pod_reads_total{result="`+r+`"}`])
+	}
+	st.PodRecent = uint64(m[`destination_source_pod_reads_total{result="recent"}`])
 	return st, nil
 }
 

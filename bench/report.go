@@ -83,6 +83,8 @@ func rows() []row {
 		{"goroutine waits over 0.12 s, all shards", func(r RunResult) float64 { return float64(r.SlowSchedWaits) }, n0, false},
 		{"dead but reachable, held", func(r RunResult) float64 { return float64(r.DeadHeld) }, n0, false},
 		{"dead but reachable: back (flaps avoided)", func(r RunResult) float64 { return float64(r.DeadRevived) }, n0, false},
+		{"pods read with a GET (all shards)", func(r RunResult) float64 { return float64(r.PodGets) }, n0, false},
+		{"pods kept from the watch's recent drops", func(r RunResult) float64 { return float64(r.PodRecent) }, n0, false},
 		{"forwarded streams at end", func(r RunResult) float64 { return float64(r.ForwardedStreams) }, n0, false},
 		{"streams closed by kill", func(r RunResult) float64 { return float64(r.StreamsClosedByKill) }, n0, false},
 		{"kill to streams converged (s)", func(r RunResult) float64 { return r.KillConvergeSeconds }, f1, false},

@@ -139,6 +139,11 @@ type RunResult struct {
 	// DeadRevived, those that came back meanwhile: each a flap avoided.
 	DeadHeld    uint64 `json:"dead_held"`
 	DeadRevived uint64 `json:"dead_revived"`
+	// PodGets and PodRecent sum the replicas' pods read one at a time because a slice started
+	// naming a pod they had dropped (with --kube-pods: each new endpoint's pod exists before
+	// its slice names it): with a GET, and from the copy their pod watch dropped lately.
+	PodGets   uint64 `json:"pod_gets"`
+	PodRecent uint64 `json:"pod_reads_recent"`
 	// OwnedServicesPerShard is each replica's destination_owned_services at the end.
 	OwnedServicesPerShard []uint64 `json:"owned_services_per_shard"`
 	FeedResyncs           uint64   `json:"feed_resyncs"`

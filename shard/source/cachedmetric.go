@@ -22,9 +22,10 @@ var listsDesc = prometheus.NewDesc("destination_source_lists_total",
 
 // podReadsDesc describes destination_source_pod_reads_total: the pods a replica that keeps
 // only the pods it needs (podShare) read one at a time, when a slice started naming a pod it
-// had dropped, by result: found, gone (deleted meanwhile), failed (retried).
+// had dropped, by result: found, gone (deleted meanwhile), failed (retried), recent (served
+// from the copy the watch dropped lately, without a request).
 var podReadsDesc = prometheus.NewDesc("destination_source_pod_reads_total",
-	"Pods the Kubernetes source read one at a time because a slice the replica keeps started naming a pod it had not kept, by result: found, gone (deleted meanwhile), failed (retried with a backoff).",
+	"Pods the Kubernetes source read one at a time because a slice the replica keeps started naming a pod it had not kept, by result: found, gone (deleted meanwhile), failed (retried with a backoff), recent (the copy the watch dropped less than 30s before, without a request).",
 	[]string{"result"}, nil)
 
 // cachedCollector counts the share informers' caches at each scrape (a few thousand objects:
@@ -45,7 +46,7 @@ func (c cachedCollector) Collect(ch chan<- prometheus.Metric) {
 	shares, profiles := c.k.shares, c.k.profiles
 	c.k.mu.Unlock()
 	if ps := c.k.podFiltering(); ps != nil {
-		for i, result := range [...]string{podFound: "found", podGone: "gone", podFailed: "failed"} {
+		for i, result := range [...]string{podFound: "found", podGone: "gone", podFailed: "failed", podRecent: "recent"} {
 			ch <- prometheus.MustNewConstMetric(podReadsDesc, prometheus.CounterValue, float64(ps.reads[i].Load()), result)
 		}
 	}

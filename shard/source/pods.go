@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -29,11 +30,24 @@ const podWorkers = 4
 // for good.
 const goneFor = 5 * time.Minute
 
-// Results of a pod read (destination_source_pod_reads_total).
+// recentFor is how long the projection of a pod the watch dropped as unwanted is kept aside,
+// and recentMax how many are kept at most (the oldest go first): a pod a slice starts naming
+// within recentFor of its last change is stored from that copy rather than read. That is how
+// a rollout goes: a new pod turns ready, and the EndpointSlice controller names it in its
+// slice a moment later; read one at a time, a rollout of thousands of pods would wait for
+// the client's request budget, shared with every other request of the replica.
+const (
+	recentFor = 30 * time.Second
+	recentMax = 4096
+)
+
+// Results of a pod read (destination_source_pod_reads_total); podRecent is a read served
+// from the pods the watch dropped lately (recentDrops), without a request.
 const (
 	podFound = iota
 	podGone
 	podFailed
+	podRecent
 )
 
 // podShare keeps the pod informer's cache to the pods the handler's PodFilter wants: on a
@@ -54,6 +68,13 @@ const (
 //     list reads it anyway; those still missing after are read one by one;
 //   - a pod a relist deleted (a tombstone: the list may have been filtered before a slice
 //     named the pod) is read again if it is wanted.
+//
+// A read of a pod the watch dropped less than recentFor ago is served from the copy it
+// dropped (recentDrops), without a request: the copy is the pod's latest, since every later
+// event of the pod replaces or removes it. A list, or a watch that lists first (client-go's
+// watch-list, whose initial events are not kept), clears them all: the reflector opens one
+// when it starts and when it cannot resume a watch, and the events in between (a deletion
+// among them) are not seen.
 //
 // A pod read is stored in the cache and delivered unless the cache holds it already (the
 // watch delivered it since it became wanted, which is as new), or the watch deleted it while
@@ -76,7 +97,8 @@ type podShare struct {
 	loading int
 	deleted map[string]types.UID
 
-	reads [3]atomic.Int64 // by result: podFound, podGone, podFailed
+	reads  [4]atomic.Int64 // by result: podFound, podGone, podFailed, podRecent
+	recent recentDrops
 	// gone holds when each pod last read as gone was read (see goneFor), until the watch or a
 	// list shows the pod exists; guarded by goneMu, and ngone counts it (a pod event looks at
 	// it only when it is not empty).
@@ -94,7 +116,8 @@ func newPodShare(k *Kubernetes, f PodFilter) *podShare {
 }
 
 // run reads the pods WantPod queues on podWorkers goroutines until ctx ends, then waits for
-// them.
+// them. Meanwhile it lets the pods the watch dropped go once they are older than recentFor,
+// also when no pod event comes to do it.
 func (ps *podShare) run(ctx context.Context) {
 	for range podWorkers {
 		ps.wg.Go(func() {
@@ -102,7 +125,15 @@ func (ps *podShare) run(ctx context.Context) {
 			}
 		})
 	}
-	<-ctx.Done()
+	t := time.NewTicker(recentFor)
+	defer t.Stop()
+	for ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+		case now := <-t.C:
+			ps.recent.prune(now)
+		}
+	}
 	ps.queue.close()
 	ps.wg.Wait()
 }
@@ -120,17 +151,26 @@ func (ps *podShare) next(ctx context.Context) bool {
 	return true
 }
 
-// read reads the pod key (namespace/name) and keeps it, unless the cache has it already.
+// read reads the pod key (namespace/name) and keeps it, unless the cache has it already: from
+// the copy the watch dropped lately, or else with a GET.
 func (ps *podShare) read(ctx context.Context, key string) error {
 	ns, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil || ps.cached(key) || !ps.filter.WantsPod(ns, name, nil) {
 		return nil // no longer named: what would have been read is not wanted
 	}
+	// Loading from here: a deletion the watch delivers after the copy was taken is recorded
+	// (onDelete), and keep does not store the copy after it. One delivered before was taken
+	// from recent before it (filterEvent runs first).
+	ps.beginLoad()
+	defer ps.endLoad()
+	if p := ps.recent.take(key, time.Now()); p != nil {
+		ps.reads[podRecent].Add(1)
+		ps.keepSlim(p)
+		return nil
+	}
 	if ps.goneRecently(key) {
 		return nil
 	}
-	ps.beginLoad()
-	defer ps.endLoad()
 	p, err := ps.k.clients.Typed.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
@@ -151,12 +191,11 @@ func (ps *podShare) read(ctx context.Context, key string) error {
 // the delivery lock, which sweep holds too: a read that was wanted when it started and
 // ends after a ring change took the pod away (the index dropped the slices that named it,
 // then Release swept) is not stored after the sweep.
-func (ps *podShare) keep(p *corev1.Pod) {
-	key := p.Namespace + "/" + p.Name
-	obj, err := slimObject(p)
-	if err != nil {
-		return
-	}
+func (ps *podShare) keep(p *corev1.Pod) { ps.keepSlim(translator.SlimPod(p)) }
+
+// keepSlim is keep for the projection of a pod.
+func (ps *podShare) keepSlim(p *translator.Pod) {
+	key := p.Namespace() + "/" + p.Name
 	k := ps.k
 	k.mu.Lock()
 	h, store := k.handler, k.pods
@@ -166,7 +205,7 @@ func (ps *podShare) keep(p *corev1.Pod) {
 	}
 	k.deliverMu.Lock()
 	defer k.deliverMu.Unlock()
-	if !ps.wants(p) {
+	if !ps.wantsCached(p) {
 		return
 	}
 	if _, ok, _ := store.GetByKey(key); ok {
@@ -178,8 +217,8 @@ func (ps *podShare) keep(p *corev1.Pod) {
 	if gone && uid == p.UID {
 		return
 	}
-	if err := store.Add(obj); err == nil {
-		deliver(h, obj, false)
+	if err := store.Add(p); err == nil {
+		h.OnPod(p, false)
 	}
 }
 
@@ -477,6 +516,10 @@ func (ps *podShare) listWatch() cache.ListerWatcher {
 			if err != nil {
 				return nil, err
 			}
+			// The watch is started anew after the list, and may have missed a pod's events
+			// (its deletion among them) before it: what it dropped is no longer known to be
+			// the latest.
+			ps.recent.clear()
 			kept := l.Items[:0]
 			for i := range l.Items {
 				ps.exists(l.Items[i].Namespace + "/" + l.Items[i].Name)
@@ -489,11 +532,18 @@ func (ps *podShare) listWatch() cache.ListerWatcher {
 			return l, nil
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			pw := &podWatch{ps: ps, listing: opts.SendInitialEvents != nil && *opts.SendInitialEvents}
+			if pw.listing {
+				// A watch that lists first (client-go's watch-list), as the reflector opens
+				// when it starts or cannot resume: events may have been missed, as before a
+				// list.
+				ps.recent.clear()
+			}
 			w, err := pods.Watch(ctx, opts)
 			if err != nil {
 				return nil, err
 			}
-			return newFilteredWatch(w, ps.filterEvent), nil
+			return newFilteredWatch(w, pw.filterEvent), nil
 		},
 	}
 }
@@ -546,20 +596,137 @@ func (w *filteredWatch) loop(f func(watch.Event) (watch.Event, bool)) {
 	}
 }
 
+// podWatch is the state of one pod watch's filter: listing while a watch that lists first
+// delivers its initial events (the cluster's pods as additions), which end with a bookmark.
+type podWatch struct {
+	ps      *podShare
+	listing bool
+}
+
 // filterEvent passes a watch event on when the filter wants its pod, or when it is no
 // addition or modification; the addition of an unwanted pod is dropped, and its
 // modification becomes the deletion of its placeholder (isDropped).
-func (ps *podShare) filterEvent(e watch.Event) (watch.Event, bool) {
+//
+// Every event of a pod replaces what recent holds of it: the projection of the pod it drops
+// (unless it is an initial event: a replica that starts or relists names the pods its slices
+// name before, and would hold thousands of copies for nothing), else nothing.
+func (pw *podWatch) filterEvent(e watch.Event) (watch.Event, bool) {
+	ps := pw.ps
+	if e.Type == watch.Bookmark {
+		if m, err := meta.Accessor(e.Object); err == nil && m.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true" {
+			pw.listing = false
+		}
+		return e, true
+	}
 	p, ok := e.Object.(*corev1.Pod)
+	if ok && (e.Type == watch.Added || e.Type == watch.Modified || e.Type == watch.Deleted) {
+		ps.recent.forget(p.Namespace + "/" + p.Name)
+	}
 	if ok && (e.Type == watch.Added || e.Type == watch.Modified) {
 		ps.exists(p.Namespace + "/" + p.Name)
 	}
 	if !ok || (e.Type != watch.Added && e.Type != watch.Modified) || ps.wants(p) {
 		return e, true
 	}
+	if !pw.listing {
+		ps.recent.put(translator.SlimPod(p), time.Now())
+	}
 	if e.Type == watch.Added {
 		return e, false
 	}
 	m := objMeta{name: p.Name, namespace: p.Namespace, resourceVersion: p.ResourceVersion}
 	return watch.Event{Type: watch.Deleted, Object: &corev1.Pod{ObjectMeta: reducedMeta(m, dropped)}}, true
+}
+
+// recentDrops holds the projections of the pods the watch dropped as unwanted lately, by key
+// (namespace/name), each for recentFor and at most recentMax of them. Safe for concurrent use.
+type recentDrops struct {
+	mu    sync.Mutex
+	pods  map[string]recentPod
+	order []recentKey // keys in the order they were put, from head on; some stale (put again since, or taken)
+	head  int
+}
+
+type recentPod struct {
+	pod *translator.Pod
+	at  time.Time
+}
+
+type recentKey struct {
+	key string
+	at  time.Time
+}
+
+// put holds p, dropped at now, in place of what it held of the pod.
+func (r *recentDrops) put(p *translator.Pod, now time.Time) {
+	key := p.Namespace() + "/" + p.Name
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.pods == nil {
+		r.pods = map[string]recentPod{}
+	}
+	r.pods[key] = recentPod{pod: p, at: now}
+	r.order = append(r.order, recentKey{key: key, at: now})
+	r.pruneLocked(now)
+}
+
+// take returns the pod key if it was dropped less than recentFor before now, and lets it go.
+func (r *recentDrops) take(key string, now time.Time) *translator.Pod {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.pods[key]
+	if !ok {
+		return nil
+	}
+	delete(r.pods, key)
+	if now.Sub(e.at) >= recentFor {
+		return nil
+	}
+	return e.pod
+}
+
+// forget lets the pod key go.
+func (r *recentDrops) forget(key string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.pods, key)
+}
+
+// clear lets every pod go.
+func (r *recentDrops) clear() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.pods, r.order, r.head = nil, nil, 0
+}
+
+// prune lets go the pods dropped recentFor or more before now.
+func (r *recentDrops) prune(now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.pruneLocked(now)
+}
+
+// pruneLocked lets go, oldest first, the pods dropped recentFor or more before now, and more
+// while over recentMax; r.mu is held.
+func (r *recentDrops) pruneLocked(now time.Time) {
+	for r.head < len(r.order) {
+		k := r.order[r.head]
+		e, ok := r.pods[k.key]
+		current := ok && e.at.Equal(k.at) // else stale: the pod was put again since, or let go
+		if current && now.Sub(k.at) < recentFor && len(r.pods) <= recentMax {
+			break
+		}
+		if current {
+			delete(r.pods, k.key)
+		}
+		r.order[r.head] = recentKey{}
+		r.head++
+	}
+	if r.head == len(r.order) {
+		r.order, r.head = r.order[:0], 0
+	} else if r.head > 64 && r.head > len(r.order)/2 {
+		n := copy(r.order, r.order[r.head:])
+		clear(r.order[n:])
+		r.order, r.head = r.order[:n], 0
+	}
 }

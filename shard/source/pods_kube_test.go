@@ -166,34 +166,65 @@ func (f *podShareWorld) filtersBeforeTheCache() {
 	}
 }
 
-// readsAndForgets: a pod the handler starts needing is read (WantPod), one that does not
-// exist is counted as gone; ForgetPod drops an unwanted pod from the cache, and a cached pod
-// the filter stops wanting leaves it at its next change, delivered as a deletion.
+// readsAndForgets: a pod the handler starts needing is read (WantPod): from the copy the
+// watch dropped lately when there is one, else with a GET; one that does not exist is
+// counted as gone, as is one deleted after the watch dropped it; ForgetPod drops an unwanted
+// pod from the cache, and a cached pod the filter stops wanting leaves it at its next change,
+// delivered as a deletion.
 func (f *podShareWorld) readsAndForgets() {
 	t, ns, src, rec := f.t, f.ns, f.src, f.rec
+	// The watch dropped p2's change a moment ago (filtersBeforeTheCache): that copy is kept,
+	// without a request.
 	rec.name(ns+"/p2", true)
 	src.WantPod(ns, "p2")
 	rec.name(ns+"/ghost", true)
 	src.WantPod(ns, "ghost")
-	testutil.Eventually(t, apiTimeout, "p2 to be read and delivered", func() bool {
+	testutil.Eventually(t, apiTimeout, "p2 to be kept and delivered", func() bool {
 		p := f.deliveredPod("p2")
 		return p != nil && p.Label("v") == "2" && src.Pod(ns, "p2") == p
 	})
 	testutil.Eventually(t, apiTimeout, "the pod reads to be counted", func() bool {
 		r := podReads(t, f.reg)
-		return r["found"] == 1 && r["gone"] == 1 && r["failed"] == 0
+		return r["recent"] == 1 && r["found"] == 0 && r["gone"] == 1 && r["failed"] == 0
 	})
+	// A pod the watch dropped and then saw deleted is read, and is gone: the deletion let
+	// the dropped copy go.
+	create(t, f.ctx, f.env.Client, testPod(ns, "brief"))
+	relabelPod(t, f.env, ns, "brief", "v", "2")
+	if err := f.env.Client.CoreV1().Pods(ns).Delete(f.ctx, "brief", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+		t.Fatal(err)
+	}
+	relabelPod(t, f.env, ns, "p1", "v", "3") // on the same watch, after the deletion
+	testutil.Eventually(t, apiTimeout, "p1's update after brief's deletion", func() bool {
+		p := f.deliveredPod("p1")
+		return p != nil && p.Label("v") == "3"
+	})
+	rec.name(ns+"/brief", true)
+	src.WantPod(ns, "brief")
+	testutil.Eventually(t, apiTimeout, "the deleted pod to be read as gone", func() bool {
+		r := podReads(t, f.reg)
+		return r["gone"] == 2 && r["recent"] == 1
+	})
+	if src.Pod(ns, "brief") != nil || rec.get(f.podKey("brief")) != nil {
+		t.Fatal("a pod deleted after the watch dropped it was kept")
+	}
+	rec.name(ns+"/brief", false)
 	// A pod read as gone is not read again for a while: the index asks again for the pods
 	// it misses every 30 s, and thousands that do not exist would keep the client's request
 	// budget busy for good. (A pod created meanwhile arrives on the watch.)
 	for range 3 {
 		src.WantPod(ns, "ghost")
 	}
+	// p3 arrived with the watch's initial events (client-go lists through the watch), and was
+	// dropped without a copy kept: it is read with a GET.
+	if src.podFiltering().recent.holds(ns + "/p3") {
+		t.Fatal("the pod watch's initial events were kept as recent drops")
+	}
 	rec.name(ns+"/p3", true)
 	src.WantPod(ns, "p3") // read after the ghost's asks, in the queue's order
 	testutil.Eventually(t, apiTimeout, "p3 to be read", func() bool { return src.Pod(ns, "p3") != nil })
-	if r := podReads(t, f.reg); r["gone"] != 1 {
-		t.Errorf("the pod that does not exist was read %v times, want once", r["gone"])
+	if r := podReads(t, f.reg); r["gone"] != 2 || r["found"] != 1 {
+		t.Errorf("pods read: %v; want the pod that does not exist read once (and the deleted one), and p3 found with a GET", r)
 	}
 	rec.name(ns+"/p3", false)
 	src.ForgetPod(ns, "p3")
