@@ -99,9 +99,16 @@ func TestExpiry(t *testing.T) {
 }
 
 func TestChartCRDs(t *testing.T) {
-	names, err := chartCRDs()
+	crds, err := chartCRDs()
 	if err != nil {
 		t.Fatal(err)
+	}
+	var names []string
+	for _, c := range crds {
+		names = append(names, c.name)
+		if len(c.versions) == 0 {
+			t.Errorf("chart CRD %s: no versions read", c.name)
+		}
 	}
 	want := "authorizationpolicies.policy.linkerd.io meshtlsauthentications.policy.linkerd.io networkauthentications.policy.linkerd.io serverauthorizations.policy.linkerd.io servers.policy.linkerd.io serviceprofiles.linkerd.io"
 	if strings.Join(names, " ") != want {

@@ -2,9 +2,11 @@ package check
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"path"
+	"reflect"
 	"sort"
 	"strings"
 
@@ -59,36 +61,97 @@ func checkNamespace(ctx context.Context, s *state) (Result, bool) {
 	return ok(s.cfg.Namespace)
 }
 
-// chartCRDs returns the names of the CRDs in the embedded chart's crds/ folder.
-func chartCRDs() ([]string, error) {
+// chartCRD is a CRD of the embedded chart: its name and its spec.versions, as JSON values.
+type chartCRD struct {
+	name     string
+	versions []any
+}
+
+// chartCRDs returns the CRDs in the embedded chart's crds/ folder, by name.
+func chartCRDs() ([]chartCRD, error) {
 	src := charts.Meridian()
 	files, err := fs.Glob(src, "crds/*.yaml")
 	if err != nil {
 		return nil, err
 	}
-	var names []string
+	var crds []chartCRD
 	for _, f := range files {
 		b, err := fs.ReadFile(src, f)
 		if err != nil {
 			return nil, err
 		}
 		for _, doc := range strings.Split(string(b), "\n---") {
-			var head struct {
+			var crd struct {
 				Kind     string `json:"kind"`
 				Metadata struct {
 					Name string `json:"name"`
 				} `json:"metadata"`
+				Spec struct {
+					Versions []any `json:"versions"`
+				} `json:"spec"`
 			}
-			if err := yaml.Unmarshal([]byte(doc), &head); err != nil {
+			if err := yaml.Unmarshal([]byte(doc), &crd); err != nil {
 				return nil, fmt.Errorf("%s: %w", path.Base(f), err)
 			}
-			if head.Kind == "CustomResourceDefinition" {
-				names = append(names, head.Metadata.Name)
+			if crd.Kind == "CustomResourceDefinition" {
+				crds = append(crds, chartCRD{name: crd.Metadata.Name, versions: crd.Spec.Versions})
 			}
 		}
 	}
-	sort.Strings(names)
-	return names, nil
+	sort.Slice(crds, func(i, j int) bool { return crds[i].name < crds[j].name })
+	return crds, nil
+}
+
+// crdDrift returns how the installed CRD got differs from the chart's want ("" when it does
+// not): a version the chart defines that got lacks, or one whose fields differ (those the
+// chart sets: whether it is served or stored, its schema, subresources, printer columns).
+// Helm installs a chart's crds/ but never upgrades them, so after an upgrade a CRD may be an
+// older release's: its schema then prunes the fields the new release reads.
+func crdDrift(want chartCRD, got *unstructured.Unstructured) string {
+	installed, _, _ := unstructured.NestedSlice(got.Object, "spec", "versions")
+	byName := map[string]map[string]any{}
+	for _, v := range installed {
+		if m, ok := v.(map[string]any); ok {
+			name, _ := m["name"].(string)
+			byName[name] = m
+		}
+	}
+	var diffs []string
+	for _, v := range want.versions {
+		wv, _ := v.(map[string]any)
+		name, _ := wv["name"].(string)
+		gv, ok := byName[name]
+		if !ok {
+			diffs = append(diffs, "version "+name+" is missing")
+			continue
+		}
+		var fields []string
+		for k, w := range wv {
+			if !sameJSON(w, gv[k]) {
+				fields = append(fields, k)
+			}
+		}
+		if len(fields) > 0 {
+			sort.Strings(fields)
+			diffs = append(diffs, "version "+name+": "+strings.Join(fields, ", ")+" differ")
+		}
+	}
+	return strings.Join(diffs, "; ")
+}
+
+// sameJSON reports whether a and b encode to the same JSON value (numbers compared as JSON
+// numbers: the chart's YAML and the API server's JSON type them differently).
+func sameJSON(a, b any) bool {
+	ja, errA := json.Marshal(a)
+	jb, errB := json.Marshal(b)
+	if errA != nil || errB != nil {
+		return false
+	}
+	var va, vb any
+	if json.Unmarshal(ja, &va) != nil || json.Unmarshal(jb, &vb) != nil {
+		return false
+	}
+	return reflect.DeepEqual(va, vb)
 }
 
 var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
@@ -98,20 +161,27 @@ func checkCRDs(ctx context.Context, s *state) (Result, bool) {
 	if err != nil {
 		return fail("read the chart's CRDs: "+err.Error(), "this binary is broken; rebuild it"), false
 	}
-	var problems []string
-	for _, name := range want {
-		u, err := s.deps.Dynamic.Resource(crdResource).Get(ctx, name, metav1.GetOptions{})
+	var problems, stale []string
+	for _, crd := range want {
+		u, err := s.deps.Dynamic.Resource(crdResource).Get(ctx, crd.name, metav1.GetOptions{})
 		if err != nil {
-			problems = append(problems, name+": "+err.Error())
+			problems = append(problems, crd.name+": "+err.Error())
 			continue
 		}
 		if !established(u) {
-			problems = append(problems, name+": not Established yet")
+			problems = append(problems, crd.name+": not Established yet")
+		}
+		if d := crdDrift(crd, u); d != "" {
+			stale = append(stale, crd.name+": "+d)
 		}
 	}
 	if len(problems) > 0 {
 		return fail(fmt.Sprintf("%d of %d CRDs missing or not established", len(problems), len(want)),
 			"install them: helm installs the chart's crds/ folder; or kubectl apply -f deploy/charts/meridian/crds/", problems...), false
+	}
+	if len(stale) > 0 {
+		return fail(fmt.Sprintf("%d of %d CRDs differ from this release's", len(stale), len(want)),
+			"helm upgrade does not update the chart's crds/: kubectl apply --server-side -f deploy/charts/meridian/crds/ (from this release)", stale...), false
 	}
 	return ok(fmt.Sprintf("%d CRDs", len(want)))
 }

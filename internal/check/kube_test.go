@@ -14,6 +14,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 
 	"github.com/meridian-mesh/meridian/internal/kubetest"
@@ -247,5 +248,49 @@ func TestWebhookCABundleFromCertManager(t *testing.T) {
 	}
 	if res, _ := checkWebhook(ctx, s); res.OK || !strings.Contains(res.Message, "key does not match") {
 		t.Fatalf("webhook check with a bad key: %+v", res)
+	}
+}
+
+// TestCRDDrift compares the chart's CRDs with those the API server stores: as installed from
+// the chart they do not differ (the server's defaults are not differences), and a CRD of an
+// older release (a version missing, a schema with a field less) is reported, with what
+// differs.
+func TestCRDDrift(t *testing.T) {
+	env := kubetest.Start(t)
+	crds, err := chartCRDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, crd := range crds {
+		u, err := env.Dynamic.Resource(crdResource).Get(ctxT(t), crd.name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := crdDrift(crd, u); d != "" {
+			t.Errorf("%s as installed from the chart differs from the chart's: %s", crd.name, d)
+		}
+		if crd.name != "servers.policy.linkerd.io" {
+			continue
+		}
+		old := u.DeepCopy()
+		versions, _, _ := unstructured.NestedSlice(old.Object, "spec", "versions")
+		first := versions[0].(map[string]any)
+		props, _, _ := unstructured.NestedMap(first, "schema", "openAPIV3Schema", "properties", "spec", "properties")
+		var dropped string
+		for k := range props {
+			dropped = k
+			break
+		}
+		unstructured.RemoveNestedField(first, "schema", "openAPIV3Schema", "properties", "spec", "properties", dropped)
+		if err := unstructured.SetNestedSlice(old.Object, versions[:1], "spec", "versions"); err != nil {
+			t.Fatal(err)
+		}
+		d := crdDrift(crd, old)
+		if !strings.Contains(d, "version "+first["name"].(string)+": schema differ") {
+			t.Errorf("a schema without spec.%s: drift %q, want its schema reported", dropped, d)
+		}
+		if len(versions) > 1 && !strings.Contains(d, "version "+versions[1].(map[string]any)["name"].(string)+" is missing") {
+			t.Errorf("a version removed: drift %q, want it reported missing", d)
+		}
 	}
 }
