@@ -368,3 +368,19 @@ func TestReopenedStreamSeesChangesOnce(t *testing.T) {
 		t.Errorf("view %v (prev %v), want 3 addresses and no prev", got, st.prev)
 	}
 }
+
+// TestUnseenChangeIsNotAwaited: a change no stream can see (a not-ready endpoint scaled
+// down) is not awaited, so it is neither missed at the end nor does it keep its endpoint busy.
+func TestUnseenChangeIsNotAwaited(t *testing.T) {
+	l := newLoad(gen.DefaultConfig(), 1)
+	l.subsPerSvc[0] = 1
+	now := time.Now()
+	l.recordChange(gen.Change{Service: 0, Kind: gen.ScaleDown, Old: 5, New: 5, Unseen: true}, now)
+	if l.missed() != 0 || l.busy(5) {
+		t.Fatalf("an unseen change: %d missed, busy %v; want it not awaited", l.missed(), l.busy(5))
+	}
+	l.recordChange(gen.Change{Service: 0, Kind: gen.ScaleDown, Old: 6, New: 6}, now)
+	if l.missed() != 1 {
+		t.Fatalf("a seen change: %d missed before a stream saw it, want 1", l.missed())
+	}
+}

@@ -223,8 +223,8 @@ func (l *load) recordChange(ch gen.Change, at time.Time) {
 		l.kinds[ch.Kind].Add(1)
 	}
 	n := l.subsPerSvc[ch.Service]
-	if n == 0 {
-		return
+	if n == 0 || ch.Unseen {
+		return // nobody to see it
 	}
 	p := &pendingChange{kind: ch.Kind}
 	p.at.Store(at.UnixNano())

@@ -56,6 +56,9 @@ type Change struct {
 	// Old is the serial of the endpoint changed (removed by Replace and ScaleDown); New the
 	// serial added by Replace and ScaleUp, or Old again for NotReady, Ready and ScaleDown.
 	Old, New uint32
+	// Unseen: no stream can see the change, since it removes an endpoint that was not ready
+	// (a ScaleDown of one, which streams never held).
+	Unseen bool
 }
 
 // ErrSerialsExhausted is returned by Apply when every pod serial has been used.
@@ -228,6 +231,7 @@ func (c *Cluster) Scale(rng *rand.Rand, busy func(serial uint32) bool, up bool) 
 	ch.Kind = ScaleDown
 	for j := range sl {
 		if sl[j].Serial == ch.Old {
+			ch.Unseen = !sl[j].Ready
 			c.svcs[ch.Service][ch.Slice] = append(sl[:j:j], sl[j+1:]...)
 			break
 		}

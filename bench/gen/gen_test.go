@@ -236,6 +236,7 @@ func TestScaleKeepsTruth(t *testing.T) {
 		}
 	}
 	kinds := map[Kind]int{}
+	unseen := 0
 	for n := range 3000 {
 		var ch Change
 		var err error
@@ -250,6 +251,13 @@ func TestScaleKeepsTruth(t *testing.T) {
 		}
 		kinds[ch.Kind]++
 		oldA, newA := netip.AddrPortFrom(SerialAddr(ch.Old), TargetPort), netip.AddrPortFrom(SerialAddr(ch.New), TargetPort)
+		// Only the removal of an endpoint that was not ready is unseen: streams never held it.
+		if want := ch.Kind == ScaleDown && !ready[oldA]; ch.Unseen != want {
+			t.Fatalf("%+v: Unseen = %v, want %v", ch, ch.Unseen, want)
+		}
+		if ch.Unseen {
+			unseen++
+		}
 		switch ch.Kind {
 		case Replace:
 			delete(ready, oldA)
@@ -266,8 +274,8 @@ func TestScaleKeepsTruth(t *testing.T) {
 			t.Fatalf("%s.Removes() = %v", ch.Kind, ch.Kind.Removes())
 		}
 	}
-	if kinds[ScaleUp] == 0 || kinds[ScaleDown] == 0 {
-		t.Fatalf("kinds %v: want scale-ups and scale-downs", kinds)
+	if kinds[ScaleUp] == 0 || kinds[ScaleDown] == 0 || unseen == 0 {
+		t.Fatalf("kinds %v, %d unseen: want scale-ups and scale-downs, some of endpoints not ready", kinds, unseen)
 	}
 	got := map[netip.AddrPort]bool{}
 	for i := range cfg.Services {
