@@ -539,6 +539,7 @@ func (ps *podShare) listWatch() cache.ListerWatcher {
 				// list.
 				ps.recent.clear()
 			}
+			pw.gen = ps.recent.generation()
 			w, err := pods.Watch(ctx, opts)
 			if err != nil {
 				return nil, err
@@ -601,6 +602,7 @@ func (w *filteredWatch) loop(f func(watch.Event) (watch.Event, bool)) {
 type podWatch struct {
 	ps      *podShare
 	listing bool
+	gen     uint64 // recent's generation when the watch started: an older watch's drops are not kept
 }
 
 // filterEvent passes a watch event on when the filter wants its pod, or when it is no
@@ -629,7 +631,7 @@ func (pw *podWatch) filterEvent(e watch.Event) (watch.Event, bool) {
 		return e, true
 	}
 	if !pw.listing {
-		ps.recent.put(translator.SlimPod(p), time.Now())
+		ps.recent.put(translator.SlimPod(p), time.Now(), pw.gen)
 	}
 	if e.Type == watch.Added {
 		return e, false
@@ -640,8 +642,13 @@ func (pw *podWatch) filterEvent(e watch.Event) (watch.Event, bool) {
 
 // recentDrops holds the projections of the pods the watch dropped as unwanted lately, by key
 // (namespace/name), each for recentFor and at most recentMax of them. Safe for concurrent use.
+//
+// Its generation counts the clears: a watch that a list or a newer watch replaced may still
+// pass an event on after the clear (a filteredWatch's loop outlives its Stop by an event), and
+// its drop, older than the events missed meanwhile, is not kept.
 type recentDrops struct {
 	mu    sync.Mutex
+	gen   uint64
 	pods  map[string]recentPod
 	order []recentKey // keys in the order they were put, from head on; some stale (put again since, or taken)
 	head  int
@@ -657,11 +664,22 @@ type recentKey struct {
 	at  time.Time
 }
 
-// put holds p, dropped at now, in place of what it held of the pod.
-func (r *recentDrops) put(p *translator.Pod, now time.Time) {
+// generation returns the number of clears so far.
+func (r *recentDrops) generation() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.gen
+}
+
+// put holds p, dropped at now by a watch started at generation gen, in place of what it held
+// of the pod; it does nothing when a clear came after that watch started.
+func (r *recentDrops) put(p *translator.Pod, now time.Time, gen uint64) {
 	key := p.Namespace() + "/" + p.Name
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if gen != r.gen {
+		return
+	}
 	if r.pods == nil {
 		r.pods = map[string]recentPod{}
 	}
@@ -692,11 +710,12 @@ func (r *recentDrops) forget(key string) {
 	delete(r.pods, key)
 }
 
-// clear lets every pod go.
+// clear lets every pod go, and starts a new generation.
 func (r *recentDrops) clear() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.pods, r.order, r.head = nil, nil, 0
+	r.gen++
 }
 
 // prune lets go the pods dropped recentFor or more before now.
@@ -723,7 +742,7 @@ func (r *recentDrops) pruneLocked(now time.Time) {
 		r.head++
 	}
 	if r.head == len(r.order) {
-		r.order, r.head = r.order[:0], 0
+		r.order, r.head = nil, 0 // not the array a burst grew
 	} else if r.head > 64 && r.head > len(r.order)/2 {
 		n := copy(r.order, r.order[r.head:])
 		clear(r.order[n:])

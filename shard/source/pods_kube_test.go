@@ -7,12 +7,14 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 
 	"github.com/meridian-mesh/meridian/internal/kubetest"
 	"github.com/meridian-mesh/meridian/internal/testutil"
@@ -100,6 +102,7 @@ func TestPodShareKubernetes(t *testing.T) {
 	f.readsAndForgets()
 	f.gainsAndReleases()
 	f.racesWithTheInformer()
+	f.recentCopies()
 }
 
 // podShareWorld is TestPodShareKubernetes's world: a source on a real API server whose handler
@@ -215,8 +218,8 @@ func (f *podShareWorld) readsAndForgets() {
 	for range 3 {
 		src.WantPod(ns, "ghost")
 	}
-	// p3 arrived with the watch's initial events (client-go lists through the watch), and was
-	// dropped without a copy kept: it is read with a GET.
+	// p3 arrived with the informer's first list (client-go lists through the watch: its
+	// initial events), and was dropped without a copy kept: it is read with a GET.
 	if src.podFiltering().recent.holds(ns + "/p3") {
 		t.Fatal("the pod watch's initial events were kept as recent drops")
 	}
@@ -362,5 +365,74 @@ func (f *podShareWorld) racesWithTheInformer() {
 	handler.AddFunc(late)
 	if src.Pod(ns, "p1") != nil || rec.get(f.podKey("p1")) != nil {
 		t.Fatalf("an unwanted pod the informer stored late: cached %v, delivered %v; want neither", src.Pod(ns, "p1") != nil, rec.get(f.podKey("p1")) != nil)
+	}
+}
+
+// recentCopies: a copy taken from the drops while reading, whose pod the watch deletes before
+// it is stored, is not stored, as a GET's would not be; and a list, and a watch that lists
+// first, let go of what the watch dropped before (events may have been missed meanwhile),
+// while a watch that resumes does not.
+func (f *podShareWorld) recentCopies() {
+	t, ns, src, rec, ctx := f.t, f.ns, f.src, f.rec, f.ctx
+	ps := src.podFiltering()
+
+	// A read takes the copy of "gone2" (an unwanted pod the watch dropped), the watch
+	// deletes the pod, then the read stores the copy: not stored.
+	create(t, ctx, f.env.Client, testPod(ns, "gone2"))
+	key := ns + "/gone2"
+	testutil.Eventually(t, apiTimeout, "gone2's creation to be dropped", func() bool { return ps.recent.holds(key) })
+	ps.beginLoad()
+	p := ps.recent.take(key, time.Now())
+	if err := f.env.Client.CoreV1().Pods(ns).Delete(ctx, "gone2", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, apiTimeout, "gone2's deletion to be delivered", func() bool {
+		ps.mu.Lock()
+		defer ps.mu.Unlock()
+		_, ok := ps.deleted[key]
+		return ok
+	})
+	rec.name(key, true)
+	ps.keepSlim(p)
+	ps.endLoad()
+	if src.Pod(ns, "gone2") != nil || rec.get(f.podKey("gone2")) != nil {
+		t.Fatal("a copy taken before its pod's deletion was stored after it")
+	}
+	rec.name(key, false)
+
+	// Last: the list and watches below stand for the reflector's next ones, which replace
+	// the informer's watch (its drops are no longer kept after them).
+	lw, ok := ps.listWatch().(*cache.ListWatch)
+	if !ok {
+		t.Fatalf("listWatch is a %T", ps.listWatch())
+	}
+	hold := func() {
+		ps.recent.put(translator.SlimPod(testPod(ns, "x")), time.Now(), ps.recent.generation())
+	}
+	hold()
+	l, err := lw.ListWithContext(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ps.recent.holds(ns + "/x") {
+		t.Fatal("a list kept the drops from before it")
+	}
+	hold()
+	w, err := lw.WatchWithContext(ctx, metav1.ListOptions{ResourceVersion: l.(*corev1.PodList).ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Stop()
+	if !ps.recent.holds(ns + "/x") {
+		t.Fatal("a watch that resumes let the drops go")
+	}
+	w, err = lw.WatchWithContext(ctx, metav1.ListOptions{SendInitialEvents: ptr.To(true), AllowWatchBookmarks: true,
+		ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Stop()
+	if ps.recent.holds(ns + "/x") {
+		t.Fatal("a watch that lists first kept the drops from before it")
 	}
 }
