@@ -107,7 +107,14 @@ func chartCRDs() ([]chartCRD, error) {
 // chart sets: whether it is served or stored, its schema, subresources, printer columns).
 // Helm installs a chart's crds/ but never upgrades them, so after an upgrade a CRD may be an
 // older release's: its schema then prunes the fields the new release reads.
+//
+// A CRD that is not Meridian's (without the chart's app.kubernetes.io/part-of label: Linkerd's
+// linkerd-crds chart installed it, say) is not compared: it may be newer on purpose, and
+// applying this release's over it would take fields from its owner.
 func crdDrift(want chartCRD, got *unstructured.Unstructured) string {
+	if got.GetLabels()[partOfLabel] != partOfMeridian {
+		return ""
+	}
 	installed, _, _ := unstructured.NestedSlice(got.Object, "spec", "versions")
 	byName := map[string]map[string]any{}
 	for _, v := range installed {
@@ -153,6 +160,9 @@ func sameJSON(a, b any) bool {
 	}
 	return reflect.DeepEqual(va, vb)
 }
+
+// partOfLabel and partOfMeridian mark the chart's CRDs.
+const partOfLabel, partOfMeridian = "app.kubernetes.io/part-of", "meridian"
 
 var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 

@@ -254,7 +254,7 @@ func TestWebhookCABundleFromCertManager(t *testing.T) {
 // TestCRDDrift compares the chart's CRDs with those the API server stores: as installed from
 // the chart they do not differ (the server's defaults are not differences), and a CRD of an
 // older release (a version missing, a schema with a field less) is reported, with what
-// differs.
+// differs; one that is not Meridian's is not compared.
 func TestCRDDrift(t *testing.T) {
 	env := kubetest.Start(t)
 	crds, err := chartCRDs()
@@ -268,6 +268,9 @@ func TestCRDDrift(t *testing.T) {
 		}
 		if d := crdDrift(crd, u); d != "" {
 			t.Errorf("%s as installed from the chart differs from the chart's: %s", crd.name, d)
+		}
+		if u.GetLabels()[partOfLabel] != partOfMeridian {
+			t.Errorf("%s has no %s=%s label: its drift is never checked", crd.name, partOfLabel, partOfMeridian)
 		}
 		if crd.name != "servers.policy.linkerd.io" {
 			continue
@@ -291,6 +294,10 @@ func TestCRDDrift(t *testing.T) {
 		}
 		if len(versions) > 1 && !strings.Contains(d, "version "+versions[1].(map[string]any)["name"].(string)+" is missing") {
 			t.Errorf("a version removed: drift %q, want it reported missing", d)
+		}
+		old.SetLabels(map[string]string{"app.kubernetes.io/part-of": "linkerd"})
+		if d := crdDrift(crd, old); d != "" {
+			t.Errorf("a CRD another installation owns was compared: %q", d)
 		}
 	}
 }
