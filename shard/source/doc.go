@@ -13,7 +13,8 @@
 //     loads a gained share and releases a lost one; for a NamespaceSharder it also sends the
 //     API server's shard selector, ShardedListAndWatch, while the server echoes it). For one
 //     that is also a PodFilter, the source keeps only the pods it wants and is its PodLoader
-//     (pods.go): a pod the handler starts needing is read again.
+//     (pods.go; its filtered list/watch in podwatch.go): a pod the handler starts needing is
+//     read again, from the copy the watch dropped lately (recent.go) or with a GET.
 //   - Dir: Kubernetes YAML or JSON read from a local directory through internal/manifest
 //     (multi-document files and Lists; file notifications plus a periodic rescan),
 //     delivering only differences. Malformed files are reported as file:line: reason
