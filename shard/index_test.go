@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"net/netip"
 	"reflect"
 	"slices"
 	"sync"
@@ -383,6 +384,45 @@ func TestLostServiceKeepsInputsUntilDropped(t *testing.T) {
 	if slicesLeft != 0 || refs != 0 || x.Len() != 0 {
 		t.Fatalf("after DropUnowned: %d slice entries, %d pod references, %d services; want none", slicesLeft, refs, x.Len())
 	}
+}
+
+// TestLostPodAddressKeptUntilDropped: a pod address the replica is losing stays indexed,
+// whatever pod events arrive, until DropUnowned: a ring change sets the new filter, then
+// replays the source (every pod again), and only then moves the streams, which until then
+// must not be told the address is no pod's. A deletion still removes it, and an address that
+// was never held is not taken up.
+func TestLostPodAddressKeptUntilDropped(t *testing.T) {
+	x := NewIndex(DefaultConfig(), snapshot.NewStore(snapshot.StoreConfig{}), nil, newMetrics(metrics.Exclusive(nil)), zap.NewNop())
+	a := netip.MustParseAddr("10.0.0.1")
+	holds := func(step, want string) {
+		t.Helper()
+		got := ""
+		if ps := x.ips.lookup(a).pods; len(ps) == 1 {
+			got = ps[0].Name
+		} else if len(ps) > 1 {
+			got = fmt.Sprint(ps)
+		}
+		if got != want {
+			t.Fatalf("%s: %s is held by pod %q, want %q", step, a, got, want)
+		}
+	}
+	x.OnPod(podObj("ns", "p", a.String(), true), false)
+	holds("owned", "p")
+	x.SetOwns(func(ServiceKey) bool { return false })
+	x.OnPod(podObj("ns", "p", a.String(), false), false) // the replay after the new filter
+	holds("replayed after the filter changed", "p")
+	x.OnPod(podObj("ns", "q", a.String(), true), false)
+	holds("another pod with the address, not held before", "p")
+	x.DropUnowned()
+	holds("after DropUnowned", "")
+	x.OnPod(podObj("ns", "p", a.String(), true), false)
+	holds("an event after DropUnowned", "")
+
+	x.SetOwns(func(ServiceKey) bool { return true })
+	x.OnPod(podObj("ns", "p", a.String(), true), false)
+	x.SetOwns(func(ServiceKey) bool { return false })
+	x.OnPod(podObj("ns", "p", a.String(), true), true)
+	holds("deleted while being lost", "")
 }
 
 // TestRecreatedServiceNotLost: a Service deleted and created again while a worker recomputes,

@@ -54,19 +54,28 @@ func (ix *ipIndex) setService(k ServiceKey, svc *corev1.Service, deleted bool) {
 // setPod records the addresses of pod that owns admits (none when deleted) and wakes the
 // watchers of its addresses, old and new: what a pod-IP profile shows depends on the whole
 // pod.
+//
+// An address of the pod that the index holds stays, admitted or not, until dropUnowned
+// releases it: a ring change sets the new filter (owns) first, then loads what it gained (a
+// replay of the source's objects, this pod's among them), and only then swaps the view the
+// streams follow. Until the swap the address's streams are still served here, and dropping
+// it at the filter would send them the address as no pod's.
 func (ix *ipIndex) setPod(pod *translator.Pod, deleted bool, owns func(netip.Addr) bool) {
 	k := podKey{pod.Namespace(), pod.Name}
 	var ips []netip.Addr
 	if !deleted {
-		ips = translator.PodIPs(pod) // the pod's own slice, kept as it is when every address is owned
-		if unowned := func(a netip.Addr) bool { return !owns(a) }; slices.ContainsFunc(ips, unowned) {
-			ips = slices.DeleteFunc(slices.Clone(ips), unowned)
-		}
-		if len(ips) == 0 {
-			ips = nil
-		}
+		ips = translator.PodIPs(pod) // the pod's own slice, kept as it is when every address is kept
 	}
 	ix.mu.Lock()
+	if len(ips) > 0 {
+		held := ix.podIPs[k]
+		if unkept := func(a netip.Addr) bool { return !owns(a) && !slices.Contains(held, a) }; slices.ContainsFunc(ips, unkept) {
+			ips = slices.DeleteFunc(slices.Clone(ips), unkept)
+		}
+	}
+	if len(ips) == 0 {
+		ips = nil
+	}
 	old, _ := reindex(ix.pods, ix.podIPs, k, ips)
 	ix.mu.Unlock()
 	ix.wake(old, ips)
