@@ -220,6 +220,14 @@ func (lw *shareLW) WatchWithContext(ctx context.Context, opts metav1.ListOptions
 	}
 	d := &shareDecoder{lw: lw, body: body, selector: opts.ShardSelector}
 	lw.current.Store(d)
+	if lw.selector != nil && d.selector != lw.selector() {
+		// The selector changed while the request was on its way: restartWatch, which runs
+		// after the change, found no watch to end (or the one before this), and this one
+		// would follow the old share until the API server closes it, minutes later, missing
+		// every change of what was gained. End it as restartWatch would.
+		d.restarted.Store(true)
+		_ = body.Close()
+	}
 	return watch.NewStreamWatcher(d,
 		apierrors.NewClientErrorReporter(http.StatusInternalServerError, "GET", "ClientWatchDecoding")), nil
 }
