@@ -51,6 +51,10 @@ type Cluster struct {
 	viewMu sync.Mutex
 	view   map[string]nodeInfo
 
+	// legacyShape is whether the current ring was built with LegacyHashConfig because the
+	// members advertise different shapes; only Run's goroutine uses it.
+	legacyShape bool
+
 	// changed is the one-slot wake-up from memberlist's callbacks to Run: a send never
 	// blocks, and events arriving while a rebuild is pending coalesce into it.
 	changed chan struct{}
@@ -60,6 +64,7 @@ type Cluster struct {
 
 	membersGauge   prometheus.Gauge
 	changesTotal   prometheus.Counter
+	legacyGauge    prometheus.Gauge
 	detectorEvents *prometheus.CounterVec
 	keyMetrics     keyMetrics
 
@@ -83,7 +88,7 @@ func New(cfg Config) (*Cluster, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	metaBytes, err := encodeMeta(cfg.GRPCAddr)
+	metaBytes, err := encodeMeta(cfg.GRPCAddr, cfg.Hash.String())
 	if err != nil {
 		return nil, fmt.Errorf("ring: %w", err)
 	}
@@ -103,6 +108,10 @@ func New(cfg Config) (*Cluster, error) {
 			Name: "ring_changes_total",
 			Help: "Times this replica's ring changed (a member joined, left or changed its address).",
 		}),
+		legacyGauge: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "ring_legacy_shape",
+			Help: "1 while the members advertise different ring shapes and this replica builds its rings with the legacy shape (LegacyHashConfig) instead of its own.",
+		}),
 		detectorEvents: newDetectorEvents(),
 		keyMetrics:     newKeyMetrics(),
 	}
@@ -120,7 +129,7 @@ func New(cfg Config) (*Cluster, error) {
 	c.meta.b.Store(&metaBytes)
 	mc.Delegate = c.meta
 	mc.Events = eventDelegate{c}
-	cols := append([]prometheus.Collector{c.membersGauge, c.changesTotal, c.detectorEvents}, c.keyMetrics.collectors()...)
+	cols := append([]prometheus.Collector{c.membersGauge, c.changesTotal, c.legacyGauge, c.detectorEvents}, c.keyMetrics.collectors()...)
 	unregister := func(cols []prometheus.Collector) {
 		for _, col := range cols {
 			cfg.Registerer.Unregister(col)
@@ -298,7 +307,7 @@ func (c *Cluster) stop(leave bool) {
 		if leave {
 			// Say it is leaving first, so that the peers drop it at once when it goes
 			// rather than check whether it is alive (deadHold).
-			if b, err := encodeLeavingMeta(c.cfg.GRPCAddr); err == nil {
+			if b, err := encodeLeavingMeta(c.cfg.GRPCAddr, c.cfg.Hash.String()); err == nil {
 				c.meta.b.Store(&b)
 				if err := c.ml.UpdateNode(c.cfg.LeaveTimeout / 2); err != nil {
 					c.log.Debug("announce leaving", zap.Error(err))
@@ -366,15 +375,20 @@ func (c *Cluster) rebuild() {
 	}
 	c.viewMu.Unlock()
 	ms := make([]Member, 0, len(nodes))
+	own := c.cfg.Hash.String()
+	var other string // a shape some member advertises that is not this member's
 	for name, n := range nodes {
-		addr, err := decodeMeta(n.meta)
+		addr, shape, err := decodeMeta(n.meta)
 		if err != nil {
 			c.log.Warn("ignoring gossip member", zap.String("member", name), zap.Stringer("member_gossip_addr", n.gossip), zap.Error(err))
 			continue
 		}
+		if shape != own {
+			other = shape
+		}
 		ms = append(ms, Member{Name: name, Addr: addr})
 	}
-	r := Build(ms, c.cfg.Hash)
+	r := Build(ms, c.shape(other))
 	c.membersGauge.Set(float64(r.Len()))
 	old := c.ring.Load()
 	if old.Equal(r) {
@@ -391,6 +405,36 @@ func (c *Cluster) rebuild() {
 		}
 	}
 	c.subMu.Unlock()
+}
+
+// shape returns the shape to build the ring with: this member's own when no member
+// advertises another (other is empty), else LegacyHashConfig. It logs when that changes.
+// Only Run's goroutine calls it (through rebuild).
+func (c *Cluster) shape(other string) HashConfig {
+	legacy := other != "" && c.cfg.Hash != LegacyHashConfig()
+	if legacy != c.legacyShape {
+		c.legacyShape = legacy
+		if legacy {
+			c.log.Warn("ring members advertise different ring shapes (an upgrade in progress, or replicas configured apart): building rings with the legacy shape, which every version computes, until they agree",
+				zap.String("shape", c.cfg.Hash.String()), zap.String("other_shape", quoteShape(other)), zap.String("legacy_shape", legacyShape))
+		} else {
+			c.log.Info("every ring member advertises this member's ring shape: building rings with it", zap.String("shape", c.cfg.Hash.String()))
+		}
+	}
+	if legacy {
+		c.legacyGauge.Set(1)
+		return LegacyHashConfig()
+	}
+	c.legacyGauge.Set(0)
+	return c.cfg.Hash
+}
+
+// quoteShape bounds a shape another member advertised for a log line.
+func quoteShape(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "..."
+	}
+	return s
 }
 
 func addrFromIP(ip net.IP) netip.Addr {

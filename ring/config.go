@@ -57,7 +57,10 @@ type Config struct {
 	// own endpoints for them. For tests and a local mesh only; New logs a warning, the
 	// ring_insecure_gossip gauge is 1 and Warnings says so. It cannot be combined with a key.
 	InsecureGossip bool
-	// Hash is the ring shape; every member must use the same.
+	// Hash is the ring shape. The member advertises it in its metadata, and builds its
+	// rings with it while every member advertises the same; otherwise (a rolling upgrade
+	// between shapes, or members configured apart) with LegacyHashConfig, which every
+	// member computes alike.
 	Hash HashConfig
 	// JoinRetryMin and JoinRetryMax bound the exponential backoff between failed join
 	// attempts (with jitter).
@@ -243,7 +246,7 @@ func (c *Config) validate() error {
 	if c.GRPCAddr == "" {
 		return fmt.Errorf("ring: empty gRPC address to advertise")
 	}
-	if _, err := encodeMeta(c.GRPCAddr); err != nil {
+	if _, err := encodeMeta(c.GRPCAddr, c.Hash.String()); err != nil {
 		return fmt.Errorf("ring: %w", err)
 	}
 	if err := checkKeys(c.GossipKey, c.AcceptedKeys); err != nil {

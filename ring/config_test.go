@@ -126,19 +126,20 @@ func TestLoadGossipKey(t *testing.T) {
 }
 
 func TestMeta(t *testing.T) {
-	b, err := encodeMeta("10.1.2.3:8086")
+	b, err := encodeMeta("10.1.2.3:8086", RangeHashConfig().String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := decodeMeta(b); err != nil || got != "10.1.2.3:8086" {
-		t.Errorf("round trip = %q, %v", got, err)
+	if got, shape, err := decodeMeta(b); err != nil || got != "10.1.2.3:8086" || shape != "p4096/v64/l1.05/contiguous" {
+		t.Errorf("round trip = %q, %q, %v", got, shape, err)
 	}
-	// Fields added by later versions are ignored.
-	if got, err := decodeMeta([]byte(`{"grpc":"[fd00::1]:8086","zone":"a"}`)); err != nil || got != "[fd00::1]:8086" {
-		t.Errorf("decode with extra field = %q, %v", got, err)
+	// Fields added by later versions are ignored; a member that advertises no shape (a
+	// version from before shapes) builds legacy rings.
+	if got, shape, err := decodeMeta([]byte(`{"grpc":"[fd00::1]:8086","zone":"a"}`)); err != nil || got != "[fd00::1]:8086" || shape != "p4096/v256/l1.25" {
+		t.Errorf("decode with extra field = %q, %q, %v", got, shape, err)
 	}
-	for _, bad := range []string{"", "{}", "null", `{"grpc":"nohost"}`, `{"grpc":":1"}`, `{"grpc":"h:0"}`, `{"grpc":5}`, "\x00"} {
-		if got, err := decodeMeta([]byte(bad)); err == nil {
+	for _, bad := range []string{"", "{}", "null", `{"grpc":"nohost"}`, `{"grpc":":1"}`, `{"grpc":"h:0"}`, `{"grpc":5}`, `{"grpc":"h:1","shape":5}`, "\x00"} {
+		if got, _, err := decodeMeta([]byte(bad)); err == nil {
 			t.Errorf("decodeMeta(%q) = %q, want an error", bad, got)
 		}
 	}

@@ -45,7 +45,7 @@ func (c *Cluster) holdDead(name string, info nodeInfo) bool {
 	if h.timeout <= 0 {
 		return false
 	}
-	addr, err := decodeMeta(info.meta)
+	addr, _, err := decodeMeta(info.meta)
 	if err != nil {
 		return false
 	}

@@ -85,9 +85,9 @@ func TestDeadHoldEvents(t *testing.T) {
 	a := startNodeWith(t, "a", func(cfg *Config) { cfg.DeadHold = time.Minute })
 	ev := eventDelegate{a.Cluster}
 	peer := func(addr string, leaving bool) *memberlist.Node {
-		m, err := encodeMeta(addr)
+		m, err := encodeMeta(addr, DefaultHashConfig().String())
 		if leaving {
-			m, err = encodeLeavingMeta(addr)
+			m, err = encodeLeavingMeta(addr, DefaultHashConfig().String())
 		}
 		if err != nil {
 			t.Fatal(err)

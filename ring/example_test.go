@@ -22,7 +22,7 @@ func ExampleBuild() {
 	// Output:
 	// destination-0 10.0.0.1:8086
 	// true
-	// destination-0 owns 1395 of 4096 partitions
+	// destination-0 owns 1393 of 4096 partitions
 	// destination-1 owns 1328 of 4096 partitions
-	// destination-2 owns 1373 of 4096 partitions
+	// destination-2 owns 1375 of 4096 partitions
 }

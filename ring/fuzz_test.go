@@ -25,24 +25,28 @@ func FuzzParseGossipKey(f *testing.F) {
 func FuzzDecodeMeta(f *testing.F) {
 	f.Add([]byte(`{"grpc":"10.0.0.1:8086"}`))
 	f.Add([]byte(`{"grpc":"[fd00::1]:8086","zone":"z"}`))
+	f.Add([]byte(`{"grpc":"10.0.0.1:8086","shape":"p4096/v256/l1.02"}`))
 	f.Add([]byte(`{"grpc":""}`))
 	f.Add([]byte(`[]`))
 	f.Add([]byte{0xff, 0x00})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		addr, err := decodeMeta(b)
+		addr, shape, err := decodeMeta(b)
 		if err != nil {
 			return
 		}
-		// Whatever decodes re-encodes to metadata that decodes to the same address.
-		enc, err := encodeMeta(addr)
+		if shape == "" {
+			t.Fatalf("decoded %q with no shape (want the legacy one)", b)
+		}
+		// Whatever decodes re-encodes to metadata that decodes to the same address and shape.
+		enc, err := encodeMeta(addr, shape)
 		if err != nil {
-			if len(addr) > 400 { // over memberlist's metadata limit
+			if len(addr)+len(shape) > 400 { // over memberlist's metadata limit
 				return
 			}
-			t.Fatalf("decoded %q but cannot encode it: %v", addr, err)
+			t.Fatalf("decoded %q, %q but cannot encode them: %v", addr, shape, err)
 		}
-		if got, err := decodeMeta(enc); err != nil || got != addr {
-			t.Fatalf("round trip of %q = %q, %v", addr, got, err)
+		if got, gotShape, err := decodeMeta(enc); err != nil || got != addr || gotShape != shape {
+			t.Fatalf("round trip of %q, %q = %q, %q, %v", addr, shape, got, gotShape, err)
 		}
 	})
 }
@@ -69,32 +73,40 @@ func FuzzParseJoin(f *testing.F) {
 }
 
 // FuzzOwner checks that any key, valid UTF-8 or not, maps to a member of the ring and that
-// Owns agrees with Owner.
+// Owns agrees with Owner, in each shape.
 func FuzzOwner(f *testing.F) {
-	r := Build(testMembers(5), DefaultHashConfig())
+	rings := []*Ring{Build(testMembers(5), DefaultHashConfig()), Build(testMembers(5), RangeHashConfig()), Build(testMembers(5), LegacyHashConfig())}
 	f.Add("default/kubernetes")
 	f.Add("")
 	f.Add("\xff\xfe/\x00")
 	f.Fuzz(func(t *testing.T, key string) {
-		m := r.Owner(key)
-		if _, ok := r.Member(m.Name); !ok {
-			t.Fatalf("Owner(%q) = %v, not a member", key, m)
+		for _, r := range rings {
+			checkOwner(t, r, key)
 		}
-		if !r.Owns(key, m.Name) {
-			t.Fatalf("Owns(%q, %q) false but Owner says so", key, m.Name)
-		}
-		p := r.Partition(key)
-		if p < 0 || p >= r.Partitions() || r.PartitionOwner(p) != m {
-			t.Fatalf("Partition(%q) = %d inconsistent with Owner", key, p)
-		}
-		if h := KeyHash(key); r.OwnerOfHash(h) != m || !r.OwnsHash(h, m.Name) {
-			t.Fatalf("lookups of %q by hash disagree with Owner", key)
-		}
-		if ns, name, ok := strings.Cut(key, "/"); ok && ServiceHash(ns, name) != KeyHash(key) {
-			t.Fatalf("ServiceHash(%q, %q) differs from KeyHash(%q)", ns, name, key)
-		}
-		_ = utf8.ValidString(key)
 	})
+}
+
+// checkOwner checks r's lookups of key against each other.
+func checkOwner(t *testing.T, r *Ring, key string) {
+	t.Helper()
+	m := r.Owner(key)
+	if _, ok := r.Member(m.Name); !ok {
+		t.Fatalf("Owner(%q) = %v, not a member", key, m)
+	}
+	if !r.Owns(key, m.Name) {
+		t.Fatalf("Owns(%q, %q) false but Owner says so", key, m.Name)
+	}
+	p := r.Partition(key)
+	if p < 0 || p >= r.Partitions() || r.PartitionOwner(p) != m {
+		t.Fatalf("Partition(%q) = %d inconsistent with Owner", key, p)
+	}
+	if h := KeyHash(key); r.OwnerOfHash(h) != m || !r.OwnsHash(h, m.Name) {
+		t.Fatalf("lookups of %q by hash disagree with Owner", key)
+	}
+	if ns, name, ok := strings.Cut(key, "/"); ok && ServiceHash(ns, name) != KeyHash(key) {
+		t.Fatalf("ServiceHash(%q, %q) differs from KeyHash(%q)", ns, name, key)
+	}
+	_ = utf8.ValidString(key)
 }
 
 func FuzzDefaultGossipAddr(f *testing.F) {

@@ -10,17 +10,22 @@ import (
 )
 
 // Member metadata is a small JSON object so that fields can be added without breaking
-// older members: {"grpc":"10.0.0.7:8086"}. Unknown fields are ignored.
+// older members: {"grpc":"10.0.0.7:8086","shape":"p4096/v256/l1.02"}. Unknown fields are
+// ignored.
 type meta struct {
 	GRPC string `json:"grpc"`
+	// Shape is the HashConfig the member builds rings with (HashConfig.String). Members
+	// from before shapes were advertised have none: they build LegacyHashConfig rings.
+	Shape string `json:"shape,omitempty"`
 	// Leaving is set by a member about to leave the cluster on purpose: its peers drop it
 	// at once when it goes, rather than check whether it is alive (deadHold).
 	Leaving bool `json:"leaving,omitempty"`
 }
 
-// encodeLeavingMeta returns the metadata of a member at grpcAddr that is leaving.
-func encodeLeavingMeta(grpcAddr string) ([]byte, error) {
-	return json.Marshal(meta{GRPC: grpcAddr, Leaving: true})
+// encodeLeavingMeta returns the metadata of a member at grpcAddr, of ring shape shape,
+// that is leaving.
+func encodeLeavingMeta(grpcAddr, shape string) ([]byte, error) {
+	return json.Marshal(meta{GRPC: grpcAddr, Shape: shape, Leaving: true})
 }
 
 // leavingMeta reports whether metadata b says its member is leaving.
@@ -29,13 +34,13 @@ func leavingMeta(b []byte) bool {
 	return json.Unmarshal(b, &m) == nil && m.Leaving
 }
 
-// encodeMeta returns the gossip metadata advertising grpcAddr, checking the address and
-// memberlist's size limit.
-func encodeMeta(grpcAddr string) ([]byte, error) {
+// encodeMeta returns the gossip metadata advertising grpcAddr and the ring shape shape
+// (HashConfig.String), checking the address and memberlist's size limit.
+func encodeMeta(grpcAddr, shape string) ([]byte, error) {
 	if err := checkHostPort(grpcAddr); err != nil {
 		return nil, fmt.Errorf("gRPC address %q: %w", grpcAddr, err)
 	}
-	b, err := json.Marshal(meta{GRPC: grpcAddr})
+	b, err := json.Marshal(meta{GRPC: grpcAddr, Shape: shape})
 	if err != nil {
 		return nil, err
 	}
@@ -45,20 +50,27 @@ func encodeMeta(grpcAddr string) ([]byte, error) {
 	return b, nil
 }
 
-// decodeMeta returns the gRPC address in a member's metadata.
-func decodeMeta(b []byte) (string, error) {
+// decodeMeta returns the gRPC address in a member's metadata, and the ring shape it
+// advertises: LegacyHashConfig's when it advertises none.
+func decodeMeta(b []byte) (addr, shape string, _ error) {
 	if len(b) == 0 {
-		return "", fmt.Errorf("no metadata (not a Meridian replica?)")
+		return "", "", fmt.Errorf("no metadata (not a Meridian replica?)")
 	}
 	var m meta
 	if err := json.Unmarshal(b, &m); err != nil {
-		return "", fmt.Errorf("metadata: %w", err)
+		return "", "", fmt.Errorf("metadata: %w", err)
 	}
 	if err := checkHostPort(m.GRPC); err != nil {
-		return "", fmt.Errorf("metadata gRPC address %q: %w", m.GRPC, err)
+		return "", "", fmt.Errorf("metadata gRPC address %q: %w", m.GRPC, err)
 	}
-	return m.GRPC, nil
+	if m.Shape == "" {
+		m.Shape = legacyShape
+	}
+	return m.GRPC, m.Shape, nil
 }
+
+// legacyShape is what a member that advertises no shape builds with.
+var legacyShape = LegacyHashConfig().String()
 
 // checkHostPort accepts host:port with a non-empty host and a port in 1..65535.
 func checkHostPort(s string) error {

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/bits"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/cespare/xxhash/v2"
@@ -30,8 +31,16 @@ type HashConfig struct {
 	// Must be in [1, MaxVirtualNodes].
 	VirtualNodes int
 	// LoadFactor bounds each member to at most ceil(LoadFactor*Partitions/N) partitions.
-	// Must be at least 1; 1.25 by default.
+	// Must be at least 1. A tighter bound evens the shares out and moves a few more
+	// partitions on a join or a leave.
 	LoadFactor float64
+	// Contiguous places each partition on the circle at the first hash of its own range of
+	// key hashes, rather than at a hash of its number. Partitions next to each other in
+	// hash space then go to the same member up to one of its virtual nodes, so that a
+	// member's share is about VirtualNodes ranges of key hashes instead of partitions
+	// scattered over all of them: what a share is asked for by ranges (an API server's
+	// shard selector) wants.
+	Contiguous bool
 }
 
 // Limits on HashConfig values and on ring size.
@@ -44,9 +53,39 @@ const (
 )
 
 // DefaultHashConfig returns the shape every replica uses unless configured otherwise:
-// 4096 partitions, 256 virtual nodes per member, load factor 1.25.
+// 4096 partitions, 256 virtual nodes per member, load factor 1.02. No member owns more
+// than 1.02 times its fair share of partitions (rounded up); a join or a leave moves about
+// 1.05 times the minimal 1/N of them at 4 members, 1.2 times at 16 and 1.35 times at 32
+// (TestShapes).
 func DefaultHashConfig() HashConfig {
+	return HashConfig{Partitions: 4096, VirtualNodes: 256, LoadFactor: 1.02}
+}
+
+// RangeHashConfig returns the shape for rings whose shares are asked for as ranges of key
+// hashes: contiguous placement, 4096 partitions, 64 virtual nodes per member (a share of
+// about 64 ranges; TestShapes), load factor 1.05.
+func RangeHashConfig() HashConfig {
+	return HashConfig{Partitions: 4096, VirtualNodes: 64, LoadFactor: 1.05, Contiguous: true}
+}
+
+// LegacyHashConfig returns the shape every member used before members advertised theirs
+// (4096 partitions, 256 virtual nodes, load factor 1.25, scattered placement). A Cluster
+// whose members do not all advertise the same shape builds its rings with this one, which
+// every version can compute: a rolling upgrade from a version before shapes were advertised
+// keeps one assignment throughout, and changes to the new shape once, when the last member
+// of the old version has gone.
+func LegacyHashConfig() HashConfig {
 	return HashConfig{Partitions: 4096, VirtualNodes: 256, LoadFactor: 1.25}
+}
+
+// String is the shape's advertised form, the same for equal configs:
+// "p4096/v256/l1.02", with "/contiguous" when Contiguous.
+func (c HashConfig) String() string {
+	s := "p" + strconv.Itoa(c.Partitions) + "/v" + strconv.Itoa(c.VirtualNodes) + "/l" + strconv.FormatFloat(c.LoadFactor, 'g', -1, 64)
+	if c.Contiguous {
+		s += "/contiguous"
+	}
+	return s
 }
 
 // Validate reports whether c describes a ring Build can make.
@@ -160,8 +199,13 @@ func assign(ms []Member, cfg HashConfig, counts []int) []uint32 {
 	var pbuf [16]byte
 	copy(pbuf[:], "part\x00\x00\x00\x00")
 	for part := 0; part < p; part++ {
-		binary.LittleEndian.PutUint64(pbuf[8:], uint64(part))
-		h := xxhash.Sum64(pbuf[:])
+		var h uint64
+		if cfg.Contiguous {
+			h, _ = bits.Div64(uint64(part), 0, uint64(p)) // floor(part * 2^64 / p): its range's start
+		} else {
+			binary.LittleEndian.PutUint64(pbuf[8:], uint64(part))
+			h = xxhash.Sum64(pbuf[:])
+		}
 		i, _ := slices.BinarySearchFunc(circle, h, func(v vnode, h uint64) int {
 			if v.hash < h {
 				return -1
@@ -195,6 +239,9 @@ func ringID(ms []Member, cfg HashConfig) uint64 {
 	for _, v := range []uint64{uint64(cfg.Partitions), uint64(cfg.VirtualNodes), math.Float64bits(cfg.LoadFactor)} {
 		binary.LittleEndian.PutUint64(b[:], v)
 		_, _ = d.Write(b[:])
+	}
+	if cfg.Contiguous { // only then, so that the IDs of scattered rings stay as they were
+		_, _ = d.WriteString("contiguous\x00")
 	}
 	for _, m := range ms {
 		_, _ = d.WriteString(m.Name)
@@ -349,9 +396,11 @@ func (r *Ring) String() string {
 // marshals to JSON.
 type Status struct {
 	// ID is Ring.ID in hex.
-	ID         string         `json:"id"`
-	Partitions int            `json:"partitions"`
-	Members    []MemberStatus `json:"members"`
+	ID         string `json:"id"`
+	Partitions int    `json:"partitions"`
+	// Shape is the HashConfig the ring was built with (HashConfig.String).
+	Shape   string         `json:"shape"`
+	Members []MemberStatus `json:"members"`
 }
 
 // MemberStatus is one member's line in a Status.
@@ -366,7 +415,7 @@ type MemberStatus struct {
 
 // Status describes r: its ID and each member (sorted by name) with its partition share.
 func (r *Ring) Status() Status {
-	s := Status{ID: fmt.Sprintf("%016x", r.id), Partitions: r.cfg.Partitions, Members: make([]MemberStatus, len(r.members))}
+	s := Status{ID: fmt.Sprintf("%016x", r.id), Partitions: r.cfg.Partitions, Shape: r.cfg.String(), Members: make([]MemberStatus, len(r.members))}
 	for i, m := range r.members {
 		share := 0.0
 		if r.cfg.Partitions > 0 {

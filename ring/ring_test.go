@@ -51,8 +51,8 @@ func TestShareSpread(t *testing.T) {
 		if ratio > 1.25 {
 			t.Errorf("N=%d: largest share %d is %.3f x fair share %.0f, want <= 1.25", n, maxShare, ratio, fair)
 		}
-		if pratio > 1.25+float64(n)/float64(r.Partitions()) {
-			t.Errorf("N=%d: largest partition count %d is %.3f x fair, want <= 1.25", n, maxParts, pratio)
+		if lf := r.Config().LoadFactor; pratio > lf+float64(n)/float64(r.Partitions()) {
+			t.Errorf("N=%d: largest partition count %d is %.3f x fair, want <= %v", n, maxParts, pratio, lf)
 		}
 	}
 }

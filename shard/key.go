@@ -77,6 +77,20 @@ func ParseShardKey(s string) (ShardKey, error) {
 	return "", fmt.Errorf("shard key %q: want service or namespace", s)
 }
 
+// RingShape returns the ring shape the replicas of a ring placed by m build with (every
+// replica of a ring uses the same key, and so the same shape). ShardByNamespace's shares
+// are asked of the API server as ranges of the namespace hash, so its partitions are placed
+// contiguously: ring.RangeHashConfig gives a replica about 64 runs of partitions, which a
+// selector of maxShardRanges ranges covers exactly, where scattered partitions would widen
+// into most of the cluster. ShardByService's shares are never asked for as ranges:
+// ring.DefaultHashConfig.
+func (m ShardKey) RingShape() ring.HashConfig {
+	if m == ShardByNamespace {
+		return ring.RangeHashConfig()
+	}
+	return ring.DefaultHashConfig()
+}
+
 // hash returns k's place in the ring under m. A key with no namespace (an address's, ipKey)
 // is placed by its own hash in every mode. It does not allocate.
 func (m ShardKey) hash(k ServiceKey) uint64 {

@@ -205,6 +205,7 @@ func (r *Replica) RingHandler() http.Handler {
 		out := struct {
 			Self     string   `json:"self"`
 			ID       string   `json:"id"`
+			Shape    string   `json:"shape"`
 			Services int      `json:"services"`
 			Members  []member `json:"members"`
 		}{}
@@ -219,7 +220,7 @@ func (r *Replica) RingHandler() http.Handler {
 			shares[v.ring.OwnerOfHash(v.key.hash(k)).Name]++
 		}
 		st := v.ring.Status()
-		out.Self, out.ID, out.Services = v.self, st.ID, len(keys)
+		out.Self, out.ID, out.Shape, out.Services = v.self, st.ID, st.Shape, len(keys)
 		for _, m := range st.Members {
 			out.Members = append(out.Members, member{MemberStatus: m, Services: shares[m.Name]})
 		}

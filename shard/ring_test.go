@@ -119,6 +119,7 @@ func startRingNode(t *testing.T, name string, cfg Config, seeds []string, newSou
 	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).Named(name)
 	rc := ring.DefaultConfig()
 	rc.NodeName, rc.GossipAddr, rc.GRPCAddr, rc.Join, rc.Fast, rc.Logger = name, "127.0.0.1:0", lis.Addr().String(), seeds, true, log
+	rc.Hash = cfg.ShardKey.RingShape()
 	rc.GossipKey = testGossipKey
 	rc.Registerer = prometheus.NewRegistry()
 	members, err := ring.New(rc)

@@ -88,7 +88,8 @@ func TestShardSelector(t *testing.T) {
 	for i := range 4 {
 		ms = append(ms, ring.Member{Name: fmt.Sprintf("r%d", i)})
 	}
-	r := ring.Build(ms, ring.DefaultHashConfig())
+	shape := ShardByNamespace.RingShape()
+	r := ring.Build(ms, shape)
 	sels := map[string]parsedSelector{}
 	for _, m := range ms {
 		s := ownedSelector(r, m.Name)
@@ -108,14 +109,14 @@ func TestShardSelector(t *testing.T) {
 		}
 	}
 	t.Logf("2000 namespaces tenant-N over 4 replicas: %v", owned)
-	if got := ownedSelector(ring.Build(ms[:1], ring.DefaultHashConfig()), "r0"); got != "" {
+	if got := ownedSelector(ring.Build(ms[:1], shape), "r0"); got != "" {
 		t.Fatalf("the only member's selector is %q, want none", got)
 	}
 	if got := parseSelector(t, ownedSelector(r, "nobody")); got.matches(NamespaceHash("tenant-1")) {
 		t.Fatal("a member owning nothing selects namespaces")
 	}
 	// What r0 gains when r3 leaves, and only that.
-	r3 := ring.Build(ms[:3], ring.DefaultHashConfig())
+	r3 := ring.Build(ms[:3], shape)
 	g := gainedSelector(r, r3, "r0")
 	exact := coarsen(partitionRuns(r3, func(p int) bool { return r3.PartitionOwner(p).Name == "r0" && r.PartitionOwner(p).Name != "r0" }), 1<<20)
 	sel := parseSelector(t, g)
@@ -123,6 +124,43 @@ func TestShardSelector(t *testing.T) {
 		lo, _ := partitionStart(run[0], r3.Partitions())
 		if !sel.matches(lo) {
 			t.Fatalf("the gained selector misses partition %d", run[0])
+		}
+	}
+}
+
+// TestShardSelectorPrecision: in the namespace key's ring shape, a replica's selector asks
+// the API server for its own namespaces and hardly any other, at 2 to 16 replicas. With
+// partitions scattered (ring.DefaultHashConfig) the selector of at most 64 ranges widens
+// to most of the cluster: logged for comparison.
+func TestShardSelectorPrecision(t *testing.T) {
+	const namespaces = 5000
+	hashes := make([]uint64, namespaces)
+	for i := range hashes {
+		hashes[i] = NamespaceHash(fmt.Sprintf("tenant-%d", i))
+	}
+	// asked returns how many namespaces the members' selectors select, in all, over
+	// namespaces: 1 when each asks for exactly its own.
+	asked := func(r *ring.Ring) float64 {
+		total := 0
+		for _, m := range r.Members() {
+			sel := parseSelector(t, ownedSelector(r, m.Name))
+			for _, h := range hashes {
+				if sel.matches(h) {
+					total++
+				}
+			}
+		}
+		return float64(total) / namespaces
+	}
+	for _, n := range []int{2, 4, 8, 16} {
+		var ms []ring.Member
+		for i := range n {
+			ms = append(ms, ring.Member{Name: fmt.Sprintf("meridian-destination-%x", 0x5eed+i*7919)})
+		}
+		got := asked(ring.Build(ms, ShardByNamespace.RingShape()))
+		t.Logf("%d replicas: their selectors ask for %.2f times the namespaces (%.2f with scattered partitions)", n, got, asked(ring.Build(ms, ring.DefaultHashConfig())))
+		if got > 1.01 {
+			t.Errorf("%d replicas: their selectors ask for %.2f times the namespaces, want at most 1.01", n, got)
 		}
 	}
 }

@@ -258,6 +258,7 @@ func runDestination(ctx context.Context, args []string) error {
 // gossip keys (nil with --insecure-gossip).
 func (f *destinationFlags) newRing(grpcAddr net.Addr, reg prometheus.Registerer, log *zap.Logger) (*ring.Cluster, *gossipkey.Reloader, error) {
 	cfg := ring.DefaultConfig()
+	cfg.Hash = f.cfg.ShardKey.RingShape()
 	cfg.NodeName = f.nodeName
 	cfg.Join = f.join
 	cfg.ProbeInterval = f.probeInterval

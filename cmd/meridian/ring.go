@@ -68,6 +68,7 @@ func runRing(ctx context.Context, args []string) error {
 	var st struct {
 		Self     string `json:"self"`
 		ID       string `json:"id"`
+		Shape    string `json:"shape"`
 		Services int    `json:"services"`
 		Members  []struct {
 			Name       string  `json:"name"`
@@ -80,7 +81,11 @@ func runRing(ctx context.Context, args []string) error {
 	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
 		return fmt.Errorf("decode ring: %w", err)
 	}
-	fmt.Fprintf(stdout, "ring %s as seen by %s: %d members, %d services\n\n", st.ID, st.Self, len(st.Members), st.Services)
+	fmt.Fprintf(stdout, "ring %s as seen by %s: %d members, %d services", st.ID, st.Self, len(st.Members), st.Services)
+	if st.Shape != "" { // a replica of a version before shapes says none
+		fmt.Fprintf(stdout, ", shape %s", quote.String(st.Shape))
+	}
+	fmt.Fprint(stdout, "\n\n")
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "MEMBER\tADDRESS\tPARTITIONS\tSERVICES\tSHARE")
 	for _, m := range st.Members {
