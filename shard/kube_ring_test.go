@@ -36,6 +36,8 @@ type kubeRing struct {
 	pods    bool
 	mu      sync.Mutex
 	version map[int]int
+	// regs are the metrics registries of the replicas startKubeShard started, by name.
+	regs map[string]*prometheus.Registry
 }
 
 // addrs are service i's addresses at version v: one the same at every version (so that a
@@ -157,6 +159,12 @@ func startKubeShard(t *testing.T, c *kubeRing, name string, seeds ...string) (*s
 			scfg.Namespace = c.nss[0]
 		}
 		src = source.NewKubernetes(c.env.Client, scfg, reg, log)
+		if r, ok := reg.(*prometheus.Registry); ok {
+			if c.regs == nil {
+				c.regs = map[string]*prometheus.Registry{}
+			}
+			c.regs[name] = r
+		}
 		return src
 	})
 	return n, src
@@ -328,15 +336,81 @@ func TestKubeRingHandoverByNamespace(t *testing.T) {
 			// 16 namespaces, one service each: the chance that one replica owns them all is
 			// 2^-15, where with 8 it was high enough to be seen.
 			c := newKubeRing(t, kubetest.StartWith(t, opts), ShardByNamespace, 16, 16, false)
+			var checks []func(*testing.T, []*shardNode, []*source.Kubernetes)
+			if gate {
+				checks = append(checks, (&joinerReads{c: c}).check)
+			}
 			testKubeRingHandover(t, c, func(src *source.Kubernetes) {
 				// The joining replica owned everything until it joined; then it asks for its
 				// share, and finds out whether the API server shards.
 				testutil.Eventually(t, 30*time.Second, "the source to find out whether the API server shards", func() bool {
 					return src.ServerSharded() == gate && (gate || strings.Contains(strings.Join(src.Warnings(), ";"), "ShardedListAndWatch"))
 				})
-			})
+			}, checks...)
 		})
 	}
+}
+
+// joinerReads follows what the API server sends the replica that joins a namespace-keyed
+// ring: called after each change, it records the slices the joiner has read when it has
+// joined, and checks when every slice has changed once since (the bump) that the watch
+// brought it the changes of its own namespaces and hardly any other: its shard selector covers
+// its share exactly (ShardKey.RingShape places the partitions contiguously; with them
+// scattered, a selector of at most 64 ranges asked for 1.8 times a share at 2 replicas).
+type joinerReads struct {
+	c           *kubeRing
+	calls       int
+	read, lists float64
+}
+
+func (j *joinerReads) check(t *testing.T, nodes []*shardNode, _ []*source.Kubernetes) {
+	t.Helper()
+	if len(nodes) != 2 {
+		return
+	}
+	j.calls++
+	read, lists := j.c.sliceCounters(nodes[1])
+	switch j.calls {
+	case 1: // joined
+		j.read, j.lists = read, lists
+	case 2: // bumped: each of the c.n services' slices changed once
+		r := nodes[1].cluster.Ring()
+		own := 0
+		for i := range j.c.n {
+			if r.OwnerOfHash(NamespaceHash(j.c.ns(i))).Name == nodes[1].name {
+				own++
+			}
+		}
+		got := read - j.read
+		t.Logf("%s owns the namespaces of %d of the %d slices that changed, and read %v changes", nodes[1].name, own, j.c.n, got)
+		if lists != j.lists {
+			t.Logf("%s listed again meanwhile (%v lists): not checked", nodes[1].name, lists-j.lists)
+			return
+		}
+		// A slice of another test's namespace that changed meanwhile may have come in too.
+		if got < float64(own) || got > float64(own)+2 {
+			t.Errorf("%s read %v changed slices from the API server, want the %d of its namespaces", nodes[1].name, got, own)
+		}
+	}
+}
+
+// sliceCounters returns destination_source_read_objects_total and
+// destination_source_lists_total for endpointslices of the replica n started by
+// startKubeShard.
+func (c *kubeRing) sliceCounters(n *shardNode) (read, lists float64) {
+	c.t.Helper()
+	get := func(name string) float64 {
+		for _, m := range testutil.Gathered(c.t, c.regs[n.name], name) {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "resource" && l.GetValue() == "endpointslices" {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+		c.t.Fatalf("%s: no %s{resource=endpointslices}", n.name, name)
+		return 0
+	}
+	return get("destination_source_read_objects_total"), get("destination_source_lists_total")
 }
 
 // testKubeRingHandover runs the handover; check, if set, looks at the joining replica's

@@ -20,6 +20,14 @@ var listsDesc = prometheus.NewDesc("destination_source_lists_total",
 	"List requests (pages included) the Kubernetes source's share informers made: the first, and each relist after a watch they could not resume; and for serviceprofiles, the lists that read many wanted profiles at once (when a replica starts or gains a share).",
 	[]string{"resource"}, nil)
 
+// readDesc describes destination_source_read_objects_total: the objects the share informers
+// read off the wire, in lists (Gain's included) and watch events, decoded or not. An operator
+// reads from it that the API server sends a replica of a namespace-keyed ring its share only:
+// with a shard selector the server honours, about the replica's share of the slices.
+var readDesc = prometheus.NewDesc("destination_source_read_objects_total",
+	"Objects the Kubernetes source's share informers read from the API server (lists and watch events, decoded or not), by resource (services, endpointslices): with a shard selector the server honours (--shard-key namespace, ShardedListAndWatch), about the replica's share of the slices.",
+	[]string{"resource"}, nil)
+
 // podReadsDesc describes destination_source_pod_reads_total: the pods a replica that keeps
 // only the pods it needs (podShare) read one at a time, when a slice started naming a pod it
 // had dropped, by result: found, gone (deleted meanwhile), failed (retried), recent (served
@@ -36,6 +44,7 @@ type cachedCollector struct{ k *Kubernetes }
 func (c cachedCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- cachedDesc
 	ch <- listsDesc
+	ch <- readDesc
 	ch <- podReadsDesc
 }
 
@@ -69,5 +78,6 @@ func (c cachedCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(cachedDesc, prometheus.GaugeValue, float64(full), res, "full")
 		ch <- prometheus.MustNewConstMetric(cachedDesc, prometheus.GaugeValue, float64(reduced), res, "reduced")
 		ch <- prometheus.MustNewConstMetric(listsDesc, prometheus.CounterValue, float64(s.lw.lists.Load()), res)
+		ch <- prometheus.MustNewConstMetric(readDesc, prometheus.CounterValue, float64(s.lw.read.Load()), res)
 	}
 }
