@@ -2,6 +2,7 @@ package charttest_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/x509"
 	"encoding/pem"
@@ -49,6 +50,7 @@ func TestSchemaRejects(t *testing.T) {
 		{`proxy.command[0]=meridian\,proxy`, "at '/proxy/command/0'"},
 		{"identityTrustDomain=Bad_Domain", "at '/identityTrustDomain'"},
 		{"clusterDomain=Cluster.Local", "at '/clusterDomain'"},
+		{"destination.shardKey=tenant", "at '/destination/shardKey'"},
 	} {
 		for _, verb := range []string{"template", "lint"} {
 			args := []string{verb, charttest.ChartDir(), "-f", f.identity, "--set", c.set}
@@ -226,6 +228,24 @@ func TestLargeIntegerFromValuesFile(t *testing.T) {
 	args := containerArgs(t, decodeAll(t, r.All()), "StatefulSet", "linkerd-destination")
 	if !slices.Contains(args, "--stream-queue-capacity=1000000") {
 		t.Errorf("the destination's args %q lack --stream-queue-capacity=1000000", args)
+	}
+}
+
+// TestShardKey: destination.shardKey reaches every replica's --shard-key, service by default.
+func TestShardKey(t *testing.T) {
+	for _, key := range []string{"", "service", "namespace"} {
+		base := identityBase(t, "linkerd")
+		if key != "" {
+			base["destination"] = map[string]any{"shardKey": key}
+		}
+		r, err := chart.Render(chart.Options{Namespace: "linkerd", Base: base})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := "--shard-key=" + cmp.Or(key, "service")
+		if args := containerArgs(t, decodeAll(t, r.All()), "StatefulSet", "linkerd-destination"); !slices.Contains(args, want) {
+			t.Errorf("shardKey %q: the destination's args %q lack %s", key, args, want)
+		}
 	}
 }
 
