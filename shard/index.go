@@ -145,9 +145,12 @@ func (x *Index) WantsService(namespace, name string) bool {
 }
 
 // WantsPod implements source.PodFilter: the index needs the pods its slices name, and those
-// with an address it owns in the ring (it answers GetProfile for them, ipIndex).
+// with an address it owns in the ring (it answers GetProfile for them, ipIndex), or still
+// holds: between a ring change's new filter and DropUnowned, the streams of an address the
+// replica is losing are served here, and a pod the filter dropped would reach the index as
+// deleted (its placeholder), taking the address away from them (ipIndex.setPod).
 func (x *Index) WantsPod(namespace, name string, ips []netip.Addr) bool {
-	return slices.ContainsFunc(ips, x.ownsIP) || x.named(namespace, name)
+	return slices.ContainsFunc(ips, x.ownsIP) || x.named(namespace, name) || x.ips.holdsPod(podKey{namespace, name})
 }
 
 // SetPodLoader gives the index the source's PodLoader (before Run): the source keeps only

@@ -389,8 +389,8 @@ func TestLostServiceKeepsInputsUntilDropped(t *testing.T) {
 // TestLostPodAddressKeptUntilDropped: a pod address the replica is losing stays indexed,
 // whatever pod events arrive, until DropUnowned: a ring change sets the new filter, then
 // replays the source (every pod again), and only then moves the streams, which until then
-// must not be told the address is no pod's. A deletion still removes it, and an address that
-// was never held is not taken up.
+// must not be told the address is no pod's. The pod filter (WantsPod) admits the pod as long.
+// A deletion still removes the address, and an address that was never held is not taken up.
 func TestLostPodAddressKeptUntilDropped(t *testing.T) {
 	x := NewIndex(DefaultConfig(), snapshot.NewStore(snapshot.StoreConfig{}), nil, newMetrics(metrics.Exclusive(nil)), zap.NewNop())
 	a := netip.MustParseAddr("10.0.0.1")
@@ -413,8 +413,19 @@ func TestLostPodAddressKeptUntilDropped(t *testing.T) {
 	holds("replayed after the filter changed", "p")
 	x.OnPod(podObj("ns", "q", a.String(), true), false)
 	holds("another pod with the address, not held before", "p")
+	// The Kubernetes source filters pods before its cache with WantsPod, and delivers a pod
+	// it stops wanting as deleted: it must go on wanting the pod until the release.
+	if !x.WantsPod("ns", "p", []netip.Addr{a}) {
+		t.Fatal("WantsPod refuses the pod whose address the index still holds")
+	}
+	if x.WantsPod("ns", "q", []netip.Addr{a}) {
+		t.Fatal("WantsPod admits a pod whose address the replica neither owns nor holds")
+	}
 	x.DropUnowned()
 	holds("after DropUnowned", "")
+	if x.WantsPod("ns", "p", []netip.Addr{a}) {
+		t.Fatal("WantsPod still admits the pod after DropUnowned")
+	}
 	x.OnPod(podObj("ns", "p", a.String(), true), false)
 	holds("an event after DropUnowned", "")
 

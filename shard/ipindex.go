@@ -162,6 +162,13 @@ type ipTarget struct {
 	pods     []podKey
 }
 
+// holdsPod reports whether the index holds an address of the pod k.
+func (ix *ipIndex) holdsPod(k podKey) bool {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return len(ix.podIPs[k]) > 0
+}
+
 // lookup returns what a resolves to. The slices must not be modified.
 func (ix *ipIndex) lookup(a netip.Addr) ipTarget {
 	ix.mu.RLock()
