@@ -30,6 +30,7 @@ func eventHandler[T metav1.Object](k *Kubernetes, lag *kube.Lag, deliver func(T,
 	}
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
+			obj = expandReduced(obj)
 			if isDropped(obj) { // reduced by the transform (shareLW.slim)
 				placeholder(obj)
 				return
@@ -41,6 +42,7 @@ func eventHandler[T metav1.Object](k *Kubernetes, lag *kube.Lag, deliver func(T,
 			}
 		},
 		UpdateFunc: func(oldObj, newObj any) {
+			oldObj, newObj = expandReduced(oldObj), expandReduced(newObj)
 			o, ok1 := oldObj.(T)
 			n, ok2 := newObj.(T)
 			if !ok1 || !ok2 || o.GetResourceVersion() == n.GetResourceVersion() {
@@ -59,6 +61,7 @@ func eventHandler[T metav1.Object](k *Kubernetes, lag *kube.Lag, deliver func(T,
 			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = d.Obj
 			}
+			obj = expandReduced(obj)
 			if isDropped(obj) {
 				// An unwanted object leaving the cache: the handler never had it, or had a
 				// slice whose label named another service (IsPlaceholder).

@@ -168,7 +168,7 @@ func (k *Kubernetes) noteDeleted(obj any) {
 
 // Release implements ShareLoader: the caches let go of the objects the handler's filter no
 // longer admits (a ring change gave their services to another replica). An EndpointSlice
-// leaves the cache; of a Service the cache keeps its cluster IPs (IsClusterIPsOnly); the
+// leaves the cache; of a Service the cache keeps its cluster IPs (serviceIPs); the
 // metadata of a ServiceProfile of a lost service leaves the profile fetcher's cache.
 //
 // It changes the informers' stores directly, which client-go leaves to the informer. An
@@ -215,7 +215,7 @@ func (k *Kubernetes) sweep(shares []*shareInformer) {
 				continue
 			}
 			if r := s.lw.reduce(obj); r != obj {
-				if _, ok := r.(*corev1.Service); ok {
+				if _, ok := r.(*serviceIPs); ok {
 					_ = store.Update(r)
 				} else {
 					_ = store.Delete(obj)

@@ -73,6 +73,16 @@ func (k *Kubernetes) stored(kind, key string) any {
 	return nil
 }
 
+// checkStoredIPs fails t unless the Services cache keeps of the Service key (one the handler
+// does not want) its compact form, with the cluster IP ip ("": any).
+func checkStoredIPs(t *testing.T, src *Kubernetes, key, ip string) {
+	t.Helper()
+	c, ok := src.stored("Service", key).(*serviceIPs)
+	if !ok || c.clusterIP == "" || (ip != "" && c.clusterIP != ip) || c.namespace+"/"+c.name != key || c.resourceVersion == "" {
+		t.Fatalf("service cache holds %#v for %s, want its cluster IPs only (serviceIPs)", src.stored("Service", key), key)
+	}
+}
+
 // twoServices starts the API server and creates, in a new namespace, the Services a1 and b1
 // with a slice each (a1-s, b1-s).
 func twoServices(t *testing.T) (*kubetest.Env, string, context.Context) {
@@ -110,6 +120,7 @@ func TestShareFilterKubernetes(t *testing.T) {
 	if a := rec.get(KindService + " " + ns + "/a1").(*corev1.Service); IsClusterIPsOnly(a) || len(a.Spec.Ports) != 1 {
 		t.Fatalf("wanted Service delivered as %+v", a)
 	}
+	checkStoredIPs(t, src, ns+"/b1", b.Spec.ClusterIP)
 
 	// Changes of the unwanted slice are not delivered: the wanted slice's later change
 	// arrives on the same watch, after them.
@@ -143,9 +154,7 @@ func TestShareFilterKubernetes(t *testing.T) {
 	if got := src.storeKeys("EndpointSlice"); slices.Contains(got, ns+"/a1-s") {
 		t.Fatalf("slice cache still holds the lost slice: %v", got)
 	}
-	if s, _ := src.stored("Service", ns+"/a1").(*corev1.Service); s == nil || !IsClusterIPsOnly(s) {
-		t.Fatalf("service cache holds %+v for the lost Service, want its cluster IPs only", s)
-	}
+	checkStoredIPs(t, src, ns+"/a1", "")
 	rec.Take()
 	updateSlice(t, env, ns, "a1-s", "10.1.0.9")
 	if err := env.Client.DiscoveryV1().EndpointSlices(ns).Delete(ctx, "a1-s", metav1.DeleteOptions{}); err != nil {
@@ -226,9 +235,7 @@ func TestShareLostDuringList(t *testing.T) {
 	testutil.Eventually(t, apiTimeout, "the slice cache to hold the kept slice only", func() bool {
 		return slices.Equal(src.storeKeys("EndpointSlice"), []string{ns + "/b1-s"})
 	})
-	if s, _ := src.stored("Service", ns+"/a1").(*corev1.Service); s == nil || !IsClusterIPsOnly(s) {
-		t.Fatalf("service cache holds %+v for the lost Service, want its cluster IPs only", s)
-	}
+	checkStoredIPs(t, src, ns+"/a1", "")
 	if a, _ := rec.get(KindService + " " + ns + "/a1").(*corev1.Service); a == nil || !IsClusterIPsOnly(a) {
 		t.Fatalf("the lost Service was delivered as %+v, want its cluster IPs only", a)
 	}

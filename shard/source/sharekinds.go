@@ -36,6 +36,9 @@ func IsClusterIPsOnly(svc *corev1.Service) bool {
 // isReduced reports whether obj is a reduced Service or a placeholder, which the informers'
 // transform keeps as they are.
 func isReduced(obj any) bool {
+	if _, ok := obj.(*serviceIPs); ok {
+		return true
+	}
 	m, ok := obj.(metav1.Object)
 	if !ok {
 		return false
@@ -61,6 +64,60 @@ func isDropped(obj any) bool {
 // IPs.
 func clusterIPsOf(m objMeta, ip string, ips []string) *corev1.Service {
 	return &corev1.Service{ObjectMeta: reducedMeta(m, clusterIPsOnly), Spec: corev1.ServiceSpec{ClusterIP: ip, ClusterIPs: ips}}
+}
+
+// serviceIPs is what a Services cache keeps of a Service the handler does not want: the
+// reduced Service (clusterIPsOf) in about a sixth of its memory. A replica keeps one for every
+// Service of the cluster it does not own; as a corev1.Service (592 bytes of struct, before its
+// strings) those were the largest part of a small shard's fixed cost. The cache's handlers are
+// given the reduced Service it stands for (expandReduced); the informer keys it through
+// GetObjectMeta.
+type serviceIPs struct {
+	namespace, name, resourceVersion string
+	clusterIP                        string
+	clusterIPs                       []string // nil: [clusterIP], the single-stack case
+}
+
+// compactIPs is what the cache keeps of the Service m with these cluster IPs.
+func compactIPs(m objMeta, ip string, ips []string) *serviceIPs {
+	c := &serviceIPs{namespace: m.namespace, name: m.name, resourceVersion: m.resourceVersion, clusterIP: ip, clusterIPs: ips}
+	if len(ips) == 1 && ips[0] == ip {
+		c.clusterIPs = nil
+	}
+	return c
+}
+
+// GetObjectMeta implements metav1.ObjectMetaAccessor: the informer's key function and the
+// handlers' resourceVersion comparisons read it.
+func (c *serviceIPs) GetObjectMeta() metav1.Object {
+	return &metav1.ObjectMeta{Namespace: c.namespace, Name: c.name, ResourceVersion: c.resourceVersion}
+}
+
+// service is the reduced Service (IsClusterIPsOnly) c stands for.
+func (c *serviceIPs) service() *corev1.Service {
+	ips := c.clusterIPs
+	if ips == nil && c.clusterIP != "" {
+		ips = []string{c.clusterIP}
+	}
+	return clusterIPsOf(objMeta{name: c.name, namespace: c.namespace, resourceVersion: c.resourceVersion}, c.clusterIP, ips)
+}
+
+// compactReduced returns what the cache keeps of obj: a reduced Service becomes its
+// serviceIPs; anything else is kept as it is.
+func compactReduced(obj any) any {
+	if svc, ok := obj.(*corev1.Service); ok && IsClusterIPsOnly(svc) {
+		return compactIPs(objMeta{name: svc.Name, namespace: svc.Namespace, resourceVersion: svc.ResourceVersion}, svc.Spec.ClusterIP, svc.Spec.ClusterIPs)
+	}
+	return obj
+}
+
+// expandReduced returns what handlers are given for obj, a cached object or a tombstone's:
+// the reduced Service a serviceIPs stands for; anything else as it is.
+func expandReduced(obj any) any {
+	if c, ok := obj.(*serviceIPs); ok {
+		return c.service()
+	}
+	return obj
 }
 
 func reducedMeta(m objMeta, annotations map[string]string) metav1.ObjectMeta {

@@ -93,7 +93,8 @@ func (lw *shareLW) wants(namespace, service string) bool {
 }
 
 // slim is the informer's transform: slimObject, and then the reduction (reduce) of an object
-// the filter does not admit as it is now. The transform runs when an object enters the
+// the filter does not admit as it is now. A Service reduced when it was read (a list's or an
+// event's, shareKind.unwanted) is kept as its serviceIPs. The transform runs when an object enters the
 // informer's queue, after its list or event was decoded under the filter of that time: a
 // list page read before a ring change took the service away, and stored after Release swept
 // the cache, is reduced here instead of being kept in full.
@@ -103,7 +104,7 @@ func (lw *shareLW) slim(obj any) (any, error) {
 		return obj, err
 	}
 	if _, tomb := obj.(cache.DeletedFinalStateUnknown); tomb || isReduced(obj) {
-		return obj, nil
+		return compactReduced(obj), nil
 	}
 	obj = lw.reduce(obj)
 	if lw.cache != nil && !isReduced(obj) {
@@ -113,8 +114,9 @@ func (lw *shareLW) slim(obj any) (any, error) {
 }
 
 // reduce returns obj when the filter admits its service, else what the cache keeps of it: a
-// Service's cluster IPs (IsClusterIPsOnly), or the placeholder of a slice (isDropped), which
-// the handler is given as a deletion (IsPlaceholder) and the next sweep deletes.
+// Service's cluster IPs (serviceIPs, given to handlers as IsClusterIPsOnly), or the
+// placeholder of a slice (isDropped), which the handler is given as a deletion
+// (IsPlaceholder) and the next sweep deletes.
 func (lw *shareLW) reduce(obj any) any {
 	m, ok := obj.(metav1.Object)
 	if !ok {
@@ -129,7 +131,7 @@ func (lw *shareLW) reduce(obj any) any {
 	}
 	meta := objMeta{name: m.GetName(), namespace: m.GetNamespace(), resourceVersion: m.GetResourceVersion(), service: svc}
 	if sv, ok := obj.(*corev1.Service); ok {
-		return clusterIPsOf(meta, sv.Spec.ClusterIP, sv.Spec.ClusterIPs)
+		return compactIPs(meta, sv.Spec.ClusterIP, sv.Spec.ClusterIPs)
 	}
 	return lw.kind.placeholder(meta)
 }

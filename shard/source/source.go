@@ -63,7 +63,7 @@ type ProfileFilter interface {
 // *translator.ServiceProfile); it ignores
 // objects of other types, and those of kinds h does not implement a method for.
 func deliver(h Handler, obj any, deleted bool) {
-	switch v := obj.(type) {
+	switch v := expandReduced(obj).(type) {
 	case *corev1.Service:
 		h.OnService(v, deleted)
 	case *translator.EndpointSlice:
