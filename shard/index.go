@@ -12,7 +12,6 @@ import (
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/workqueue"
 
 	"github.com/meridian-mesh/meridian/internal/run"
 	"github.com/meridian-mesh/meridian/shard/source"
@@ -68,7 +67,7 @@ type Index struct {
 	// room of its largest size, so when a ring change leaves it far smaller it is copied.
 	refsPeak int
 
-	queue workqueue.TypedInterface[ServiceKey]
+	queue *keyQueue[ServiceKey]
 	// busy counts the services being recomputed (settle waits for none).
 	busy atomic.Int32
 }
@@ -108,7 +107,7 @@ func NewIndex(cfg Config, store *snapshot.Store, pods translator.PodLookup, m *r
 		cluster:  newClusterState(log),
 		podRefs:  make(map[podKey][]svcRef),
 		sliceSvc: make(map[sliceKey]ServiceKey),
-		queue:    workqueue.NewTyped[ServiceKey](),
+		queue:    newKeyQueue[ServiceKey](),
 	}
 	all := OwnsFunc(func(ServiceKey) bool { return true })
 	x.owns.Store(&all)
