@@ -1,7 +1,6 @@
 package source
 
 import (
-	"runtime"
 	"slices"
 	"testing"
 
@@ -69,25 +68,12 @@ func BenchmarkUnwantedServiceHeap(b *testing.B) {
 		{"serviceIPs", func(m objMeta, ip string, ips []string) any { return compactIPs(m, ip, ips) }},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			const n = 2000
-			kept := make([]any, n)
-			var per float64
-			for b.Loop() {
-				clear(kept)
-				var before, after runtime.MemStats
-				runtime.GC()
-				runtime.ReadMemStats(&before)
-				for i := range kept {
-					// As peekSpecIPs and peekMeta give them: strings of their own.
-					ip := string([]byte("10.96.12.34"))
-					m := objMeta{name: string([]byte("service-00042")), namespace: string([]byte("tenant-17")), resourceVersion: string([]byte("1234567"))}
-					kept[i] = tc.keep(m, ip, []string{string([]byte(ip))})
-				}
-				runtime.GC()
-				runtime.ReadMemStats(&after)
-				per = (float64(after.HeapAlloc) - float64(before.HeapAlloc)) / n
-			}
-			runtime.KeepAlive(kept)
+			per := liveHeapPer(b, 2000, func() any {
+				// As peekSpecIPs and peekMeta give them: strings of their own.
+				ip := string([]byte("10.96.12.34"))
+				m := objMeta{name: string([]byte("service-00042")), namespace: string([]byte("tenant-17")), resourceVersion: string([]byte("1234567"))}
+				return tc.keep(m, ip, []string{string([]byte(ip))})
+			})
 			b.ReportMetric(per, "heap-B/service")
 		})
 	}
