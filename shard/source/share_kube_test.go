@@ -172,6 +172,36 @@ func TestShareFilterKubernetes(t *testing.T) {
 	if es, _ := rec.deletedAs(keyA).(*translator.EndpointSlice); slices.Contains(ev, "-"+keyA) && (!IsPlaceholder(es) || es.Service != "a1") {
 		t.Fatalf("the lost slice's deletion was delivered as %+v, want the placeholder of a1", es)
 	}
+
+	// The lost Service, kept as serviceIPs, is delivered reduced when it changes and when it
+	// is deleted, and leaves the cache.
+	keySvc := KindService + " " + ns + "/a1"
+	svc, err := env.Client.CoreV1().Services(ns).Get(ctx, "a1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc.Labels = map[string]string{"changed": "yes"}
+	if svc, err = env.Client.CoreV1().Services(ns).Update(ctx, svc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, apiTimeout, "the lost Service's update", func() bool {
+		a, _ := rec.get(keySvc).(*corev1.Service)
+		return a != nil && a.ResourceVersion == svc.ResourceVersion
+	})
+	if a := rec.get(keySvc).(*corev1.Service); !IsClusterIPsOnly(a) || a.Spec.ClusterIP != svc.Spec.ClusterIP {
+		t.Fatalf("the lost Service's update was delivered as %+v, want its cluster IPs only", a)
+	}
+	checkStoredIPs(t, src, ns+"/a1", svc.Spec.ClusterIP)
+	if err := env.Client.CoreV1().Services(ns).Delete(ctx, "a1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, apiTimeout, "the lost Service's deletion", func() bool { return rec.deletedAs(keySvc) != nil })
+	if a, _ := rec.deletedAs(keySvc).(*corev1.Service); a == nil || !IsClusterIPsOnly(a) || a.Spec.ClusterIP != svc.Spec.ClusterIP {
+		t.Fatalf("the lost Service's deletion was delivered as %+v, want its cluster IPs only", rec.deletedAs(keySvc))
+	}
+	if o := src.stored("Service", ns+"/a1"); o != nil {
+		t.Fatalf("service cache still holds %#v for the deleted Service", o)
+	}
 }
 
 func updateSlice(t *testing.T, env *kubetest.Env, ns, name string, addrs ...string) {
