@@ -58,6 +58,9 @@ type Index struct {
 	// deletion of a placeholder naming that service (source.IsPlaceholder).
 	sliceMu  sync.Mutex
 	sliceSvc map[sliceKey]ServiceKey
+	// slicesPeak is the most entries sliceSvc has held since it was made (compacted as
+	// podRefs is, compactRefs).
+	slicesPeak int
 
 	// refMu guards podRefs: which services' slices name each pod, so that a pod change
 	// recomputes exactly those services.
@@ -444,6 +447,7 @@ func (x *Index) OnEndpointSlice(es *translator.EndpointSlice, deleted bool) {
 		// Added before it leaves prev: a pod only this slice names keeps a reference
 		// throughout (updateRefs would forget it, and then ask the source for it again).
 		x.sliceSvc[sk] = k
+		x.slicesPeak = max(x.slicesPeak, len(x.sliceSvc))
 		x.setSlice(k, es.Name, es)
 	}
 	if leaves {
@@ -560,6 +564,7 @@ func (x *Index) DropUnowned() int {
 		x.queue.Add(k)
 		return true
 	})
+	x.sliceSvc, x.slicesPeak = shrunk(x.sliceSvc, x.slicesPeak)
 	x.compactRefs()
 	x.ips.dropUnowned(x.ownsIP)
 	return n

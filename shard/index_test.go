@@ -147,8 +147,9 @@ func TestPodRefsIncremental(t *testing.T) {
 	}
 }
 
-// TestPodRefsCompact: once ownership drops most services, the reference index is copied into
-// a map of its new size (a Go map never gives back the room of its peak).
+// TestPodRefsCompact: once ownership drops most services, the reference index and the map of
+// each slice's service are copied into maps of their new size (a Go map never gives back the
+// room of its peak).
 func TestPodRefsCompact(t *testing.T) {
 	x := NewIndex(DefaultConfig(), snapshot.NewStore(snapshot.StoreConfig{}), nil, newMetrics(metrics.Exclusive(nil)), zap.NewNop())
 	for s := range 40 {
@@ -167,11 +168,23 @@ func TestPodRefsCompact(t *testing.T) {
 	if len(before) != 400 || peak != 400 {
 		t.Fatalf("%d references, peak %d; want 400", len(before), peak)
 	}
+	x.sliceMu.Lock()
+	slicesBefore, slicesPeak := x.sliceSvc, x.slicesPeak
+	x.sliceMu.Unlock()
+	if len(slicesBefore) != 40 || slicesPeak != 40 {
+		t.Fatalf("%d slices held, peak %d; want 40", len(slicesBefore), slicesPeak)
+	}
 	// Keep a quarter of the services.
 	x.SetOwns(func(k ServiceKey) bool { var n int; fmt.Sscanf(k.Name, "s%d", &n); return n%4 == 0 })
 	if dropped := x.DropUnowned(); dropped != 30 {
 		t.Fatalf("dropped %d services, want 30", dropped)
 	}
+	x.sliceMu.Lock()
+	if len(x.sliceSvc) != 10 || x.slicesPeak != 10 || reflect.ValueOf(x.sliceSvc).UnsafePointer() == reflect.ValueOf(slicesBefore).UnsafePointer() {
+		t.Fatalf("after the drop: %d slices held, peak %d, map replaced %v; want 10, 10, true", len(x.sliceSvc), x.slicesPeak,
+			reflect.ValueOf(x.sliceSvc).UnsafePointer() != reflect.ValueOf(slicesBefore).UnsafePointer())
+	}
+	x.sliceMu.Unlock()
 	x.refMu.Lock()
 	defer x.refMu.Unlock()
 	if len(x.podRefs) != 100 || x.refsPeak != 100 {

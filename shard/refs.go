@@ -119,11 +119,20 @@ func (x *Index) named(ns, name string) bool {
 func (x *Index) compactRefs() {
 	x.refMu.Lock()
 	defer x.refMu.Unlock()
-	if n := len(x.podRefs); n < x.refsPeak/2 {
-		m := make(map[podKey][]svcRef, n) // not maps.Clone, which keeps the room too
-		maps.Copy(m, x.podRefs)
-		x.podRefs, x.refsPeak = m, n
+	x.podRefs, x.refsPeak = shrunk(x.podRefs, x.refsPeak)
+}
+
+// shrunk returns m, or once m holds under half of peak (the most entries it has held) a
+// copy of it at its size, since a Go map keeps the room of its largest size; and the peak to
+// count from then on.
+func shrunk[K comparable, V any](m map[K]V, peak int) (map[K]V, int) {
+	n := len(m)
+	if n >= peak/2 {
+		return m, peak
 	}
+	c := make(map[K]V, n) // not maps.Clone, which keeps the room too
+	maps.Copy(c, m)
+	return c, n
 }
 
 // dropRef counts one slice of k naming pk less, and reports whether none names pk now;
