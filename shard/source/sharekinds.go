@@ -33,8 +33,8 @@ func IsClusterIPsOnly(svc *corev1.Service) bool {
 	return svc != nil && svc.Annotations[AnnotationClusterIPsOnly] != ""
 }
 
-// isReduced reports whether obj is a reduced Service or a placeholder, which the informers'
-// transform keeps as they are.
+// isReduced reports whether obj is a reduced Service (as read, IsClusterIPsOnly, or as kept,
+// serviceIPs) or a placeholder, which the informers' transform does not reduce again.
 func isReduced(obj any) bool {
 	if _, ok := obj.(*serviceIPs); ok {
 		return true

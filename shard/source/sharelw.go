@@ -94,10 +94,10 @@ func (lw *shareLW) wants(namespace, service string) bool {
 
 // slim is the informer's transform: slimObject, and then the reduction (reduce) of an object
 // the filter does not admit as it is now. A Service reduced when it was read (a list's or an
-// event's, shareKind.unwanted) is kept as its serviceIPs. The transform runs when an object enters the
-// informer's queue, after its list or event was decoded under the filter of that time: a
-// list page read before a ring change took the service away, and stored after Release swept
-// the cache, is reduced here instead of being kept in full.
+// event's, shareKind.unwanted) is kept as its serviceIPs. The transform runs when an object
+// enters the informer's queue, after its list or event was decoded under the filter of that
+// time: a list page read before a ring change took the service away, and stored after
+// Release swept the cache, is reduced here instead of being kept in full.
 func (lw *shareLW) slim(obj any) (any, error) {
 	obj, err := slimObject(obj)
 	if err != nil {
