@@ -28,6 +28,10 @@ type keyQueue[K comparable] struct {
 // go; smaller ones it keeps, for the next.
 const shrinkAbove = 1024
 
+// compactAbove is the number of handed-out keys at the front of the queue's array above which,
+// once they are half of it or more, the queued keys are moved to its start.
+const compactAbove = 64
+
 func newKeyQueue[K comparable]() *keyQueue[K] {
 	q := &keyQueue[K]{dirty: map[K]struct{}{}, processing: map[K]struct{}{}}
 	q.cond.L = &q.mu
@@ -68,11 +72,19 @@ func (q *keyQueue[K]) Get() (k K, quit bool) {
 	var zero K
 	q.order[q.head] = zero // the array does not keep the key's strings
 	q.head++
-	if q.head == len(q.order) {
+	switch {
+	case q.head == len(q.order):
 		q.order, q.head = q.order[:0], 0
 		if cap(q.order) > shrinkAbove {
 			q.order = nil
 		}
+	case q.head >= compactAbove && q.head*2 >= len(q.order):
+		// Under steady load the queue may never drain: without this, every append that
+		// outgrows the array would copy the handed-out prefix too, and the array would
+		// grow with the keys added since the queue was last empty.
+		n := copy(q.order, q.order[q.head:])
+		clear(q.order[n:])
+		q.order, q.head = q.order[:n], 0
 	}
 	delete(q.dirty, k)
 	q.processing[k] = struct{}{}

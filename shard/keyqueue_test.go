@@ -131,6 +131,28 @@ func TestKeyQueueLetsBurstGo(t *testing.T) {
 	}
 }
 
+// TestKeyQueueSteadyLoad: a queue that never drains (a key added for each one handed out)
+// keeps an array of about the keys queued, not of every key added since it was last empty,
+// and hands them out in order.
+func TestKeyQueueSteadyLoad(t *testing.T) {
+	q := newKeyQueue[int]()
+	const queued = 100
+	for i := range queued {
+		q.Add(i)
+	}
+	for i := range 100_000 {
+		k, _ := q.Get()
+		if k != i {
+			t.Fatalf("Get = %d, want %d (keys handed out in the order added)", k, i)
+		}
+		q.Done(k)
+		q.Add(i + queued)
+		if cap(q.order) > 4*queued+2*compactAbove {
+			t.Fatalf("after %d keys: array of %d for %d queued", i+1, cap(q.order), q.Len())
+		}
+	}
+}
+
 // BenchmarkKeyQueueRetained reports the live heap (retained-B/key) a queue keeps after 5,000
 // service keys were queued at once and processed: client-go's workqueue, which the index
 // used before, and keyQueue.
