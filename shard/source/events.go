@@ -45,7 +45,11 @@ func eventHandler[T metav1.Object](k *Kubernetes, lag *kube.Lag, deliver func(T,
 			oldObj, newObj = expandReduced(oldObj), expandReduced(newObj)
 			o, ok1 := oldObj.(T)
 			n, ok2 := newObj.(T)
-			if !ok1 || !ok2 || o.GetResourceVersion() == n.GetResourceVersion() {
+			// The same version is a resync, unless the cache kept the object reduced and
+			// now has it whole: a relist read it under a filter that wants it now (a ring
+			// change gave its service here), and Gain, which sees it whole in the cache,
+			// leaves its delivery to this event.
+			if !ok1 || !ok2 || o.GetResourceVersion() == n.GetResourceVersion() && !(isReduced(o) && !isReduced(n)) {
 				return
 			}
 			if isDropped(n) { // reduced by the transform: the filter changed since the decode

@@ -4,8 +4,13 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap/zaptest"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/meridian-mesh/meridian/internal/kube"
 )
 
 // TestServiceIPs: what the Services cache keeps of an unwanted Service is keyed as the Service
@@ -76,5 +81,34 @@ func BenchmarkUnwantedServiceHeap(b *testing.B) {
 			})
 			b.ReportMetric(per, "heap-B/service")
 		})
+	}
+}
+
+// TestUpdateToWholeSameVersion: an update that replaces what the cache kept of a Service
+// (serviceIPs) by the whole Service at the same resourceVersion is delivered (a relist under a
+// filter that gained the service; Gain, seeing it whole in the cache, does not deliver it),
+// while an update at the same version that changes nothing of the kind is a resync.
+func TestUpdateToWholeSameVersion(t *testing.T) {
+	lag, err := kube.NewLag(prometheus.NewRegistry(), "services")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []*corev1.Service
+	h := eventHandler(&Kubernetes{log: zaptest.NewLogger(t)}, lag, func(s *corev1.Service, deleted bool) {
+		if !deleted {
+			got = append(got, s)
+		}
+	})
+	m := objMeta{name: "web", namespace: "shop", resourceVersion: "7"}
+	whole := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop", ResourceVersion: "7"},
+		Spec: corev1.ServiceSpec{ClusterIP: "10.0.0.9", Ports: []corev1.ServicePort{{Port: 80}}}}
+	h.OnUpdate(compactIPs(m, "10.0.0.9", nil), compactIPs(m, "10.0.0.9", nil))
+	h.OnUpdate(whole, whole)
+	if len(got) != 0 {
+		t.Fatalf("resyncs delivered %d Services", len(got))
+	}
+	h.OnUpdate(compactIPs(m, "10.0.0.9", nil), whole)
+	if len(got) != 1 || got[0] != whole {
+		t.Fatalf("reduced to whole at the same version delivered %v, want the whole Service", got)
 	}
 }
