@@ -45,18 +45,24 @@ func eventHandler[T metav1.Object](k *Kubernetes, lag *kube.Lag, deliver func(T,
 			oldObj, newObj = expandReduced(oldObj), expandReduced(newObj)
 			o, ok1 := oldObj.(T)
 			n, ok2 := newObj.(T)
+			if !ok1 || !ok2 {
+				return
+			}
 			// The same version is a resync, unless the cache kept the object reduced and
 			// now has it whole: a relist read it under a filter that wants it now (a ring
 			// change gave its service here), and Gain, which sees it whole in the cache,
 			// leaves its delivery to this event.
-			if !ok1 || !ok2 || o.GetResourceVersion() == n.GetResourceVersion() && !(isReduced(o) && !isReduced(n)) {
+			same := o.GetResourceVersion() == n.GetResourceVersion()
+			if same && !(isReduced(o) && !isReduced(n)) {
 				return
 			}
 			if isDropped(n) { // reduced by the transform: the filter changed since the decode
 				placeholder(n)
 				return
 			}
-			lag.ObserveUpdate(n)
+			if !same {
+				lag.ObserveUpdate(n) // a relist's copy of an unchanged object has no lag to tell
+			}
 			k.deliverMu.Lock()
 			deliver(n, false)
 			k.deliverMu.Unlock()

@@ -3,6 +3,7 @@ package source
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
@@ -89,7 +90,8 @@ func BenchmarkUnwantedServiceHeap(b *testing.B) {
 // filter that gained the service; Gain, seeing it whole in the cache, does not deliver it),
 // while an update at the same version that changes nothing of the kind is a resync.
 func TestUpdateToWholeSameVersion(t *testing.T) {
-	lag, err := kube.NewLag(prometheus.NewRegistry(), "services")
+	reg := prometheus.NewRegistry()
+	lag, err := kube.NewLag(reg, "services")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +102,9 @@ func TestUpdateToWholeSameVersion(t *testing.T) {
 		}
 	})
 	m := objMeta{name: "web", namespace: "shop", resourceVersion: "7"}
-	whole := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop", ResourceVersion: "7"},
+	written := metav1.NewTime(time.Now().Add(-time.Hour))
+	whole := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop", ResourceVersion: "7",
+		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl", Time: &written}}},
 		Spec: corev1.ServiceSpec{ClusterIP: "10.0.0.9", Ports: []corev1.ServicePort{{Port: 80}}}}
 	h.OnUpdate(compactIPs(m, "10.0.0.9", nil), compactIPs(m, "10.0.0.9", nil))
 	h.OnUpdate(whole, whole)
@@ -110,5 +114,15 @@ func TestUpdateToWholeSameVersion(t *testing.T) {
 	h.OnUpdate(compactIPs(m, "10.0.0.9", nil), whole)
 	if len(got) != 1 || got[0] != whole {
 		t.Fatalf("reduced to whole at the same version delivered %v, want the whole Service", got)
+	}
+	// Written an hour ago and read again by a relist: not an hour of informer lag.
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "services_informer_lag_seconds" && mf.GetMetric()[0].GetHistogram().GetSampleCount() != 0 {
+			t.Fatalf("the same version was observed as informer lag: %v", mf)
+		}
 	}
 }
