@@ -3,15 +3,9 @@ package source
 import (
 	"slices"
 	"testing"
-	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/zap/zaptest"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
-
-	"github.com/meridian-mesh/meridian/internal/kube"
 )
 
 // TestServiceIPs: what the Services cache keeps of an unwanted Service is keyed as the Service
@@ -82,47 +76,5 @@ func BenchmarkUnwantedServiceHeap(b *testing.B) {
 			})
 			b.ReportMetric(per, "heap-B/service")
 		})
-	}
-}
-
-// TestUpdateToWholeSameVersion: an update that replaces what the cache kept of a Service
-// (serviceIPs) by the whole Service at the same resourceVersion is delivered (a relist under a
-// filter that gained the service; Gain, seeing it whole in the cache, does not deliver it),
-// while an update at the same version that changes nothing of the kind is a resync.
-func TestUpdateToWholeSameVersion(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	lag, err := kube.NewLag(reg, "services")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []*corev1.Service
-	h := eventHandler(&Kubernetes{log: zaptest.NewLogger(t)}, lag, func(s *corev1.Service, deleted bool) {
-		if !deleted {
-			got = append(got, s)
-		}
-	})
-	m := objMeta{name: "web", namespace: "shop", resourceVersion: "7"}
-	written := metav1.NewTime(time.Now().Add(-time.Hour))
-	whole := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop", ResourceVersion: "7",
-		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl", Time: &written}}},
-		Spec: corev1.ServiceSpec{ClusterIP: "10.0.0.9", Ports: []corev1.ServicePort{{Port: 80}}}}
-	h.OnUpdate(compactIPs(m, "10.0.0.9", nil), compactIPs(m, "10.0.0.9", nil))
-	h.OnUpdate(whole, whole)
-	if len(got) != 0 {
-		t.Fatalf("resyncs delivered %d Services", len(got))
-	}
-	h.OnUpdate(compactIPs(m, "10.0.0.9", nil), whole)
-	if len(got) != 1 || got[0] != whole {
-		t.Fatalf("reduced to whole at the same version delivered %v, want the whole Service", got)
-	}
-	// Written an hour ago and read again by a relist: not an hour of informer lag.
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == "services_informer_lag_seconds" && mf.GetMetric()[0].GetHistogram().GetSampleCount() != 0 {
-			t.Fatalf("the same version was observed as informer lag: %v", mf)
-		}
 	}
 }
