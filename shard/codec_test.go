@@ -77,7 +77,7 @@ func TestLargeBufferFreedOnceWritten(t *testing.T) {
 	largeBuffers = bufs
 	t.Cleanup(func() { largeBuffers = saved }) // after the replica has stopped
 	front, _, names := benchCluster(t, false, streams)
-	stop := startStreamClients(t, front.addr, 4, streams, names)
+	stop := startStreamClients(t, front.addr, 4, streams, "get", names)
 	defer stop()
 	// Every first update took the own-buffer path, and gRPC freed each once it had written
 	// it (the client holds it, so it was written).
