@@ -14,10 +14,11 @@ import (
 
 // A relayed Get passes the owner's updates to its client as the owner encoded them: the
 // relay reads of each only what a handover needs (its addresses and their fingerprints, into
-// a destclient.Held) and never decodes it into messages, nor encodes it again.
+// a destclient.Held) and never decodes it into messages, nor encodes it again. A relayed
+// GetProfile passes the owner's profiles on as they are too (profileSender.sendEncoded).
 
-// rawUpdate is one Update as the owner encoded it: a reference to gRPC's receive buffers,
-// which free releases.
+// rawUpdate is one Update (or DestinationProfile) as the owner encoded it: a reference to
+// gRPC's receive buffers, which free releases.
 type rawUpdate struct{ data mem.BufferSlice }
 
 // bytes returns the encoded update (valid until free).
@@ -33,7 +34,7 @@ func (m *rawUpdate) free() {
 	m.data = nil
 }
 
-// relayCodec is the codec of a relayed Get (grpc.ForceCodecV2): the request is encoded by
+// relayCodec is the codec of a relayed call (grpc.ForceCodecV2): the request is encoded by
 // gRPC's proto codec, and a *rawUpdate response keeps the encoded bytes. It names itself
 // "proto", so the owner decodes the request as any other.
 type relayCodec struct{}
@@ -53,17 +54,17 @@ func (relayCodec) Unmarshal(data mem.BufferSlice, v any) error {
 
 func (relayCodec) Name() string { return gproto.Name }
 
-// rawGet is a Get to an owner whose updates are received encoded. Recv's update is valid
-// until the next Recv, and must be freed before it.
-type rawGet struct {
+// rawStream is a Get or GetProfile to an owner whose messages are received encoded. Recv's
+// message is valid until the next Recv, and must be freed before it.
+type rawStream struct {
 	cs  grpc.ClientStream
 	cur rawUpdate
 }
 
-// openRawGet sends req to the owner on conn as a Get whose updates are received encoded.
-func openRawGet(ctx context.Context, conn grpc.ClientConnInterface, req *pb.GetDestination) (*rawGet, error) {
-	cs, err := conn.NewStream(ctx, &pb.Destination_ServiceDesc.Streams[0], pb.Destination_Get_FullMethodName,
-		grpc.ForceCodecV2(relayCodec{}))
+// openRaw sends req to the owner on conn as a call of method (Get or GetProfile) whose
+// messages are received encoded.
+func openRaw(ctx context.Context, conn grpc.ClientConnInterface, method string, req *pb.GetDestination) (*rawStream, error) {
+	cs, err := conn.NewStream(ctx, &pb.Destination_ServiceDesc.Streams[0], method, grpc.ForceCodecV2(relayCodec{}))
 	if err != nil {
 		return nil, err
 	}
@@ -73,10 +74,10 @@ func openRawGet(ctx context.Context, conn grpc.ClientConnInterface, req *pb.GetD
 	if err := cs.CloseSend(); err != nil {
 		return nil, err
 	}
-	return &rawGet{cs: cs}, nil
+	return &rawStream{cs: cs}, nil
 }
 
-func (g *rawGet) Recv() (*rawUpdate, error) {
+func (g *rawStream) Recv() (*rawUpdate, error) {
 	if err := g.cs.RecvMsg(&g.cur); err != nil {
 		return nil, err
 	}

@@ -50,7 +50,7 @@ func (rl *relay) get(ctx context.Context, req *pb.GetDestination, k ServiceKey, 
 	reconcile := view.Started()
 	err := relayStream(rl, ctx, k, owner, v,
 		func(ctx context.Context, conn *grpc.ClientConn) (receiver[rawUpdate], error) {
-			return openRawGet(ctx, conn, req)
+			return openRaw(ctx, conn, pb.Destination_Get_FullMethodName, req)
 		},
 		func(m *rawUpdate) error {
 			defer m.free()
@@ -95,13 +95,18 @@ func (rl *relay) decoded(b []byte, view *destclient.Held, reconcile *bool, owner
 	return nil
 }
 
-// profile relays a GetProfile to owner until the stream ends or k changes owner (errMoved).
+// profile relays a GetProfile to owner until the stream ends or k changes owner (errMoved):
+// the owner's profiles go to the client as the owner encoded them, never decoded here.
 func (rl *relay) profile(ctx context.Context, req *pb.GetDestination, k ServiceKey, owner ring.Member, v *ringView,
-	send func(*pb.DestinationProfile) error) error {
+	out *profileSender) error {
 	return relayStream(rl, ctx, k, owner, v,
-		func(ctx context.Context, conn *grpc.ClientConn) (receiver[pb.DestinationProfile], error) {
-			return pb.NewDestinationClient(conn).GetProfile(ctx, req)
-		}, send)
+		func(ctx context.Context, conn *grpc.ClientConn) (receiver[rawUpdate], error) {
+			return openRaw(ctx, conn, pb.Destination_GetProfile_FullMethodName, req)
+		},
+		func(m *rawUpdate) error {
+			defer m.free()
+			return out.sendEncoded(m.bytes())
+		})
 }
 
 // relayStream opens the server stream open makes on owner's connection, marked with

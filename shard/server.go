@@ -114,7 +114,7 @@ func (s *Server) followProfile(req *pb.GetDestination, stream pb.Destination_Get
 	ps := &profileSender{stream: stream}
 	return s.follow(stream, k, func() bool { return ps.last != nil },
 		func(v *ringView) error { return local(v, ps.send) },
-		func(owner ring.Member, v *ringView) error { return s.relay.profile(ctx, req, k, owner, v, ps.send) })
+		func(owner ring.Member, v *ringView) error { return s.relay.profile(ctx, req, k, owner, v, ps) })
 }
 
 // profileSender sends a GetProfile stream's profiles, each encoded once, deterministically,
@@ -129,11 +129,27 @@ type profileSender struct {
 	last   []byte // nil until the first profile is sent
 }
 
+// send sends p unless it is the profile sent last.
 func (ps *profileSender) send(p *pb.DestinationProfile) error {
 	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(p)
 	if err != nil {
 		return status.Errorf(codes.Internal, "encode profile: %v", err)
 	}
+	return ps.sendOwned(b)
+}
+
+// sendEncoded sends the profile encoded as b (an owner's, relayed; valid only during the
+// call) unless it is the one sent last. Owners encode deterministically as send does, so
+// a profile that did not change across a handover is not sent twice.
+func (ps *profileSender) sendEncoded(b []byte) error {
+	if ps.last != nil && bytes.Equal(ps.last, b) {
+		return nil
+	}
+	return ps.sendOwned(bytes.Clone(b))
+}
+
+// sendOwned sends b, which it may keep, unless it is the profile sent last.
+func (ps *profileSender) sendOwned(b []byte) error {
 	if b == nil {
 		b = []byte{} // an empty profile is still one sent
 	}

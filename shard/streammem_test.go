@@ -417,20 +417,21 @@ func stackInuse() uint64 {
 	return ms.StackInuse
 }
 
-// streamStackEnv makes the test binary the server process of BenchmarkStreamStack: the
-// method of the streams it serves (get or profile).
+// streamStackEnv makes the test binary the server process of BenchmarkStreamStack:
+// "method|mode", method being get or profile, mode local or relayed.
 const streamStackEnv = "MERIDIAN_STREAMSTACK_SERVER"
 
-// TestStreamStackProcess is the server process of BenchmarkStreamStack, not a test: a replica
-// in a process of its own, whose stack pools hold nothing from earlier work, and its clients
-// in a child of it (startStreamClients). It prints the growth of the stacks in use per stream.
+// TestStreamStackProcess is the server process of BenchmarkStreamStack, not a test: the
+// replicas (benchCluster) in a process of their own, whose stack pools hold nothing from
+// earlier work, and their clients in a child of it (startStreamClients). It prints the
+// growth of the stacks in use per stream.
 func TestStreamStackProcess(t *testing.T) {
-	method := os.Getenv(streamStackEnv)
-	if method == "" {
+	method, mode, ok := strings.Cut(os.Getenv(streamStackEnv), "|")
+	if !ok {
 		t.Skip("the server process of BenchmarkStreamStack")
 	}
 	const streams = 1000
-	front, _, names := benchCluster(t, false, streams)
+	front, _, names := benchCluster(t, mode == "relayed", streams)
 	before := stackInuse()
 	stop := startStreamClients(t, front.addr, 4, streams, method, names)
 	after := stackInuse()
@@ -438,38 +439,42 @@ func TestStreamStackProcess(t *testing.T) {
 	fmt.Printf("stack-bytes/stream %.0f\n", (float64(after)-float64(before))/streams)
 }
 
-// BenchmarkStreamStack reports the goroutine stack each open stream of a replica holds once
-// it has sent its first message (stack-bytes/stream), Get and GetProfile: gRPC's goroutine
-// for the stream, 8 KiB when the stream's deepest call fits in it. A GetProfile stream's
-// profile compared and encoded by reflection below gRPC's send path made it 16 KiB for good:
-// the collector only halves a stack of which less than a quarter is in use, and a parked
-// stream uses more than 4 KiB. The replica runs in a process of its own per figure, since
-// freed stacks stay in the runtime's pools and would be counted as reused.
+// BenchmarkStreamStack reports the goroutine stacks each open stream holds once it has sent
+// its first message (stack-bytes/stream), for Get and GetProfile, served by the owner
+// (local) or relayed (the figure is then both replicas': the relay's goroutine, its call's
+// to the owner, and the owner's). A local stream's is gRPC's goroutine for it, 8 KiB when the
+// stream's deepest call fits in it. A GetProfile stream's profile compared and encoded (or,
+// relayed, decoded) by reflection below gRPC's send (or receive) path made it 16 KiB for
+// good: the collector only halves a stack of which less than a quarter is in use, and a
+// parked stream uses more than 4 KiB. The replicas run in a process of their own per figure,
+// since freed stacks stay in the runtime's pools and would be counted as reused.
 func BenchmarkStreamStack(b *testing.B) {
 	exe, err := os.Executable()
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, method := range []string{"get", "profile"} {
-		b.Run(method, func(b *testing.B) {
-			var per float64
-			for b.Loop() {
-				cmd := exec.Command(exe, "-test.run=^TestStreamStackProcess$", "-test.count=1", "-test.v")
-				cmd.Env = append(os.Environ(), streamStackEnv+"="+method)
-				cmd.Stderr = os.Stderr
-				out, err := cmd.Output()
-				if err != nil {
-					b.Fatalf("server process: %v", err)
+	for _, mode := range []string{"local", "relayed"} {
+		for _, method := range []string{"get", "profile"} {
+			b.Run(mode+"/"+method, func(b *testing.B) {
+				var per float64
+				for b.Loop() {
+					cmd := exec.Command(exe, "-test.run=^TestStreamStackProcess$", "-test.count=1", "-test.v")
+					cmd.Env = append(os.Environ(), streamStackEnv+"="+method+"|"+mode)
+					cmd.Stderr = os.Stderr
+					out, err := cmd.Output()
+					if err != nil {
+						b.Fatalf("server process: %v", err)
+					}
+					_, v, ok := strings.Cut(string(out), "stack-bytes/stream ")
+					if !ok {
+						b.Fatalf("server process printed no figure: %.200q", out)
+					}
+					if per, err = strconv.ParseFloat(strings.Fields(v)[0], 64); err != nil {
+						b.Fatal(err)
+					}
 				}
-				_, v, ok := strings.Cut(string(out), "stack-bytes/stream ")
-				if !ok {
-					b.Fatalf("server process printed no figure: %.200q", out)
-				}
-				if per, err = strconv.ParseFloat(strings.Fields(v)[0], 64); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportMetric(per, "stack-bytes/stream")
-		})
+				b.ReportMetric(per, "stack-bytes/stream")
+			})
+		}
 	}
 }
