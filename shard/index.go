@@ -37,10 +37,7 @@ type Index struct {
 	shardSel atomic.Pointer[string]
 
 	services *xsync.MapOf[ServiceKey, *service]
-	// known holds the key of every Service the source has shown, owned or not (a few bytes
-	// each), so that the ring's shares can be reported.
-	known *xsync.MapOf[ServiceKey, struct{}]
-	pods  translator.PodLookup
+	pods     translator.PodLookup
 	// podLoader, when the source keeps only the pods the index wants (WantsPod), is told
 	// which pods the index starts and stops needing for its slices (set before Run).
 	podLoader source.PodLoader
@@ -104,7 +101,6 @@ func NewIndex(cfg Config, store *snapshot.Store, pods translator.PodLookup, m *r
 		store:    store,
 		m:        m,
 		services: xsync.NewMapOf[ServiceKey, *service](),
-		known:    xsync.NewMapOf[ServiceKey, struct{}](),
 		pods:     pods,
 		ips:      newIPIndex(),
 		cluster:  newClusterState(log),
@@ -280,12 +276,7 @@ func (x *Index) lockLive(k ServiceKey) *service {
 // OnService implements source.Handler.
 func (x *Index) OnService(svc *corev1.Service, deleted bool) {
 	k := NewServiceKey(svc.Namespace, svc.Name)
-	if deleted {
-		x.known.Delete(k)
-	} else {
-		x.known.Store(k, struct{}{})
-	}
-	x.ips.setService(k, svc, deleted)
+	x.ips.setService(k, svc, deleted) // every Service, owned or not: KnownServices
 	if !x.Owns(k) || (!deleted && source.IsClusterIPsOnly(svc)) {
 		// Of a Service a filtering source reduced (it was not owned when read), the index
 		// keeps the cluster IPs only, even when it owns the service by now: the source
@@ -529,15 +520,9 @@ func (x *Index) Services() []ServiceKey {
 	return out
 }
 
-// KnownServices returns the key of every Service the source has shown, owned or not.
-func (x *Index) KnownServices() []ServiceKey {
-	out := make([]ServiceKey, 0, x.known.Size())
-	x.known.Range(func(k ServiceKey, _ struct{}) bool {
-		out = append(out, k)
-		return true
-	})
-	return out
-}
+// KnownServices returns the key of every Service the source has shown, owned or not (the
+// IP index holds each one's cluster IPs), in no order.
+func (x *Index) KnownServices() []ServiceKey { return x.ips.knownServices() }
 
 // DropUnowned forgets the inputs of every service the replica no longer owns. Their snapshots
 // stay while streams hold them (those streams move to the new owner and then release them);

@@ -25,8 +25,8 @@ import (
 type ipIndex struct {
 	mu       sync.RWMutex
 	services map[netip.Addr][]ServiceKey // several: conflicting cluster IPs
-	svcIPs   map[ServiceKey][]netip.Addr
-	pods     map[netip.Addr][]podKey // several: conflicting pod IPs
+	svcIPs   map[ServiceKey][]netip.Addr // every Service shown and not deleted; nil: no cluster IP
+	pods     map[netip.Addr][]podKey     // several: conflicting pod IPs
 	podIPs   map[podKey][]netip.Addr
 
 	watchers notifier[netip.Addr]
@@ -45,10 +45,22 @@ func (ix *ipIndex) setService(k ServiceKey, svc *corev1.Service, deleted bool) {
 	}
 	ix.mu.Lock()
 	old, changed := reindex(ix.services, ix.svcIPs, k, ips)
+	if deleted {
+		delete(ix.svcIPs, k) // reindex keeps the key of one that had no cluster IP
+	} else if len(ips) == 0 {
+		ix.svcIPs[k] = nil // known, without a cluster IP (headless)
+	}
 	ix.mu.Unlock()
 	if changed {
 		ix.wake(old, ips)
 	}
+}
+
+// knownServices returns the key of every Service given to setService and not deleted since.
+func (ix *ipIndex) knownServices() []ServiceKey {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return slices.Collect(maps.Keys(ix.svcIPs))
 }
 
 // setPod records the addresses of pod that owns admits (none when deleted) and wakes the

@@ -2,6 +2,7 @@ package shard
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -53,10 +54,22 @@ func TestRingHandler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]int{}
-	for _, k := range keysOf("ns-%d", "svc-%d") {
-		rep.Index().OnService(svcObj(k.Namespace, k.Name), false)
+	// Half the Services have a cluster IP; a quarter are deleted again, half of those with
+	// one: a Service is counted from when it is shown until it is deleted, cluster IP or not.
+	want, known := map[string]int{}, 0
+	for i, k := range keysOf("ns-%d", "svc-%d") {
+		svc := svcObj(k.Namespace, k.Name)
+		if i%2 == 0 {
+			svc.Spec.ClusterIP = fmt.Sprintf("10.96.%d.%d", i/250, i%250+1)
+			svc.Spec.ClusterIPs = []string{svc.Spec.ClusterIP}
+		}
+		rep.Index().OnService(svc, false)
+		if i%8 < 2 {
+			rep.Index().OnService(svc, true)
+			continue
+		}
 		want[r.Owner(k.String()).Name]++
+		known++
 	}
 	var out struct {
 		Self     string
@@ -69,7 +82,7 @@ func TestRingHandler(t *testing.T) {
 	if err := json.NewDecoder(get(rep).Body).Decode(&out); err != nil {
 		t.Fatal(err)
 	}
-	if out.Self != ms[3].Name || out.Services != 1024 || len(out.Members) != len(ms) {
+	if out.Self != ms[3].Name || out.Services != known || len(out.Members) != len(ms) {
 		t.Fatalf("ring status %+v", out)
 	}
 	for _, m := range out.Members {
