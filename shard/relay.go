@@ -96,7 +96,8 @@ func (rl *relay) decoded(b []byte, view *destclient.Held, reconcile *bool, owner
 }
 
 // profile relays a GetProfile to owner until the stream ends or k changes owner (errMoved):
-// the owner's profiles go to the client as the owner encoded them, never decoded here.
+// the owner's profiles go to the client as the owner encoded them, never decoded here, once
+// their framing is checked (wellFormed).
 func (rl *relay) profile(ctx context.Context, req *pb.GetDestination, k ServiceKey, owner ring.Member, v *ringView,
 	out *profileSender) error {
 	return relayStream(rl, ctx, k, owner, v,
@@ -105,7 +106,11 @@ func (rl *relay) profile(ctx context.Context, req *pb.GetDestination, k ServiceK
 		},
 		func(m *rawUpdate) error {
 			defer m.free()
-			return out.sendEncoded(m.bytes())
+			b := m.bytes()
+			if !wellFormed(b) {
+				return status.Errorf(codes.Internal, "profile from owner %s: not a protobuf message (%d bytes)", owner.Addr, len(b))
+			}
+			return out.sendEncoded(b)
 		})
 }
 
