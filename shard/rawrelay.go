@@ -62,10 +62,16 @@ type rawStream struct {
 	cur rawUpdate
 }
 
+// destStreams are the Destination service's streams by method.
+var destStreams = map[string]*grpc.StreamDesc{
+	pb.Destination_Get_FullMethodName:        &pb.Destination_ServiceDesc.Streams[0],
+	pb.Destination_GetProfile_FullMethodName: &pb.Destination_ServiceDesc.Streams[1],
+}
+
 // openRaw sends req to the owner on conn as a call of method (Get or GetProfile) whose
 // messages are received encoded.
 func openRaw(ctx context.Context, conn grpc.ClientConnInterface, method string, req *pb.GetDestination) (*rawStream, error) {
-	cs, err := conn.NewStream(ctx, &pb.Destination_ServiceDesc.Streams[0], method, grpc.ForceCodecV2(relayCodec{}))
+	cs, err := conn.NewStream(ctx, destStreams[method], method, grpc.ForceCodecV2(relayCodec{}))
 	if err != nil {
 		return nil, err
 	}

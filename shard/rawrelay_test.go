@@ -1,12 +1,15 @@
 package shard
 
 import (
+	"bytes"
 	"context"
+	"maps"
 	"testing"
 	"time"
 
 	pb "github.com/linkerd/linkerd2-proxy-api/go/destination"
 	promtest "github.com/prometheus/client_golang/prometheus/testutil"
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meridian-mesh/meridian/internal/testutil"
@@ -53,7 +56,8 @@ func TestRelayedGetSendsTheOwnersUpdates(t *testing.T) {
 
 // TestRelayedGetProfileSendsTheOwnersProfile checks, over real sockets, that a client of a
 // replica relaying a GetProfile receives the profiles a client of the owner receives, which
-// the relay passes on as the owner encoded them, each once.
+// the relay passes on as the owner encoded them, and nothing more. (What a handover does
+// to the last profile sent: TestProfileSenderAcrossVersions, TestRingJoinMovesStreamsWithoutLoss.)
 func TestRelayedGetProfileSendsTheOwnersProfile(t *testing.T) {
 	front, owner, names := benchCluster(t, true, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -115,7 +119,7 @@ func TestRelayedGetProfileSendsTheOwnersProfile(t *testing.T) {
 	owner.src.OnService(svc, false) // unchanged: nothing is sent
 	select {
 	case p := <-relayed:
-		t.Fatalf("the relay sent %v again", p)
+		t.Fatalf("after an unchanged Service, the relay sent %v", p)
 	case <-time.After(100 * time.Millisecond):
 	}
 	cancel()
@@ -144,5 +148,69 @@ func TestWellFormed(t *testing.T) {
 		if got := wellFormed(c.b); got != c.want {
 			t.Errorf("%s (% x): wellFormed %v, want %v", c.name, c.b, got, c.want)
 		}
+	}
+}
+
+// sentMessages is a server stream that keeps the bytes of each encodedMessage sent on it.
+type sentMessages struct {
+	grpc.ServerStream
+	sent [][]byte
+}
+
+func (s *sentMessages) SendMsg(m any) error {
+	s.sent = append(s.sent, m.(proto.Message).ProtoReflect().GetUnknown())
+	return nil
+}
+
+// TestProfileSenderAcrossVersions checks that a profile is not sent again when a handover
+// passes through an owner that encodes it otherwise (its metric labels in another order, as
+// an owner of an earlier version did), while a change is sent.
+func TestProfileSenderAcrossVersions(t *testing.T) {
+	labels := map[string]string{"namespace": "shop", "pod": "web-0", "serviceaccount": "web"}
+	profile := func(labels map[string]string) *pb.DestinationProfile {
+		return &pb.DestinationProfile{FullyQualifiedName: "web.shop.svc.cluster.local",
+			Endpoint: &pb.WeightedAddr{Weight: 10000, MetricLabels: labels}}
+	}
+	// The same profile with its labels in reverse order: messages written one after the
+	// other decode as one, their fields merged.
+	var other []byte
+	for _, k := range []string{"serviceaccount", "pod", "namespace"} {
+		b, err := proto.Marshal(profile(map[string]string{k: labels[k]}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		other = append(other, b...)
+	}
+	mine, err := proto.MarshalOptions{Deterministic: true}.Marshal(profile(labels))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Equal(mine, other) || !sameProfile(mine, other) {
+		t.Fatal("the test's two encodings are not two encodings of one profile")
+	}
+	out := &sentMessages{}
+	ps := &profileSender{stream: out}
+	step := func(what string, send func() error, want int) {
+		t.Helper()
+		if err := send(); err != nil {
+			t.Fatal(err)
+		}
+		if len(out.sent) != want {
+			t.Fatalf("%s: %d profiles sent, want %d", what, len(out.sent), want)
+		}
+	}
+	ps.segment()
+	step("served here", func() error { return ps.send(profile(labels)) }, 1)
+	ps.segment()
+	step("relayed from an owner that encodes it otherwise", func() error { return ps.sendEncoded(other) }, 1)
+	ps.segment()
+	step("served here again", func() error { return ps.send(profile(labels)) }, 1)
+	changed := maps.Clone(labels)
+	changed["pod"] = "web-1"
+	step("changed", func() error { return ps.send(profile(changed)) }, 2)
+	ps.segment()
+	step("relayed, changed back", func() error { return ps.sendEncoded(other) }, 3)
+	if !bytes.Equal(out.sent[2], other) {
+		t.Fatal("the relayed profile was not sent as the owner encoded it")
 	}
 }

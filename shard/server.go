@@ -113,8 +113,11 @@ func (s *Server) followProfile(req *pb.GetDestination, stream pb.Destination_Get
 	defer s.m.streams.WithLabelValues("get_profile").Dec()
 	ps := &profileSender{stream: stream}
 	return s.follow(stream, k, func() bool { return ps.last != nil },
-		func(v *ringView) error { return local(v, ps.send) },
-		func(owner ring.Member, v *ringView) error { return s.relay.profile(ctx, req, k, owner, v, ps) })
+		func(v *ringView) error { ps.segment(); return local(v, ps.send) },
+		func(owner ring.Member, v *ringView) error {
+			ps.segment()
+			return s.relay.profile(ctx, req, k, owner, v, ps)
+		})
 }
 
 // profileSender sends a GetProfile stream's profiles, each encoded once, deterministically,
@@ -124,10 +127,19 @@ func (s *Server) followProfile(req *pb.GetDestination, stream pb.Destination_Get
 // keeps the stream's goroutine shallow: comparing and encoding the message walk it by
 // reflection, and below that path they grew the goroutine's stack from 8 to 16 KiB for good
 // (BenchmarkStreamStack).
+//
+// The first profile of a segment (served here, or relayed from an owner, after a handover)
+// that differs from the last one in its bytes is also compared with it decoded: an owner
+// of an earlier version encoded a profile's maps (an endpoint's metric labels) in any order,
+// and its client must not get the same profile again because a handover went through it.
 type profileSender struct {
 	stream grpc.ServerStream
 	last   []byte // nil until the first profile is sent
+	fresh  bool   // no profile passed on in this segment yet
 }
+
+// segment starts a segment of the stream.
+func (ps *profileSender) segment() { ps.fresh = true }
 
 // send sends p unless it is the profile sent last.
 func (ps *profileSender) send(p *pb.DestinationProfile) error {
@@ -140,7 +152,8 @@ func (ps *profileSender) send(p *pb.DestinationProfile) error {
 
 // sendEncoded sends the profile encoded as b (an owner's, relayed; valid only during the
 // call) unless it is the one sent last. Owners encode deterministically as send does, so
-// a profile that did not change across a handover is not sent twice.
+// a profile that did not change across a handover is not sent twice (and one of an owner
+// of an earlier version is caught by sendOwned's decoded comparison).
 func (ps *profileSender) sendEncoded(b []byte) error {
 	if ps.last != nil && bytes.Equal(ps.last, b) {
 		return nil
@@ -156,11 +169,24 @@ func (ps *profileSender) sendOwned(b []byte) error {
 	if ps.last != nil && bytes.Equal(ps.last, b) {
 		return nil
 	}
+	fresh := ps.fresh
+	ps.fresh = false
+	if fresh && ps.last != nil && sameProfile(ps.last, b) {
+		ps.last = b // as this segment's source encodes it
+		return nil
+	}
 	if err := ps.stream.SendMsg(encodedMessage(b)); err != nil {
 		return err
 	}
 	ps.last = b
 	return nil
+}
+
+// sameProfile reports whether a and b encode equal profiles (false when either does not
+// decode).
+func sameProfile(a, b []byte) bool {
+	var x, y pb.DestinationProfile
+	return proto.Unmarshal(a, &x) == nil && proto.Unmarshal(b, &y) == nil && proto.Equal(&x, &y)
 }
 
 // target parses the authority a stream asks for (InvalidArgument when it is not a service).

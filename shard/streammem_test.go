@@ -189,7 +189,7 @@ func TestStreamClientProcess(t *testing.T) {
 	defer func() { cancel(); wg.Wait() }()
 	first := make(chan error, nstreams)
 	for i := range nstreams {
-		s, err := conns[i%nconn].NewStream(ctx, &pb.Destination_ServiceDesc.Streams[0], method)
+		s, err := conns[i%nconn].NewStream(ctx, destStreams[method], method)
 		if err == nil {
 			err = s.SendMsg(&pb.GetDestination{Scheme: "k8s", Path: benchPath(names[i%len(names)])})
 		}
@@ -363,7 +363,7 @@ func BenchmarkStorm(b *testing.B) {
 	}
 	// first opens a stream of method on conn and returns once its first message is in.
 	first := func(ctx context.Context, conn grpc.ClientConnInterface, method string, req *pb.GetDestination) error {
-		cs, err := conn.NewStream(ctx, &pb.Destination_ServiceDesc.Streams[0], method, grpc.ForceCodecV2(relayCodec{}))
+		cs, err := conn.NewStream(ctx, destStreams[method], method, grpc.ForceCodecV2(relayCodec{}))
 		if err != nil {
 			return err
 		}
