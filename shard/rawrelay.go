@@ -8,7 +8,6 @@ import (
 	"google.golang.org/grpc/encoding"
 	gproto "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
-	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/emptypb"
 )
@@ -98,21 +97,4 @@ func encodedMessage(b []byte) proto.Message {
 	e := &emptypb.Empty{}
 	e.ProtoReflect().SetUnknown(b)
 	return e
-}
-
-// wellFormed reports whether b is a sequence of well-formed protobuf fields at its top level:
-// what the relay checks of an owner's profile, which it passes on without decoding it.
-func wellFormed(b []byte) bool {
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return false
-		}
-		m := protowire.ConsumeFieldValue(num, typ, b[n:])
-		if m < 0 {
-			return false
-		}
-		b = b[n+m:]
-	}
-	return true
 }

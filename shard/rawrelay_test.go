@@ -125,32 +125,6 @@ func TestRelayedGetProfileSendsTheOwnersProfile(t *testing.T) {
 	cancel()
 }
 
-// TestWellFormed checks what the relay takes for a protobuf message (an owner's profile,
-// passed on undecoded) and what it refuses.
-func TestWellFormed(t *testing.T) {
-	profile, err := proto.Marshal(&pb.DestinationProfile{FullyQualifiedName: "web.shop.svc.cluster.local", OpaqueProtocol: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range []struct {
-		name string
-		b    []byte
-		want bool
-	}{
-		{"a profile", profile, true},
-		{"empty", nil, true},
-		{"cut short", profile[:len(profile)-1], false},
-		{"a length past the end", []byte{0x0a, 0x05, 'a'}, false},
-		{"a varint that does not end", []byte{0x08, 0xff, 0xff}, false},
-		{"an unknown wire type", []byte{0x0f}, false},
-		{"a tag without a value", []byte{0x08}, false},
-	} {
-		if got := wellFormed(c.b); got != c.want {
-			t.Errorf("%s (% x): wellFormed %v, want %v", c.name, c.b, got, c.want)
-		}
-	}
-}
-
 // sentMessages is a server stream that keeps the bytes of each encodedMessage sent on it.
 type sentMessages struct {
 	grpc.ServerStream

@@ -97,7 +97,7 @@ func (rl *relay) decoded(b []byte, view *destclient.Held, reconcile *bool, owner
 
 // profile relays a GetProfile to owner until the stream ends or k changes owner (errMoved):
 // the owner's profiles go to the client as the owner encoded them, never decoded here, once
-// their framing is checked (wellFormed).
+// their framing is checked (wire.CheckFraming).
 func (rl *relay) profile(ctx context.Context, req *pb.GetDestination, k ServiceKey, owner ring.Member, v *ringView,
 	out *profileSender) error {
 	return relayStream(rl, ctx, k, owner, v,
@@ -107,8 +107,8 @@ func (rl *relay) profile(ctx context.Context, req *pb.GetDestination, k ServiceK
 		func(m *rawUpdate) error {
 			defer m.free()
 			b := m.bytes()
-			if !wellFormed(b) {
-				return status.Errorf(codes.Internal, "profile from owner %s: not a protobuf message (%d bytes)", owner.Addr, len(b))
+			if err := wire.CheckFraming(b); err != nil {
+				return status.Errorf(codes.Internal, "profile from owner %s: %v", owner.Addr, err)
 			}
 			return out.sendEncoded(b)
 		})

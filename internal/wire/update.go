@@ -239,6 +239,13 @@ func singular(msg string, num protowire.Number, typ, want protowire.Type, seen *
 	return nil
 }
 
+// CheckFraming returns an error unless b is a sequence of well-formed protobuf fields at its
+// top level (no groups, which the proxy API has none of): what a relay checks of a message it
+// passes on without decoding it.
+func CheckFraming(b []byte) error {
+	return fields(b, func(protowire.Number, protowire.Type, []byte) error { return nil })
+}
+
 // fields calls f with each field of the encoded message b: its number, wire type and value
 // (for a bytes field, the bytes; else the encoded value). Groups are refused.
 func fields(b []byte, f func(protowire.Number, protowire.Type, []byte) error) error {

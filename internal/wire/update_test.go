@@ -185,3 +185,30 @@ func FuzzScanUpdate(f *testing.F) {
 		}
 	})
 }
+
+// TestCheckFraming checks what a relay takes for a protobuf message (an owner's profile,
+// passed on undecoded) and what it refuses.
+func TestCheckFraming(t *testing.T) {
+	profile, err := proto.Marshal(&pb.DestinationProfile{FullyQualifiedName: "web.shop.svc.cluster.local", OpaqueProtocol: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		b    []byte
+		ok   bool
+	}{
+		{"a profile", profile, true},
+		{"empty", nil, true},
+		{"cut short", profile[:len(profile)-1], false},
+		{"a length past the end", []byte{0x0a, 0x05, 'a'}, false},
+		{"a varint that does not end", []byte{0x08, 0xff, 0xff}, false},
+		{"an unknown wire type", []byte{0x0f}, false},
+		{"a tag without a value", []byte{0x08}, false},
+		{"a group", []byte{0x0b, 0x0c}, false},
+	} {
+		if err := wire.CheckFraming(c.b); (err == nil) != c.ok {
+			t.Errorf("%s (% x): CheckFraming = %v, want ok %v", c.name, c.b, err, c.ok)
+		}
+	}
+}
