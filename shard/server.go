@@ -151,15 +151,10 @@ func (ps *profileSender) send(p *pb.DestinationProfile) error {
 }
 
 // sendEncoded sends the profile encoded as b (an owner's, relayed; valid only during the
-// call) unless it is the one sent last. Owners encode deterministically as send does, so
-// a profile that did not change across a handover is not sent twice (and one of an owner
-// of an earlier version is caught by sendOwned's decoded comparison).
-func (ps *profileSender) sendEncoded(b []byte) error {
-	if ps.last != nil && bytes.Equal(ps.last, b) {
-		return nil
-	}
-	return ps.sendOwned(bytes.Clone(b))
-}
+// call, so kept as a copy) unless it is the one sent last. Owners encode deterministically
+// as send does, so a profile that did not change across a handover is not sent twice (and
+// one of an owner of an earlier version is caught by sendOwned's decoded comparison).
+func (ps *profileSender) sendEncoded(b []byte) error { return ps.sendOwned(bytes.Clone(b)) }
 
 // sendOwned sends b, which it may keep, unless it is the profile sent last.
 func (ps *profileSender) sendOwned(b []byte) error {
