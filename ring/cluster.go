@@ -77,6 +77,9 @@ type Cluster struct {
 	keyring *memberlist.Keyring
 	keyMu   sync.Mutex
 
+	// settled is what Settled reports (coldstart.go).
+	settled atomic.Bool
+
 	started  atomic.Bool
 	stopOnce sync.Once
 }
@@ -88,7 +91,7 @@ func New(cfg Config) (*Cluster, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	metaBytes, err := encodeMeta(cfg.GRPCAddr, cfg.Hash.String())
+	metaBytes, err := encodeMeta(cfg.GRPCAddr, cfg.Hash.String(), startState{starting: cfg.ColdStartWait > 0})
 	if err != nil {
 		return nil, fmt.Errorf("ring: %w", err)
 	}
@@ -160,6 +163,7 @@ func New(cfg Config) (*Cluster, error) {
 		c.gossipAddr = netip.AddrPortFrom(addrFromIP(n.Addr), n.Port)
 	}
 	c.ring.Store(Build([]Member{c.self}, cfg.Hash))
+	c.settled.Store(cfg.ColdStartWait == 0)
 	c.membersGauge.Set(1)
 	if c.keyring != nil {
 		c.keyMetrics.keys.Set(float64(len(c.keyring.GetKeys())))
@@ -252,6 +256,8 @@ func (c *Cluster) Run(ctx context.Context) error {
 		c.joinLoop(ctx)
 	}()
 	c.rebuild()
+	cs := c.beginColdStart(time.Now())
+	defer func() { cs.stop() }()
 	for {
 		select {
 		case <-ctx.Done():
@@ -262,7 +268,9 @@ func (c *Cluster) Run(ctx context.Context) error {
 			c.stop(true)
 			return nil
 		case <-c.changed:
-			c.rebuild()
+			cs = c.stepColdStart(cs, time.Now(), c.rebuild())
+		case <-cs.timer():
+			cs = c.stepColdStart(cs, time.Now(), false)
 		}
 	}
 }
@@ -366,8 +374,8 @@ func (c *Cluster) wake() {
 }
 
 // rebuild builds the ring from memberlist's current members and publishes it if it
-// differs from the current one. Only Run's goroutine calls it.
-func (c *Cluster) rebuild() {
+// differs from the current one, which it reports. Only Run's goroutine calls it.
+func (c *Cluster) rebuild() bool {
 	c.viewMu.Lock()
 	nodes := make(map[string]nodeInfo, len(c.view))
 	for name, n := range c.view {
@@ -392,7 +400,7 @@ func (c *Cluster) rebuild() {
 	c.membersGauge.Set(float64(r.Len()))
 	old := c.ring.Load()
 	if old.Equal(r) {
-		return
+		return false
 	}
 	c.ring.Store(r)
 	c.changesTotal.Inc()
@@ -405,6 +413,7 @@ func (c *Cluster) rebuild() {
 		}
 	}
 	c.subMu.Unlock()
+	return true
 }
 
 // shape returns the shape to build the ring with: this member's own when no member
@@ -442,7 +451,8 @@ func addrFromIP(ip net.IP) netip.Addr {
 	return a.Unmap()
 }
 
-// metaDelegate serves this member's metadata (which changes once, when it leaves); the rest
+// metaDelegate serves this member's metadata (which changes when a cold start's wait ends,
+// and when it leaves); the rest
 // of memberlist's Delegate (user messages and state exchange) is unused.
 type metaDelegate struct{ b atomic.Pointer[[]byte] }
 

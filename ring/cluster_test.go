@@ -522,6 +522,8 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"gossip host name", func(c *Config) { c.GossipAddr = "example.com:7946" }, "IP address"},
 		{"bad advertise", func(c *Config) { c.AdvertiseAddr = "pod.example:7946" }, "advertise"},
 		{"bad hash", func(c *Config) { c.Hash.Partitions = 0 }, "partitions"},
+		{"negative cold-start wait", func(c *Config) { c.ColdStartWait = -time.Second }, "cold-start wait"},
+		{"negative expected members", func(c *Config) { c.ExpectMembers = -1 }, "expected members"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := base()

@@ -92,6 +92,18 @@ type Config struct {
 	// and so does one that left on purpose. Negative: every member declared dead leaves at
 	// once. Default 5s.
 	DeadHold time.Duration
+	// ColdStartWait bounds a cold start's wait. A member that sees no serving member when
+	// it starts (every member it sees is starting too: replicas started together, at
+	// install or after they all went down) waits before it reports Settled, so that the
+	// first one up does not load the whole cluster before the others join. It waits until
+	// ExpectMembers are present, or until the ring has not changed for a sixth of this
+	// (5s at 30s) while joined, or until any member serves, or for this long in all. While
+	// it waits it advertises that it is starting. A member that sees a serving member
+	// when it joins settles at once. 0 (the default): no wait; Settled is true from New.
+	ColdStartWait time.Duration
+	// ExpectMembers ends a cold start's wait as soon as the ring has this many members (the
+	// replica count, when the caller knows it). 0: not known.
+	ExpectMembers int
 	// Fast shortens memberlist's gossip, probe and push-pull intervals and the retry
 	// intervals above, for tests on one machine. Not for production.
 	Fast bool
@@ -246,7 +258,7 @@ func (c *Config) validate() error {
 	if c.GRPCAddr == "" {
 		return fmt.Errorf("ring: empty gRPC address to advertise")
 	}
-	if _, err := encodeMeta(c.GRPCAddr, c.Hash.String()); err != nil {
+	if _, err := encodeMeta(c.GRPCAddr, c.Hash.String(), startState{starting: true, formed: 1 << 30}); err != nil {
 		return fmt.Errorf("ring: %w", err)
 	}
 	if err := checkKeys(c.GossipKey, c.AcceptedKeys); err != nil {
@@ -272,6 +284,12 @@ func (c *Config) validate() error {
 	}
 	if err := c.Hash.Validate(); err != nil {
 		return fmt.Errorf("ring: %w", err)
+	}
+	if c.ColdStartWait < 0 {
+		return fmt.Errorf("ring: negative cold-start wait %s", c.ColdStartWait)
+	}
+	if c.ExpectMembers < 0 {
+		return fmt.Errorf("ring: negative expected members %d", c.ExpectMembers)
 	}
 	d := DefaultConfig()
 	if c.Fast {

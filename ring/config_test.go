@@ -126,7 +126,7 @@ func TestLoadGossipKey(t *testing.T) {
 }
 
 func TestMeta(t *testing.T) {
-	b, err := encodeMeta("10.1.2.3:8086", RangeHashConfig().String())
+	b, err := encodeMeta("10.1.2.3:8086", RangeHashConfig().String(), startState{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -85,7 +85,7 @@ func TestDeadHoldEvents(t *testing.T) {
 	a := startNodeWith(t, "a", func(cfg *Config) { cfg.DeadHold = time.Minute })
 	ev := eventDelegate{a.Cluster}
 	peer := func(addr string, leaving bool) *memberlist.Node {
-		m, err := encodeMeta(addr, DefaultHashConfig().String())
+		m, err := encodeMeta(addr, DefaultHashConfig().String(), startState{})
 		if leaving {
 			m, err = encodeLeavingMeta(addr, DefaultHashConfig().String())
 		}

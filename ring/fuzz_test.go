@@ -26,6 +26,7 @@ func FuzzDecodeMeta(f *testing.F) {
 	f.Add([]byte(`{"grpc":"10.0.0.1:8086"}`))
 	f.Add([]byte(`{"grpc":"[fd00::1]:8086","zone":"z"}`))
 	f.Add([]byte(`{"grpc":"10.0.0.1:8086","shape":"p4096/v256/l1.02"}`))
+	f.Add([]byte(`{"grpc":"10.0.0.1:8086","starting":true,"formed":3}`))
 	f.Add([]byte(`{"grpc":""}`))
 	f.Add([]byte(`[]`))
 	f.Add([]byte{0xff, 0x00})
@@ -37,8 +38,10 @@ func FuzzDecodeMeta(f *testing.F) {
 		if shape == "" {
 			t.Fatalf("decoded %q with no shape (want the legacy one)", b)
 		}
-		// Whatever decodes re-encodes to metadata that decodes to the same address and shape.
-		enc, err := encodeMeta(addr, shape)
+		// Whatever decodes re-encodes to metadata that decodes to the same address, shape and
+		// cold-start state.
+		st := startStateOf(b)
+		enc, err := encodeMeta(addr, shape, st)
 		if err != nil {
 			if len(addr)+len(shape) > 400 { // over memberlist's metadata limit
 				return
@@ -47,6 +50,9 @@ func FuzzDecodeMeta(f *testing.F) {
 		}
 		if got, gotShape, err := decodeMeta(enc); err != nil || got != addr || gotShape != shape {
 			t.Fatalf("round trip of %q, %q = %q, %q, %v", addr, shape, got, gotShape, err)
+		}
+		if got := startStateOf(enc); got != st {
+			t.Fatalf("round trip of %q: cold-start state %+v, want %+v", b, got, st)
 		}
 	})
 }

@@ -20,6 +20,13 @@ type meta struct {
 	// Leaving is set by a member about to leave the cluster on purpose: its peers drop it
 	// at once when it goes, rather than check whether it is alive (deadHold).
 	Leaving bool `json:"leaving,omitempty"`
+	// Starting is set by a member in a cold start's wait (Config.ColdStartWait): it has
+	// loaded nothing yet. A member that advertises none serves (or is leaving).
+	Starting bool `json:"starting,omitempty"`
+	// Formed is, for a member that ended a cold start's wait, how many members its ring had
+	// then: a member still waiting ends its own wait on seeing it serve only once its ring
+	// has as many (gossip may bring the news of the end before that of the last joiner).
+	Formed int `json:"formed,omitempty"`
 }
 
 // encodeLeavingMeta returns the metadata of a member at grpcAddr, of ring shape shape,
@@ -34,13 +41,29 @@ func leavingMeta(b []byte) bool {
 	return json.Unmarshal(b, &m) == nil && m.Leaving
 }
 
-// encodeMeta returns the gossip metadata advertising grpcAddr and the ring shape shape
-// (HashConfig.String), checking the address and memberlist's size limit.
-func encodeMeta(grpcAddr, shape string) ([]byte, error) {
+// startState is what a member's metadata says of its cold start (meta.Starting, meta.Formed).
+type startState struct {
+	starting bool
+	formed   int
+}
+
+// startStateOf returns the cold-start state in metadata b (zero when b does not decode).
+func startStateOf(b []byte) startState {
+	var m meta
+	if json.Unmarshal(b, &m) != nil {
+		return startState{}
+	}
+	return startState{starting: m.Starting, formed: m.Formed}
+}
+
+// encodeMeta returns the gossip metadata advertising grpcAddr, the ring shape shape
+// (HashConfig.String) and the cold-start state st, checking the address and memberlist's
+// size limit.
+func encodeMeta(grpcAddr, shape string, st startState) ([]byte, error) {
 	if err := checkHostPort(grpcAddr); err != nil {
 		return nil, fmt.Errorf("gRPC address %q: %w", grpcAddr, err)
 	}
-	b, err := json.Marshal(meta{GRPC: grpcAddr, Shape: shape})
+	b, err := json.Marshal(meta{GRPC: grpcAddr, Shape: shape, Starting: st.starting, Formed: st.formed})
 	if err != nil {
 		return nil, err
 	}

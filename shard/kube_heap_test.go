@@ -144,6 +144,7 @@ func (m *movingMembership) Ring() *ring.Ring {
 func (m *movingMembership) Self() ring.Member                    { return m.self }
 func (m *movingMembership) Subscribe() (<-chan struct{}, func()) { return m.ch, func() {} }
 func (m *movingMembership) Joined() bool                         { return true }
+func (m *movingMembership) Settled() bool                        { return true }
 
 // move moves to the next ring, and reports false when there is none.
 func (m *movingMembership) move() bool {

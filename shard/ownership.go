@@ -15,6 +15,9 @@ type Membership interface {
 	Self() ring.Member
 	Subscribe() (<-chan struct{}, func())
 	Joined() bool
+	// Settled reports whether a cold start's wait is over (ring.Config.ColdStartWait): the
+	// replica loads nothing before.
+	Settled() bool
 }
 
 var _ Membership = (*ring.Cluster)(nil)

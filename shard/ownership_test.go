@@ -22,7 +22,8 @@ func (s staticMembership) Self() ring.Member { return s.self }
 func (s staticMembership) Subscribe() (<-chan struct{}, func()) {
 	return make(chan struct{}), func() {}
 }
-func (s staticMembership) Joined() bool { return true }
+func (s staticMembership) Joined() bool  { return true }
+func (s staticMembership) Settled() bool { return true }
 
 func benchRing() (*ring.Ring, []ring.Member) {
 	var ms []ring.Member

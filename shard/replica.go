@@ -136,6 +136,9 @@ func (r *Replica) Ready() error {
 	if r.members != nil && !r.members.Joined() {
 		return errors.New("not joined to the ring yet")
 	}
+	if r.members != nil && !r.members.Settled() {
+		return errors.New("cold start: waiting for the ring to form before loading")
+	}
 	if !r.src.Synced() {
 		return errors.New("discovery source has not synced")
 	}
@@ -172,9 +175,10 @@ func (r *Replica) Run(ctx context.Context) error {
 	return g.Run(ctx)
 }
 
-// awaitRing waits, for a replica in a ring, until it has joined and its index's filter
-// follows the ring it joined, so that the source's first list keeps only its share (a
-// replica alone in its ring before joining would own, and decode, the whole cluster); then
+// awaitRing waits, for a replica in a ring, until it has joined, its cold start's wait is
+// over and its index's filter follows the ring, so that the source's first list keeps only
+// its share (a replica alone in its ring before joining would own, and decode, the whole
+// cluster; so would the first of replicas started together, without the wait); then
 // it marks the source started, after which the follower loads what a ring change gains. It
 // reports false when ctx ended first.
 func (r *Replica) awaitRing(ctx context.Context) bool {
@@ -183,7 +187,7 @@ func (r *Replica) awaitRing(ctx context.Context) bool {
 	}
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
-	for !r.members.Joined() || !r.follow.filtered.Load().Equal(r.members.Ring()) {
+	for !r.members.Joined() || !r.members.Settled() || !r.follow.filtered.Load().Equal(r.members.Ring()) {
 		select {
 		case <-ctx.Done():
 			return false

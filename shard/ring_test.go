@@ -115,6 +115,16 @@ func startShard(t *testing.T, c *cluster, name string, mode NonOwnerMode, seeds 
 // of the replica's metrics), serving gRPC on 127.0.0.1 until the node is stopped.
 func startRingNode(t *testing.T, name string, cfg Config, seeds []string, newSource func(*zap.Logger, prometheus.Registerer) source.Source) *shardNode {
 	t.Helper()
+	return startRingNodeWith(t, name, cfg, seeds, func(log *zap.Logger, reg prometheus.Registerer, _ Membership) source.Source {
+		return newSource(log, reg)
+	}, nil)
+}
+
+// startRingNodeWith is startRingNode with the ring's config adjusted by ringMod (when not
+// nil) and newSource given the node's membership too.
+func startRingNodeWith(t *testing.T, name string, cfg Config, seeds []string,
+	newSource func(*zap.Logger, prometheus.Registerer, Membership) source.Source, ringMod func(*ring.Config)) *shardNode {
+	t.Helper()
 	lis := testutil.Listen(t)
 	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).Named(name)
 	rc := ring.DefaultConfig()
@@ -122,12 +132,15 @@ func startRingNode(t *testing.T, name string, cfg Config, seeds []string, newSou
 	rc.Hash = cfg.ShardKey.RingShape()
 	rc.GossipKey = testGossipKey
 	rc.Registerer = prometheus.NewRegistry()
+	if ringMod != nil {
+		ringMod(&rc)
+	}
 	members, err := ring.New(rc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	r, err := NewReplica(cfg, Deps{Source: newSource(log, reg), Membership: members, Registerer: reg, Logger: log})
+	r, err := NewReplica(cfg, Deps{Source: newSource(log, reg, members), Membership: members, Registerer: reg, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,6 +42,8 @@ type destinationFlags struct {
 	gossipKeysDir, nonOwner, shardKey          string
 	probeInterval                              time.Duration
 	deadHold                                   time.Duration
+	coldStartWait                              time.Duration
+	expectReplicas                             int
 }
 
 // stringList is a repeatable flag whose values may also be comma-separated.
@@ -81,6 +83,8 @@ func (f *destinationFlags) parse(name string, args []string) error {
 	fs.StringVar(&f.gossipKeysDir, "gossip-keys-dir", "", "directory of gossip keys for rotation: gossip.key (the primary, which encrypts) and any other *.key files (accepted); a Secret mounted whole. Reloaded when it changes")
 	fs.DurationVar(&f.probeInterval, "gossip-probe-interval", ring.DefaultConfig().ProbeInterval, "memberlist's probe interval: a crashed replica is declared dead about 5 to 7 intervals later, and so is a live one that answers nothing for as long (a long pause on an overloaded node); longer tolerates longer pauses")
 	fs.DurationVar(&f.deadHold, "gossip-dead-hold", ring.DefaultConfig().DeadHold, "how long a replica declared dead stays in the ring while its gRPC port still accepts connections (starved of CPU, not crashed): until it refutes, for at most this long; a replica that refuses, or does not answer within a second, leaves at once; 0 leaves at once always")
+	fs.DurationVar(&f.coldStartWait, "ring-cold-start-wait", 30*time.Second, "when this replica finds no other replica serving (replicas started together), how long at most it waits for the ring to form before loading its share, so that the first one up does not load the whole cluster: it loads once --ring-expect-replicas are present, the ring has not changed for a sixth of this, or a replica serves; 0 loads at once")
+	fs.IntVar(&f.expectReplicas, "ring-expect-replicas", 0, "the ring's replica count, when known: ends a cold start's wait as soon as that many replicas are present (0: unknown)")
 	fs.BoolVar(&f.insecureGossip, "insecure-gossip", false, "allow --ring/--join without a gossip key: plaintext gossip that any process reaching the gossip port can join (tests and a local mesh only)")
 	fs.StringVar(&f.nonOwner, "non-owner", "forward", "for a service another replica owns: forward (relay the stream) or redirect (refuse, naming the owner)")
 	fs.StringVar(&f.shardKey, "shard-key", string(shard.ShardByService), "what places a service in the ring, the same on every replica: service (namespace/name) or namespace (every service of a namespace together; with --source kubernetes, the replica asks the API server for its namespaces' EndpointSlices only where the ShardedListAndWatch feature gate is on)")
@@ -121,6 +125,9 @@ func (f *destinationFlags) check() error {
 	}
 	if f.deadHold < 0 {
 		return fmt.Errorf("--gossip-dead-hold %s: want 0 (no hold) or more", f.deadHold)
+	}
+	if f.coldStartWait < 0 || f.expectReplicas < 0 {
+		return fmt.Errorf("--ring-cold-start-wait %s, --ring-expect-replicas %d: want 0 or more", f.coldStartWait, f.expectReplicas)
 	}
 	if f.probeInterval < 100*time.Millisecond {
 		return fmt.Errorf("--gossip-probe-interval %s: want at least 100ms", f.probeInterval)
@@ -262,6 +269,7 @@ func (f *destinationFlags) newRing(grpcAddr net.Addr, reg prometheus.Registerer,
 	cfg.NodeName = f.nodeName
 	cfg.Join = f.join
 	cfg.ProbeInterval = f.probeInterval
+	cfg.ColdStartWait, cfg.ExpectMembers = f.coldStartWait, f.expectReplicas
 	cfg.DeadHold = f.deadHold
 	if f.deadHold == 0 {
 		cfg.DeadHold = -1 // ring.Config: negative is no hold

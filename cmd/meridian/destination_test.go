@@ -88,6 +88,8 @@ func TestDestinationRingNeedsGossipKey(t *testing.T) {
 	}{
 		{[]string{"--join", "127.0.0.1:7946"}, 2, "--ring/--join need a gossip key: give --gossip-key-file FILE or --gossip-keys-dir DIR"},
 		{[]string{"--ring"}, 2, "--insecure-gossip allows plaintext gossip"},
+		{[]string{"--ring-cold-start-wait", "-1s"}, 2, "want 0 or more"},
+		{[]string{"--ring-expect-replicas", "-1"}, 2, "want 0 or more"},
 		{[]string{"--ring", "--insecure-gossip", "--gossip-key-file", key}, 2, "choose one"},
 		{[]string{"--ring", "--gossip-key-file", key, "--gossip-keys-dir", dir}, 2, "give one"},
 		{[]string{"--ring", "--gossip-keys-dir", t.TempDir()}, 1, "has no gossip.key (the primary key)"},
@@ -151,7 +153,7 @@ func TestDestinationInsecureGossip(t *testing.T) {
 	admin := freeAddr(t)
 	testutil.Go(t, "meridian destination", func(ctx context.Context) error {
 		return runDestination(ctx, []string{"--source", "dir:" + t.TempDir(), "--addr", "127.0.0.1:0", "--admin-addr", admin,
-			"--ring", "--insecure-gossip", "--gossip-addr", "127.0.0.1:0", "--log-level", "warn", "--plaintext"})
+			"--ring", "--ring-expect-replicas", "1", "--insecure-gossip", "--gossip-addr", "127.0.0.1:0", "--log-level", "warn", "--plaintext"})
 	})
 	var body string
 	testutil.Eventually(t, 30*time.Second, "/ready to answer 200", func() bool {
@@ -186,7 +188,7 @@ func TestDestinationInsecureGossip(t *testing.T) {
 func TestDestinationRefusesPlaintextJoiner(t *testing.T) {
 	src := t.TempDir()
 	gossip := freeAddr(t)
-	keyed := startDestination(t, src, "--plaintext", "--addr", "127.0.0.1:0", "--ring", "--gossip-addr", gossip, "--node-name", "keyed",
+	keyed := startDestination(t, src, "--plaintext", "--addr", "127.0.0.1:0", "--ring", "--ring-expect-replicas", "1", "--gossip-addr", gossip, "--node-name", "keyed",
 		"--gossip-key-file", writeGossipKey(t, t.TempDir(), "gossip.key", 'k'))
 	testutil.Go(t, "the plaintext joiner", func(ctx context.Context) error {
 		return runDestination(ctx, []string{"--source", "dir:" + src, "--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0",

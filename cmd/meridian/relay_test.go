@@ -50,7 +50,7 @@ func TestRelayIsMTLS(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			aAddr, bAddr, aGossip := freeAddr(t), freeAddr(t), freeAddr(t)
-			aAdmin := startDestination(t, src, append(m.serverArgs(t, "linkerd-destination"), "--addr", aAddr, "--ring", "--gossip-addr", aGossip,
+			aAdmin := startDestination(t, src, append(m.serverArgs(t, "linkerd-destination"), "--addr", aAddr, "--ring", "--ring-expect-replicas", "1", "--gossip-addr", aGossip,
 				"--gossip-key-file", key, "--node-name", "a", "--non-owner", "forward")...)
 			bAdmin := startDestination(t, src, append(m.serverArgs(t, c.ownerSA), "--identity-name", c.ownerID, "--addr", bAddr, "--join", aGossip,
 				"--gossip-addr", freeAddr(t), "--gossip-key-file", key, "--node-name", "b", "--non-owner", "redirect")...)

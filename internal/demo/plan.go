@@ -82,6 +82,7 @@ func ControlPlane(a Addrs, replicas int, dir string, s *Secrets) []Spec {
 		specs = append(specs, Spec{Name: ReplicaName(i), Role: RoleControl, Ready: "http://" + admin + "/ready", Args: slices.Concat([]string{"destination",
 			"--source", "dir:" + dir, "--addr", grpc, "--local-addr", a.ReplicaLocal(i), "--admin-addr", admin,
 			"--node-name", ReplicaName(i), "--gossip-addr", gossip, "--join", strings.Join(seeds, ","),
+			"--ring-expect-replicas", strconv.Itoa(replicas),
 			"--gossip-key-file", s.GossipKeyFile, "--non-owner", "redirect", "--outbound-transport-mode", "transport-header"},
 			tlsFlags(s.DestinationToken), logFlags)})
 	}
