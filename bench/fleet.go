@@ -60,7 +60,7 @@ func (f *fleet) stop() {
 // spec returns replica i's spec on fresh ports.
 func (r *run) spec(i int) (ReplicaSpec, error) {
 	s := ReplicaSpec{Index: i, Ring: r.ring, NonOwner: r.cfg.NonOwner, GOMAXPROCS: r.res.ReplicaGOMAXPROCS,
-		GossipKeyFile: r.gossipKey}
+		GossipKeyFile: r.gossipKey, Expect: r.n}
 	r.world.source(&s)
 	var errs [3]error
 	s.Addr, errs[0] = freeAddr()
@@ -73,35 +73,46 @@ func (r *run) spec(i int) (ReplicaSpec, error) {
 	return s, errors.Join(errs[:]...)
 }
 
-// startReady starts replica i and waits until it is ready. Its ports come from freeAddr,
-// which another process can take between the probe and the replica's bind, so a replica
-// that fails to bind is started again on fresh ports (bounded). started, when not nil, is
-// told each start's gRPC address before the wait (a replica joins the ring, and others name
-// it as an owner, before it is ready). It is added to the fleet once ready, or stopped when
-// the run is already over.
+// startReady starts replica i and waits until it is ready. started, when not nil, is told
+// each start's gRPC address before the wait (a replica joins the ring, and others name it
+// as an owner, before it is ready). It is added to the fleet once ready, or stopped when the
+// run is already over.
 func (r *run) startReady(i int, started func(addr string) error) error {
+	rep, err := r.launch(i, func(rep *replica) error {
+		if started != nil {
+			if err := started(rep.spec.Addr); err != nil {
+				return err
+			}
+		}
+		return rep.waitReady(r.ctx, r.cfg.ReadyTimeout)
+	})
+	if err != nil {
+		return err
+	}
+	return r.reps.add(rep)
+}
+
+// launch starts replica i and returns it once up(rep) returned nil, or kills it and returns
+// up's error. Its ports come from freeAddr, which another process can take between the
+// probe and the replica's bind, so a replica that fails to bind is started again on fresh
+// ports (bounded).
+func (r *run) launch(i int, up func(*replica) error) (*replica, error) {
 	for attempt := 1; ; attempt++ {
 		spec, err := r.spec(i)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		rep, err := startReplica(r.cfg.Binary, r.dir, spec, r.cfg.ExtraReplicaArgs)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if started != nil {
-			if err := started(spec.Addr); err != nil {
-				rep.Kill()
-				return err
-			}
-		}
-		if err = rep.waitReady(r.ctx, r.cfg.ReadyTimeout); err != nil {
+		if err = up(rep); err != nil {
 			rep.Kill()
 			if attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
-				return err
+				return nil, err
 			}
 			continue
 		}
-		return r.reps.add(rep)
+		return rep, nil
 	}
 }

@@ -2,9 +2,11 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -14,15 +16,42 @@ import (
 	"github.com/meridian-mesh/meridian/bench/gen"
 )
 
-// startReplicas starts the run's n replicas, one at a time, each ready before the next.
+// startReplicas starts the run's n replicas together, as a StatefulSet whose pods start in
+// parallel does: replica 0 first, until its admin port answers (the others join its gossip
+// address), then the others at once. With the ring, each waits for all n to be members
+// before it loads its share (--ring-expect-replicas), rather than the first loading the
+// whole cluster. It adds them to the fleet in order, each once ready.
 func (r *run) startReplicas() error {
 	start := time.Now()
 	ph := newPhase(r.cfg, int64(r.n), fmt.Sprintf("shards=%d: starting replicas", r.n), "replicas")
-	for i := range r.n {
-		if err := r.startReady(i, nil); err != nil {
-			return err
+	reps := make([]*replica, r.n)
+	errs := make([]error, r.n)
+	live := func(rep *replica) error { return rep.waitLive(r.ctx, r.cfg.ReadyTimeout) }
+	reps[0], errs[0] = r.launch(0, live)
+	if errs[0] != nil {
+		return errs[0]
+	}
+	var wg sync.WaitGroup
+	for i := 1; i < r.n; i++ {
+		wg.Add(1)
+		go func() { defer wg.Done(); reps[i], errs[i] = r.launch(i, live) }()
+	}
+	wg.Wait()
+	err := errors.Join(errs...)
+	for i, rep := range reps {
+		if err == nil {
+			if err = rep.waitReady(r.ctx, r.cfg.ReadyTimeout); err == nil {
+				err = r.reps.add(rep)
+				ph.set(int64(i + 1))
+				continue
+			}
 		}
-		ph.set(int64(i + 1))
+		if rep != nil {
+			rep.Kill()
+		}
+	}
+	if err != nil {
+		return err
 	}
 	ph.done()
 	r.res.SyncSeconds = time.Since(start).Seconds()

@@ -35,6 +35,9 @@ type ReplicaSpec struct {
 	Ring bool
 	// NonOwner is the --non-owner mode with the ring ("" means forward).
 	NonOwner string
+	// Expect is the run's replica count with the ring (--ring-expect-replicas; 0: none):
+	// replicas started together each wait for the ring to form before they load their share.
+	Expect int
 	// GOMAXPROCS is the replica's (0: Go's default).
 	GOMAXPROCS int
 }
@@ -74,6 +77,9 @@ func ReplicaArgs(s ReplicaSpec) []string {
 			"--gossip-key-file", s.GossipKeyFile,
 			"--non-owner", nonOwner,
 		)
+		if s.Expect > 0 {
+			args = append(args, "--ring-expect-replicas", strconv.Itoa(s.Expect))
+		}
 	}
 	return args
 }
@@ -125,9 +131,21 @@ var httpClient = &http.Client{Timeout: 30 * time.Second}
 
 // waitReady polls the replica's /ready until it answers 200, the process exits, or timeout.
 func (r *replica) waitReady(ctx context.Context, timeout time.Duration) error {
+	return r.waitOK(ctx, timeout, "/ready", "ready")
+}
+
+// waitLive polls the replica's /live until it answers 200 (the process is up and listens),
+// the process exits, or timeout.
+func (r *replica) waitLive(ctx context.Context, timeout time.Duration) error {
+	return r.waitOK(ctx, timeout, "/live", "live")
+}
+
+// waitOK polls the replica's admin path until it answers 200, the process exits, or
+// timeout; what names the state in errors.
+func (r *replica) waitOK(ctx context.Context, timeout time.Duration, path, what string) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	url := "http://" + r.spec.AdminAddr + "/ready"
+	url := "http://" + r.spec.AdminAddr + path
 	for {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		resp, err := httpClient.Do(req)
@@ -140,9 +158,9 @@ func (r *replica) waitReady(ctx context.Context, timeout time.Duration) error {
 		}
 		select {
 		case <-r.Exited():
-			return fmt.Errorf("replica %d exited before it was ready (%v); its log ends:\n%s", r.spec.Index, r.Err(), r.LogTail())
+			return fmt.Errorf("replica %d exited before it was %s (%v); its log ends:\n%s", r.spec.Index, what, r.Err(), r.LogTail())
 		case <-ctx.Done():
-			return fmt.Errorf("replica %d not ready within %s: %w; its log ends:\n%s", r.spec.Index, timeout, ctx.Err(), r.LogTail())
+			return fmt.Errorf("replica %d not %s within %s: %w; its log ends:\n%s", r.spec.Index, what, timeout, ctx.Err(), r.LogTail())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
