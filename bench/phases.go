@@ -41,9 +41,10 @@ func (r *run) startReplicas() error {
 	for i, rep := range reps {
 		if err == nil {
 			if err = rep.waitReady(r.ctx, r.cfg.ReadyTimeout); err == nil {
-				err = r.reps.add(rep)
-				ph.set(int64(i + 1))
-				continue
+				if err = r.reps.add(rep); err == nil {
+					ph.set(int64(i + 1))
+				}
+				continue // add kills rep when it fails
 			}
 		}
 		if rep != nil {

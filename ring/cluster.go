@@ -256,7 +256,7 @@ func (c *Cluster) Run(ctx context.Context) error {
 		c.joinLoop(ctx)
 	}()
 	c.rebuild()
-	cs := c.beginColdStart(time.Now())
+	cs := c.stepColdStart(c.beginColdStart(time.Now()), time.Now(), false)
 	defer func() { cs.stop() }()
 	for {
 		select {

@@ -10,17 +10,27 @@ import (
 // after all of them went down) each join a ring of members that serve nothing yet. Without
 // the wait, the first one up would own, and load, the whole cluster until the others
 // joined, and keep some of that memory after. With it, a member reports Settled, the sign
-// to load its share, only once the ring has formed: when ExpectMembers are present, when
-// the ring has not changed for a sixth of the wait while joined, when any member advertises
-// that it serves (the cold start is over, or there never was one: a replica restarted into
-// a serving ring settles at once) and formed its ring with no more members than this one
-// sees, or when the wait has run out. Until then it advertises that it is starting
-// (meta.Starting); once settled, the size of the ring it settled with (meta.Formed).
+// to load its share, only once the ring has formed:
+//   - when ExpectMembers are present;
+//   - when the ring, of two members or more, has not changed for a sixth of the wait (a
+//     member alone waits for the others, which may be slow to be scheduled or pulled);
+//   - when another member serves (does not advertise that it is starting, nor that it is
+//     leaving) and formed its ring with no more members than this one sees: the cold start
+//     is over, or there never was one (a replica restarted into a serving ring settles at
+//     once). Gossip may bring the news that a member settled before that of the last
+//     joiner, hence the count;
+//   - or when the wait has run out.
+// Until then it advertises that it is starting (meta.Starting). Once settled, it
+// advertises the size of the ring it settled with (meta.Formed) for as long as the wait,
+// then drops it, so that a replica restarting long after, into a ring scaled down since,
+// does not take the count for a formation in progress.
 
-// coldStart is a cold start's wait in progress. Only Run's goroutine uses it.
+// coldStart is a cold start's wait, then the time its member advertises the ring it formed.
+// Only Run's goroutine uses it.
 type coldStart struct {
 	began, lastChange time.Time
 	quiet, longest    time.Duration
+	settledAt         time.Time // zero while waiting
 	t                 *time.Timer
 }
 
@@ -38,7 +48,7 @@ func (c *Cluster) beginColdStart(now time.Time) *coldStart {
 	return cs
 }
 
-// timer returns the channel on which the wait's next check is due (nil once settled).
+// timer returns the channel on which the next step is due (nil once done).
 func (cs *coldStart) timer() <-chan time.Time {
 	if cs == nil {
 		return nil
@@ -46,36 +56,57 @@ func (cs *coldStart) timer() <-chan time.Time {
 	return cs.t.C
 }
 
-// stop releases the wait's timer.
+// stop releases the timer.
 func (cs *coldStart) stop() {
 	if cs != nil {
 		cs.t.Stop()
 	}
 }
 
-// stepColdStart checks the wait at now (changed: the ring has just changed) and settles
-// this member when it is over. It returns the wait still in progress, or nil.
+// stepColdStart moves the cold start on at now (changed: the ring has just changed): it
+// settles this member when the wait is over, and drops the formed count from its metadata
+// once it has advertised it for as long as the wait. It returns the cold start still in
+// progress, or nil.
 func (c *Cluster) stepColdStart(cs *coldStart, now time.Time, changed bool) *coldStart {
 	if cs == nil {
+		return nil
+	}
+	if !cs.settledAt.IsZero() {
+		if since := now.Sub(cs.settledAt); since < cs.longest {
+			if !changed {
+				cs.t.Reset(cs.longest - since)
+			}
+			return cs
+		}
+		c.advertise(startState{})
+		cs.t.Stop()
 		return nil
 	}
 	if changed {
 		cs.lastChange = now
 	}
-	reason := c.coldStartOver(cs, now)
+	members := c.ring.Load().Len()
+	reason := c.coldStartOver(cs, now, members)
 	if reason == "" {
 		next := min(cs.quiet-now.Sub(cs.lastChange), cs.longest-now.Sub(cs.began))
-		cs.t.Reset(max(next, 20*time.Millisecond)) // not joined yet: look again soon
+		cs.t.Reset(max(next, 20*time.Millisecond)) // alone: look again soon
 		return cs
 	}
-	cs.t.Stop()
-	c.settle(reason)
-	return nil
+	if c.isStopping() {
+		cs.t.Stop()
+		return nil // closed while Run runs (a crash, for the peers): load nothing
+	}
+	c.settled.Store(true)
+	c.log.Info("cold start over: loading this replica's share", zap.String("reason", reason), zap.Int("members", members))
+	c.advertise(startState{formed: members})
+	cs.settledAt = now
+	cs.t.Reset(cs.longest)
+	return cs
 }
 
-// coldStartOver returns why the wait is over at now, or "" while it is not.
-func (c *Cluster) coldStartOver(cs *coldStart, now time.Time) string {
-	members := c.ring.Load().Len()
+// coldStartOver returns why the wait is over at now, with members in the ring, or ""
+// while it is not.
+func (c *Cluster) coldStartOver(cs *coldStart, now time.Time, members int) string {
 	switch {
 	case c.servingPeer(members):
 		return "a member serves"
@@ -83,15 +114,15 @@ func (c *Cluster) coldStartOver(cs *coldStart, now time.Time) string {
 		return "the expected members are present"
 	case now.Sub(cs.began) >= cs.longest:
 		return "waited the longest (cold-start wait)"
-	case c.joined.Load() && now.Sub(cs.lastChange) >= cs.quiet:
+	case members >= 2 && now.Sub(cs.lastChange) >= cs.quiet:
 		return "the ring has not changed for a while"
 	}
 	return ""
 }
 
-// servingPeer reports whether another member with valid metadata serves (does not
-// advertise that it is starting: one of this version that settled, or one of an earlier
-// version) and formed its ring with at most members members.
+// servingPeer reports whether another member with valid metadata serves (advertises
+// neither that it is starting nor that it is leaving: one of this version that settled, or
+// one of an earlier version) and formed its ring with at most members members.
 func (c *Cluster) servingPeer(members int) bool {
 	c.viewMu.Lock()
 	defer c.viewMu.Unlock()
@@ -99,7 +130,7 @@ func (c *Cluster) servingPeer(members int) bool {
 		if name == c.self.Name {
 			continue
 		}
-		if _, _, err := decodeMeta(n.meta); err != nil {
+		if _, _, err := decodeMeta(n.meta); err != nil || leavingMeta(n.meta) {
 			continue
 		}
 		if st := startStateOf(n.meta); !st.starting && st.formed <= members {
@@ -109,18 +140,16 @@ func (c *Cluster) servingPeer(members int) bool {
 	return false
 }
 
-// settle ends the wait: Settled turns true, and the member advertises that it serves.
-func (c *Cluster) settle(reason string) {
-	members := c.ring.Load().Len()
-	c.settled.Store(true)
-	c.log.Info("cold start over: loading this replica's share", zap.String("reason", reason), zap.Int("members", members))
-	b, err := encodeMeta(c.cfg.GRPCAddr, c.cfg.Hash.String(), startState{formed: members})
+// advertise sets this member's cold-start state in its metadata and tells the others (not
+// waiting for the broadcast: it stays queued, and Run must not block).
+func (c *Cluster) advertise(st startState) {
+	b, err := encodeMeta(c.cfg.GRPCAddr, c.cfg.Hash.String(), st)
 	if err != nil || c.isStopping() {
-		return // checked in New; or closed while Run runs (a crash, for the peers)
+		return // checked in New; or closed while Run runs
 	}
 	c.meta.b.Store(&b)
-	if err := c.ml.UpdateNode(time.Second); err != nil {
-		c.log.Debug("announce the end of the cold start", zap.Error(err))
+	if err := c.ml.UpdateNode(50 * time.Millisecond); err != nil {
+		c.log.Debug("advertise the cold-start state", zap.Error(err))
 	}
 }
 

@@ -56,19 +56,57 @@ func TestColdStartEndsWhenAMemberServes(t *testing.T) {
 	testutil.Eventually(t, converge, "b to settle beside a serving member", b.Settled)
 }
 
-// TestColdStartQuietRing: without an expected count, members settle once the ring has not
-// changed for a sixth of the wait; a member whose seeds never answer settles when the wait
-// runs out, though it never joined.
+// TestColdStartQuietRing: without an expected count, members settle once the ring, of two
+// or more, has not changed for a sixth of the wait (5s of 30s here: well before the wait runs
+// out); a member alone does not (the others may be slow to start), and settles only when
+// the wait runs out, though it never joined.
 func TestColdStartQuietRing(t *testing.T) {
-	a := coldStartNode(t, "a", 3*time.Second, 0)
-	b := coldStartNode(t, "b", 3*time.Second, 0, a.GossipAddr())
+	const wait = 30 * time.Second
+	began := time.Now()
+	a := coldStartNode(t, "a", wait, 0)
+	b := coldStartNode(t, "b", wait, 0, a.GossipAddr())
 	waitConverged(t, []*node{a, b}, "a,b")
 	for _, n := range []*node{a, b} {
-		testutil.Eventually(t, converge, n.Self().Name+" to settle once the ring is quiet", n.Settled)
+		testutil.Eventually(t, wait-time.Since(began)-2*time.Second, n.Self().Name+" to settle once the ring is quiet", n.Settled)
 	}
-	lone := coldStartNode(t, "lone", 2*time.Second, 0, "127.0.0.1:1")
+	lone := coldStartNode(t, "lone", 3*time.Second, 0, "127.0.0.1:1")
+	testutil.Never(t, 1500*time.Millisecond, "a member alone to settle once its ring of one is quiet (0.5s)", lone.Settled)
 	testutil.Eventually(t, converge, "a member whose seeds never answer to settle when the wait runs out", lone.Settled)
 	if lone.Joined() {
 		t.Error("the lone member joined a cluster")
 	}
+}
+
+// TestColdStartLeaverIsNotServing: a member that leaves during its wait (a pod deleted at
+// install) advertises that it is leaving, not that it serves: the others keep waiting.
+func TestColdStartLeaverIsNotServing(t *testing.T) {
+	a := coldStartNode(t, "a", 10*time.Minute, 3)
+	b := coldStartNode(t, "b", 10*time.Minute, 3, a.GossipAddr())
+	waitConverged(t, []*node{a, b}, "a,b")
+	b.stop(t)
+	testutil.Eventually(t, converge, "a to see b gone", func() bool { return a.Ring().Len() == 1 })
+	testutil.Never(t, time.Second, "a to settle after b left", a.Settled)
+}
+
+// TestColdStartFormedExpires: a member advertises the size of the ring it formed for as long
+// as the wait only; a replica restarting afterwards into a ring scaled down below that size
+// settles at once, though it expects more.
+func TestColdStartFormedExpires(t *testing.T) {
+	const wait = 2 * time.Second
+	nodes := []*node{coldStartNode(t, "a", wait, 4)}
+	for _, name := range []string{"b", "c", "d"} {
+		nodes = append(nodes, coldStartNode(t, name, wait, 4, nodes[0].GossipAddr()))
+	}
+	waitConverged(t, nodes, "a,b,c,d")
+	for _, n := range nodes {
+		testutil.Eventually(t, converge, n.Self().Name+" to settle", n.Settled)
+	}
+	nodes[2].stop(t)
+	nodes[3].stop(t)
+	waitConverged(t, nodes[:2], "a,b")
+	testutil.Eventually(t, converge, "a and b to drop the size of the ring they formed", func() bool {
+		return nodes[1].servingPeer(2) && nodes[0].servingPeer(2)
+	})
+	e := coldStartNode(t, "e", 10*time.Minute, 10, nodes[0].GossipAddr())
+	testutil.Eventually(t, converge, "e to settle beside serving members (a ring of 3, not the 4 they formed)", e.Settled)
 }

@@ -96,10 +96,11 @@ type Config struct {
 	// it starts (every member it sees is starting too: replicas started together, at
 	// install or after they all went down) waits before it reports Settled, so that the
 	// first one up does not load the whole cluster before the others join. It waits until
-	// ExpectMembers are present, or until the ring has not changed for a sixth of this
-	// (5s at 30s) while joined, or until any member serves, or for this long in all. While
-	// it waits it advertises that it is starting. A member that sees a serving member
-	// when it joins settles at once. 0 (the default): no wait; Settled is true from New.
+	// ExpectMembers are present, or until the ring, of two members or more, has not changed
+	// for a sixth of this (5s at 30s), or until another member serves having formed its
+	// ring with no more members than this one sees, or for this long in all (coldstart.go).
+	// While it waits it advertises that it is starting. A member that joins a serving ring
+	// settles at once. 0 (the default): no wait; Settled is true from New.
 	ColdStartWait time.Duration
 	// ExpectMembers ends a cold start's wait as soon as the ring has this many members (the
 	// replica count, when the caller knows it). 0: not known.

@@ -216,7 +216,7 @@ func TestDestinationGossipOnAdvertiseHost(t *testing.T) {
 	}
 	keys := t.TempDir()
 	writeGossipKey(t, keys, "gossip.key", 'a')
-	admin := startDestination(t, t.TempDir(), "--plaintext", "--addr", host+":0", "--ring", "--gossip-keys-dir", keys)
+	admin := startDestination(t, t.TempDir(), "--plaintext", "--addr", host+":0", "--ring", "--ring-expect-replicas", "1", "--gossip-keys-dir", keys)
 	c, err := net.DialTimeout("tcp", host+":7946", 5*time.Second)
 	if err != nil {
 		t.Fatalf("gossip does not listen on %s:7946: %v", host, err)

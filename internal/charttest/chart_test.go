@@ -249,6 +249,44 @@ func TestShardKey(t *testing.T) {
 	}
 }
 
+// TestColdStartFlags: the destination waits for its ring to form at a cold start
+// (destination.coldStartWait), and a single replica, with nothing to wait for, is told to
+// expect one; a larger or autoscaled ring gets no count (it would restart every replica on
+// each scale).
+func TestColdStartFlags(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		dst    map[string]any
+		expect bool
+	}{
+		{"default, one replica", nil, true},
+		{"three replicas", map[string]any{"replicas": 3}, false},
+		{"autoscaled", map[string]any{"autoscaling": map[string]any{"enabled": true, "minReplicas": 1},
+			"resources": map[string]any{"requests": map[string]any{"cpu": "1"}}}, false},
+		{"no wait", map[string]any{"replicas": 3, "coldStartWait": "0s"}, false},
+	} {
+		base := identityBase(t, "linkerd")
+		if tc.dst != nil {
+			base["destination"] = tc.dst
+		}
+		r, err := chart.Render(chart.Options{Namespace: "linkerd", Base: base})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		args := containerArgs(t, decodeAll(t, r.All()), "StatefulSet", "linkerd-destination")
+		wait := "--ring-cold-start-wait=30s"
+		if w, ok := tc.dst["coldStartWait"].(string); ok {
+			wait = "--ring-cold-start-wait=" + w
+		}
+		if !slices.Contains(args, wait) {
+			t.Errorf("%s: the destination's args %q lack %s", tc.name, args, wait)
+		}
+		if got := slices.Contains(args, "--ring-expect-replicas=1"); got != tc.expect {
+			t.Errorf("%s: --ring-expect-replicas=1 in the args: %v, want %v (%q)", tc.name, got, tc.expect, args)
+		}
+	}
+}
+
 // TestImageReferences: an image pinned by digest in image.name is used as it is, and then the
 // capture init image must be named too (appending -proxy-init to a digest names nothing); a
 // digest in image.tag is refused, saying where it goes; the version label is a valid label
