@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/metadata"
 
 	"github.com/meridian-mesh/meridian/internal/kube"
@@ -44,6 +45,7 @@ type destinationFlags struct {
 	deadHold                                   time.Duration
 	coldStartWait                              time.Duration
 	expectReplicas                             int
+	expectStatefulSet                          string
 }
 
 // stringList is a repeatable flag whose values may also be comma-separated.
@@ -85,6 +87,7 @@ func (f *destinationFlags) parse(name string, args []string) error {
 	fs.DurationVar(&f.deadHold, "gossip-dead-hold", ring.DefaultConfig().DeadHold, "how long a replica declared dead stays in the ring while its gRPC port still accepts connections (starved of CPU, not crashed): until it refutes, for at most this long; a replica that refuses, or does not answer within a second, leaves at once; 0 leaves at once always")
 	fs.DurationVar(&f.coldStartWait, "ring-cold-start-wait", 30*time.Second, "when this replica finds no other replica serving (replicas started together), how long at most it waits for the ring to form before loading its share, so that the first one up does not load the whole cluster: it loads once --ring-expect-replicas are present, the ring (of two replicas or more) has not changed for a sixth of this, or another replica serves; a replica alone waits all of it unless it expects 1; 0 loads at once")
 	fs.IntVar(&f.expectReplicas, "ring-expect-replicas", 0, "the ring's replica count, when known: ends a cold start's wait as soon as that many replicas are present (0: unknown)")
+	fs.StringVar(&f.expectStatefulSet, "ring-expect-statefulset", "", "read --ring-expect-replicas at start from this StatefulSet's spec.replicas, in --control-plane-namespace, through the API server (--kubeconfig); when that fails, the wait goes on without a count (the chart sets it; needs get on that StatefulSet)")
 	fs.BoolVar(&f.insecureGossip, "insecure-gossip", false, "allow --ring/--join without a gossip key: plaintext gossip that any process reaching the gossip port can join (tests and a local mesh only)")
 	fs.StringVar(&f.nonOwner, "non-owner", "forward", "for a service another replica owns: forward (relay the stream) or redirect (refuse, naming the owner)")
 	fs.StringVar(&f.shardKey, "shard-key", string(shard.ShardByService), "what places a service in the ring, the same on every replica: service (namespace/name) or namespace (every service of a namespace together; with --source kubernetes, the replica asks the API server for its namespaces' EndpointSlices only where the ShardedListAndWatch feature gate is on)")
@@ -236,6 +239,7 @@ func runDestination(ctx context.Context, args []string) error {
 	var members *ring.Cluster
 	var reloader *gossipkey.Reloader
 	if f.ring || len(f.join) > 0 {
+		f.readExpectedReplicas(ctx, log)
 		members, reloader, err = f.newRing(srv.Addr(), srv.Registry, log)
 		if err != nil {
 			return err
@@ -259,6 +263,42 @@ func runDestination(ctx context.Context, args []string) error {
 	srv.AdminRoutes["/ring"] = replica.RingHandler()
 	log.Info("destination replica starting", zap.String("source", f.src))
 	return srv.Run(ctx)
+}
+
+// readExpectedReplicas sets the ring's expected count from --ring-expect-statefulset's
+// spec.replicas, read once at start, unless --ring-expect-replicas gave one. Failing to read
+// it is not fatal: the cold start's wait then goes on without a count (ring.Config).
+func (f *destinationFlags) readExpectedReplicas(ctx context.Context, log *zap.Logger) {
+	if f.expectStatefulSet == "" || f.expectReplicas > 0 {
+		return
+	}
+	ns, name := f.cfg.Translator.ControlPlaneNamespace, f.expectStatefulSet
+	n, err := statefulSetReplicas(ctx, f.kubeconfig, ns, name)
+	if err != nil {
+		log.Warn("cold start: cannot read the ring's replica count from its StatefulSet; waiting for the ring to be still instead",
+			zap.String("statefulset", ns+"/"+name), zap.Error(err))
+		return
+	}
+	f.expectReplicas = n
+	log.Info("cold start: expecting the StatefulSet's replicas", zap.String("statefulset", ns+"/"+name), zap.Int("expect_replicas", n))
+}
+
+// statefulSetReplicas reads spec.replicas of the StatefulSet ns/name.
+func statefulSetReplicas(ctx context.Context, kubeconfig, ns, name string) (int, error) {
+	kc, err := kube.NewClients(kubeconfig)
+	if err != nil {
+		return 0, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	ss, err := kc.Typed.AppsV1().StatefulSets(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return 0, err
+	}
+	if ss.Spec.Replicas == nil {
+		return 1, nil // the API server's default
+	}
+	return int(*ss.Spec.Replicas), nil
 }
 
 // newRing builds this replica's memberlist node from the flags, and the reloader of its

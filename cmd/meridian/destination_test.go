@@ -255,3 +255,13 @@ func TestDestinationBadAdvertiseAddr(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q; want 2 naming --advertise-addr", code, errOut)
 	}
 }
+
+// TestDestinationExpectStatefulSetUnreadable: a replica that cannot read its StatefulSet's
+// count (no API server here) still starts: its cold start's wait goes on without a count (a
+// lone replica's, 1s here, runs out). TestStandIn covers the read that succeeds.
+func TestDestinationExpectStatefulSetUnreadable(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "no-kubeconfig")
+	startDestination(t, t.TempDir(), "--plaintext", "--addr", "127.0.0.1:0", "--ring", "--insecure-gossip",
+		"--gossip-addr", "127.0.0.1:0", "--ring-expect-statefulset", "linkerd-destination", "--kubeconfig", missing,
+		"--ring-cold-start-wait", "1s")
+}

@@ -250,20 +250,18 @@ func TestShardKey(t *testing.T) {
 }
 
 // TestColdStartFlags: the destination waits for its ring to form at a cold start
-// (destination.coldStartWait), and a single replica, with nothing to wait for, is told to
-// expect one; a larger or autoscaled ring gets no count (it would restart every replica on
-// each scale).
+// (destination.coldStartWait), expecting its StatefulSet's replicas, which it reads at start;
+// no count is in the pod template, which would restart every replica on each scale.
 func TestColdStartFlags(t *testing.T) {
 	for _, tc := range []struct {
-		name   string
-		dst    map[string]any
-		expect bool
+		name string
+		dst  map[string]any
 	}{
-		{"default, one replica", nil, true},
-		{"three replicas", map[string]any{"replicas": 3}, false},
+		{"default, one replica", nil},
+		{"three replicas", map[string]any{"replicas": 3}},
 		{"autoscaled", map[string]any{"autoscaling": map[string]any{"enabled": true, "minReplicas": 1},
-			"resources": map[string]any{"requests": map[string]any{"cpu": "1"}}}, false},
-		{"no wait", map[string]any{"replicas": 3, "coldStartWait": "0s"}, false},
+			"resources": map[string]any{"requests": map[string]any{"cpu": "1"}}}},
+		{"no wait", map[string]any{"replicas": 3, "coldStartWait": "0s"}},
 	} {
 		base := identityBase(t, "linkerd")
 		if tc.dst != nil {
@@ -278,11 +276,15 @@ func TestColdStartFlags(t *testing.T) {
 		if w, ok := tc.dst["coldStartWait"].(string); ok {
 			wait = "--ring-cold-start-wait=" + w
 		}
-		if !slices.Contains(args, wait) {
-			t.Errorf("%s: the destination's args %q lack %s", tc.name, args, wait)
+		for _, want := range []string{wait, "--ring-expect-statefulset=linkerd-destination"} {
+			if !slices.Contains(args, want) {
+				t.Errorf("%s: the destination's args %q lack %s", tc.name, args, want)
+			}
 		}
-		if got := slices.Contains(args, "--ring-expect-replicas=1"); got != tc.expect {
-			t.Errorf("%s: --ring-expect-replicas=1 in the args: %v, want %v (%q)", tc.name, got, tc.expect, args)
+		for _, a := range args {
+			if strings.HasPrefix(a, "--ring-expect-replicas") {
+				t.Errorf("%s: a count in the pod template: %s", tc.name, a)
+			}
 		}
 	}
 }

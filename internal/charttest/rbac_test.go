@@ -39,6 +39,7 @@ var uses = map[string][]access{
 		{false, "policy.linkerd.io", "servers", "list,watch", "", "shard/source/kubernetes.go: the Servers informer (dynamic)"},
 		{false, "linkerd.io", "serviceprofiles", "list,watch", "", "shard/source/profiles_kube.go: the ServiceProfiles informer (metadata only)"},
 		{false, "linkerd.io", "serviceprofiles", "get", "", "shard/source/profiles_kube.go: profileFetcher.fetch, of the profiles a replica serves"},
+		{true, "apps", "statefulsets", "get", "linkerd-destination", "cmd/meridian/destination.go: statefulSetReplicas, the ring's count at a cold start (--ring-expect-statefulset)"},
 	},
 	"linkerd-identity": {
 		{false, "authentication.k8s.io", "tokenreviews", "create", "", "identity/reviewer_kube.go: KubeReviewer.Review"},

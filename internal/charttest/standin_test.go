@@ -102,6 +102,12 @@ func TestStandIn(t *testing.T) {
 		t.Fatalf("probes that do not answer 200:\n%s", strings.Join(bad, "\n"))
 	}
 	waitRing(t, k, 3)
+	// Each replica read its StatefulSet's count (its Role allows that get) and waited for it.
+	for _, name := range k.PodNames(destination) {
+		if log := k.Log(name); !strings.Contains(log, "expecting the StatefulSet's replicas") || !strings.Contains(log, `"expect_replicas":3`) {
+			t.Errorf("%s did not read its StatefulSet's 3 replicas; its log:\n%s", name, log)
+		}
+	}
 	certify(t, f, k)
 	controlPlaneMTLS(t, f, k)
 	injectedProxy(t, f, k)
