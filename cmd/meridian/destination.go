@@ -266,10 +266,11 @@ func runDestination(ctx context.Context, args []string) error {
 }
 
 // readExpectedReplicas sets the ring's expected count from --ring-expect-statefulset's
-// spec.replicas, read once at start, unless --ring-expect-replicas gave one. Failing to read
-// it is not fatal: the cold start's wait then goes on without a count (ring.Config).
+// spec.replicas, read once at start, unless --ring-expect-replicas gave one or there is no
+// cold-start wait to end. Failing to read it is not fatal: the wait then goes on without a
+// count (ring.Config).
 func (f *destinationFlags) readExpectedReplicas(ctx context.Context, log *zap.Logger) {
-	if f.expectStatefulSet == "" || f.expectReplicas > 0 {
+	if f.expectStatefulSet == "" || f.expectReplicas > 0 || f.coldStartWait == 0 {
 		return
 	}
 	ns, name := f.cfg.Translator.ControlPlaneNamespace, f.expectStatefulSet
