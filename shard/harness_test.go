@@ -248,10 +248,16 @@ func apiSlice(ns, svc, name string, port int32, eps ...epSpec) *discoveryv1.Endp
 
 // podObj returns the projection of a pod with the address ip, meshed or not.
 func podObj(ns, name, ip string, meshed bool) *translator.Pod {
+	return podObjIn(ns, name, ip, meshed, "")
+}
+
+// podObjIn is podObj in a phase ("" for none; a pod IP's profile serves the pod's endpoint
+// only while it runs).
+func podObjIn(ns, name, ip string, meshed bool, phase corev1.PodPhase) *translator.Pod {
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{}},
 		Spec:       corev1.PodSpec{ServiceAccountName: "web"},
-		Status:     corev1.PodStatus{PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}}},
+		Status:     corev1.PodStatus{Phase: phase, PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}}},
 	}
 	if meshed {
 		p.Labels["linkerd.io/control-plane-ns"] = "linkerd"

@@ -125,20 +125,31 @@ func TestKubernetesZonesIPsServers(t *testing.T) {
 		t.Fatalf("profile of web-1's IP: %v", p)
 	}
 
-	// A Server makes 8080 of the app=web pods opaque; then it selects nothing.
+	// A Server makes 8080 of the app=web pods opaque; a change of its protocol, then of its
+	// selector (to select nothing), is sent.
 	srv, err := env.Dynamic.Resource(serversResource).Namespace(ns).Create(api(t), serverObject(ns, "web-http", "web", 8080), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for p := ps.next(t); !p.GetOpaqueProtocol(); p = ps.next(t) {
 	}
-	if err := unstructured.SetNestedField(srv.Object, "nothing", "spec", "podSelector", "matchLabels", "app"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := env.Dynamic.Resource(serversResource).Namespace(ns).Update(api(t), srv, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	for p := ps.next(t); p.GetOpaqueProtocol(); p = ps.next(t) {
+	for _, step := range []struct {
+		value  string
+		field  []string
+		opaque bool
+	}{
+		{"HTTP/1", []string{"spec", "proxyProtocol"}, false},
+		{"opaque", []string{"spec", "proxyProtocol"}, true},
+		{"nothing", []string{"spec", "podSelector", "matchLabels", "app"}, false},
+	} {
+		if err := unstructured.SetNestedField(srv.Object, step.value, step.field...); err != nil {
+			t.Fatal(err)
+		}
+		if srv, err = env.Dynamic.Resource(serversResource).Namespace(ns).Update(api(t), srv, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		for p := ps.next(t); p.GetOpaqueProtocol() != step.opaque; p = ps.next(t) {
+		}
 	}
 	if n := testutil.HistogramSamples(t, reg, "servers_informer_lag_seconds"); n == 0 {
 		t.Error("no Server informer lag observed")

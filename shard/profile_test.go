@@ -274,3 +274,79 @@ func TestHostnameProfileOpaqueFromThePod(t *testing.T) {
 		t.Error("a pod whose port is HTTP/2: the profile is opaque")
 	}
 }
+
+// translationProfile is a ServiceProfile of name1.ns with the routes of linkerd2's
+// TestProfileTranslator that it translates ("Sends update", "Request match with more than one
+// field becomes ALL", "Response match with more than one field becomes ALL", "Sends update
+// for one sided status range", "Sends update with custom timeout"), a retry budget and
+// dstOverrides, as a user writes them.
+const translationProfile = `apiVersion: linkerd.io/v1alpha2
+kind: ServiceProfile
+metadata: {name: name1.ns.svc.mycluster.local, namespace: ns}
+spec:
+  routes:
+  - name: route1
+    condition: {all: [{method: GET}, {not: {pathRegex: "/private/.*"}}]}
+    responseClasses: [{condition: {status: {min: 500, max: 599}}, isFailure: true}]
+  - name: route2
+    condition: {pathRegex: /login}
+    responseClasses: [{condition: {any: [{status: {min: 500, max: 599}}, {status: {min: 420, max: 420}}]}, isFailure: true}]
+  - name: multipleRequestMatches
+    condition: {method: GET, pathRegex: /my/path}
+  - name: multipleResponseMatches
+    condition: {method: GET}
+    responseClasses: [{condition: {status: {min: 400, max: 499}, not: {status: {min: 404}}}}]
+  - name: r
+    condition: {method: GET}
+    responseClasses: [{condition: {status: {min: 200}}}]
+  - name: routeWithTimeout
+    condition: {pathRegex: /login}
+    timeout: 200ms
+  retryBudget: {retryRatio: 0.5, minRetriesPerSecond: 3, ttl: 1m}
+  dstOverrides:
+  - {authority: name1-v1.ns.svc.mycluster.local, weight: 900m}
+  - {authority: "name1-v2.ns.svc.mycluster.local:8080", weight: 100m}
+`
+
+// TestProfileTranslationOverGRPC serves translationProfile through a replica's GetProfile: the
+// routes arrive as TestProfileTranslation expects them of the translator (linkerd2's
+// TestProfileTranslator), with the profile's retry budget, and its dstOverrides with their
+// weights in ten-thousandths and the port asked for where the authority has none.
+func TestProfileTranslationOverGRPC(t *testing.T) {
+	e := newDirEnv(t, parityConfig(), "linkerd")
+	removeDoc(t, e, "profiles.yaml", "kind: ServiceProfile", "name: name1.ns.svc.mycluster.local")
+	e.write("sp.yaml", translationProfile)
+	getMethod := &pb.RequestMatch{Match: &pb.RequestMatch_Method{Method: &httppb.HttpMethod{Type: &httppb.HttpMethod_Registered_{Registered: httppb.HttpMethod_GET}}}}
+	labels := func(name string) map[string]string { return map[string]string{"route": name} }
+	want := &pb.DestinationProfile{
+		Routes: []*pb.Route{
+			pbRoute1, pbRoute2,
+			{MetricsLabels: labels("multipleRequestMatches"), Condition: &pb.RequestMatch{Match: &pb.RequestMatch_All{All: &pb.RequestMatch_Seq{Matches: []*pb.RequestMatch{
+				getMethod, {Match: &pb.RequestMatch_Path{Path: &pb.PathMatch{Regex: "/my/path"}}}}}}}},
+			{MetricsLabels: labels("multipleResponseMatches"), Condition: getMethod,
+				ResponseClasses: []*pb.ResponseClass{{Condition: &pb.ResponseMatch{Match: &pb.ResponseMatch_All{All: &pb.ResponseMatch_Seq{Matches: []*pb.ResponseMatch{
+					{Match: &pb.ResponseMatch_Status{Status: &pb.HttpStatusRange{Min: 400, Max: 499}}},
+					{Match: &pb.ResponseMatch_Not{Not: &pb.ResponseMatch{Match: &pb.ResponseMatch_Status{Status: &pb.HttpStatusRange{Min: 404}}}}},
+				}}}}}}},
+			{MetricsLabels: labels("r"), Condition: getMethod,
+				ResponseClasses: []*pb.ResponseClass{{Condition: &pb.ResponseMatch{Match: &pb.ResponseMatch_Status{Status: &pb.HttpStatusRange{Min: 200}}}}}},
+			{MetricsLabels: labels("routeWithTimeout"), Condition: pbLogin, Timeout: durationpb.New(200 * time.Millisecond)},
+		},
+		RetryBudget: &pb.RetryBudget{RetryRatio: 0.5, MinRetriesPerSecond: 3, Ttl: durationpb.New(time.Minute)},
+		DstOverrides: []*pb.WeightedDst{
+			{Authority: fmt.Sprintf("name1-v1.ns.svc.mycluster.local:%d", l5dPort), Weight: 9000},
+			{Authority: "name1-v2.ns.svc.mycluster.local:8080", Weight: 1000},
+		},
+	}
+	s := e.profile(fmt.Sprintf("%s:%d", l5dFQN, l5dPort), "")
+	var got *pb.DestinationProfile
+	for got = s.next(t); len(got.GetRoutes()) < 2; got = s.next(t) { // the fixture's profile had one route
+	}
+	part := &pb.DestinationProfile{Routes: got.GetRoutes(), RetryBudget: got.GetRetryBudget(), DstOverrides: got.GetDstOverrides()}
+	if !proto.Equal(part, want) {
+		t.Fatalf("profile\n got %v\nwant %v", part, want)
+	}
+	if got.GetFullyQualifiedName() != l5dFQN || got.GetProfileRef().GetResource().GetKind() != "ServiceProfile" {
+		t.Fatalf("profile %v: want name1's, from its ServiceProfile", got)
+	}
+}

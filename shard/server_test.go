@@ -242,6 +242,19 @@ func TestGetProfile(t *testing.T) {
 	if p, err := s.Recv(); err != nil || !proto.Equal(p, &pb.DestinationProfile{}) {
 		t.Fatalf("profile of an undeclared port: %v, %v; want the empty profile", p, err)
 	}
+	// An address the cluster does not know gets the default profile, opaque on the default
+	// opaque ports (Linkerd's, the chart's proxy.opaquePorts), with the address as its
+	// endpoint: TestGetProfiles' "Return profile with opaque protocol when using an opaque
+	// port with an external IP" and "Return default profile when IP does not map to service
+	// or pod" (linkerd2's controller/api/destination/server_test.go), over this list.
+	for _, port := range []uint32{25, 587, 3306, 4444, 5432, 6379, 9300, 11211, 80, 443, 8080} {
+		opaque := port != 80 && port != 443 && port != 8080
+		s, _ := e.client.GetProfile(ctx, &pb.GetDestination{Path: fmt.Sprintf("192.0.2.7:%d", port)})
+		p, err := s.Recv()
+		if err != nil || p.GetOpaqueProtocol() != opaque || p.GetEndpoint().GetAddr().GetPort() != port || p.GetRetryBudget() == nil {
+			t.Fatalf("profile of 192.0.2.7:%d: %v, %v; want the default profile, opaque %v", port, p, err, opaque)
+		}
+	}
 	for _, path := range []string{"linkerd.io", "web.shop.svc.cluster.local:99999", "[fe80::1%eth0]:80"} {
 		s, _ := e.client.GetProfile(ctx, &pb.GetDestination{Path: path})
 		if _, err := s.Recv(); status.Code(err) != codes.InvalidArgument {
@@ -252,13 +265,14 @@ func TestGetProfile(t *testing.T) {
 
 // TestGetTransportHeaderMode: in the transport-header mode a meshed endpoint's protocol hint
 // keeps h2 and gains opaque_transport at the proxy's inbound port (what Linkerd's destination
-// sends with --outbound-transport-mode=transport-header); an unmeshed one gets no hint.
+// sends with --outbound-transport-mode=transport-header); an unmeshed one gets no hint. The
+// same holds for the endpoint of a pod IP's profile.
 func TestGetTransportHeaderMode(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.Translator.OutboundTransportMode = translator.TransportHeader })
 	h := e.h()
 	h.OnService(svcObj("shop", "web"), false)
-	h.OnPod(podObj("shop", "web-1", "10.0.0.1", true), false)
-	h.OnPod(podObj("shop", "web-2", "10.0.0.2", false), false)
+	h.OnPod(podObjIn("shop", "web-1", "10.0.0.1", true, corev1.PodRunning), false)
+	h.OnPod(podObjIn("shop", "web-2", "10.0.0.2", false, corev1.PodRunning), false)
 	h.OnEndpointSlice(sliceObj("shop", "web", "web-a", 8080, epSpec{"10.0.0.1", "web-1", true, ""}, epSpec{"10.0.0.2", "web-2", true, ""}), false)
 	waitService(t, e.replica, "shop", "web")
 	s, _ := get(t, e, auth)
@@ -279,5 +293,25 @@ func TestGetTransportHeaderMode(t *testing.T) {
 	}
 	if plain.GetProtocolHint() != nil {
 		t.Errorf("unmeshed endpoint hint = %v, want none", plain.GetProtocolHint())
+	}
+	// A pod IP's profile carries the pod's endpoint with the same hint (Linkerd's endpoint
+	// profile translator applies the mode there too: forceOpaqueTransport).
+	for _, c := range []struct {
+		path      string
+		transport uint32
+	}{{"10.0.0.1:8080", 4143}, {"10.0.0.2:8080", 0}} {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ps, err := e.client.GetProfile(ctx, &pb.GetDestination{Path: c.path})
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		p, err := ps.Recv()
+		cancel()
+		hint := p.GetEndpoint().GetProtocolHint()
+		if err != nil || p.GetEndpoint() == nil || hint.GetOpaqueTransport().GetInboundPort() != c.transport ||
+			(c.transport != 0 && hint.GetH2() == nil) {
+			t.Errorf("profile of %s: %v, %v; want its endpoint with opaque_transport %d", c.path, p, err, c.transport)
+		}
 	}
 }

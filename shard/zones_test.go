@@ -42,7 +42,8 @@ func sliceHead(ns, service, name, family, ports string) string {
 		name, ns, service, family, ports)
 }
 
-// addrWeights returns the addresses of an Add, each with its weight and zone_locality.
+// addrWeights returns the addresses of an Add, each with its weight, zone and zone_locality
+// metric labels.
 func addrWeights(t *testing.T, u *pb.Update) []string {
 	t.Helper()
 	var out []string
@@ -51,7 +52,8 @@ func addrWeights(t *testing.T, u *pb.Update) []string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out = append(out, fmt.Sprintf("%s w=%d %s", ap, a.GetWeight(), a.GetMetricLabels()["zone_locality"]))
+		l := a.GetMetricLabels()
+		out = append(out, fmt.Sprintf("%s w=%d %s %s", ap, a.GetWeight(), l["zone"], l["zone_locality"]))
 	}
 	sort.Strings(out)
 	return out
@@ -71,9 +73,10 @@ spec:
 	"endpoints: [{addresses: [9.7.9.7], zone: west-1b}]\n"
 
 // TestZoneWeights mirrors TestEndpointTranslatorExperimentalZoneWeights ("Disabled",
-// "Applies weights") and the zone_locality of "Sends metric labels with added addresses":
-// against the client's zone an endpoint is local or remote (unknown without a client zone),
-// and with zone weights on, a local endpoint weighs ten times the default.
+// "Applies weights") and the zone and zone_locality labels of TestEndpointTranslator's "Sends
+// metric labels with added addresses": each endpoint carries its zone, and against the
+// client's zone it is local or remote (unknown without a client zone); with zone weights on,
+// a local endpoint weighs ten times the default.
 func TestZoneWeights(t *testing.T) {
 	for _, c := range []struct {
 		name    string
@@ -81,10 +84,10 @@ func TestZoneWeights(t *testing.T) {
 		token   string
 		want    []string
 	}{
-		{"Disabled", false, tokenTest123, []string{"7.9.7.9:7979 w=10000 local", "9.7.9.7:9797 w=10000 remote"}},
-		{"Applies weights", true, tokenTest123, []string{"7.9.7.9:7979 w=100000 local", "9.7.9.7:9797 w=10000 remote"}},
-		{"No client zone", true, "ns:ns", []string{"7.9.7.9:7979 w=10000 unknown", "9.7.9.7:9797 w=10000 unknown"}},
-		{"A node without a zone", true, `{"ns":"ns","nodeName":"zoneless"}`, []string{"7.9.7.9:7979 w=10000 unknown", "9.7.9.7:9797 w=10000 unknown"}},
+		{"Disabled", false, tokenTest123, []string{"7.9.7.9:7979 w=10000 west-1a local", "9.7.9.7:9797 w=10000 west-1b remote"}},
+		{"Applies weights", true, tokenTest123, []string{"7.9.7.9:7979 w=100000 west-1a local", "9.7.9.7:9797 w=10000 west-1b remote"}},
+		{"No client zone", true, "ns:ns", []string{"7.9.7.9:7979 w=10000 west-1a unknown", "9.7.9.7:9797 w=10000 west-1b unknown"}},
+		{"A node without a zone", true, `{"ns":"ns","nodeName":"zoneless"}`, []string{"7.9.7.9:7979 w=10000 west-1a unknown", "9.7.9.7:9797 w=10000 west-1b unknown"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := DefaultConfig()
