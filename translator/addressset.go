@@ -431,7 +431,7 @@ func isMeshed(cfg Config, pod *Pod) bool {
 
 // setMeshed gives e, an address of pod on port tp, what a meshed pod's address gets: identity,
 // HTTP/2 client parameters and the protocol hint (opaque, with the opaque-transport port, when
-// the port is opaque). An unmeshed pod, or a port that skips the inbound proxy, gets none.
+// the port is opaque: the pod's proxy's inbound port, else the configured one). An unmeshed pod, or a port that skips the inbound proxy, gets none.
 func setMeshed(cfg Config, e *snapshot.Endpoint, pod *Pod, tp uint32, opaque bool, b *batch) {
 	if !isMeshed(cfg, pod) || IsSkippedInbound(pod, tp) {
 		return
@@ -439,11 +439,15 @@ func setMeshed(cfg Config, e *snapshot.Endpoint, pod *Pod, tp uint32, opaque boo
 	e.ID = b.identity(cfg, serviceAccount(pod), e.PodNamespace())
 	e.HTTP2 = true
 	e.Hint = snapshot.HintH2
+	inbound := cfg.InboundProxyPort
+	if p := pod.InboundPort(); p != 0 {
+		inbound = p // the pod's proxy listens elsewhere (config.linkerd.io/proxy-inbound-port)
+	}
 	if opaque {
 		e.Hint = snapshot.HintOpaque
-		e.OpaqueTransportPort = cfg.InboundProxyPort
+		e.OpaqueTransportPort = inbound
 	} else if cfg.OutboundTransportMode == TransportHeader {
-		e.OpaqueTransportPort = cfg.InboundProxyPort
+		e.OpaqueTransportPort = inbound
 	}
 }
 

@@ -144,11 +144,21 @@ func unslimPod(p *Pod) *corev1.Pod {
 			ports = append(ports, cp)
 		}
 	}
-	if initPorts != nil {
-		out.Spec.InitContainers = []corev1.Container{{Ports: initPorts}}
+	// The proxy's inbound port, as the environment of a proxy container in each list (as the
+	// base object has it: ProxyInboundPort reads the first).
+	var proxy corev1.Container
+	if port := p.InboundPort(); port != 0 {
+		proxy = corev1.Container{Name: ProxyContainerName, Env: []corev1.EnvVar{{Name: EnvInboundListenAddr, Value: fmt.Sprintf("[::]:%d", port)}}}
 	}
-	if ports != nil {
-		out.Spec.Containers = []corev1.Container{{Ports: ports}}
+	if initPorts != nil || proxy.Name != "" {
+		c := proxy
+		c.Ports = initPorts
+		out.Spec.InitContainers = []corev1.Container{c}
+	}
+	if ports != nil || proxy.Name != "" {
+		c := proxy
+		c.Ports = ports
+		out.Spec.Containers = []corev1.Container{c}
 	}
 	out.Status.Phase = p.Phase()
 	for i, a := range p.IPs() {

@@ -46,6 +46,9 @@ type Pod struct {
 	ips         []netip.Addr
 	ports       []NamedPort
 	hostNetwork bool
+	// inboundPort is the port of the pod's proxy container's LINKERD2_PROXY_INBOUND_LISTEN_ADDR
+	// (ProxyInboundPort); 0 when it has none.
+	inboundPort uint16
 }
 
 // NamedPort is a named port of one of a pod's containers or init containers.
@@ -94,7 +97,41 @@ func SlimPod(p *corev1.Pod) *Pod {
 		}
 	}
 	out.ips = podAddrs(p)
+	out.inboundPort = ProxyInboundPort(&p.Spec)
 	return out
+}
+
+// ProxyContainerName is the name of the proxy's container, and EnvInboundListenAddr the
+// variable of its environment that gives its inbound address (both as Linkerd's injector and
+// Meridian's write them).
+const (
+	ProxyContainerName   = "linkerd-proxy"
+	EnvInboundListenAddr = "LINKERD2_PROXY_INBOUND_LISTEN_ADDR"
+)
+
+// ProxyInboundPort returns the inbound port of spec's proxy: the port of EnvInboundListenAddr
+// in the first container named ProxyContainerName, init containers first (a native sidecar),
+// as linkerd2's destination reads it (getInboundPort). It is 0 when there is no such
+// variable, or its value is not an address with a port other than 0; the opaque-transport
+// port is then the configured one (Config.InboundProxyPort), where Linkerd sends none.
+func ProxyInboundPort(spec *corev1.PodSpec) uint16 {
+	for _, cs := range [...][]corev1.Container{spec.InitContainers, spec.Containers} {
+		for i := range cs {
+			if cs[i].Name != ProxyContainerName {
+				continue
+			}
+			for _, e := range cs[i].Env {
+				if e.Name == EnvInboundListenAddr {
+					ap, err := netip.ParseAddrPort(e.Value)
+					if err != nil {
+						return 0
+					}
+					return ap.Port()
+				}
+			}
+		}
+	}
+	return 0
 }
 
 // podAddrs returns the addresses of p's status (Pod.IPs).
@@ -152,6 +189,10 @@ func (p *Pod) Phase() corev1.PodPhase { return corev1.PodPhase(str(p.phase)) }
 
 // HostNetwork reports whether the pod runs on its node's network.
 func (p *Pod) HostNetwork() bool { return p.hostNetwork }
+
+// InboundPort returns the inbound port its proxy's environment gives (ProxyInboundPort): 0
+// when it gives none.
+func (p *Pod) InboundPort() uint16 { return p.inboundPort }
 
 // IPs returns the pod's addresses (see PodIPs for those it may be found by). The slice must
 // not be modified.

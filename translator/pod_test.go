@@ -185,3 +185,35 @@ func TestPodEndpointsShareLabels(t *testing.T) {
 		t.Fatalf("labels of %s: %q", e0.PodName(), render(e0))
 	}
 }
+
+// TestProxyInboundPort reads a pod's proxy inbound port as linkerd2's destination does
+// (getInboundPort): the proxy container's LINKERD2_PROXY_INBOUND_LISTEN_ADDR, init containers
+// first; anything else gives 0 (the configured port applies).
+func TestProxyInboundPort(t *testing.T) {
+	proxy := func(name, value string) corev1.Container {
+		return corev1.Container{Name: name, Env: []corev1.EnvVar{{Name: "OTHER", Value: "[::]:1"}, {Name: EnvInboundListenAddr, Value: value}}}
+	}
+	for _, c := range []struct {
+		name       string
+		init, main []corev1.Container
+		want       uint16
+	}{
+		{"a container", nil, []corev1.Container{{Name: "app"}, proxy(ProxyContainerName, "0.0.0.0:4143")}, 4143},
+		{"IPv6", nil, []corev1.Container{proxy(ProxyContainerName, "[::]:4243")}, 4243},
+		{"a native sidecar first", []corev1.Container{proxy(ProxyContainerName, "[::]:4343")}, []corev1.Container{proxy(ProxyContainerName, "[::]:4243")}, 4343},
+		{"another container's variable", nil, []corev1.Container{proxy("app", "[::]:4243")}, 0},
+		{"no variable", nil, []corev1.Container{{Name: ProxyContainerName}}, 0},
+		{"a port without an address", nil, []corev1.Container{proxy(ProxyContainerName, "4243")}, 0},
+		{"a host name", nil, []corev1.Container{proxy(ProxyContainerName, "localhost:4243")}, 0},
+		{"port 0", nil, []corev1.Container{proxy(ProxyContainerName, "[::]:0")}, 0},
+		{"a port out of range", nil, []corev1.Container{proxy(ProxyContainerName, "[::]:65536")}, 0},
+	} {
+		spec := &corev1.PodSpec{InitContainers: c.init, Containers: c.main}
+		if got := ProxyInboundPort(spec); got != c.want {
+			t.Errorf("%s: %d, want %d", c.name, got, c.want)
+		}
+		if got := SlimPod(&corev1.Pod{Spec: *spec}).InboundPort(); got != c.want {
+			t.Errorf("%s: the projection's %d, want %d", c.name, got, c.want)
+		}
+	}
+}

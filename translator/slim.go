@@ -62,8 +62,9 @@ var (
 	// every other for Servers' pod selectors), the owner (Owner), the port annotations
 	// (IsOpaque, IsSkippedInbound) and the named container ports (which the opaque-ports
 	// annotation and Servers may name), with their numbers; the node (View) and what GetProfile
-	// by IP reads: phase, pod IPs, host network and whether the pod is being deleted. Not the
-	// proxy's environment: the opaque-transport port is Config.InboundProxyPort. Nor its kind:
+	// by IP reads: phase, pod IPs, host network and whether the pod is being deleted. Of the
+	// containers' environments, the proxy container's inbound address only, as its port (the
+	// opaque-transport port; ProxyInboundPort). Not its kind:
 	// the projection is a Pod of this package (pod.go), which holds these fields in a compact
 	// form (the addresses parsed, the controller reference as its kind and name, the named
 	// ports without their containers, the newest managedFields time without its entry).
@@ -77,6 +78,9 @@ var (
 		"spec.serviceAccountName", "spec.nodeName", "spec.hostNetwork",
 		"spec.initContainers[].ports[].name", "spec.initContainers[].ports[].containerPort", // named ports only; containers without one are dropped
 		"spec.containers[].ports[].name", "spec.containers[].ports[].containerPort", // named ports only; containers without one are dropped
+		// The proxy container's EnvInboundListenAddr, as its port (in whichever list it is):
+		"spec.initContainers[].name", "spec.initContainers[].env[].name", "spec.initContainers[].env[].value",
+		"spec.containers[].name", "spec.containers[].env[].name", "spec.containers[].env[].value",
 		"status.phase", "status.podIP", "status.podIPs[].ip", // as the addresses they give (Pod.IPs)
 	}
 )

@@ -82,8 +82,9 @@ func basePod() *corev1.Pod {
 	p.Spec.ServiceAccountName = "web"
 	p.Spec.NodeName = "node-1"
 	p.Spec.HostNetwork = true
-	p.Spec.InitContainers = []corev1.Container{{Ports: []corev1.ContainerPort{{Name: "linkerd-admin", ContainerPort: 4191}}}}
-	p.Spec.Containers = []corev1.Container{{Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}}}}
+	proxyEnv := []corev1.EnvVar{{Name: EnvInboundListenAddr, Value: "[::]:4243"}}
+	p.Spec.InitContainers = []corev1.Container{{Name: ProxyContainerName, Env: proxyEnv, Ports: []corev1.ContainerPort{{Name: "linkerd-admin", ContainerPort: 4191}}}}
+	p.Spec.Containers = []corev1.Container{{Name: ProxyContainerName, Env: proxyEnv, Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}}}}
 	p.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.1", PodIPs: []corev1.PodIP{{IP: "10.0.0.1"}}}
 	return p
 }
