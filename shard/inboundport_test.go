@@ -49,11 +49,15 @@ func transportPorts(t *testing.T, u *pb.Update) map[string]uint32 {
 // endpoint translator reads it (getInboundPort; its tests' pods carry the variable), for a
 // Get on an opaque port, in the transport-header mode, and for a pod IP's profile; a pod
 // whose proxy gives none (or an unreadable one) gets the configured port, and a change of
-// the variable is sent.
+// the variable is sent. (The sources' part, that a pod keeps the variable's port in its
+// projection, is checked for each source in shard/source and translator.)
 func TestProxyInboundPort(t *testing.T) {
 	for _, mode := range []string{translator.TransportTransparent, translator.TransportHeader} {
 		t.Run(mode, func(t *testing.T) {
-			e := newEnv(t, func(c *Config) { c.Translator.OutboundTransportMode = mode })
+			e := newEnv(t, func(c *Config) {
+				c.Translator.OutboundTransportMode = mode
+				c.Translator.InboundProxyPort = 4150 // the configured port, unlike any pod's
+			})
 			h := e.h()
 			port := int32(3306) // opaque by default
 			if mode == translator.TransportHeader {
@@ -62,12 +66,12 @@ func TestProxyInboundPort(t *testing.T) {
 			h.OnService(svcObj("shop", "web", corev1.ServicePort{Name: "http", Port: port}), false)
 			h.OnPod(proxyPod("web-1", "10.0.0.1", "[::]:4243"), false)
 			h.OnPod(proxyPod("web-2", "10.0.0.2", ""), false)
-			h.OnPod(proxyPod("web-3", "10.0.0.3", "4143"), false) // no address: not readable
+			h.OnPod(proxyPod("web-3", "10.0.0.3", "4243"), false) // no address: not readable
 			h.OnEndpointSlice(sliceObj("shop", "web", "web-a", port,
 				epSpec{"10.0.0.1", "web-1", true, ""}, epSpec{"10.0.0.2", "web-2", true, ""}, epSpec{"10.0.0.3", "web-3", true, ""}), false)
 			waitService(t, e.replica, "shop", "web")
 			s, _ := get(t, e, fmt.Sprintf("web.shop.svc.cluster.local:%d", port))
-			want := map[string]uint32{"10.0.0.1": 4243, "10.0.0.2": 4143, "10.0.0.3": 4143}
+			want := map[string]uint32{"10.0.0.1": 4243, "10.0.0.2": 4150, "10.0.0.3": 4150}
 			got := map[string]uint32{}
 			testutil.Eventually(t, 10*time.Second, "the three endpoints", func() bool {
 				for a, p := range transportPorts(t, s.next(t)) {

@@ -110,8 +110,9 @@ func AddressSetReusing(cfg Config, in Inputs, port uint32, r Reuse) *snapshot.Ad
 //   - A pod is meshed when its label linkerd.io/control-plane-ns equals
 //     cfg.ControlPlaneNamespace. A meshed pod's address on a port not in its
 //     config.linkerd.io/skip-inbound-ports gets the identity of its service account, HTTP/2
-//     client parameters and the hint h2, or opaque with cfg.InboundProxyPort as the
-//     opaque-transport port when the port is opaque (IsOpaque). Other addresses get none.
+//     client parameters and the hint h2, or opaque with the pod's proxy's inbound port
+//     (Pod.InboundPort, else cfg.InboundProxyPort) as the opaque-transport port when the
+//     port is opaque (IsOpaque). Other addresses get none.
 //   - A Server of the namespace with proxyProtocol opaque that selects the pod and the port
 //     (ServerOpaque) makes the port opaque too.
 //   - An endpoint without a pod in a multicluster mirror's slice gets the gateway identity of
@@ -431,7 +432,8 @@ func isMeshed(cfg Config, pod *Pod) bool {
 
 // setMeshed gives e, an address of pod on port tp, what a meshed pod's address gets: identity,
 // HTTP/2 client parameters and the protocol hint (opaque, with the opaque-transport port, when
-// the port is opaque: the pod's proxy's inbound port, else the configured one). An unmeshed pod, or a port that skips the inbound proxy, gets none.
+// the port is opaque: the pod's proxy's inbound port, else the configured one). An unmeshed
+// pod, or a port that skips the inbound proxy, gets none.
 func setMeshed(cfg Config, e *snapshot.Endpoint, pod *Pod, tp uint32, opaque bool, b *batch) {
 	if !isMeshed(cfg, pod) || IsSkippedInbound(pod, tp) {
 		return

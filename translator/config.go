@@ -15,7 +15,8 @@ type Config struct {
 	// config.linkerd.io/opaque-ports annotation.
 	DefaultOpaquePorts []uint32
 	// InboundProxyPort is the proxy's inbound port, sent as opaque_transport for opaque ports
-	// (and, in TransportHeader mode, for every port of a meshed pod).
+	// (and, in TransportHeader mode, for every port of a meshed pod) when the pod's proxy
+	// container does not give its own (Pod.InboundPort).
 	InboundProxyPort uint16
 	// OutboundTransportMode is Linkerd's --outbound-transport-mode: TransportTransparent
 	// (the default: opaque_transport only on opaque ports) or TransportHeader (every meshed

@@ -200,12 +200,11 @@ func TestProxyInboundPort(t *testing.T) {
 	}{
 		{"a container", nil, []corev1.Container{{Name: "app"}, proxy(ProxyContainerName, "0.0.0.0:4143")}, 4143},
 		{"IPv6", nil, []corev1.Container{proxy(ProxyContainerName, "[::]:4243")}, 4243},
-		{"a native sidecar first", []corev1.Container{proxy(ProxyContainerName, "[::]:4343")}, []corev1.Container{proxy(ProxyContainerName, "[::]:4243")}, 4343},
+		{"a native sidecar", []corev1.Container{{Name: "init"}, proxy(ProxyContainerName, "[::]:4343")}, []corev1.Container{proxy("app", "[::]:4243")}, 4343},
 		{"another container's variable", nil, []corev1.Container{proxy("app", "[::]:4243")}, 0},
 		{"no variable", nil, []corev1.Container{{Name: ProxyContainerName}}, 0},
 		{"a port without an address", nil, []corev1.Container{proxy(ProxyContainerName, "4243")}, 0},
 		{"a host name", nil, []corev1.Container{proxy(ProxyContainerName, "localhost:4243")}, 0},
-		{"port 0", nil, []corev1.Container{proxy(ProxyContainerName, "[::]:0")}, 0},
 		{"a port out of range", nil, []corev1.Container{proxy(ProxyContainerName, "[::]:65536")}, 0},
 	} {
 		spec := &corev1.PodSpec{InitContainers: c.init, Containers: c.main}

@@ -85,7 +85,7 @@ func testPod(ns, name string) *corev1.Pod {
 			Volumes:            []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
 			InitContainers: []corev1.Container{{
 				Name: "linkerd-proxy", Image: "proxy:dev", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
-				Env: []corev1.EnvVar{{Name: "LINKERD2_PROXY_INBOUND_LISTEN_ADDR", Value: "0.0.0.0:4143"}, {Name: "OTHER", Value: "x"}},
+				Env: []corev1.EnvVar{{Name: "LINKERD2_PROXY_INBOUND_LISTEN_ADDR", Value: "0.0.0.0:4243"}, {Name: "OTHER", Value: "x"}},
 			}},
 			Containers: []corev1.Container{{
 				Name: "web", Image: "web:1", Command: []string{"/web", "--serve"},
@@ -151,11 +151,14 @@ func checkProjected(t *testing.T, rec *recorder, ns string) *translator.Pod {
 	if mf := pod.GetManagedFields(); len(mf) != 1 || mf[0].Time == nil || pod.NewestManagedTime().IsZero() {
 		t.Errorf("pod managedFields after transform: %+v", mf)
 	}
-	// Nothing reads the proxy's environment (the opaque-transport port is
-	// translator.Config.InboundProxyPort), so the init containers, which have no named
-	// port, go with the rest. The labels stay: Servers select pods by them.
+	// Of the proxy's environment only its inbound port stays (the opaque-transport port), so
+	// the init containers, which have no named port, go with the rest. The labels stay:
+	// Servers select pods by them.
 	if pod.Label("app") != "web" || pod.GetAnnotations()["other"] != "" {
 		t.Errorf("pod not projected: labels %v, annotations %v", pod.GetLabels(), pod.GetAnnotations())
+	}
+	if pod.InboundPort() != 4243 {
+		t.Errorf("pod's proxy inbound port after transform: %d, want 4243", pod.InboundPort())
 	}
 	var ports []string
 	for _, p := range pod.NamedPorts() {
