@@ -243,7 +243,7 @@ func TestGetProfile(t *testing.T) {
 		t.Fatalf("profile of an undeclared port: %v, %v; want the empty profile", p, err)
 	}
 	// An address the cluster does not know gets the default profile, opaque on the default
-	// opaque ports (Linkerd's, the chart's proxy.opaquePorts), with the address as its
+	// opaque ports (Linkerd's defaults, translator.DefaultConfig's), with the address as its
 	// endpoint: TestGetProfiles' "Return profile with opaque protocol when using an opaque
 	// port with an external IP" and "Return default profile when IP does not map to service
 	// or pod" (linkerd2's controller/api/destination/server_test.go), over this list.
