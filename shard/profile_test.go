@@ -46,6 +46,19 @@ var (
 	pbParentFoo        = &meta.Metadata{Kind: &meta.Metadata_Resource{Resource: &meta.Resource{Group: "core", Kind: "Service", Name: "foo", Namespace: "bar", Port: 80}}}
 	pbProfileRef       = &meta.Metadata{Kind: &meta.Metadata_Resource{Resource: &meta.Resource{Group: "linkerd.io", Kind: "ServiceProfile", Name: "foo.bar.svc.cluster.local", Namespace: "bar"}}}
 	defaultRetryBudget = &pb.RetryBudget{MinRetriesPerSecond: 10, RetryRatio: 0.2, Ttl: durationpb.New(10 * time.Second)}
+
+	// The other routes TestProfileTranslator translates, as sent.
+	pbGetMethod               = &pb.RequestMatch{Match: &pb.RequestMatch_Method{Method: &httppb.HttpMethod{Type: &httppb.HttpMethod_Registered_{Registered: httppb.HttpMethod_GET}}}}
+	pbMultipleRequestMatches  = &pb.Route{MetricsLabels: map[string]string{"route": "multipleRequestMatches"}, Condition: &pb.RequestMatch{Match: &pb.RequestMatch_All{All: &pb.RequestMatch_Seq{Matches: []*pb.RequestMatch{pbGetMethod, {Match: &pb.RequestMatch_Path{Path: &pb.PathMatch{Regex: "/my/path"}}}}}}}}
+	pbMultipleResponseMatches = &pb.Route{MetricsLabels: map[string]string{"route": "multipleResponseMatches"}, Condition: pbGetMethod,
+		ResponseClasses: []*pb.ResponseClass{{Condition: &pb.ResponseMatch{Match: &pb.ResponseMatch_All{All: &pb.ResponseMatch_Seq{Matches: []*pb.ResponseMatch{
+			{Match: &pb.ResponseMatch_Status{Status: &pb.HttpStatusRange{Min: 400, Max: 499}}},
+			{Match: &pb.ResponseMatch_Not{Not: &pb.ResponseMatch{Match: &pb.ResponseMatch_Status{Status: &pb.HttpStatusRange{Min: 404}}}}},
+		}}}}}}}
+	pbOneSidedRange    = &pb.Route{MetricsLabels: map[string]string{"route": "r"}, Condition: pbGetMethod, ResponseClasses: []*pb.ResponseClass{{Condition: &pb.ResponseMatch{Match: &pb.ResponseMatch_Status{Status: &pb.HttpStatusRange{Min: 200}}}}}}
+	pbRouteWithTimeout = &pb.Route{MetricsLabels: map[string]string{"route": "routeWithTimeout"}, Condition: pbLogin, Timeout: durationpb.New(200 * time.Millisecond)}
+	// A retry budget other than the default: ratio 0.5, 3 a second, a minute.
+	pbCustomBudget = &pb.RetryBudget{RetryRatio: 0.5, MinRetriesPerSecond: 3, Ttl: durationpb.New(time.Minute)}
 )
 
 // fooProfile is a ServiceProfile of foo.bar with the routes given, projected (and so checked).
@@ -73,7 +86,6 @@ func TestProfileTranslation(t *testing.T) {
 	base := func(routes ...*pb.Route) *pb.DestinationProfile {
 		return &pb.DestinationProfile{FullyQualifiedName: "foo.bar.svc.cluster.local", ParentRef: pbParentFoo, ProfileRef: pbProfileRef, Routes: routes, RetryBudget: defaultRetryBudget}
 	}
-	getMethod := &pb.RequestMatch{Match: &pb.RequestMatch_Method{Method: &httppb.HttpMethod{Type: &httppb.HttpMethod_Registered_{Registered: httppb.HttpMethod_GET}}}}
 	for _, tc := range []struct {
 		name   string
 		routes []*translator.RouteSpec
@@ -82,30 +94,22 @@ func TestProfileTranslation(t *testing.T) {
 		{"Sends update", []*translator.RouteSpec{route1, route2}, base(pbRoute1, pbRoute2)},
 		{"Request match with more than one field becomes ALL",
 			[]*translator.RouteSpec{{Name: "multipleRequestMatches", Condition: &translator.RequestMatch{Method: "GET", PathRegex: "/my/path"}}},
-			base(&pb.Route{MetricsLabels: map[string]string{"route": "multipleRequestMatches"}, ResponseClasses: []*pb.ResponseClass{},
-				Condition: &pb.RequestMatch{Match: &pb.RequestMatch_All{All: &pb.RequestMatch_Seq{Matches: []*pb.RequestMatch{
-					getMethod, {Match: &pb.RequestMatch_Path{Path: &pb.PathMatch{Regex: "/my/path"}}}}}}}})},
+			base(pbMultipleRequestMatches)},
 		{"Ignores request match without any fields", []*translator.RouteSpec{{Name: "r", Condition: &translator.RequestMatch{}}}, nil},
 		{"Response match with more than one field becomes ALL",
 			[]*translator.RouteSpec{{Name: "multipleResponseMatches", Condition: &translator.RequestMatch{Method: "GET"},
 				ResponseClasses: []*translator.ResponseClass{{Condition: &translator.ResponseMatch{Status: &translator.Range{Min: 400, Max: 499}, Not: &translator.ResponseMatch{Status: &translator.Range{Min: 404}}}}}}},
-			base(&pb.Route{MetricsLabels: map[string]string{"route": "multipleResponseMatches"}, Condition: getMethod,
-				ResponseClasses: []*pb.ResponseClass{{Condition: &pb.ResponseMatch{Match: &pb.ResponseMatch_All{All: &pb.ResponseMatch_Seq{Matches: []*pb.ResponseMatch{
-					{Match: &pb.ResponseMatch_Status{Status: &pb.HttpStatusRange{Min: 400, Max: 499}}},
-					{Match: &pb.ResponseMatch_Not{Not: &pb.ResponseMatch{Match: &pb.ResponseMatch_Status{Status: &pb.HttpStatusRange{Min: 404}}}}},
-				}}}}}}})},
+			base(pbMultipleResponseMatches)},
 		{"Ignores response match without any fields",
 			[]*translator.RouteSpec{{Name: "r", Condition: &translator.RequestMatch{Method: "GET"}, ResponseClasses: []*translator.ResponseClass{{Condition: &translator.ResponseMatch{}}}}}, nil},
 		{"Ignores response match with invalid status range",
 			[]*translator.RouteSpec{{Name: "r", Condition: &translator.RequestMatch{Method: "GET"}, ResponseClasses: []*translator.ResponseClass{{Condition: &translator.ResponseMatch{Status: &translator.Range{Min: 201, Max: 200}}}}}}, nil},
 		{"Sends update for one sided status range",
 			[]*translator.RouteSpec{{Name: "r", Condition: &translator.RequestMatch{Method: "GET"}, ResponseClasses: []*translator.ResponseClass{{Condition: &translator.ResponseMatch{Status: &translator.Range{Min: 200}}}}}},
-			base(&pb.Route{MetricsLabels: map[string]string{"route": "r"}, Condition: getMethod,
-				ResponseClasses: []*pb.ResponseClass{{Condition: &pb.ResponseMatch{Match: &pb.ResponseMatch_Status{Status: &pb.HttpStatusRange{Min: 200}}}}}})},
+			base(pbOneSidedRange)},
 		{"Sends update with custom timeout",
 			[]*translator.RouteSpec{{Name: "routeWithTimeout", Condition: login, ResponseClasses: []*translator.ResponseClass{}, Timeout: "200ms"}},
-			base(&pb.Route{MetricsLabels: map[string]string{"route": "routeWithTimeout"}, Condition: pbLogin, ResponseClasses: []*pb.ResponseClass{},
-				Timeout: durationpb.New(200 * time.Millisecond)})},
+			base(pbRouteWithTimeout)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sp, err := fooProfile(t, tc.routes...)
@@ -150,9 +154,8 @@ func TestProfileRetryBudgetAndDstOverrides(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := fooDestinationProfile(sp)
-	wantBudget := &pb.RetryBudget{RetryRatio: 0.5, MinRetriesPerSecond: 3, Ttl: durationpb.New(time.Minute)}
 	wantDsts := []*pb.WeightedDst{{Authority: "foo-v1.bar.svc.cluster.local:80", Weight: 9000}, {Authority: "foo-v2.bar.svc.cluster.local:8080", Weight: 1000}}
-	if !proto.Equal(got.GetRetryBudget(), wantBudget) || len(got.GetDstOverrides()) != 2 ||
+	if !proto.Equal(got.GetRetryBudget(), pbCustomBudget) || len(got.GetDstOverrides()) != 2 ||
 		!proto.Equal(got.GetDstOverrides()[0], wantDsts[0]) || !proto.Equal(got.GetDstOverrides()[1], wantDsts[1]) {
 		t.Fatalf("budget %v, overrides %v", got.GetRetryBudget(), got.GetDstOverrides())
 	}
@@ -316,23 +319,9 @@ func TestProfileTranslationOverGRPC(t *testing.T) {
 	e := newDirEnv(t, parityConfig(), "linkerd")
 	removeDoc(t, e, "profiles.yaml", "kind: ServiceProfile", "name: name1.ns.svc.mycluster.local")
 	e.write("sp.yaml", translationProfile)
-	getMethod := &pb.RequestMatch{Match: &pb.RequestMatch_Method{Method: &httppb.HttpMethod{Type: &httppb.HttpMethod_Registered_{Registered: httppb.HttpMethod_GET}}}}
-	labels := func(name string) map[string]string { return map[string]string{"route": name} }
 	want := &pb.DestinationProfile{
-		Routes: []*pb.Route{
-			pbRoute1, pbRoute2,
-			{MetricsLabels: labels("multipleRequestMatches"), Condition: &pb.RequestMatch{Match: &pb.RequestMatch_All{All: &pb.RequestMatch_Seq{Matches: []*pb.RequestMatch{
-				getMethod, {Match: &pb.RequestMatch_Path{Path: &pb.PathMatch{Regex: "/my/path"}}}}}}}},
-			{MetricsLabels: labels("multipleResponseMatches"), Condition: getMethod,
-				ResponseClasses: []*pb.ResponseClass{{Condition: &pb.ResponseMatch{Match: &pb.ResponseMatch_All{All: &pb.ResponseMatch_Seq{Matches: []*pb.ResponseMatch{
-					{Match: &pb.ResponseMatch_Status{Status: &pb.HttpStatusRange{Min: 400, Max: 499}}},
-					{Match: &pb.ResponseMatch_Not{Not: &pb.ResponseMatch{Match: &pb.ResponseMatch_Status{Status: &pb.HttpStatusRange{Min: 404}}}}},
-				}}}}}}},
-			{MetricsLabels: labels("r"), Condition: getMethod,
-				ResponseClasses: []*pb.ResponseClass{{Condition: &pb.ResponseMatch{Match: &pb.ResponseMatch_Status{Status: &pb.HttpStatusRange{Min: 200}}}}}},
-			{MetricsLabels: labels("routeWithTimeout"), Condition: pbLogin, Timeout: durationpb.New(200 * time.Millisecond)},
-		},
-		RetryBudget: &pb.RetryBudget{RetryRatio: 0.5, MinRetriesPerSecond: 3, Ttl: durationpb.New(time.Minute)},
+		Routes:      []*pb.Route{pbRoute1, pbRoute2, pbMultipleRequestMatches, pbMultipleResponseMatches, pbOneSidedRange, pbRouteWithTimeout},
+		RetryBudget: pbCustomBudget,
 		DstOverrides: []*pb.WeightedDst{
 			{Authority: fmt.Sprintf("name1-v1.ns.svc.mycluster.local:%d", l5dPort), Weight: 9000},
 			{Authority: "name1-v2.ns.svc.mycluster.local:8080", Weight: 1000},
