@@ -72,10 +72,8 @@ func (c *Cluster) stepColdStart(cs *coldStart, now time.Time, changed bool) *col
 		return nil
 	}
 	if !cs.settledAt.IsZero() {
-		if since := now.Sub(cs.settledAt); since < cs.longest {
-			if !changed {
-				cs.t.Reset(cs.longest - since)
-			}
+		if left := cs.longest - now.Sub(cs.settledAt); left > 0 {
+			cs.t.Reset(left)
 			return cs
 		}
 		c.advertise(startState{})
@@ -130,10 +128,7 @@ func (c *Cluster) servingPeer(members int) bool {
 		if name == c.self.Name {
 			continue
 		}
-		if _, _, err := decodeMeta(n.meta); err != nil || leavingMeta(n.meta) {
-			continue
-		}
-		if st := startStateOf(n.meta); !st.starting && st.formed <= members {
+		if m, err := parseMeta(n.meta); err == nil && !m.Leaving && !m.Starting && m.Formed <= members {
 			return true
 		}
 	}

@@ -47,15 +47,6 @@ type startState struct {
 	formed   int
 }
 
-// startStateOf returns the cold-start state in metadata b (zero when b does not decode).
-func startStateOf(b []byte) startState {
-	var m meta
-	if json.Unmarshal(b, &m) != nil {
-		return startState{}
-	}
-	return startState{starting: m.Starting, formed: m.Formed}
-}
-
 // encodeMeta returns the gossip metadata advertising grpcAddr, the ring shape shape
 // (HashConfig.String) and the cold-start state st, checking the address and memberlist's
 // size limit.
@@ -76,20 +67,28 @@ func encodeMeta(grpcAddr, shape string, st startState) ([]byte, error) {
 // decodeMeta returns the gRPC address in a member's metadata, and the ring shape it
 // advertises: LegacyHashConfig's when it advertises none.
 func decodeMeta(b []byte) (addr, shape string, _ error) {
+	m, err := parseMeta(b)
+	return m.GRPC, m.Shape, err
+}
+
+// parseMeta decodes a member's metadata whole, checking its gRPC address and giving the
+// legacy shape to one that advertises none (decodeMeta); the zero meta with an error when b
+// is not valid metadata.
+func parseMeta(b []byte) (meta, error) {
 	if len(b) == 0 {
-		return "", "", fmt.Errorf("no metadata (not a Meridian replica?)")
+		return meta{}, fmt.Errorf("no metadata (not a Meridian replica?)")
 	}
 	var m meta
 	if err := json.Unmarshal(b, &m); err != nil {
-		return "", "", fmt.Errorf("metadata: %w", err)
+		return meta{}, fmt.Errorf("metadata: %w", err)
 	}
 	if err := checkHostPort(m.GRPC); err != nil {
-		return "", "", fmt.Errorf("metadata gRPC address %q: %w", m.GRPC, err)
+		return meta{}, fmt.Errorf("metadata gRPC address %q: %w", m.GRPC, err)
 	}
 	if m.Shape == "" {
 		m.Shape = legacyShape
 	}
-	return m.GRPC, m.Shape, nil
+	return m, nil
 }
 
 // legacyShape is what a member that advertises no shape builds with.
