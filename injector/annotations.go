@@ -1,5 +1,7 @@
 package injector
 
+import "github.com/meridian-mesh/meridian/translator"
+
 // Annotation and label keys the injector reads or writes. They are Linkerd's, so that
 // existing manifests work unchanged.
 const (
@@ -119,9 +121,10 @@ const (
 	AtWorkload  = "workload"
 )
 
-// Container and volume names, as Linkerd's.
+// Container and volume names, as Linkerd's. The proxy container's name is the one the
+// destination looks for when it reads a pod's proxy inbound port (translator.ProxyInboundPort).
 const (
-	ProxyContainerName     = "linkerd-proxy"
+	ProxyContainerName     = translator.ProxyContainerName
 	InitContainerName      = "linkerd-init"
 	volumeXtablesLock      = "linkerd-proxy-init-xtables-lock"
 	volumeIdentityEndEnt   = "linkerd-identity-end-entity"

@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/meridian-mesh/meridian/translator"
 )
 
 // Owner is the workload a pod belongs to, as far as the pod itself tells: its controller
@@ -144,7 +146,7 @@ func (c *Config) proxyContainer(d Decision, v Values, w Workload) corev1.Contain
 		{Name: "LINKERD2_PROXY_CONTROL_LISTEN_ADDR", Value: fmt.Sprintf("[::]:%d", v.ControlPort)},
 		{Name: "LINKERD2_PROXY_ADMIN_LISTEN_ADDR", Value: fmt.Sprintf("[::]:%d", v.AdminPort)},
 		{Name: "LINKERD2_PROXY_OUTBOUND_LISTEN_ADDR", Value: fmt.Sprintf("127.0.0.1:%d", v.OutboundPort)},
-		{Name: "LINKERD2_PROXY_INBOUND_LISTEN_ADDR", Value: fmt.Sprintf("[::]:%d", v.InboundPort)},
+		{Name: translator.EnvInboundListenAddr, Value: fmt.Sprintf("[::]:%d", v.InboundPort)},
 	}
 	if ports := appPorts(w.Spec); ports != "" {
 		env = append(env, corev1.EnvVar{Name: "LINKERD2_PROXY_INBOUND_PORTS", Value: ports})

@@ -304,9 +304,18 @@ func TestPatchConfiguredCommands(t *testing.T) {
 // injectWeb returns a one-container pod annotated for injection as cfg patches it.
 func injectWeb(t *testing.T, cfg *Config) *corev1.Pod {
 	t.Helper()
+	return injectWebAnnotated(t, cfg, nil)
+}
+
+// injectWebAnnotated is injectWeb of a pod that also carries ann.
+func injectWebAnnotated(t *testing.T, cfg *Config, ann map[string]string) *corev1.Pod {
+	t.Helper()
 	pod := corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Annotations: map[string]string{AnnotationInject: InjectEnabled}},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "web"}}},
+	}
+	for k, v := range ann {
+		pod.Annotations[k] = v
 	}
 	out := cfg.Review(Meta{}, "apps", &pod.ObjectMeta, &pod.Spec, false)
 	if !out.Decision.Inject {
