@@ -213,17 +213,16 @@ func ratio(a, b float64) *float64 {
 }
 
 // checkTargets fills r.Targets: per protocol, added p50 at most nginx's and added p99 at most
-// 1.5x nginx's; per proxy, RSS at most 30 MB and allocations per request under 30.
+// 1.5x nginx's (where nginx adds nothing, or less than nothing, so that no ratio exists: at
+// most nginx's, compared in milliseconds); per proxy, RSS at most 30 MB and allocations per
+// request under 30.
 func (r *Result) checkTargets() {
 	r.Targets = nil
 	for _, p := range r.Protocols {
-		if p.AddedP50Ratio != nil {
-			r.Targets = append(r.Targets, Target{Name: string(p.Protocol) + " added p50 / nginx's", Value: *p.AddedP50Ratio, Limit: 1, Unit: "x",
-				Met: *p.AddedP50Ratio <= 1, Detail: fmt.Sprintf("%.3f ms vs %.3f ms", p.MeridianAddedP50Ms, p.NginxAddedP50Ms)})
-		}
-		if p.AddedP99Ratio != nil {
-			r.Targets = append(r.Targets, Target{Name: string(p.Protocol) + " added p99 / nginx's", Value: *p.AddedP99Ratio, Limit: 1.5, Unit: "x",
-				Met: *p.AddedP99Ratio <= 1.5, Detail: fmt.Sprintf("%.3f ms vs %.3f ms", p.MeridianAddedP99Ms, p.NginxAddedP99Ms)})
+		if p.variant(Nginx) != nil && p.variant(Meridian) != nil {
+			r.Targets = append(r.Targets,
+				addedTarget(p.Protocol, "p50", p.AddedP50Ratio, 1, p.MeridianAddedP50Ms, p.NginxAddedP50Ms),
+				addedTarget(p.Protocol, "p99", p.AddedP99Ratio, 1.5, p.MeridianAddedP99Ms, p.NginxAddedP99Ms))
 		}
 		m := p.variant(Meridian)
 		if m == nil {
@@ -239,6 +238,18 @@ func (r *Result) checkTargets() {
 			}
 		}
 	}
+}
+
+// addedTarget is the target on a percentile's added latency: Meridian's over nginx's at most
+// limit, or, where nginx's is not positive (no ratio), Meridian's minus nginx's at most 0 ms.
+func addedTarget(proto Protocol, pct string, ratio *float64, limit, meridian, nginx float64) Target {
+	detail := fmt.Sprintf("%.3f ms vs %.3f ms", meridian, nginx)
+	if ratio != nil {
+		return Target{Name: fmt.Sprintf("%s added %s / nginx's", proto, pct), Value: *ratio, Limit: limit, Unit: "x", Met: *ratio <= limit, Detail: detail}
+	}
+	d := meridian - nginx
+	return Target{Name: fmt.Sprintf("%s added %s - nginx's", proto, pct), Value: d, Limit: 0, Unit: "ms", Met: d <= 0,
+		Detail: detail + " (nginx's is not positive: no ratio)"}
 }
 
 // WriteJSON writes r to path, indented.
@@ -301,7 +312,11 @@ func WriteTable(w io.Writer, r *Result) error {
 			if !t.Met {
 				mark = "MISSED"
 			}
-			fmt.Fprintf(w, "  %-6s %-42s %8.2f %-3s (limit %g%s; %s)\n", mark, t.Name, t.Value, t.Unit, t.Limit, t.Unit, t.Detail)
+			prec := 2
+			if t.Unit == "ms" {
+				prec = 3
+			}
+			fmt.Fprintf(w, "  %-6s %-42s %8.*f %-3s (limit %g%s; %s)\n", mark, t.Name, prec, t.Value, t.Unit, t.Limit, t.Unit, t.Detail)
 		}
 	}
 	return nil

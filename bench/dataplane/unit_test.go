@@ -274,3 +274,35 @@ func TestResult(t *testing.T) {
 		t.Errorf("JSON: %v %s", err, b)
 	}
 }
+
+// TestAddedTargetWithoutRatio: where nginx's pair adds no latency, or less than none (the
+// gRPC relays can beat the direct path at the median), there is no ratio, and the target
+// compares the added latencies in milliseconds instead of being left out.
+func TestAddedTargetWithoutRatio(t *testing.T) {
+	rounds := func(p50 float64) []RoundResult { return []RoundResult{{P50Ms: p50, P99Ms: 10 * p50}} }
+	for _, c := range []struct {
+		meridian float64
+		met      bool
+	}{{0.9, true}, {0.95, true}, {1.01, false}} {
+		p := ProtocolResult{Protocol: GRPC, Variants: []VariantResult{
+			{Variant: Direct, Rounds: rounds(1)},
+			{Variant: Nginx, Rounds: rounds(0.95)}, // nginx adds -0.05 ms at p50, -0.5 at p99
+			{Variant: Meridian, Rounds: rounds(c.meridian)},
+		}}
+		p.compare()
+		r := &Result{Protocols: []ProtocolResult{p}}
+		r.checkTargets()
+		var p50 *Target
+		for i := range r.Targets {
+			if strings.HasPrefix(r.Targets[i].Name, "grpc added p50") {
+				p50 = &r.Targets[i]
+			}
+		}
+		if p50 == nil {
+			t.Fatalf("meridian %v: no p50 target among %+v", c.meridian, r.Targets)
+		}
+		if p50.Met != c.met || p50.Unit != "ms" {
+			t.Errorf("meridian %v: %+v, want met %v in ms", c.meridian, *p50, c.met)
+		}
+	}
+}
