@@ -53,6 +53,7 @@
 // closes what is left and returns.
 //
 // It imports the proxy's building blocks (detect, h1, h2, transportheader, tlsid, metrics,
-// origdst, inbound/policy, internal/accept, internal/handoff, internal/run), grpc, hpack and zap. It must
+// origdst, inbound/policy, internal/accept, internal/handoff, internal/rawio, internal/run),
+// grpc, hpack and zap. It must
 // not import `shard/...`, `policy/...`, `identity`, `injector/...`, `bench/...` or `cmd/...`.
 package inbound

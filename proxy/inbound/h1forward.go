@@ -174,7 +174,7 @@ func (ls *h1session) upstream() (*h1.Conn, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), ls.i.cfg.ConnectTimeout)
 	defer cancel()
-	c, err := ls.i.dialer.DialContext(ctx, "tcp", ls.target)
+	c, err := ls.i.dial(ctx, "tcp", ls.target)
 	if err != nil {
 		return nil, err
 	}

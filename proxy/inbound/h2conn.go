@@ -215,7 +215,7 @@ func (i *Inbound) h2dial(pool *h2.Pool, addr string) (*h2.Conn, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), i.cfg.ConnectTimeout)
 	defer cancel()
-	nc, err := i.dialer.DialContext(ctx, "tcp", addr)
+	nc, err := i.dial(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
 	}

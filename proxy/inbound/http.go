@@ -72,7 +72,7 @@ func (i *Inbound) newHTTPServer() *http.Server {
 }
 
 func (i *Inbound) transports() (h1, h2 *http.Transport) {
-	dial := i.dialer.DialContext
+	dial := i.dial
 	h1 = &http.Transport{
 		DialContext:         dial,
 		MaxIdleConns:        0, // bounded per application address

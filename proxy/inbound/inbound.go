@@ -20,6 +20,7 @@ import (
 	"github.com/meridian-mesh/meridian/proxy/inbound/policy"
 	"github.com/meridian-mesh/meridian/proxy/internal/accept"
 	"github.com/meridian-mesh/meridian/proxy/internal/handoff"
+	"github.com/meridian-mesh/meridian/proxy/internal/rawio"
 	"github.com/meridian-mesh/meridian/proxy/metrics"
 	"go.uber.org/zap"
 )
@@ -223,7 +224,7 @@ func (i *Inbound) accept(ctx context.Context, lis net.Listener) {
 			_ = c.Close()
 			return
 		}
-		tc := i.conns.add(c)
+		tc := i.conns.add(rawio.Wrap(c))
 		i.wg.Add(1)
 		go func() {
 			defer i.wg.Done()
@@ -367,4 +368,9 @@ func (c *trackedConn) CloseWrite() error {
 		return cw.CloseWrite()
 	}
 	return errors.ErrUnsupported
+}
+
+// dial connects to the application (through rawio, as the accepted connections are read).
+func (i *Inbound) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	return rawio.Dial(ctx, &i.dialer, network, addr)
 }

@@ -30,7 +30,7 @@ func (i *Inbound) serveTCP(ctx context.Context, s *session, port *policy.Port, t
 	az.AuthzName = authz.Name
 	i.metrics.TCPAuthz(true, az)
 
-	up, err := i.dialer.DialContext(ctx, "tcp", target)
+	up, err := i.dial(ctx, "tcp", target)
 	if err != nil {
 		i.log.Debug("inbound: connect to the application failed", zap.String("app", target), zap.Error(err))
 		return

@@ -110,7 +110,7 @@ func (o *Outbound) handoff(hl *handoff.Listener, cc *clientConn) {
 // refuse closes a client connection the proxy cannot serve with a reset (SO_LINGER 0), which
 // the client sees as a refused or reset connection rather than an end of stream.
 func refuse(c net.Conn) {
-	if tc, ok := c.(*net.TCPConn); ok {
+	if tc, ok := c.(interface{ SetLinger(int) error }); ok { // a *net.TCPConn, or rawio's
 		_ = tc.SetLinger(0)
 	}
 	_ = c.Close()

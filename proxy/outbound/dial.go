@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/meridian-mesh/meridian/proxy/internal/rawio"
 	"github.com/meridian-mesh/meridian/proxy/metrics"
 	"github.com/meridian-mesh/meridian/proxy/transportheader"
 )
@@ -59,7 +60,7 @@ var errNoTLS = errors.New("endpoint is meshed and the proxy has no TLS identity"
 func (e *endpoint) dial(ctx context.Context, proto transportheader.SessionProtocol) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, e.o.cfg.ConnectTimeout)
 	defer cancel()
-	raw, err := e.o.dialerFor(e.dialAddr).DialContext(ctx, "tcp", e.dialAddr)
+	raw, err := rawio.Dial(ctx, e.o.dialerFor(e.dialAddr), "tcp", e.dialAddr)
 	if err != nil {
 		return nil, &connectError{e.dialAddr, err}
 	}

@@ -72,7 +72,9 @@
 // that drops idle targets.
 //
 // It imports proxy/balance, proxy/detect, proxy/discovery (types only), proxy/h1, proxy/h2,
-// proxy/httpproxy, proxy/internal/accept, proxy/internal/handoff, proxy/metrics, internal/run, internal/tlsid, proxy/transportheader, zap and golang.org/x/sys/unix. It must
+// proxy/httpproxy, proxy/internal/accept, proxy/internal/handoff, proxy/internal/rawio,
+// proxy/metrics, internal/run, internal/tlsid, proxy/transportheader, zap and
+// golang.org/x/sys/unix. It must
 // not import `shard/...`, `policy/...`, `identity`, `injector/...`, `bench/...`, `cmd/...` or
 // `proxy/inbound/...`.
 package outbound

@@ -18,6 +18,7 @@ import (
 	"github.com/meridian-mesh/meridian/proxy/h2"
 	"github.com/meridian-mesh/meridian/proxy/internal/accept"
 	"github.com/meridian-mesh/meridian/proxy/internal/handoff"
+	"github.com/meridian-mesh/meridian/proxy/internal/rawio"
 	"github.com/meridian-mesh/meridian/proxy/metrics"
 	"github.com/meridian-mesh/meridian/proxy/origdst"
 )
@@ -213,6 +214,7 @@ func (o *Outbound) accept(ctx context.Context, lis net.Listener, hl *handoff.Lis
 		o.log.Warn("outbound accept", zap.Error(err), zap.Duration("retry_in", backoff))
 	}
 	err := accept.Loop(ctx, lis, passes, onRetry, func(c net.Conn) {
+		c = rawio.Wrap(c)
 		conns.Add(1)
 		go func() {
 			defer conns.Done()
