@@ -3,7 +3,9 @@
 // state (syscall.RawSyscall, inside the connection's syscall.RawConn). They cannot block: the
 // runtime's sockets are non-blocking, and a call that would block returns EAGAIN, after which
 // the goroutine waits in the runtime's poller as net.Conn's own Read and Write do. Deadlines,
-// Close and every other method are the *net.TCPConn's; NetConn returns it.
+// Close and every other method are the *net.TCPConn's; NetConn returns it, and File refuses
+// (its descriptor would make the socket blocking). Race-detector builds call syscall.Read and
+// syscall.Write instead, which tell the detector what they touch and what they order.
 //
 // Why: in a proxy that goes idle between requests, the first ordinary system call after each
 // idle spell wakes the runtime's monitor thread (sysmon) from its deep sleep, a futex wake on

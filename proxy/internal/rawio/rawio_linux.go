@@ -1,20 +1,30 @@
 package rawio
 
 import (
+	"errors"
 	"io"
 	"net"
 	"os"
+	"strconv"
 	"sync"
 	"syscall"
-	"unsafe"
 )
 
 // maxRW bounds one read or write call, as internal/poll does (some kernels refuse more).
 const maxRW = 1 << 30
 
+// errFile is File's error: the descriptor File duplicates shares the socket's flags, and
+// os.File's Fd makes it blocking, which a raw call would then block on while it holds its
+// processor (a stop-the-world would wait for it).
+var errFile = errors.New("rawio: File is not supported: it would make the socket blocking")
+
 // Conn is a *net.TCPConn whose Read and Write are raw system calls (the package comment).
 // Every other method, deadlines and Close included, is the TCPConn's; NetConn returns it.
 // Like net.Conn's, its methods may be called from several goroutines at once.
+//
+// ReadFrom and WriteTo are the TCPConn's too: io.Copy to or from a Conn uses them, and its
+// ordinary system calls (or splice between two *net.TCPConn). The proxy's relays copy with
+// Read and Write.
 type Conn struct {
 	*net.TCPConn
 	rc syscall.RawConn
@@ -23,15 +33,15 @@ type Conn struct {
 	// that a Read allocates nothing).
 	rmu    sync.Mutex
 	rbuf   []byte
-	rn     uintptr
-	rerrno syscall.Errno
+	rn     int
+	rerr   error
 	readFn func(fd uintptr) bool
 
 	// One Write at a time, likewise.
 	wmu     sync.Mutex
 	wbuf    []byte
 	wn      int
-	werrno  syscall.Errno
+	werr    error
 	writeFn func(fd uintptr) bool
 }
 
@@ -54,40 +64,52 @@ func Wrap(c net.Conn) net.Conn {
 // original destination, SO_LINGER).
 func (c *Conn) NetConn() net.Conn { return c.TCPConn }
 
+// File refuses (errFile).
+func (c *Conn) File() (*os.File, error) { return nil, errFile }
+
+// done is the operation of an empty Read or Write: it only reports the connection's state (a
+// deadline, a close), as net.Conn's does.
+func done(uintptr) bool { return true }
+
 // Read reads as net.Conn's Read does: at least one byte, or an error (io.EOF at the end).
 func (c *Conn) Read(b []byte) (int, error) {
 	if len(b) == 0 {
+		if err := c.rc.Read(done); err != nil {
+			return 0, c.opError("read", err)
+		}
 		return 0, nil
 	}
 	c.rmu.Lock()
-	c.rbuf, c.rn, c.rerrno = b[:min(len(b), maxRW)], 0, 0
+	c.rbuf, c.rn, c.rerr = b[:min(len(b), maxRW)], 0, nil
 	err := c.rc.Read(c.readFn)
-	n, errno := int(c.rn), c.rerrno
-	c.rbuf = nil
+	n, rerr := c.rn, c.rerr
+	c.rbuf, c.rerr = nil, nil
 	c.rmu.Unlock()
 	switch {
 	case err != nil:
 		return 0, c.opError("read", err)
-	case errno != 0:
-		return 0, c.opError("read", os.NewSyscallError("read", errno))
+	case rerr != nil:
+		return 0, c.opError("read", rerr)
 	case n == 0:
 		return 0, io.EOF
 	}
-	raceWrite(b[:n])
 	return n, nil
 }
 
 // rawRead is one attempt of Read: false when the socket has nothing yet (the poller waits).
 func (c *Conn) rawRead(fd uintptr) bool {
 	for {
-		n, _, errno := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&c.rbuf[0])), uintptr(len(c.rbuf)))
+		n, errno := sysRead(fd, c.rbuf)
 		switch errno {
+		case 0:
+			c.rn = n
 		case syscall.EINTR:
 			continue
 		case syscall.EAGAIN:
 			return false
+		default:
+			c.rerr = os.NewSyscallError("read", errno)
 		}
-		c.rn, c.rerrno = n, errno
 		return true
 	}
 }
@@ -95,18 +117,23 @@ func (c *Conn) rawRead(fd uintptr) bool {
 // Write writes all of b, as net.Conn's Write does, or returns how much it wrote and why it
 // stopped.
 func (c *Conn) Write(b []byte) (int, error) {
+	if len(b) == 0 {
+		if err := c.rc.Write(done); err != nil {
+			return 0, c.opError("write", err)
+		}
+		return 0, nil
+	}
 	c.wmu.Lock()
-	c.wbuf, c.wn, c.werrno = b, 0, 0
+	c.wbuf, c.wn, c.werr = b, 0, nil
 	err := c.rc.Write(c.writeFn)
-	n, errno := c.wn, c.werrno
-	c.wbuf = nil
+	n, werr := c.wn, c.werr
+	c.wbuf, c.werr = nil, nil
 	c.wmu.Unlock()
-	raceRead(b[:n])
 	switch {
 	case err != nil:
 		return n, c.opError("write", err)
-	case errno != 0:
-		return n, c.opError("write", os.NewSyscallError("write", errno))
+	case werr != nil:
+		return n, c.opError("write", werr)
 	}
 	return n, nil
 }
@@ -115,16 +142,21 @@ func (c *Conn) Write(b []byte) (int, error) {
 func (c *Conn) rawWrite(fd uintptr) bool {
 	for c.wn < len(c.wbuf) {
 		chunk := c.wbuf[c.wn:min(len(c.wbuf), c.wn+maxRW)]
-		n, _, errno := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&chunk[0])), uintptr(len(chunk)))
-		switch errno {
-		case 0:
-			c.wn += int(n)
-		case syscall.EINTR:
-		case syscall.EAGAIN:
+		n, errno := sysWrite(fd, chunk)
+		switch {
+		case errno == syscall.EINTR:
+		case errno == syscall.EAGAIN:
 			return false
-		default:
-			c.werrno = errno
+		case errno != 0:
+			c.werr = os.NewSyscallError("write", errno)
 			return true
+		case n > len(chunk):
+			panic("rawio: invalid return from write: got " + strconv.Itoa(n) + " from a write of " + strconv.Itoa(len(chunk)))
+		case n == 0: // as internal/poll: a write that wrote nothing and failed not
+			c.werr = io.ErrUnexpectedEOF
+			return true
+		default:
+			c.wn += n
 		}
 	}
 	return true

@@ -114,7 +114,9 @@ func TestWriteErrors(t *testing.T) {
 		t.Errorf("Write to a reset connection: %v, want ECONNRESET or EPIPE", err)
 	}
 	a2, _ := pair(t)
-	_ = a2.SetWriteDeadline(time.Now().Add(50 * time.Millisecond))
+	// A second: enough for the Write to start and fill the sockets' buffers on a loaded
+	// machine, so that part of it was written when the deadline passes.
+	_ = a2.SetWriteDeadline(time.Now().Add(time.Second))
 	n, err := a2.Write(make([]byte, 64<<20))
 	var ne net.Error
 	if !errors.As(err, &ne) || !ne.Timeout() || n <= 0 || n >= 64<<20 {
@@ -176,5 +178,44 @@ func TestNoAllocs(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Errorf("%v allocations per Write and Read", allocs)
+	}
+}
+
+// TestEmptyReadWriteReportState: an empty Read or Write of a closed connection fails as
+// net.Conn's do, rather than reporting success.
+func TestEmptyReadWriteReportState(t *testing.T) {
+	a, _ := pair(t)
+	_ = a.Close()
+	if _, err := a.Read(nil); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("empty Read of a closed connection: %v, want net.ErrClosed", err)
+	}
+	if _, err := a.Write(nil); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("empty Write of a closed connection: %v, want net.ErrClosed", err)
+	}
+	if f, err := a.File(); f != nil || err == nil {
+		t.Errorf("File = %v, %v; want an error (it would make the socket blocking)", f, err)
+	}
+}
+
+// TestSocketOrdersMemory: what a goroutine wrote before sending a byte is seen by the one that
+// received it, and the race detector (go test -race) knows it, as it does for net.Conn: a
+// write to x, a byte through the connection, then a read of x, is not a race.
+func TestSocketOrdersMemory(t *testing.T) {
+	a, d := pair(t)
+	x := 0
+	sent := make(chan error, 1)
+	go func() {
+		x = 1
+		_, err := d.Write([]byte{1})
+		sent <- err
+	}()
+	if _, err := io.ReadFull(a, make([]byte, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if x != 1 {
+		t.Errorf("x = %d after the byte arrived", x)
+	}
+	if err := testutil.Recv(t, sent, testutil.StopWithin, "the write"); err != nil {
+		t.Fatal(err)
 	}
 }
