@@ -67,29 +67,32 @@ func (c *Conn) NetConn() net.Conn { return c.TCPConn }
 // File refuses (errFile).
 func (c *Conn) File() (*os.File, error) { return nil, errFile }
 
-// done is the operation of an empty Read or Write: it only reports the connection's state (a
-// deadline, a close), as net.Conn's does.
-func done(uintptr) bool { return true }
+// state is an empty Read's or Write's result: the connection's state through the poller (a
+// deadline, a close), as net.Conn's reports it, with no system call.
+func (c *Conn) state(op string, through func(func(uintptr) bool) error) error {
+	if err := through(func(uintptr) bool { return true }); err != nil {
+		return c.opError(op, err)
+	}
+	return nil
+}
 
 // Read reads as net.Conn's Read does: at least one byte, or an error (io.EOF at the end).
 func (c *Conn) Read(b []byte) (int, error) {
 	if len(b) == 0 {
-		if err := c.rc.Read(done); err != nil {
-			return 0, c.opError("read", err)
-		}
-		return 0, nil
+		return 0, c.state("read", c.rc.Read)
 	}
 	c.rmu.Lock()
 	c.rbuf, c.rn, c.rerr = b[:min(len(b), maxRW)], 0, nil
-	err := c.rc.Read(c.readFn)
-	n, rerr := c.rn, c.rerr
+	err := c.rc.Read(c.readFn) // the poller's error (a deadline, a close), else the call's
+	if err == nil {
+		err = c.rerr
+	}
+	n := c.rn
 	c.rbuf, c.rerr = nil, nil
 	c.rmu.Unlock()
 	switch {
 	case err != nil:
 		return 0, c.opError("read", err)
-	case rerr != nil:
-		return 0, c.opError("read", rerr)
 	case n == 0:
 		return 0, io.EOF
 	}
@@ -118,22 +121,19 @@ func (c *Conn) rawRead(fd uintptr) bool {
 // stopped.
 func (c *Conn) Write(b []byte) (int, error) {
 	if len(b) == 0 {
-		if err := c.rc.Write(done); err != nil {
-			return 0, c.opError("write", err)
-		}
-		return 0, nil
+		return 0, c.state("write", c.rc.Write)
 	}
 	c.wmu.Lock()
 	c.wbuf, c.wn, c.werr = b, 0, nil
-	err := c.rc.Write(c.writeFn)
-	n, werr := c.wn, c.werr
+	err := c.rc.Write(c.writeFn) // likewise
+	if err == nil {
+		err = c.werr
+	}
+	n := c.wn
 	c.wbuf, c.werr = nil, nil
 	c.wmu.Unlock()
-	switch {
-	case err != nil:
+	if err != nil {
 		return n, c.opError("write", err)
-	case werr != nil:
-		return n, c.opError("write", werr)
 	}
 	return n, nil
 }
