@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -33,8 +34,10 @@ func (seenHealth) Check(ctx context.Context, _ *healthpb.HealthCheckRequest) (*h
 // TestLeanHTTP2: gRPC over mTLS with the transport header (HTTP2) is relayed to the
 // application: it sees the client's proven identity in l5d-client-id (never one the client
 // sent), the calls are authorized and counted, and an application that is down is
-// UNAVAILABLE with l5d-proxy-error.
+// UNAVAILABLE with l5d-proxy-error. The session and the connection to the application read
+// and write with ordinary system calls: rawio.Ordinary finds the raw connection under each.
 func TestLeanHTTP2(t *testing.T) {
+	found := proxytest.RecordFound(t, &ordinary)
 	addr := testutil.ServeGRPC(t, func(s *grpc.Server) { healthpb.RegisterHealthServer(s, seenHealth{}) })
 	_, ps, _ := net.SplitHostPort(addr)
 	port := uint16(mustAtoi(t, ps))
@@ -58,6 +61,9 @@ func TestLeanHTTP2(t *testing.T) {
 	}
 	if got := p.counter(t, "inbound_http_authz_allow_total", map[string]string{"client_id": gatewayID}); got != 5 {
 		t.Errorf("inbound_http_authz_allow_total = %v, want 5", got)
+	}
+	if got := found(); !slices.Equal(got, []bool{true, true}) {
+		t.Errorf("rawio.Ordinary found %v; want [true true] (the session, the application's connection)", got)
 	}
 
 	lis := testutil.Listen(t)

@@ -16,6 +16,7 @@ import (
 	"github.com/meridian-mesh/meridian/proxy/h1"
 	"github.com/meridian-mesh/meridian/proxy/h2"
 	"github.com/meridian-mesh/meridian/proxy/inbound/policy"
+	"github.com/meridian-mesh/meridian/proxy/internal/rawio"
 	"github.com/meridian-mesh/meridian/proxy/metrics"
 )
 
@@ -25,8 +26,14 @@ import (
 // A request a Linkerd client proxy upgraded from HTTP/1 (l5d-orig-proto) goes to the
 // net/http path (serveRequest), which downgrades it, through the stream's net/http adapter.
 
+// ordinary is rawio.Ordinary: HTTP/2 sessions and the connections to the application that
+// serve them read and write with ordinary system calls (rawio's comment says why). A test
+// swaps it to see what it finds.
+var ordinary = rawio.Ordinary
+
 // serveH2 serves an HTTP/2 session until it ends.
 func (i *Inbound) serveH2(s *session, port *policy.Port, target string) {
+	ordinary(s.conn)
 	h := &h2handler{i: i, s: s, port: port, target: target, pool: i.h2pools.get(target)}
 	drop := []string{"l5d-client-id"}
 	var add []hpack.HeaderField
@@ -219,6 +226,7 @@ func (i *Inbound) h2dial(pool *h2.Pool, addr string) (*h2.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
+	ordinary(nc)
 	c, err := h2.NewClientConn(nc, i.h2cfg)
 	if err != nil {
 		_ = nc.Close()

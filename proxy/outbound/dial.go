@@ -64,6 +64,9 @@ func (e *endpoint) dial(ctx context.Context, proto transportheader.SessionProtoc
 	if err != nil {
 		return nil, &connectError{e.dialAddr, err}
 	}
+	if proto == transportheader.HTTP2 {
+		ordinary(raw)
+	}
 	if e.o.isSelf(raw.RemoteAddr()) {
 		_ = raw.Close()
 		return nil, &connectError{e.dialAddr, errLoop}

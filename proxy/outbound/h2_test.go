@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -38,8 +39,10 @@ func grpcThrough(t testing.TB, proxy, authority string) healthpb.HealthClient {
 
 // TestLeanHTTP2GRPC: gRPC through the explicit proxy is relayed to the endpoint over one
 // multiplexed connection, a status in trailers reaches the client, and the requests are
-// counted with their grpc-status.
+// counted with their grpc-status. Both connections read and write with ordinary system
+// calls: rawio.Ordinary finds the raw connection under each.
 func TestLeanHTTP2GRPC(t *testing.T) {
+	found := proxytest.RecordFound(t, &ordinary)
 	hs := health.NewServer()
 	app := testutil.ServeGRPC(t, func(s *grpc.Server) { healthpb.RegisterHealthServer(s, hs) })
 	r := newFakeResolver()
@@ -63,6 +66,9 @@ func TestLeanHTTP2GRPC(t *testing.T) {
 	})
 	if n := proxytest.Gathered(t, reg, "tcp_open_total", map[string]string{"direction": "outbound", "authority": webAuth}); n != 1 {
 		t.Errorf("%v connections to the endpoint, want 1 (multiplexed)", n)
+	}
+	if got := found(); !slices.Equal(got, []bool{true, true}) {
+		t.Errorf("rawio.Ordinary found %v; want [true true] (the client's connection, the endpoint's)", got)
 	}
 }
 

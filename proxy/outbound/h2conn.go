@@ -15,6 +15,7 @@ import (
 	"github.com/meridian-mesh/meridian/proxy/h1"
 	"github.com/meridian-mesh/meridian/proxy/h2"
 	"github.com/meridian-mesh/meridian/proxy/httpproxy"
+	"github.com/meridian-mesh/meridian/proxy/internal/rawio"
 	"github.com/meridian-mesh/meridian/proxy/transportheader"
 )
 
@@ -27,8 +28,14 @@ import (
 // relay does not take (CONNECT, one without an authority to route by) is served by
 // serveHTTP itself, through the stream's net/http adapter.
 
+// ordinary is rawio.Ordinary: HTTP/2 client connections and the endpoint connections that
+// serve them read and write with ordinary system calls (rawio's comment says why). A test
+// swaps it to see what it finds.
+var ordinary = rawio.Ordinary
+
 // serveH2 serves a client connection detected as HTTP/2 until it ends.
 func (o *Outbound) serveH2(cc *clientConn, entry *connEntry) {
+	ordinary(cc.raw)
 	sc := h2.NewServerConn(cc.Conn, o.h2cfg, &h2handler{o: o, cc: cc})
 	if !o.conns.h2(entry, sc) {
 		sc.Close()

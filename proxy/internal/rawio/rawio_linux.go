@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 )
 
@@ -28,6 +29,9 @@ var errFile = errors.New("rawio: File is not supported: it would make the socket
 type Conn struct {
 	*net.TCPConn
 	rc syscall.RawConn
+
+	// ordinary: Read and Write are the TCPConn's from now on (Ordinary).
+	ordinary atomic.Bool
 
 	// One Read at a time: its buffer and result, for readFn (a method value made once, so
 	// that a Read allocates nothing).
@@ -64,6 +68,24 @@ func Wrap(c net.Conn) net.Conn {
 // original destination, SO_LINGER).
 func (c *Conn) NetConn() net.Conn { return c.TCPConn }
 
+// Ordinary makes the Conn under c, if any, read and write with the TCPConn's ordinary calls
+// from now on (HTTP/2 connections: the package comment). It looks through c's NetConn
+// methods (*tls.Conn and the proxy's wrappers have one) and reports whether it found a Conn.
+func Ordinary(c net.Conn) bool {
+	for c != nil {
+		if rc, ok := c.(*Conn); ok {
+			rc.ordinary.Store(true)
+			return true
+		}
+		u, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			return false
+		}
+		c = u.NetConn()
+	}
+	return false
+}
+
 // File refuses (errFile).
 func (c *Conn) File() (*os.File, error) { return nil, errFile }
 
@@ -78,6 +100,9 @@ func (c *Conn) state(op string, through func(func(uintptr) bool) error) error {
 
 // Read reads as net.Conn's Read does: at least one byte, or an error (io.EOF at the end).
 func (c *Conn) Read(b []byte) (int, error) {
+	if c.ordinary.Load() {
+		return c.TCPConn.Read(b)
+	}
 	if len(b) == 0 {
 		return 0, c.state("read", c.rc.Read)
 	}
@@ -120,6 +145,9 @@ func (c *Conn) rawRead(fd uintptr) bool {
 // Write writes all of b, as net.Conn's Write does, or returns how much it wrote and why it
 // stopped.
 func (c *Conn) Write(b []byte) (int, error) {
+	if c.ordinary.Load() {
+		return c.TCPConn.Write(b)
+	}
 	if len(b) == 0 {
 		return 0, c.state("write", c.rc.Write)
 	}

@@ -127,11 +127,43 @@ func TestWriteErrors(t *testing.T) {
 // TestTLSOverRawConns: crypto/tls runs over Conns (as the proxy's mTLS does), and what wraps
 // a Conn still reaches the *net.TCPConn through NetConn.
 func TestTLSOverRawConns(t *testing.T) {
-	pki := testutil.NewPKI(t)
 	a, d := pair(t)
+	srv := tlsEcho(t, a, d, func(*tls.Conn) {})
+	if _, ok := srv.NetConn().(*Conn).NetConn().(*net.TCPConn); !ok {
+		t.Error("NetConn does not return the *net.TCPConn")
+	}
+}
+
+// TestOrdinary: Ordinary finds the Conn under a TLS connection and switches it, and only it,
+// to ordinary calls; TLS then runs over it both ways as before. What has no Conn under it
+// is reported.
+func TestOrdinary(t *testing.T) {
+	p, q := net.Pipe()
+	defer p.Close()
+	defer q.Close()
+	if Ordinary(p) {
+		t.Error("Ordinary found a Conn under a net.Pipe")
+	}
+	a, d := pair(t)
+	tlsEcho(t, a, d, func(cli *tls.Conn) {
+		if !Ordinary(cli) {
+			t.Fatal("Ordinary did not find the Conn under a *tls.Conn")
+		}
+		if !d.ordinary.Load() || a.ordinary.Load() {
+			t.Fatalf("ordinary: dialled %v, accepted %v; want true, false", d.ordinary.Load(), a.ordinary.Load())
+		}
+	})
+}
+
+// tlsEcho runs TLS 1.3 over a (server) and d (client), calls before with the client's
+// connection, then has the server echo 180 kB (more than a record) back to the client, and
+// returns the server's connection.
+func tlsEcho(t *testing.T, a, d *Conn, before func(cli *tls.Conn)) *tls.Conn {
+	t.Helper()
+	pki := testutil.NewPKI(t)
 	srv := tls.Server(a, &tls.Config{Certificates: []tls.Certificate{*pki.Leaf(t, "server.test")}, MinVersion: tls.VersionTLS13})
-	pool := pki.Roots
-	cli := tls.Client(d, &tls.Config{ServerName: "server.test", RootCAs: pool, MinVersion: tls.VersionTLS13})
+	cli := tls.Client(d, &tls.Config{ServerName: "server.test", RootCAs: pki.Roots, MinVersion: tls.VersionTLS13})
+	before(cli)
 	done := make(chan error, 1)
 	go func() {
 		_, err := io.Copy(srv, srv)
@@ -149,9 +181,7 @@ func TestTLSOverRawConns(t *testing.T) {
 	if err := testutil.Recv(t, done, testutil.StopWithin, "the TLS echo"); err != nil {
 		t.Errorf("TLS echo: %v", err)
 	}
-	if _, ok := srv.NetConn().(*Conn).NetConn().(*net.TCPConn); !ok {
-		t.Error("NetConn does not return the *net.TCPConn")
-	}
+	return srv
 }
 
 // TestWrapOther: what is not a *net.TCPConn is returned as it is.
