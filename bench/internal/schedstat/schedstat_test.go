@@ -1,6 +1,7 @@
 package schedstat
 
 import (
+	"math"
 	"os"
 	"runtime"
 	"testing"
@@ -25,30 +26,32 @@ func TestRunqueueWait(t *testing.T) {
 	}
 }
 
-// TestCPUSeconds: this process's CPU time is readable on Linux and grows with work; a
-// process that does not exist is an error.
+// TestCPUSeconds: this process's CPU time is readable on Linux and grows with work, finer than
+// /proc/PID/stat's 10 ms clock ticks: a little work shows as an increase that is not a
+// whole number of ticks. A process that does not exist is an error.
 func TestCPUSeconds(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("reads /proc")
 	}
-	before, err := CPUSeconds(os.Getpid())
-	if err != nil {
-		t.Fatal(err)
-	}
 	x := 0
-	for round := 0; ; round++ {
-		for i := range 10_000_000 {
+	for attempt := 0; ; attempt++ {
+		before, err := CPUSeconds(os.Getpid())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 1_000_000 { // about a millisecond
 			x ^= i
 		}
 		after, err := CPUSeconds(os.Getpid())
 		if err != nil {
 			t.Fatal(err)
 		}
-		if after > before {
+		ticks := (after - before) / 0.01
+		if after > before && math.Abs(ticks-math.Round(ticks)) > 1e-6 {
 			break
 		}
-		if round == 1000 { // 10^10 iterations without one clock tick of CPU
-			t.Fatalf("CPU time stayed %.2fs (x %d)", after, x)
+		if attempt == 100 {
+			t.Fatalf("CPU time went from %.9fs to %.9fs: not finer than clock ticks (x %d)", before, after, x)
 		}
 	}
 	if _, err := CPUSeconds(1 << 30); err == nil {
