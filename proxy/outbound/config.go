@@ -179,8 +179,9 @@ type Deps struct {
 	Metrics *metrics.Metrics
 	// Log logs connection-level failures at debug and the lifecycle at info (nil: none).
 	Log *zap.Logger
-	// OriginalDst returns a connection's original destination (nil: origdst.OriginalDst, SO_ORIGINAL_DST on Linux,
-	// none elsewhere, so every connection is explicit). It is called once per accepted
-	// connection, with the *net.TCPConn itself.
+	// OriginalDst returns a connection's original destination (nil: origdst.OriginalDst,
+	// SO_ORIGINAL_DST on Linux, none elsewhere, so every connection is explicit). It is
+	// called once per accepted connection, with the connection as the proxy reads it: on
+	// Linux a rawio.Conn, whose NetConn is the *net.TCPConn (origdst looks through it).
 	OriginalDst func(net.Conn) (netip.AddrPort, error)
 }
