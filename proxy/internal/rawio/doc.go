@@ -23,13 +23,13 @@
 // HTTP/2 is the exception. Ordinary switches a Conn back to the runtime's own calls, and the
 // proxies call it for every connection that carries HTTP/2 (inbound: a session detected or
 // declared as HTTP/2 and its connections to the application; outbound: a client connection
-// detected as HTTP/2 and every endpoint connection dialled for HTTP/2). In alternated runs
-// on 2026-12-07, gRPC's added p50 was 0.09–0.17 ms behind nginx's pair's with raw calls
-// and 0.08–0.11 ms ahead of it with ordinary ones, at about twice the CPU per gRPC request (README). Why the HTTP/2 relay gains
-// was not established; probably the hand-off above: the relay reads and writes both
-// directions of a connection at once, and while one goroutine's write is in an ordinary
-// system call, the other can have the processor, where a raw write would keep it. An
-// HTTP/1.1 exchange, one request at a time, has nothing to run meanwhile.
+// detected as HTTP/2 and every endpoint connection dialled for HTTP/2). In alternated runs on
+// 2026-12-07, gRPC's added p50 was 0.09–0.17 ms behind nginx's pair's with raw calls and
+// 0.08–0.11 ms ahead of it with ordinary ones, at about twice the CPU per gRPC request
+// (README). Why the HTTP/2 relay gains was not established; probably the hand-off above: the
+// relay reads and writes both directions of a connection at once, and while one goroutine's
+// write is in an ordinary system call, the other can have the processor, where a raw write
+// would keep it. An HTTP/1.1 exchange, one request at a time, has nothing to run meanwhile.
 //
 // It owns no goroutines. Allowed imports: `std`. It must not import
 // `github.com/meridian-mesh/meridian/...`.
