@@ -28,5 +28,4 @@ func errnoOf(err error) syscall.Errno {
 		return errno
 	}
 	return syscall.EIO // syscall.Read and Write return Errno on Linux
-
 }
