@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"net/netip"
 	"slices"
 	"testing"
 	"unsafe"
@@ -114,10 +115,16 @@ func TestSortedEndpoints(t *testing.T) {
 	if !slices.Equal(add, []string{"10.0.0.2:8080", "10.0.0.3:8080", "10.0.0.10:8080"}) || !slices.Equal(rm, []string{"10.0.0.1:8080", "10.0.0.9:8080"}) {
 		t.Fatalf("Diff: add %v, remove %v", add, rm)
 	}
-	if d := Diff(nil, s); len(d.Add) != 4 || len(d.Remove) != 0 {
+	if d := Diff(nil, s); !slices.Equal(d.Add, s.Endpoints) || len(d.Remove) != 0 {
 		t.Fatalf("Diff from nothing: %+v", d)
+	} else if cap(d.Add) != len(d.Add) {
+		// It is the set's own slice: an append to it must not write into the set.
+		t.Fatalf("Diff from nothing: Add has room (cap %d, len %d) to append into the set", cap(d.Add), len(d.Add))
 	}
-	if d := Diff(s, nil); len(d.Add) != 0 || len(d.Remove) != 4 {
+	if d := Diff(&AddressSet{Exists: true, Endpoints: []*Endpoint{}}, s); !slices.Equal(d.Add, s.Endpoints) || len(d.Remove) != 0 {
+		t.Fatalf("Diff from an empty set: %+v", d)
+	}
+	if d := Diff(s, nil); len(d.Add) != 0 || !slices.Equal(d.Remove, []netip.AddrPort{ep(1).Addr, ep(3).Addr, ep(5).Addr, ep(9).Addr}) {
 		t.Fatalf("Diff to nothing: %+v", d)
 	}
 }

@@ -35,6 +35,19 @@ func Diff(old, new *AddressSet) Delta {
 	}
 	// The set's labels are every endpoint's: when they change, every endpoint is sent again
 	// with them (a client takes an Add of an address it holds as its new metadata).
+	switch {
+	case len(o) == 0:
+		// Every endpoint is new (a stream's first delta): the set's own sorted slice, clipped
+		// so that an append could not write into the set.
+		d.Add = slices.Clip(n)
+		return d
+	case len(n) == 0:
+		d.Remove = make([]netip.AddrPort, len(o))
+		for i, e := range o {
+			d.Remove[i] = e.Addr
+		}
+		return d
+	}
 	relabeled := old != nil && new != nil && !slices.Equal(old.Labels, new.Labels)
 	for len(o) > 0 || len(n) > 0 {
 		switch {
