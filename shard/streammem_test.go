@@ -348,18 +348,26 @@ func BenchmarkRelay(b *testing.B) {
 	}
 }
 
-// BenchmarkStorm measures a storm of new streams at one replica that owns their services: per
-// op, stormStreams Get and as many GetProfile streams are opened at once on 4 connections,
-// each receives its first message (kept encoded, as the bench's clients scan it rather than
-// decode it), and all end. A Get stream per service stays open throughout, as in the bench,
-// so that the storm finds every service's set computed. ns/op divided by 2*stormStreams is a
-// stream's cost to the in-process client and the replica together.
+// BenchmarkStorm measures a storm of new streams: per op, stormStreams Get and as many
+// GetProfile streams are opened at once on 4 connections, each receives its first message
+// (kept encoded, as the bench's clients scan it rather than decode it), and all end. A Get
+// stream per service stays open throughout, as in the bench, so that the storm finds every
+// service's set computed. "local": at one replica that owns their services; "relayed": at a
+// replica that relays them to the owner (forward mode), both replicas in this process. ns/op
+// divided by 2*stormStreams is a stream's cost to the in-process client and the replicas
+// together.
 func BenchmarkStorm(b *testing.B) {
+	for _, relayed := range []bool{false, true} {
+		b.Run(map[bool]string{false: "local", true: "relayed"}[relayed], func(b *testing.B) { benchStorm(b, relayed) })
+	}
+}
+
+func benchStorm(b *testing.B, relayed bool) {
 	const stormStreams = 1000
-	_, owner, names := benchCluster(b, false, stormStreams)
+	front, _, names := benchCluster(b, relayed, stormStreams)
 	conns := make([]grpc.ClientConnInterface, 4)
 	for i := range conns {
-		conns[i] = testutil.DialGRPC(b, owner.addr)
+		conns[i] = testutil.DialGRPC(b, front.addr)
 	}
 	// first opens a stream of method on conn and returns once its first message is in.
 	first := func(ctx context.Context, conn grpc.ClientConnInterface, method string, req *pb.GetDestination) error {

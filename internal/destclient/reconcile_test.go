@@ -1,6 +1,7 @@
 package destclient
 
 import (
+	"fmt"
 	"net/netip"
 	"reflect"
 	"testing"
@@ -142,5 +143,44 @@ func TestHeldApplyRaw(t *testing.T) {
 	b, _ := proto.Marshal(&pb.Update{Update: &pb.Update_Remove{Remove: &pb.AddrSet{Addrs: []*pbnet.TcpAddress{wire.TCPAddr(netip.MustParseAddrPort("10.9.9.9:80"))}}}})
 	if _, err := raw.ApplyRaw(b); err == nil {
 		t.Error("remove of an address never added: no error")
+	}
+}
+
+// TestApplyRawSharesNoArray applies Adds of IPv4, IPv6 and mixed addresses to many Helds in
+// turn: ApplyRaw gathers each in a pooled array (addScratch), and no Held may keep one that a
+// later ApplyRaw writes into. Each must end as its decoded twin.
+func TestApplyRawSharesNoArray(t *testing.T) {
+	var dec, raw []*Held
+	for i := range 3 * 80 {
+		n := 1 + i/3 // every size: some fill a pooled array exactly, which putAll could keep
+		addrs := make([]string, n)
+		for j := range addrs {
+			switch i % 3 {
+			case 0:
+				addrs[j] = fmt.Sprintf("10.%d.0.%d:80", i%250, j)
+			case 1:
+				addrs[j] = fmt.Sprintf("[fd00::%x:%x]:80", i, j)
+			default:
+				addrs[j] = []string{fmt.Sprintf("10.%d.1.%d:80", i%250, j), fmt.Sprintf("[fd01::%x:%x]:80", i, j)}[j%2]
+			}
+		}
+		u := add(map[string]string{"n": fmt.Sprint(i)}, addrs...)
+		d, r := NewHeld(), NewHeld()
+		if err := d.Apply(u); err != nil {
+			t.Fatal(err)
+		}
+		b, err := proto.Marshal(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.ApplyRaw(b); err != nil {
+			t.Fatal(err)
+		}
+		dec, raw = append(dec, d), append(raw, r)
+	}
+	for i := range dec {
+		if !reflect.DeepEqual(dec[i], raw[i]) {
+			t.Fatalf("Held %d changed after later ApplyRaw calls: decoded %+v, raw %+v", i, dec[i], raw[i])
+		}
 	}
 }
