@@ -126,16 +126,7 @@ func TestHeldApplyRaw(t *testing.T) {
 	}
 	dec, raw := NewHeld(), NewHeld()
 	for i, u := range ups {
-		if err := dec.Apply(u); err != nil {
-			t.Fatal(err)
-		}
-		b, err := proto.Marshal(u)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := raw.ApplyRaw(b); err != nil {
-			t.Fatalf("update %d: %v", i, err)
-		}
+		applyBoth(t, i, dec, raw, u)
 		if !reflect.DeepEqual(dec, raw) {
 			t.Fatalf("after update %d: decoded %+v, raw %+v", i, dec, raw)
 		}
@@ -143,6 +134,21 @@ func TestHeldApplyRaw(t *testing.T) {
 	b, _ := proto.Marshal(&pb.Update{Update: &pb.Update_Remove{Remove: &pb.AddrSet{Addrs: []*pbnet.TcpAddress{wire.TCPAddr(netip.MustParseAddrPort("10.9.9.9:80"))}}}})
 	if _, err := raw.ApplyRaw(b); err == nil {
 		t.Error("remove of an address never added: no error")
+	}
+}
+
+// applyBoth applies update i, u, to dec decoded and to raw encoded (ApplyRaw).
+func applyBoth(t *testing.T, i int, dec, raw *Held, u *pb.Update) {
+	t.Helper()
+	if err := dec.Apply(u); err != nil {
+		t.Fatalf("update %d: %v", i, err)
+	}
+	b, err := proto.Marshal(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.ApplyRaw(b); err != nil {
+		t.Fatalf("update %d: %v", i, err)
 	}
 }
 
@@ -166,16 +172,7 @@ func TestApplyRawSharesNoArray(t *testing.T) {
 		}
 		u := add(map[string]string{"n": fmt.Sprint(i)}, addrs...)
 		d, r := NewHeld(), NewHeld()
-		if err := d.Apply(u); err != nil {
-			t.Fatal(err)
-		}
-		b, err := proto.Marshal(u)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := r.ApplyRaw(b); err != nil {
-			t.Fatal(err)
-		}
+		applyBoth(t, i, d, r, u)
 		dec, raw = append(dec, d), append(raw, r)
 	}
 	for i := range dec {
