@@ -181,3 +181,28 @@ func TestApplyRawSharesNoArray(t *testing.T) {
 		}
 	}
 }
+
+// TestApplyRawAllocations checks that applying a 100-address IPv4 Add to a new Held allocates
+// only the Held and the set's own array: the addresses are gathered in a pooled array, not
+// one grown address by address (a relaying replica applies every first Add it relays).
+func TestApplyRawAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector's sync.Pool drops items at random")
+	}
+	addrs := make([]string, 100)
+	for j := range addrs {
+		addrs[j] = fmt.Sprintf("10.1.0.%d:80", j)
+	}
+	b, err := proto.Marshal(add(nil, addrs...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := testing.AllocsPerRun(100, func() {
+		if _, err := NewHeld().ApplyRaw(b); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if n > 2 {
+		t.Fatalf("ApplyRaw of a 100-address Add: %v allocations, want at most 2", n)
+	}
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package destclient
+
+const raceEnabled = false
