@@ -96,15 +96,9 @@ const maxScratch = 4096
 func (h *Held) ApplyRaw(b []byte) (wire.UpdateKind, error) {
 	scratch := addScratch.Get().(*[]heldEntry)
 	add := (*scratch)[:0]
+	kept := false // the set took add's array (putAll)
 	defer func() {
-		// putAll keeps none of add when every address is IPv4 (it copies them into an
-		// array of their own); an IPv6 one may stay in the set, in add's array.
-		for _, e := range add {
-			if !is4(e.k) {
-				return
-			}
-		}
-		if cap(add) <= maxScratch {
+		if !kept && cap(add) <= maxScratch {
 			*scratch = add[:0]
 			addScratch.Put(scratch)
 		}
@@ -125,7 +119,7 @@ func (h *Held) ApplyRaw(b []byte) (wire.UpdateKind, error) {
 	switch kind {
 	case wire.UpdateAdd:
 		h.empty, h.exists = false, true
-		h.addrs.putAll(add)
+		kept = h.addrs.putAll(add)
 	case wire.UpdateRemove:
 		return kind, h.addrs.removeAll(remove)
 	case wire.UpdateNoEndpoints:

@@ -101,8 +101,10 @@ func (s *heldSet) each(f func(wire.AddrKey)) {
 }
 
 // putAll adds the entries of add, replacing those of the same addresses (the last of add's
-// wins). It takes add over and may reorder it.
-func (s *heldSet) putAll(add []heldEntry) {
+// wins). It takes add over and may reorder it; it reports whether the set kept add's array
+// (an exactly sized one of IPv6 entries into an empty set), which the caller may reuse
+// otherwise.
+func (s *heldSet) putAll(add []heldEntry) bool {
 	n4 := 0
 	for _, e := range add {
 		if is4(e.k) {
@@ -111,7 +113,7 @@ func (s *heldSet) putAll(add []heldEntry) {
 	}
 	if n4 == 0 {
 		s.v6 = putEntries(s.v6, add)
-		return
+		return sameArray(s.v6, add)
 	}
 	v4 := make([]entry4, 0, n4)
 	n := 0
@@ -125,7 +127,11 @@ func (s *heldSet) putAll(add []heldEntry) {
 	}
 	s.v4 = putEntries(s.v4, v4)
 	s.v6 = putEntries(s.v6, add[:n])
+	return sameArray(s.v6, add)
 }
+
+// sameArray reports whether a and b start at the same element of one array.
+func sameArray(a, b []heldEntry) bool { return len(a) > 0 && len(b) > 0 && &a[0] == &b[0] }
 
 // removeAll removes the addresses of keys. When one is not held (or is given twice), it
 // removes nothing and returns an error naming it.
