@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"sync"
 
 	pb "github.com/linkerd/linkerd2-proxy-api/go/destination"
 	"google.golang.org/grpc"
@@ -63,37 +64,34 @@ func (f *frame) free() {
 	}
 }
 
+// keyScratch holds an update's addresses while applyEncoded reads it (maxKeyScratch at the
+// most are kept).
+var keyScratch = sync.Pool{New: func() any { return new([]wire.AddrKey) }}
+
+const maxKeyScratch = 4096
+
 // applyEncoded applies one encoded Update as apply applies it decoded, reading only its
 // addresses with wire.ScanUpdate: the metric labels, identities and hints, which the
-// harness never reads, are skipped, not decoded. An update ScanUpdate refuses (one a decoder
-// would merge, or malformed) is decoded with proto.Unmarshal and given to apply, so that
-// whatever a decoder accepts is applied exactly as before. A Remove of an address not held,
-// an update of no known kind, and bytes the decoder refuses are errors.
-func (v addrView) applyEncoded(b []byte, seen func(ap netip.AddrPort, added bool)) error {
-	var applyErr error // the view's own error, after the update was checked
-	kind, _, err := wire.ScanUpdate(b, func(k wire.AddrKey, weightedAddr []byte) error {
-		if weightedAddr != nil { // an Add: ScanUpdate gives each its WeightedAddr
-			v[k] = struct{}{}
-			if seen != nil {
-				seen(k.AddrPort(), true)
-			}
-			return nil
+// harness never reads, are skipped, not decoded. It gathers the addresses first and applies
+// them once the whole update has been read, so that an update ScanUpdate refuses (one a
+// decoder would merge, or malformed) leaves the view untouched; that one is decoded with
+// proto.Unmarshal and given to apply, so that whatever a decoder accepts is applied exactly
+// as before. A Remove of an address not held, an update of no known kind, and bytes the
+// decoder refuses are errors. An Add to an empty view makes the view at its size.
+func (v *addrView) applyEncoded(b []byte, seen func(ap netip.AddrPort, added bool)) error {
+	scratch := keyScratch.Get().(*[]wire.AddrKey)
+	keys := (*scratch)[:0]
+	defer func() {
+		if cap(keys) <= maxKeyScratch {
+			*scratch = keys[:0]
+			keyScratch.Put(scratch)
 		}
-		if _, ok := v[k]; !ok {
-			applyErr = fmt.Errorf("remove of %s, which was never added", k.AddrPort())
-			return applyErr
-		}
-		delete(v, k)
-		if seen != nil {
-			seen(k.AddrPort(), false)
-		}
+	}()
+	kind, _, err := wire.ScanUpdate(b, func(k wire.AddrKey, _ []byte) error {
+		keys = append(keys, k)
 		return nil
 	})
-	switch {
-	case applyErr != nil:
-		return applyErr
-	case err != nil:
-		// Checked before any address was applied: the view is untouched.
+	if err != nil {
 		var u pb.Update
 		if uerr := proto.Unmarshal(b, &u); uerr != nil {
 			return fmt.Errorf("decode update (scan: %v): %w", err, uerr)
@@ -101,12 +99,30 @@ func (v addrView) applyEncoded(b []byte, seen func(ap netip.AddrPort, added bool
 		return v.apply(&u, seen)
 	}
 	switch kind {
-	case wire.UpdateAdd, wire.UpdateRemove:
-		return nil
+	case wire.UpdateAdd:
+		if len(*v) == 0 {
+			*v = make(addrView, len(keys))
+		}
+		for _, k := range keys {
+			(*v)[k] = struct{}{}
+			if seen != nil {
+				seen(k.AddrPort(), true)
+			}
+		}
+	case wire.UpdateRemove:
+		for _, k := range keys {
+			if _, ok := (*v)[k]; !ok {
+				return fmt.Errorf("remove of %s, which was never added", k.AddrPort())
+			}
+			delete(*v, k)
+			if seen != nil {
+				seen(k.AddrPort(), false)
+			}
+		}
 	case wire.UpdateNoEndpoints:
-		clear(v)
-		return nil
+		clear(*v)
 	default:
 		return errors.New("update of no known kind")
 	}
+	return nil
 }

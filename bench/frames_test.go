@@ -176,7 +176,8 @@ func FuzzScanGetUpdate(f *testing.F) {
 	held := heldView()
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if proto.Unmarshal(b, &pb.Update{}) != nil {
-			_ = maps.Clone(held).applyEncoded(b, func(netip.AddrPort, bool) {})
+			v := maps.Clone(held)
+			_ = v.applyEncoded(b, func(netip.AddrPort, bool) {})
 			return // the scanner checks less than a decoder (strings' UTF-8, say)
 		}
 		_, _ = applyBoth(t, held, b)
@@ -382,5 +383,26 @@ func TestUnseenChangeIsNotAwaited(t *testing.T) {
 	l.recordChange(gen.Change{Service: 0, Kind: gen.ScaleDown, Old: 6, New: 6}, now)
 	if l.missed() != 1 {
 		t.Fatalf("a seen change: %d missed before a stream saw it, want 1", l.missed())
+	}
+}
+
+// BenchmarkApplyEncoded applies a 100-address Add to an empty view: what the harness does
+// for each Get stream's first update (a storm opens thousands at once).
+func BenchmarkApplyEncoded(b *testing.B) {
+	set := &pb.WeightedAddrSet{}
+	for i := range 100 {
+		ap := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}), 8080)
+		set.Addrs = append(set.Addrs, &pb.WeightedAddr{Addr: wire.TCPAddr(ap), Weight: 10000})
+	}
+	enc, err := proto.Marshal(&pb.Update{Update: &pb.Update_Add{Add: set}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		v := addrView{}
+		if err := v.applyEncoded(enc, nil); err != nil || len(v) != 100 {
+			b.Fatalf("%v, %d addresses", err, len(v))
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"reflect"
+	"slices"
 	"testing"
 
 	pb "github.com/linkerd/linkerd2-proxy-api/go/destination"
@@ -135,6 +136,29 @@ func TestHeldApplyRaw(t *testing.T) {
 	if _, err := raw.ApplyRaw(b); err == nil {
 		t.Error("remove of an address never added: no error")
 	}
+	// An update ScanUpdate refuses after reading addresses (an Add, then a Remove of what
+	// it held, then a truncated Add) changes nothing.
+	addB, _ := proto.Marshal(add(nil, "10.0.0.4:80", "10.0.0.5:80"))
+	rmB, _ := proto.Marshal(&pb.Update{Update: &pb.Update_Remove{Remove: &pb.AddrSet{Addrs: []*pbnet.TcpAddress{wire.TCPAddr(netip.MustParseAddrPort("10.0.0.3:80"))}}}})
+	for name, bad := range map[string][]byte{
+		"an add and a remove": append(slices.Clone(addB), rmB...),
+		"a truncated add":     addB[:len(addB)-2],
+	} {
+		before := cloneHeld(raw)
+		if _, err := raw.ApplyRaw(bad); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+		if !reflect.DeepEqual(raw, before) {
+			t.Errorf("%s: refused, but the held state changed: %+v, was %+v", name, raw, before)
+		}
+	}
+}
+
+// cloneHeld copies h, arrays and all.
+func cloneHeld(h *Held) *Held {
+	c := *h
+	c.addrs = heldSet{v4: slices.Clone(h.addrs.v4), v6: slices.Clone(h.addrs.v6)}
+	return &c
 }
 
 // applyBoth applies update i, u, to dec decoded and to raw encoded (ApplyRaw).

@@ -42,54 +42,58 @@ const (
 var ErrNonCanonical = errors.New("update is not canonically encoded")
 
 // ScanUpdate reads an encoded io.linkerd.proxy.destination.Update without decoding it into
-// messages, and allocates nothing: it returns the update's kind and, for NoEndpoints, whether
-// the service exists, and calls each for every address of an Add or a Remove, in order, with
-// (for an Add) the encoded WeightedAddr it came in. The whole update is checked before each
-// is first called. An error of each ends the scan and is returned.
-func ScanUpdate(b []byte, each func(k AddrKey, weightedAddr []byte) error) (UpdateKind, bool, error) {
-	kind, exists, err := scanUpdate(b, nil)
-	if err != nil || each == nil {
-		return kind, exists, err
-	}
-	return scanUpdate(b, each)
-}
-
-// scanUpdate is one pass of ScanUpdate; with a nil each it only checks.
-func scanUpdate(b []byte, each func(AddrKey, []byte) error) (kind UpdateKind, exists bool, err error) {
+// messages, in one pass, and allocates nothing: it returns the update's kind and, for
+// NoEndpoints, whether the service exists, and calls each for every address of an Add or a
+// Remove, in order, with (for an Add) the encoded WeightedAddr it came in. An error of each
+// ends the scan and is returned. each is called as the scan reaches an address, so when
+// ScanUpdate returns an error each may already have had some of the addresses: collect what
+// it is given, and use it only when ScanUpdate succeeds.
+func ScanUpdate(b []byte, each func(k AddrKey, weightedAddr []byte) error) (kind UpdateKind, exists bool, err error) {
 	seen := false // one of the oneof
-	err = fields(b, func(num protowire.Number, typ protowire.Type, v []byte) error {
+	for len(b) > 0 {
+		num, typ, v, n, err := field(b)
+		if err != nil {
+			return kind, exists, err
+		}
+		b = b[n:]
 		if num < fieldUpdateAdd || num > fieldUpdateNoEndpoints {
-			return nil // unknown to this version of the API: a decoder keeps it aside too
+			continue // unknown to this version of the API: a decoder keeps it aside too
 		}
 		if err := singular("update", num, typ, protowire.BytesType, &seen); err != nil {
-			return err
+			return kind, exists, err
 		}
 		kind = UpdateKind(num)
 		switch num {
 		case fieldUpdateAdd:
-			return scanAddrs(v, true, each)
+			err = scanAddrs(v, true, each)
 		case fieldUpdateRemove:
-			return scanAddrs(v, false, each)
+			err = scanAddrs(v, false, each)
 		default:
 			exists, err = scanExists(v)
-			return err
 		}
-	})
-	return kind, exists, err
+		if err != nil {
+			return kind, exists, err
+		}
+	}
+	return kind, exists, nil
 }
 
 // scanAddrs reads a WeightedAddrSet (weighted) or an AddrSet.
 func scanAddrs(b []byte, weighted bool, each func(AddrKey, []byte) error) error {
-	return fields(b, func(num protowire.Number, typ protowire.Type, v []byte) error {
+	for len(b) > 0 {
+		num, typ, v, n, err := field(b)
+		if err != nil {
+			return err
+		}
+		b = b[n:]
 		if num != fieldSetAddrs {
-			return nil // the set's labels, or unknown
+			continue // the set's labels, or unknown
 		}
 		if typ != protowire.BytesType {
 			return fmt.Errorf("address set field %d has wire type %d", num, typ)
 		}
 		tcp, wa := v, []byte(nil)
 		if weighted {
-			var err error
 			if tcp, err = weightedAddrTCP(v); err != nil {
 				return err
 			}
@@ -100,27 +104,36 @@ func scanAddrs(b []byte, weighted bool, each func(AddrKey, []byte) error) error 
 			return err
 		}
 		if each != nil {
-			return each(k, wa)
+			if err := each(k, wa); err != nil {
+				return err
+			}
 		}
-		return nil
-	})
+	}
+	return nil
 }
 
 // weightedAddrTCP returns the encoded TcpAddress of an encoded WeightedAddr.
 func weightedAddrTCP(b []byte) ([]byte, error) {
 	var tcp []byte
 	found := false
-	err := fields(b, func(num protowire.Number, typ protowire.Type, v []byte) error {
+	for len(b) > 0 {
+		num, typ, v, n, err := field(b)
+		if err != nil {
+			return nil, err
+		}
+		b = b[n:]
 		if num != fieldWeightedAddrAddr {
-			return nil
+			continue
+		}
+		if err := singular("weighted address", num, typ, protowire.BytesType, &found); err != nil {
+			return nil, err
 		}
 		tcp = v
-		return singular("weighted address", num, typ, protowire.BytesType, &found)
-	})
-	if err == nil && !found {
-		err = errors.New("weighted address without an address")
 	}
-	return tcp, err
+	if !found {
+		return nil, errors.New("weighted address without an address")
+	}
+	return tcp, nil
 }
 
 // scanTCPAddr reads an encoded TcpAddress into its key.
@@ -128,27 +141,28 @@ func scanTCPAddr(b []byte) (AddrKey, error) {
 	var k AddrKey
 	var port uint64
 	seenIP, seenPort := false, false
-	err := fields(b, func(num protowire.Number, typ protowire.Type, v []byte) error {
+	for len(b) > 0 {
+		num, typ, v, n, err := field(b)
+		if err != nil {
+			return k, err
+		}
+		b = b[n:]
 		switch num {
 		case fieldTCPIP:
 			if err := singular("address", num, typ, protowire.BytesType, &seenIP); err != nil {
-				return err
+				return k, err
 			}
-			return scanIP(v, &k)
+			if err := scanIP(v, &k); err != nil {
+				return k, err
+			}
 		case fieldTCPPort:
 			if err := singular("address", num, typ, protowire.VarintType, &seenPort); err != nil {
-				return err
+				return k, err
 			}
-			var n int
-			if port, n = protowire.ConsumeVarint(v); n < 0 {
-				return protowire.ParseError(n)
-			}
+			port, _ = protowire.ConsumeVarint(v) // field checked it
 		}
-		return nil
-	})
+	}
 	switch {
-	case err != nil:
-		return k, err
 	case !seenIP:
 		return k, errors.New("address has no IP")
 	case port > 65535:
@@ -161,7 +175,12 @@ func scanTCPAddr(b []byte) (AddrKey, error) {
 // scanIP reads an encoded IPAddress into k's address bytes (and its IPv4 mark).
 func scanIP(b []byte, k *AddrKey) error {
 	seen := false // one of the oneof
-	err := fields(b, func(num protowire.Number, typ protowire.Type, v []byte) error {
+	for len(b) > 0 {
+		num, typ, v, n, err := field(b)
+		if err != nil {
+			return err
+		}
+		b = b[n:]
 		switch num {
 		case fieldIPv4:
 			if err := singular("ip", num, typ, protowire.Fixed32Type, &seen); err != nil {
@@ -175,22 +194,28 @@ func scanIP(b []byte, k *AddrKey) error {
 			if err := singular("ip", num, typ, protowire.BytesType, &seen); err != nil {
 				return err
 			}
-			return scanIPv6(v, k)
+			if err := scanIPv6(v, k); err != nil {
+				return err
+			}
 		}
-		return nil
-	})
-	if err == nil && !seen {
-		err = errors.New("address has no IP")
 	}
-	return err
+	if !seen {
+		return errors.New("address has no IP")
+	}
+	return nil
 }
 
 // scanIPv6 reads an encoded IPv6 into k's address bytes.
 func scanIPv6(b []byte, k *AddrKey) error {
 	var first, last bool
-	return fields(b, func(num protowire.Number, typ protowire.Type, v []byte) error {
+	for len(b) > 0 {
+		num, typ, v, n, err := field(b)
+		if err != nil {
+			return err
+		}
+		b = b[n:]
 		if num != fieldIPv6First && num != fieldIPv6Last {
-			return nil
+			continue
 		}
 		seen, at := &first, 0
 		if num == fieldIPv6Last {
@@ -201,28 +226,29 @@ func scanIPv6(b []byte, k *AddrKey) error {
 		}
 		x, _ := protowire.ConsumeFixed64(v)
 		binary.BigEndian.PutUint64(k[at:at+8], x)
-		return nil
-	})
+	}
+	return nil
 }
 
 // scanExists reads NoEndpoints.exists.
 func scanExists(b []byte) (bool, error) {
 	exists, seen := false, false
-	err := fields(b, func(num protowire.Number, typ protowire.Type, v []byte) error {
+	for len(b) > 0 {
+		num, typ, v, n, err := field(b)
+		if err != nil {
+			return false, err
+		}
+		b = b[n:]
 		if num != fieldNoEndpointsExists {
-			return nil
+			continue
 		}
 		if err := singular("no_endpoints", num, typ, protowire.VarintType, &seen); err != nil {
-			return err
+			return false, err
 		}
-		x, n := protowire.ConsumeVarint(v)
-		if n < 0 {
-			return protowire.ParseError(n)
-		}
+		x, _ := protowire.ConsumeVarint(v) // field checked it
 		exists = x != 0
-		return nil
-	})
-	return exists, err
+	}
+	return exists, nil
 }
 
 // singular checks a field that a canonical encoding writes once (a singular field, or one
@@ -243,40 +269,66 @@ func singular(msg string, num protowire.Number, typ, want protowire.Type, seen *
 // top level (no groups, which the proxy API has none of): what a relay checks of a message it
 // passes on without decoding it.
 func CheckFraming(b []byte) error {
-	return fields(b, func(protowire.Number, protowire.Type, []byte) error { return nil })
-}
-
-// fields calls f with each field of the encoded message b: its number, wire type and value
-// (for a bytes field, the bytes; else the encoded value). Groups are refused.
-func fields(b []byte, f func(protowire.Number, protowire.Type, []byte) error) error {
 	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return protowire.ParseError(n)
-		}
-		b = b[n:]
-		var v []byte
-		if typ == protowire.BytesType {
-			var m int
-			if v, m = protowire.ConsumeBytes(b); m < 0 {
-				return protowire.ParseError(m)
-			}
-			n = m
-		} else {
-			if typ == protowire.StartGroupType || typ == protowire.EndGroupType {
-				return fmt.Errorf("field %d is a group, which the proxy API has none of", num)
-			}
-			if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
-				return protowire.ParseError(n)
-			}
-			v = b[:n]
-		}
-		b = b[n:]
-		if err := f(num, typ, v); err != nil {
+		_, _, _, n, err := field(b)
+		if err != nil {
 			return err
 		}
+		b = b[n:]
 	}
 	return nil
+}
+
+// field reads the field at the start of b: its number, wire type and value (for a bytes
+// field, the bytes; else the encoded value), and n, the bytes it takes up in b. Groups are
+// refused. The scanners loop over it rather than take a callback: a call through a function
+// value for every field cost more than the reading itself.
+func field(b []byte) (num protowire.Number, typ protowire.Type, v []byte, n int, err error) {
+	if len(b) > 0 && b[0] < 0x80 && b[0] >= 1<<3 {
+		// The common case, a one-byte tag: read the value here.
+		num, typ = protowire.Number(b[0]>>3), protowire.Type(b[0]&7)
+		rest := b[1:]
+		switch typ {
+		case protowire.BytesType:
+			if len(rest) > 0 && rest[0] < 0x80 {
+				if end := 1 + int(rest[0]); end <= len(rest) {
+					return num, typ, rest[1:end], 1 + end, nil
+				}
+			}
+		case protowire.VarintType:
+			if _, m := protowire.ConsumeVarint(rest); m > 0 {
+				return num, typ, rest[:m], 1 + m, nil
+			}
+		case protowire.Fixed32Type:
+			if len(rest) >= 4 {
+				return num, typ, rest[:4], 5, nil
+			}
+		case protowire.Fixed64Type:
+			if len(rest) >= 8 {
+				return num, typ, rest[:8], 9, nil
+			}
+		}
+	}
+	num, typ, n = protowire.ConsumeTag(b)
+	if n < 0 {
+		return 0, 0, nil, 0, protowire.ParseError(n)
+	}
+	rest := b[n:]
+	if typ == protowire.BytesType {
+		v, m := protowire.ConsumeBytes(rest)
+		if m < 0 {
+			return 0, 0, nil, 0, protowire.ParseError(m)
+		}
+		return num, typ, v, n + m, nil
+	}
+	if typ == protowire.StartGroupType || typ == protowire.EndGroupType {
+		return 0, 0, nil, 0, fmt.Errorf("field %d is a group, which the proxy API has none of", num)
+	}
+	m := protowire.ConsumeFieldValue(num, typ, rest)
+	if m < 0 {
+		return 0, 0, nil, 0, protowire.ParseError(m)
+	}
+	return num, typ, rest[:m], n + m, nil
 }
 
 var fingerprintSeed = maphash.MakeSeed()
