@@ -33,8 +33,6 @@ func Diff(old, new *AddressSet) Delta {
 	if new != nil {
 		n = new.Endpoints
 	}
-	// The set's labels are every endpoint's: when they change, every endpoint is sent again
-	// with them (a client takes an Add of an address it holds as its new metadata).
 	switch {
 	case len(o) == 0:
 		// Every endpoint is new (a stream's first delta): the set's own sorted slice, clipped
@@ -48,6 +46,8 @@ func Diff(old, new *AddressSet) Delta {
 		}
 		return d
 	}
+	// The set's labels are every endpoint's: when they change, every endpoint is sent again
+	// with them (a client takes an Add of an address it holds as its new metadata).
 	relabeled := old != nil && new != nil && !slices.Equal(old.Labels, new.Labels)
 	for len(o) > 0 || len(n) > 0 {
 		switch {
