@@ -62,8 +62,14 @@ func listPackages(t *testing.T) []pkg {
 // touchSources reads every Go file and directory of the module, so that the go command's test
 // cache, which records what a test opens, runs these tests again when any of them changes
 // (go list, which they run, is invisible to it).
-func touchSources(t *testing.T) {
+func touchSources(t *testing.T) { eachGoFile(t, func(string, []byte) {}) }
+
+// eachGoFile calls fn with every Go file of the module, its path relative to the module's
+// root and its contents, and reports how many there were; it reads every directory on the way
+// (touchSources), and skips testdata and hidden directories (.cache, .git).
+func eachGoFile(t *testing.T, fn func(rel string, src []byte)) int {
 	t.Helper()
+	files := 0
 	err := filepath.WalkDir("../..", func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -75,15 +81,21 @@ func touchSources(t *testing.T) {
 			_, err := os.ReadDir(p)
 			return err
 		}
-		if strings.HasSuffix(p, ".go") {
-			_, err := os.ReadFile(p)
+		if !strings.HasSuffix(p, ".go") {
+			return nil
+		}
+		src, err := os.ReadFile(p)
+		if err != nil {
 			return err
 		}
+		files++
+		fn(strings.TrimPrefix(p, "../../"), src)
 		return nil
 	})
 	if err != nil {
 		t.Fatalf("read the module's sources: %v", err)
 	}
+	return files
 }
 
 // packageDoc returns the package comment of the package in dir (from its doc.go).
