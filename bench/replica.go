@@ -1,8 +1,6 @@
 package bench
 
 import (
-	"github.com/meridian-mesh/meridian/bench/internal/child"
-
 	"bufio"
 	"context"
 	"crypto/rand"
@@ -17,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/meridian-mesh/meridian/internal/child"
 )
 
 // ReplicaSpec is what one replica process is started with.
@@ -116,13 +116,14 @@ func freeAddr() (string, error) {
 
 // startReplica starts a replica process whose output goes to dir/shardI.log.
 func startReplica(binary, dir string, spec ReplicaSpec, extra []string) (*replica, error) {
-	var env []string
+	env := append(os.Environ(), "GOTRACEBACK=all")
 	if spec.GOMAXPROCS > 0 {
 		env = append(env, "GOMAXPROCS="+strconv.Itoa(spec.GOMAXPROCS))
 	}
-	p, err := child.Start(binary, append(ReplicaArgs(spec), extra...), env, filepath.Join(dir, "shard"+strconv.Itoa(spec.Index)+".log"))
+	p, err := child.Start("replica "+strconv.Itoa(spec.Index), binary, append(ReplicaArgs(spec), extra...),
+		child.Options{Env: env, Log: filepath.Join(dir, "shard"+strconv.Itoa(spec.Index)+".log")})
 	if err != nil {
-		return nil, fmt.Errorf("start replica %d: %w", spec.Index, err)
+		return nil, err
 	}
 	return &replica{spec: spec, Proc: p}, nil
 }
@@ -131,39 +132,13 @@ var httpClient = &http.Client{Timeout: 30 * time.Second}
 
 // waitReady polls the replica's /ready until it answers 200, the process exits, or timeout.
 func (r *replica) waitReady(ctx context.Context, timeout time.Duration) error {
-	return r.waitOK(ctx, timeout, "/ready", "ready")
+	return r.WaitHTTP(ctx, httpClient, "http://"+r.spec.AdminAddr+"/ready", timeout, "ready")
 }
 
 // waitLive polls the replica's /live until it answers 200 (the process is up and listens),
 // the process exits, or timeout.
 func (r *replica) waitLive(ctx context.Context, timeout time.Duration) error {
-	return r.waitOK(ctx, timeout, "/live", "live")
-}
-
-// waitOK polls the replica's admin path until it answers 200, the process exits, or
-// timeout; what names the state in errors.
-func (r *replica) waitOK(ctx context.Context, timeout time.Duration, path, what string) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	url := "http://" + r.spec.AdminAddr + path
-	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		resp, err := httpClient.Do(req)
-		if err == nil {
-			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		select {
-		case <-r.Exited():
-			return fmt.Errorf("replica %d exited before it was %s (%v); its log ends:\n%s", r.spec.Index, what, r.Err(), r.LogTail())
-		case <-ctx.Done():
-			return fmt.Errorf("replica %d not %s within %s: %w; its log ends:\n%s", r.spec.Index, what, timeout, ctx.Err(), r.LogTail())
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	return r.WaitHTTP(ctx, httpClient, "http://"+r.spec.AdminAddr+"/live", timeout, "live")
 }
 
 // procStats are the figures read from a replica's /metrics.

@@ -218,9 +218,9 @@ func waitListening(ctx context.Context, p *proc, addrs []string, timeout time.Du
 			}
 			select {
 			case <-p.Exited():
-				return p.failure("before it listened on " + a)
+				return p.Failure("before it listened on " + a)
 			case <-ctx.Done():
-				return p.failure(fmt.Sprintf("not listening on %s within %s", a, timeout))
+				return p.Failure(fmt.Sprintf("not listening on %s within %s", a, timeout))
 			case <-time.After(50 * time.Millisecond):
 			}
 		}

@@ -1,10 +1,7 @@
 package dataplane
 
 import (
-	"github.com/meridian-mesh/meridian/bench/internal/child"
-
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -14,55 +11,31 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/meridian-mesh/meridian/internal/child"
 )
 
 // proc is a process the harness started: a control-plane component, a proxy or an nginx.
-type proc struct {
-	name string
-	*child.Proc
-}
+type proc struct{ *child.Proc }
 
 // startProc starts bin with args and env (added to the harness's), its output in
 // dir/NAME.log.
 func startProc(name, dir, bin string, args, env []string) (*proc, error) {
-	p, err := child.Start(bin, args, env, filepath.Join(dir, name+".log"))
+	p, err := child.Start(name, bin, args, child.Options{
+		Env: append(append(os.Environ(), "GOTRACEBACK=all"), env...),
+		Log: filepath.Join(dir, name+".log"),
+	})
 	if err != nil {
-		return nil, fmt.Errorf("start %s: %w", name, err)
+		return nil, err
 	}
-	return &proc{name: name, Proc: p}, nil
+	return &proc{p}, nil
 }
-
-// failure describes the process's end or its log, for an error about it.
-func (p *proc) failure(what string) error { return p.Failure(p.name, what) }
 
 var adminClient = &http.Client{Timeout: 30 * time.Second}
 
 // waitReady polls url until it answers 200, the process exits, or timeout passes.
 func (p *proc) waitReady(ctx context.Context, url string, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	last := ""
-	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		res, err := adminClient.Do(req)
-		if err == nil {
-			b, _ := io.ReadAll(io.LimitReader(res.Body, 4096))
-			res.Body.Close()
-			if res.StatusCode == http.StatusOK {
-				return nil
-			}
-			last = fmt.Sprintf("%d %s", res.StatusCode, bytes.TrimSpace(b))
-		} else {
-			last = err.Error()
-		}
-		select {
-		case <-p.Exited():
-			return p.failure("before it was ready")
-		case <-ctx.Done():
-			return p.failure(fmt.Sprintf("not ready within %s (%s)", timeout, last))
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	return p.WaitHTTP(ctx, adminClient, url, timeout, "ready")
 }
 
 // memory is a process's resident memory, from /proc/PID/status, in bytes.

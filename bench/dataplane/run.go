@@ -105,7 +105,7 @@ func (c *cluster) newVariantRun(v Variant, p Protocol) (*variantRun, error) {
 		}
 	}
 	for i, pp := range c.procs(v) {
-		m := &meter{name: pp.name, p: pp}
+		m := &meter{name: pp.Name(), p: pp}
 		if v == Meridian {
 			m.metrics = c.adminURL([]byte{hostClient, hostApp}[i], "/metrics")
 		}

@@ -26,9 +26,9 @@
 // (view.go) shows the ring, the services with their owners and endpoints, the routes with
 // their rates, success, latency and mTLS identities, and the policy decisions.
 //
-// Files by concept: proc.go and sysproc_*.go (supervision of the child processes: their own
-// process group, killed with the demo by the kernel through Pdeathsig on Linux), setup.go
-// (the cache: identity, gossip key, tokens), cluster.go (reading the example cluster),
+// Files by concept: proc.go (supervision of the child processes, which internal/child runs:
+// their own process group, killed with the demo by the kernel through Pdeathsig on Linux),
+// setup.go (the cache: identity, gossip key, tokens), cluster.go (reading the example cluster),
 // plan.go (what runs, with which arguments and environment: pure), forward.go (the
 // linkerd-dst forwarder), app.go and traffic.go (the processes `meridian demo app` and
 // `meridian demo traffic`), metrics.go (Prometheus text into series), model.go (scrapes into

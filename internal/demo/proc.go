@@ -4,19 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/meridian-mesh/meridian/internal/child"
 )
 
 // Role says what a process is; processes stop in the order of their roles (the traffic
@@ -54,32 +53,23 @@ type Exit struct {
 	Expected bool
 }
 
-// Supervisor starts and stops the demo's child processes. Each child runs in its own process
-// group (a Ctrl-C in the terminal reaches only the demo, which stops them in order) and, on
-// Linux, is killed by the kernel when the demo dies (Pdeathsig). Children are started from
-// one goroutine locked to its OS thread, because Pdeathsig fires when the thread that
-// started the child ends, not the process.
+// Supervisor starts and stops the demo's child processes (internal/child: each in its own
+// process group, so a Ctrl-C in the terminal reaches only the demo, which stops them in
+// order; on Linux killed by the kernel when the demo dies).
 //
-// Close stops every child and must be called; the Supervisor owns the goroutines that wait
-// for the children. Safe for concurrent use.
+// Close stops every child and must be called; the Supervisor owns the goroutines that report
+// the children's exits. Safe for concurrent use.
 type Supervisor struct {
 	binary, logDir string
 	env            []string
 	log            *zap.Logger
 
-	spawn   chan spawnReq
-	spawned chan struct{} // closed when the spawner goroutine has returned
-	exits   chan Exit
+	exits chan Exit
 
 	mu     sync.Mutex
 	procs  []*Proc
 	closed bool
-	wg     sync.WaitGroup // the waiters
-}
-
-type spawnReq struct {
-	cmd  *exec.Cmd
-	done chan error
+	wg     sync.WaitGroup // the exit reporters
 }
 
 // exitBuffer bounds the exits reported and not yet read; further ones are dropped (the
@@ -95,10 +85,8 @@ func NewSupervisor(binary, logDir string, log *zap.Logger) (*Supervisor, error) 
 	if log == nil {
 		log = zap.NewNop()
 	}
-	s := &Supervisor{binary: binary, logDir: logDir, env: childEnv(os.Environ()), log: log,
-		spawn: make(chan spawnReq), spawned: make(chan struct{}), exits: make(chan Exit, exitBuffer)}
-	go s.spawner()
-	return s, nil
+	return &Supervisor{binary: binary, logDir: logDir, env: childEnv(os.Environ()), log: log,
+		exits: make(chan Exit, exitBuffer)}, nil
 }
 
 // childEnv is the demo's environment without what would reconfigure the children behind the
@@ -107,14 +95,6 @@ func childEnv(env []string) []string {
 	return slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
 		return strings.HasPrefix(kv, "LINKERD2_PROXY_") || strings.HasPrefix(kv, "MERIDIAN_PROXY_")
 	})
-}
-
-func (s *Supervisor) spawner() {
-	runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
-	defer close(s.spawned)
-	for req := range s.spawn {
-		req.done <- req.cmd.Start()
-	}
 }
 
 // Exits reports every process that ended, in order; a consumer that falls behind loses the
@@ -143,7 +123,7 @@ func (s *Supervisor) Start(spec Spec) (*Proc, error) {
 	if s.Proc(spec.Name) != nil {
 		return nil, fmt.Errorf("process %s started twice", spec.Name)
 	}
-	p := &Proc{spec: spec, sup: s, done: closedChan()}
+	p := &Proc{spec: spec, sup: s}
 	if err := p.start(); err != nil {
 		return nil, err
 	}
@@ -153,28 +133,25 @@ func (s *Supervisor) Start(spec Spec) (*Proc, error) {
 	return p, nil
 }
 
-func closedChan() chan struct{} {
-	c := make(chan struct{})
-	close(c)
-	return c
-}
-
-// launch starts cmd on the spawner's thread.
-func (s *Supervisor) launch(cmd *exec.Cmd) error {
+// launch starts a run of p's, unless the supervisor is closed.
+func (s *Supervisor) launch(p *Proc) (*procRun, error) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return errors.New("the demo is stopping")
+		return nil, errors.New("the demo is stopping")
 	}
-	s.wg.Add(1) // released by the waiter, or below when the start fails
+	s.wg.Add(1) // released by the run's reporter, or below when the start fails
 	s.mu.Unlock()
-	req := spawnReq{cmd: cmd, done: make(chan error, 1)}
-	s.spawn <- req
-	if err := <-req.done; err != nil {
+	cp, err := child.Start(p.spec.Name, s.binary, p.spec.Args, child.Options{
+		Env:    append(slices.Clone(s.env), p.spec.Env...),
+		Log:    p.LogPath(),
+		Banner: fmt.Sprintf("=== %s: %s %s", time.Now().Format(time.RFC3339), filepath.Base(s.binary), strings.Join(p.spec.Args, " ")),
+	})
+	if err != nil {
 		s.wg.Done()
-		return err
+		return nil, err
 	}
-	return nil
+	return &procRun{Proc: cp}, nil
 }
 
 // StopAll stops every process within about total, role by role: the traffic, then the
@@ -229,16 +206,10 @@ func (s *Supervisor) stopOne(p *Proc, grace time.Duration) {
 // supervisor's goroutines. It is idempotent.
 func (s *Supervisor) Close() {
 	s.mu.Lock()
-	already := s.closed
 	s.closed = true // nothing starts any more
 	s.mu.Unlock()
 	s.StopAll(4 * time.Second)
-	if already {
-		return
-	}
 	s.wg.Wait()
-	close(s.spawn)
-	<-s.spawned
 }
 
 // Proc is one child process; it may be killed and started again.
@@ -246,13 +217,15 @@ type Proc struct {
 	spec Spec
 	sup  *Supervisor
 
-	mu       sync.Mutex
-	cmd      *exec.Cmd
-	pid      int
-	done     chan struct{} // closed when the current run has exited
-	err      error         // the current run's exit status, once done
-	stopping bool          // the demo ended the current run
-	starts   int
+	mu     sync.Mutex
+	run    *procRun // the current (or last) run; nil before the first
+	starts int
+}
+
+// procRun is one run of a Proc.
+type procRun struct {
+	*child.Proc
+	ended atomic.Bool // the demo ended it (Stop, Kill)
 }
 
 // Name is the process's name; Role its role.
@@ -278,51 +251,42 @@ func logName(name string) string {
 func (p *Proc) start() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	select {
-	case <-p.done:
-	default:
+	if p.run != nil && p.run.Alive() {
 		return fmt.Errorf("%s is running", p.spec.Name)
 	}
-	f, err := os.OpenFile(p.LogPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	r, err := p.sup.launch(p)
 	if err != nil {
-		return err
-	}
-	fmt.Fprintf(f, "=== %s: %s %s\n", time.Now().Format(time.RFC3339), filepath.Base(p.sup.binary), strings.Join(p.spec.Args, " "))
-	cmd := exec.Command(p.sup.binary, p.spec.Args...)
-	cmd.Env = append(slices.Clone(p.sup.env), p.spec.Env...)
-	cmd.Stdout, cmd.Stderr = f, f
-	setProcAttrs(cmd)
-	if err := p.sup.launch(cmd); err != nil {
-		f.Close()
 		return fmt.Errorf("start %s: %w", p.spec.Name, err)
 	}
-	done := make(chan struct{})
-	p.cmd, p.pid, p.done, p.err, p.stopping = cmd, cmd.Process.Pid, done, nil, false
+	p.run = r
 	p.starts++
-	go p.wait(cmd, f, done)
+	go p.report(r)
 	return nil
 }
 
-func (p *Proc) wait(cmd *exec.Cmd, f io.Closer, done chan struct{}) {
+// report sends the run's Exit once it has ended.
+func (p *Proc) report(r *procRun) {
 	defer p.sup.wg.Done()
-	err := cmd.Wait()
-	f.Close()
-	p.mu.Lock()
-	p.err = err
-	expected := p.stopping
-	close(done)
-	p.mu.Unlock()
+	<-r.Exited()
 	select {
-	case p.sup.exits <- Exit{Name: p.spec.Name, Pid: cmd.Process.Pid, Err: err, Expected: expected}:
+	case p.sup.exits <- Exit{Name: p.spec.Name, Pid: r.Pid(), Err: r.Err(), Expected: r.ended.Load()}:
 	default:
 	}
+}
+
+// current returns the current run (nil before the first).
+func (p *Proc) current() *procRun {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.run
 }
 
 // Pid is the process id of the current (or last) run.
 func (p *Proc) Pid() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.pid
+	if run := p.current(); run != nil {
+		return run.Pid()
+	}
+	return 0
 }
 
 // Starts is how many times the process was started.
@@ -334,134 +298,64 @@ func (p *Proc) Starts() int {
 
 // Alive reports whether the current run has not exited.
 func (p *Proc) Alive() bool {
-	select {
-	case <-p.doneChan():
-		return false
-	default:
-		return true
-	}
-}
-
-// Done is closed when the current run exits.
-func (p *Proc) doneChan() chan struct{} {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.done
+	run := p.current()
+	return run != nil && run.Alive()
 }
 
 // Err is the exit status of the last run once it exited.
 func (p *Proc) Err() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.err
+	if run := p.current(); run != nil && !run.Alive() {
+		return run.Err()
+	}
+	return nil
 }
 
-// signal sends sig to the current run, marking its end as expected.
-func (p *Proc) signal(sig os.Signal) (done chan struct{}) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	select {
-	case <-p.done:
-	default:
-		p.stopping = true
-		_ = p.cmd.Process.Signal(sig)
+// ending marks the current run's end as the demo's doing and returns it (nil when there is
+// no run).
+func (p *Proc) ending() *procRun {
+	r := p.current()
+	if r != nil && r.Alive() {
+		r.ended.Store(true)
 	}
-	return p.done
+	return r
 }
 
 // Kill ends the process at once (SIGKILL, as a crash would) and waits for it.
 func (p *Proc) Kill() {
-	<-p.signal(syscall.SIGKILL)
+	if run := p.ending(); run != nil {
+		run.Kill()
+	}
 }
 
 // Stop ends the process: SIGTERM, then SIGKILL after grace. It returns once it has exited,
 // and whether it had to be killed.
 func (p *Proc) Stop(grace time.Duration) (killed bool) {
-	done := p.signal(syscall.SIGTERM)
-	t := time.NewTimer(grace)
-	defer t.Stop()
-	select {
-	case <-done:
-		return false
-	case <-t.C:
-		p.Kill()
-		return true
+	if run := p.ending(); run != nil {
+		return run.Stop(grace)
 	}
+	return false
 }
 
 // Restart starts a process that has exited again.
 func (p *Proc) Restart() error { return p.start() }
 
+var probeClient = &http.Client{Timeout: 2 * time.Second}
+
 // WaitReady polls the process's Ready URL until it answers 200, the process exits, ctx ends
 // or timeout passes.
 func (p *Proc) WaitReady(ctx context.Context, timeout time.Duration) error {
-	if p.spec.Ready == "" {
+	run := p.current()
+	if p.spec.Ready == "" || run == nil {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	done := p.doneChan()
-	probeCtx, stopProbe := context.WithCancel(ctx) // a probe in flight ends with the process
-	defer stopProbe()
-	go func() {
-		select {
-		case <-done:
-			stopProbe()
-		case <-probeCtx.Done():
-		}
-	}()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	var last string
-	for {
-		if last = probe(probeCtx, p.spec.Ready); last == "" {
-			return nil
-		}
-		select {
-		case <-done:
-			return fmt.Errorf("%s exited before it was ready (%v); %s ends:\n%s", p.spec.Name, p.Err(), p.LogPath(), p.LogTail(12))
-		case <-ctx.Done():
-			return fmt.Errorf("%s not ready within %s (%s); %s ends:\n%s", p.spec.Name, timeout, last, p.LogPath(), p.LogTail(12))
-		case <-tick.C:
-		}
-	}
+	return run.WaitHTTP(ctx, probeClient, p.spec.Ready, timeout, "ready")
 }
 
-var probeClient = &http.Client{Timeout: 2 * time.Second}
-
-// probe GETs url and returns "" for a 200, else what it got.
-func probe(ctx context.Context, url string) string {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err.Error()
-	}
-	resp, err := probeClient.Do(req)
-	if err != nil {
-		return err.Error()
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-	if resp.StatusCode == http.StatusOK {
-		return ""
-	}
-	return resp.Status + ": " + strings.TrimSpace(string(body))
-}
-
-// LogTail returns the last n lines of the process's log.
+// LogTail returns the last n lines of the process's log, indented.
 func (p *Proc) LogTail(n int) string {
-	f, err := os.Open(p.LogPath())
-	if err != nil {
+	run := p.current()
+	if run == nil {
 		return ""
 	}
-	defer f.Close()
-	const max = 16 << 10
-	if st, err := f.Stat(); err == nil && st.Size() > max {
-		_, _ = f.Seek(st.Size()-max, io.SeekStart)
-	}
-	b, _ := io.ReadAll(io.LimitReader(f, max))
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return "  " + strings.Join(lines, "\n  ")
+	return "  " + strings.ReplaceAll(run.LogTail(n), "\n", "\n  ")
 }

@@ -2,9 +2,7 @@ package demo
 
 import (
 	"context"
-	"errors"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
@@ -29,7 +27,7 @@ func newTestSupervisor(t *testing.T) *Supervisor {
 	return s
 }
 
-func child(name, mode string, role Role) Spec {
+func testChild(name, mode string, role Role) Spec {
 	return Spec{Name: name, Role: role, Env: []string{childEnvKey + "=" + mode}, Args: []string{"-test.run=^$"}}
 }
 
@@ -49,15 +47,15 @@ func itoa(n int) string { return strconv.Itoa(n) }
 
 func TestSupervisorStopsInOrderAndReportsExits(t *testing.T) {
 	s := newTestSupervisor(t)
-	ctl, err := s.Start(child("dst-0", "sleep", RoleControl))
+	ctl, err := s.Start(testChild("dst-0", "sleep", RoleControl))
 	if err != nil {
 		t.Fatal(err)
 	}
-	app, err := s.Start(child("app/web", "sleep", RoleApp))
+	app, err := s.Start(testChild("app/web", "sleep", RoleApp))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Start(child("app/web", "sleep", RoleApp)); err == nil {
+	if _, err := s.Start(testChild("app/web", "sleep", RoleApp)); err == nil {
 		t.Error("a second process of one name started")
 	}
 	if !ctl.Alive() || !app.Alive() || ctl.Pid() == app.Pid() {
@@ -74,7 +72,7 @@ func TestSupervisorStopsInOrderAndReportsExits(t *testing.T) {
 	}
 	for _, name := range []string{"dst-0", "app/web"} {
 		// exit 0 when its handler ran, "terminated" when SIGTERM came before the handler.
-		if e := got[name]; !e.Expected || (e.Err != nil && killedBy(e.Err) != syscall.SIGTERM) {
+		if e := got[name]; !e.Expected || (e.Err != nil && testutil.KilledBy(e.Err) != syscall.SIGTERM) {
 			t.Errorf("%s: %+v, want an expected end by SIGTERM", name, e)
 		}
 	}
@@ -95,20 +93,9 @@ func ignores(pid int, sig syscall.Signal) bool {
 	return false
 }
 
-// killedBy is the signal that ended a process, 0 when it exited.
-func killedBy(err error) syscall.Signal {
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return ws.Signal()
-		}
-	}
-	return 0
-}
-
 func TestSupervisorKillsWhatIgnoresSIGTERM(t *testing.T) {
 	s := newTestSupervisor(t)
-	p, err := s.Start(child("stubborn", "stubborn", RoleProxy))
+	p, err := s.Start(testChild("stubborn", "stubborn", RoleProxy))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,14 +105,14 @@ func TestSupervisorKillsWhatIgnoresSIGTERM(t *testing.T) {
 		return ignores(p.Pid(), syscall.SIGTERM)
 	})
 	p.Stop(200 * time.Millisecond)
-	if err := p.Err(); killedBy(err) != syscall.SIGKILL {
+	if err := p.Err(); testutil.KilledBy(err) != syscall.SIGKILL {
 		t.Errorf("exit %v, want killed by SIGKILL after the grace", err)
 	}
 }
 
 func TestSupervisorReportsAnUnexpectedExitAndRestarts(t *testing.T) {
 	s := newTestSupervisor(t)
-	p, err := s.Start(child("flaky", "exit3", RoleApp))
+	p, err := s.Start(testChild("flaky", "exit3", RoleApp))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,21 +138,21 @@ func TestSupervisorReportsAnUnexpectedExitAndRestarts(t *testing.T) {
 
 func TestSupervisorWaitReadySaysWhyNot(t *testing.T) {
 	s := newTestSupervisor(t)
-	spec := child("never-ready", "exit3", RoleApp)
+	spec := testChild("never-ready", "exit3", RoleApp)
 	spec.Ready = "http://" + testutil.Listen(t).Addr().String() + "/ready"
 	p, err := s.Start(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	err = p.WaitReady(context.Background(), 10*time.Second)
-	if err == nil || !strings.Contains(err.Error(), "exited before it was ready") {
+	if err == nil || !strings.Contains(err.Error(), "never-ready exited (exit status 3) before it was ready") {
 		t.Errorf("WaitReady = %v, want the exit named", err)
 	}
 }
 
 func TestSupervisorKillAndClose(t *testing.T) {
 	s := newTestSupervisor(t)
-	p, err := s.Start(child("dst-1", "sleep", RoleControl))
+	p, err := s.Start(testChild("dst-1", "sleep", RoleControl))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +160,7 @@ func TestSupervisorKillAndClose(t *testing.T) {
 	if e := testutil.Recv(t, s.Exits(), 10*time.Second, "the exit"); !e.Expected {
 		t.Errorf("a kill reported as unexpected: %+v", e)
 	}
-	q, err := s.Start(child("dst-2", "stubborn", RoleControl))
+	q, err := s.Start(testChild("dst-2", "stubborn", RoleControl))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +168,7 @@ func TestSupervisorKillAndClose(t *testing.T) {
 	if q.Alive() || running(q.Pid()) {
 		t.Error("Close left a process running")
 	}
-	if _, err := s.Start(child("late", "sleep", RoleApp)); err == nil {
+	if _, err := s.Start(testChild("late", "sleep", RoleApp)); err == nil {
 		t.Error("Start after Close succeeded")
 	}
 	s.Close() // idempotent

@@ -14,12 +14,14 @@
 //
 // An Env owns its two processes and its directory (certificates, etcd's data, the logs
 // etcd.log and kube-apiserver.log, which a failed start quotes): Stop ends them (SIGTERM,
-// SIGKILL after the stop timeout) and removes it. The processes have their own process
-// group, and the kernel kills them when this process dies (Linux: Pdeathsig), so no API
-// server outlives the program that started it.
+// SIGKILL after the stop timeout) and removes it. internal/child runs them: in process
+// groups of their own, and killed by the kernel when this process dies (Linux: Pdeathsig),
+// so no API server outlives the program that started it.
 //
-// It imports client-go, apimachinery, the apiextensions client and the standard library; it
-// must not import `github.com/meridian-mesh/meridian/...`.
+// It imports client-go, apimachinery, the apiextensions client, the standard library and
+// internal/child (which runs the two processes), and nothing else of Meridian's; it must not
+// import the mesh's components: `shard/...`, `ring/...`, `translator/...`, `identity/...`,
+// `policy/...`, `injector/...`, `proxy/...`, `bench/...`, `cmd/...`.
 //
-// Allowed imports: `std`, `k8s.io/...`, `sigs.k8s.io/yaml`.
+// Allowed imports: `std`, `k8s.io/...`, `sigs.k8s.io/yaml`, `internal/child`.
 package kubeenv

@@ -287,7 +287,7 @@ func (e *Env) Stop() error {
 func (e *Env) PIDs() (apiServer, etcd int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.api.pid(), e.etcd.pid()
+	return e.api.Pid(), e.etcd.Pid()
 }
 
 // Dir returns the directory of the certificates, etcd's data and the logs.
@@ -300,7 +300,7 @@ func (e *Env) LogTails() string {
 	var b strings.Builder
 	for _, p := range []*process{e.api, e.etcd} {
 		if p != nil {
-			fmt.Fprintf(&b, "%s (%s):\n%s\n", p.name, p.logPath, p.tail())
+			fmt.Fprintf(&b, "%s (%s):\n%s\n", p.Name(), p.LogPath(), p.LogTail(20))
 		}
 	}
 	return b.String()

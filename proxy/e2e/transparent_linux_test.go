@@ -200,7 +200,7 @@ func (cp *controlPlane) proxyEnv(p pod, destination string) []string {
 // proxyProcess is `meridian proxy` running in a namespace as the proxy's uid.
 type proxyProcess struct {
 	ns   *netns
-	out  *syncBuffer
+	out  *testutil.Buffer
 	cmd  *exec.Cmd
 	done chan error
 }
@@ -209,7 +209,7 @@ type proxyProcess struct {
 // test ends, logging its output if the test failed.
 func startProxyProcess(t *testing.T, n *netns, bin string, env []string) *proxyProcess {
 	t.Helper()
-	p := &proxyProcess{ns: n, out: &syncBuffer{}, done: make(chan error, 1)}
+	p := &proxyProcess{ns: n, out: &testutil.Buffer{}, done: make(chan error, 1)}
 	started := make(chan error, 1)
 	// The process is started from a thread inside the namespace (a child inherits it), and
 	// that thread waits for it: it stays alive as long as the process, which Pdeathsig ties

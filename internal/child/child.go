@@ -1,0 +1,216 @@
+package child
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Options are how Start runs a child.
+type Options struct {
+	// Env is the child's whole environment; nil gives it this process's.
+	Env []string
+	// Log is the file the child's stdout and stderr are appended to (created 0600).
+	Log string
+	// Output, when not nil, gets a copy of the output too.
+	Output io.Writer
+	// Banner, when not empty, is written to the log first, on a line of its own (a restarted
+	// child's log says where each run begins).
+	Banner string
+}
+
+// Proc is a started child.
+type Proc struct {
+	name    string
+	cmd     *exec.Cmd
+	logPath string
+	exited  chan struct{} // closed when the process has exited
+	err     error         // its exit status, once exited is closed
+}
+
+// Start starts bin with args as the child called name (in errors).
+func Start(name, bin string, args []string, o Options) (*Proc, error) {
+	f, err := os.OpenFile(o.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	if o.Banner != "" {
+		fmt.Fprintln(f, o.Banner)
+	}
+	var w io.Writer = f
+	if o.Output != nil {
+		w = io.MultiWriter(f, o.Output)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = o.Env
+	cmd.Stdout, cmd.Stderr = w, w
+	setProcAttrs(cmd)
+	p := &Proc{name: name, cmd: cmd, logPath: o.Log, exited: make(chan struct{})}
+	started := make(chan error, 1)
+	go func() { // owned by the process: it ends when the process does; Stop and Kill wait for it
+		runtime.LockOSThread() // never unlocked: the thread ends with the child (package comment)
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		p.err = cmd.Wait()
+		f.Close()
+		close(p.exited)
+	}()
+	if err := <-started; err != nil {
+		f.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	return p, nil
+}
+
+// Name is the child's name.
+func (p *Proc) Name() string { return p.name }
+
+// Pid is the process's id.
+func (p *Proc) Pid() int { return p.cmd.Process.Pid }
+
+// LogPath is the file the child's output goes to.
+func (p *Proc) LogPath() string { return p.logPath }
+
+// Exited is closed once the process has exited.
+func (p *Proc) Exited() <-chan struct{} { return p.exited }
+
+// Err is the process's exit status (nil: exit 0); read it once Exited is closed.
+func (p *Proc) Err() error { return p.err }
+
+// Alive reports whether the process has not exited yet.
+func (p *Proc) Alive() bool {
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// Stop ends the process: SIGTERM, then SIGKILL after grace. It returns once the process has
+// exited, and whether it had to be killed.
+func (p *Proc) Stop(grace time.Duration) (killed bool) {
+	if !p.Alive() {
+		return false
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-p.exited:
+		return false
+	case <-t.C:
+	}
+	p.Kill()
+	return true
+}
+
+// Kill ends the process at once, as a crash would, and returns once it has exited.
+func (p *Proc) Kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.exited // SIGKILL cannot be ignored; Wait returns promptly
+}
+
+// tailBytes bounds what LogTail reads of the end of a log.
+const tailBytes = 16 << 10
+
+// LogTail is the last n lines of the child's log (of its last 16 KiB), for error messages.
+func (p *Proc) LogTail(n int) string {
+	f, err := os.Open(p.logPath)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Size() > tailBytes {
+		_, _ = f.Seek(st.Size()-tailBytes, io.SeekStart)
+	}
+	b, _ := io.ReadAll(io.LimitReader(f, tailBytes))
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// failureLines is how many lines of the log Failure quotes.
+const failureLines = 20
+
+// Failure describes, for an error about the child: what went wrong, its exit status if it
+// has exited, and the end of its log.
+func (p *Proc) Failure(what string) error {
+	if !p.Alive() {
+		return fmt.Errorf("%s exited (%v) %s; its log (%s) ends:\n%s", p.name, p.err, what, p.logPath, p.LogTail(failureLines))
+	}
+	return fmt.Errorf("%s %s; its log (%s) ends:\n%s", p.name, what, p.logPath, p.LogTail(failureLines))
+}
+
+// pollEvery is how often WaitHTTP asks.
+const pollEvery = 50 * time.Millisecond
+
+// WaitHTTP GETs url with client until it answers 200, the child exits, ctx ends or timeout
+// passes; what names the state awaited in its errors ("ready", "healthy"). A request in
+// flight when the child exits is cancelled.
+func (p *Proc) WaitHTTP(ctx context.Context, client *http.Client, url string, timeout time.Duration, what string) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	probeCtx, stopProbe := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() { // owned by WaitHTTP, which waits for it below
+		defer close(watched)
+		select {
+		case <-p.exited:
+			stopProbe()
+		case <-probeCtx.Done():
+		}
+	}()
+	defer func() { stopProbe(); <-watched }()
+	tick := time.NewTicker(pollEvery)
+	defer tick.Stop()
+	var last string // the latest answer, not a request the end of the wait cut short
+	for {
+		got := probe(probeCtx, client, url)
+		if got == "" {
+			return nil
+		}
+		if last == "" || probeCtx.Err() == nil {
+			last = got
+		}
+		select {
+		case <-p.exited:
+			return p.Failure("before it was " + what)
+		case <-ctx.Done():
+			return p.Failure(fmt.Sprintf("not %s at %s within %s (%s)", what, url, timeout, last))
+		case <-tick.C:
+		}
+	}
+}
+
+// probe GETs url and returns "" for a 200, else what it got.
+func probe(ctx context.Context, client *http.Client, url string) string {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err.Error()
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // so that the connection is reused
+	if resp.StatusCode == http.StatusOK {
+		return ""
+	}
+	return resp.Status + ": " + string(bytes.TrimSpace(body))
+}
