@@ -37,7 +37,7 @@
 //
 // The renewing client used by proxies lives in identity/client.
 //
-// It imports the generated Linkerd API, grpc, client-go, zap, Prometheus, internal/metrics and
-// internal/filewatch; it must not import `cmd/...`, `shard/...`, `proxy/...`, `policy/...`,
-// `injector/...` or `bench/...`.
+// It imports the generated Linkerd API, grpc, client-go, zap, Prometheus, internal/metrics,
+// internal/filewatch and internal/tlsid (PEM certificates); it must not import `cmd/...`,
+// `shard/...`, `proxy/...`, `policy/...`, `injector/...` or `bench/...`.
 package identity

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/meridian-mesh/meridian/internal/quote"
+	"github.com/meridian-mesh/meridian/internal/tlsid"
 )
 
 // Material is the raw PEM an issuer is loaded from: the issuer certificate (optionally
@@ -51,7 +52,7 @@ type Issuer struct {
 // match, that is not a CA, that is expired or not yet valid, that is itself a trust anchor, or
 // that does not chain to the anchors, with a message saying which.
 func LoadIssuer(m Material, now time.Time) (*Issuer, error) {
-	certs, err := parseCertsPEM(m.CertPEM)
+	certs, err := tlsid.ParseCertificates(m.CertPEM, "certificate")
 	if err != nil {
 		return nil, fmt.Errorf("issuer certificate: %w", err)
 	}
@@ -59,7 +60,7 @@ func LoadIssuer(m Material, now time.Time) (*Issuer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("issuer key: %w", err)
 	}
-	anchors, err := parseCertsPEM(m.AnchorsPEM)
+	anchors, err := tlsid.ParseCertificates(m.AnchorsPEM, "trust anchor")
 	if err != nil {
 		return nil, fmt.Errorf("trust anchors: %w", err)
 	}
@@ -212,31 +213,6 @@ func randomSerial() (*big.Int, error) {
 		return nil, fmt.Errorf("serial number: %w", err)
 	}
 	return s.Add(s, big.NewInt(1)), nil
-}
-
-// parseCertsPEM returns every CERTIFICATE block in data, in order; at least one.
-func parseCertsPEM(data []byte) ([]*x509.Certificate, error) {
-	var out []*x509.Certificate
-	rest := data
-	for {
-		var b *pem.Block
-		b, rest = pem.Decode(rest)
-		if b == nil {
-			break
-		}
-		if b.Type != "CERTIFICATE" {
-			continue
-		}
-		c, err := x509.ParseCertificate(b.Bytes)
-		if err != nil {
-			return nil, fmt.Errorf("certificate %d: %w", len(out)+1, err)
-		}
-		out = append(out, c)
-	}
-	if len(out) == 0 {
-		return nil, errors.New("no PEM CERTIFICATE block found")
-	}
-	return out, nil
 }
 
 // parsePrivateKeyPEM reads the first private key block: PKCS#8, SEC1 EC or PKCS#1 RSA.

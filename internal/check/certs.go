@@ -4,12 +4,12 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/pem"
-	"errors"
 	"fmt"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/meridian-mesh/meridian/internal/tlsid"
 )
 
 // The chart's names for the identity and webhook material.
@@ -23,30 +23,6 @@ const (
 
 // webhookConfigName is the MutatingWebhookConfiguration of the control plane in ns.
 func webhookConfigName(ns string) string { return "linkerd-" + ns + "-proxy-injector" }
-
-// parseCerts returns every certificate of a PEM bundle.
-func parseCerts(b []byte) ([]*x509.Certificate, error) {
-	var out []*x509.Certificate
-	for {
-		var blk *pem.Block
-		blk, b = pem.Decode(b)
-		if blk == nil {
-			break
-		}
-		if blk.Type != "CERTIFICATE" {
-			continue
-		}
-		c, err := x509.ParseCertificate(blk.Bytes)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	if len(out) == 0 {
-		return nil, errors.New("no PEM certificate")
-	}
-	return out, nil
-}
 
 // expiry says whether c is valid from now for at least min, and if not, how it fails.
 func expiry(what string, c *x509.Certificate, now time.Time, min time.Duration) string {
@@ -68,7 +44,7 @@ func checkIdentity(ctx context.Context, s *state) (Result, bool) {
 	if err != nil {
 		return fail("trust roots: "+err.Error(), hint), false
 	}
-	anchors, err := parseCerts([]byte(cm.Data["ca-bundle.crt"]))
+	anchors, err := tlsid.ParseCertificates([]byte(cm.Data["ca-bundle.crt"]), "trust anchor")
 	if err != nil {
 		return fail(fmt.Sprintf("ConfigMap %s ca-bundle.crt: %v", trustRootsCM, err), hint), false
 	}
@@ -80,7 +56,7 @@ func checkIdentity(ctx context.Context, s *state) (Result, bool) {
 	if len(crtPEM) == 0 {
 		crtPEM, keyPEM = sec.Data["tls.crt"], sec.Data["tls.key"]
 	}
-	chain, err := parseCerts(crtPEM)
+	chain, err := tlsid.ParseCertificates(crtPEM, "certificate")
 	if err != nil {
 		return fail(fmt.Sprintf("Secret %s: %v", issuerSecret, err), hint), false
 	}
@@ -129,7 +105,7 @@ func checkWebhook(ctx context.Context, s *state) (Result, bool) {
 	if err != nil {
 		return fail("the webhook's certificate: "+err.Error(), hint), false
 	}
-	certs, err := parseCerts(sec.Data["tls.crt"])
+	certs, err := tlsid.ParseCertificates(sec.Data["tls.crt"], "certificate")
 	if err != nil {
 		return fail(fmt.Sprintf("Secret %s tls.crt: %v", webhookSecret, err), hint), false
 	}
@@ -152,7 +128,7 @@ func checkWebhook(ctx context.Context, s *state) (Result, bool) {
 			problems = append(problems, msg)
 			continue
 		}
-		cas, err := parseCerts(bundle)
+		cas, err := tlsid.ParseCertificates(bundle, "CA certificate")
 		if err != nil {
 			problems = append(problems, "webhook "+wh.Name+" caBundle: "+err.Error())
 			continue

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/meridian-mesh/meridian/internal/tlsid"
 )
 
 func TestGauge(t *testing.T) {
@@ -38,18 +40,6 @@ func FuzzGauge(f *testing.F) {
 	})
 }
 
-func FuzzParseCerts(f *testing.F) {
-	f.Add([]byte("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"))
-	f.Add([]byte(""))
-	f.Add(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: []byte{0x30, 0x03, 0x02, 0x01, 0x01}}))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		certs, err := parseCerts(b)
-		if err == nil && len(certs) == 0 {
-			t.Fatal("no error and no certificate")
-		}
-	})
-}
-
 // keyPair returns a self-signed certificate valid from nb to na and its key, in PEM.
 func keyPair(t *testing.T, nb, na time.Time) (crtPEM, keyPEM []byte) {
 	t.Helper()
@@ -72,7 +62,7 @@ func keyPair(t *testing.T, nb, na time.Time) (crtPEM, keyPEM []byte) {
 func cert(t *testing.T, nb, na time.Time) *x509.Certificate {
 	t.Helper()
 	crtPEM, _ := keyPair(t, nb, na)
-	certs, err := parseCerts(crtPEM)
+	certs, err := tlsid.ParseCertificates(crtPEM, "certificate")
 	if err != nil {
 		t.Fatal(err)
 	}

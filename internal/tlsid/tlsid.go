@@ -99,8 +99,22 @@ func (c *Config) Roots() *x509.CertPool { return c.roots }
 // as in the ConfigMap linkerd-identity-trust-roots), or an error when it holds none or one
 // does not parse.
 func ParseTrustAnchors(pemData []byte) (*x509.CertPool, error) {
+	certs, err := ParseCertificates(pemData, "trust anchor")
+	if err != nil {
+		return nil, err
+	}
 	pool := x509.NewCertPool()
-	n := 0
+	for _, c := range certs {
+		pool.AddCert(c)
+	}
+	return pool, nil
+}
+
+// ParseCertificates returns the certificates of pemData's CERTIFICATE blocks, in order: at
+// least one, each of which parses. Other blocks and the text around blocks are skipped. An
+// error names a certificate by what and its number ("trust anchor 2: ...").
+func ParseCertificates(pemData []byte, what string) ([]*x509.Certificate, error) {
+	var out []*x509.Certificate
 	for rest := pemData; ; {
 		var b *pem.Block
 		if b, rest = pem.Decode(rest); b == nil {
@@ -111,15 +125,14 @@ func ParseTrustAnchors(pemData []byte) (*x509.CertPool, error) {
 		}
 		c, err := x509.ParseCertificate(b.Bytes)
 		if err != nil {
-			return nil, fmt.Errorf("trust anchor %d: %w", n+1, err)
+			return nil, fmt.Errorf("%s %d: %w", what, len(out)+1, err)
 		}
-		pool.AddCert(c)
-		n++
+		out = append(out, c)
 	}
-	if n == 0 {
-		return nil, errors.New("no PEM CERTIFICATE block in the trust anchors")
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no PEM CERTIFICATE block (a %s) found", what)
 	}
-	return pool, nil
+	return out, nil
 }
 
 // TrustAnchorBundle checks a trust anchor bundle that goes into meshed pods' specs

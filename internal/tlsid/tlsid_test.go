@@ -8,6 +8,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -169,6 +170,34 @@ func TestParseTrustAnchors(t *testing.T) {
 	}
 }
 
+// TestParseCertificates: every CERTIFICATE block, in order, other blocks and text skipped;
+// an error names the certificate by what and number.
+func TestParseCertificates(t *testing.T) {
+	p := testutil.NewPKI(t)
+	anchor := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: p.Anchor.Raw})
+	leafCert := p.Leaf(t, webID).Leaf
+	leaf := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leafCert.Raw})
+	key := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: []byte{1}})
+	in := slices.Concat([]byte("# a bundle\n"), leaf, key, anchor)
+	got, err := ParseCertificates(in, "certificate")
+	if err != nil || len(got) != 2 || !got[0].Equal(leafCert) || !got[1].Equal(p.Anchor) {
+		t.Fatalf("ParseCertificates = %d certificates, %v; want the leaf, then the anchor", len(got), err)
+	}
+	for name, tc := range map[string]struct {
+		in   []byte
+		want string
+	}{
+		"empty":      {nil, "no PEM CERTIFICATE block (a CA certificate) found"},
+		"only a key": {key, "no PEM CERTIFICATE block (a CA certificate) found"},
+		"second bad": {slices.Concat(anchor, key, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: []byte{1}})), "CA certificate 2: "},
+		"first bad":  {pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: []byte{1, 2, 3}}), "CA certificate 1: "},
+	} {
+		if out, err := ParseCertificates(tc.in, "CA certificate"); err == nil || out != nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %d certificates, error %v; want none and an error containing %q", name, len(out), err, tc.want)
+		}
+	}
+}
+
 // TestTrustAnchorBundle: a bundle that goes into pods' specs is certificates only; a key
 // beside good certificates is refused, whole or cut short, and the error names the block
 // without quoting more than a short prefix of its type. What pods get is the certificates
@@ -210,10 +239,29 @@ func FuzzParseTrustAnchors(f *testing.F) {
 	f.Add([]byte("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"))
 	f.Add([]byte(""))
 	f.Add([]byte("-----BEGIN EC PRIVATE KEY-----\nAAAA\n-----END EC PRIVATE KEY-----\n"))
+	f.Add(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: []byte{0x30, 0x03, 0x02, 0x01, 0x01}}))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		pool, err := ParseTrustAnchors(in)
 		if (pool == nil) == (err == nil) {
 			t.Fatalf("pool %v with error %v", pool, err)
+		}
+		// ParseCertificates, which it is made of, agrees: the same certificates (each one of
+		// the input's blocks, in its order), or an error.
+		certs, lerr := ParseCertificates(in, "certificate")
+		if (lerr == nil) != (err == nil) || (lerr == nil) == (len(certs) == 0) {
+			t.Fatalf("ParseCertificates: %d certificates, error %v; ParseTrustAnchors: error %v", len(certs), lerr, err)
+		}
+		rest := in
+		for i, c := range certs {
+			var b *pem.Block
+			for b, rest = pem.Decode(rest); b != nil && b.Type != "CERTIFICATE"; b, rest = pem.Decode(rest) {
+			}
+			if b == nil || !bytes.Equal(b.Bytes, c.Raw) {
+				t.Fatalf("certificate %d is not the input's CERTIFICATE block %d", i+1, i+1)
+			}
+		}
+		if lerr == nil && !pool.Equal(certPool(certs)) {
+			t.Fatal("the pool is not of the certificates parsed")
 		}
 		// The stricter check accepts a subset of what parses, quotes no more of a block's
 		// type than 64 bytes, and returns certificates alone, which parse to the same pool.
@@ -234,4 +282,12 @@ func FuzzParseTrustAnchors(f *testing.F) {
 			}
 		}
 	})
+}
+
+func certPool(certs []*x509.Certificate) *x509.CertPool {
+	p := x509.NewCertPool()
+	for _, c := range certs {
+		p.AddCert(c)
+	}
+	return p
 }
