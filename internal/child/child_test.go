@@ -3,11 +3,9 @@ package child
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -18,37 +16,7 @@ import (
 	"github.com/meridian-mesh/meridian/internal/testutil"
 )
 
-// modeKey selects what this test binary does when it runs as a child (TestMain).
-const modeKey = "MERIDIAN_CHILD_TEST_MODE"
-
-func TestMain(m *testing.M) {
-	switch os.Getenv(modeKey) {
-	case "":
-		os.Exit(testutil.Main(m, nil))
-	case "sleep": // says so, then waits for SIGTERM
-		ch := make(chan os.Signal, 1)
-		signal.Notify(ch, syscall.SIGTERM)
-		fmt.Println("sleeping")
-		select {
-		case <-ch:
-			fmt.Println("terminated")
-			os.Exit(0)
-		case <-time.After(time.Minute): // a bound, should the test lose it
-			os.Exit(4)
-		}
-	case "stubborn":
-		signal.Ignore(syscall.SIGTERM)
-		fmt.Println("ignoring SIGTERM")
-		time.Sleep(time.Minute)
-		os.Exit(4)
-	case "lines": // five lines, then exit 3
-		for i := 1; i <= 5; i++ {
-			fmt.Printf("line %d\n", i)
-		}
-		os.Exit(3)
-	}
-	os.Exit(5)
-}
+func TestMain(m *testing.M) { os.Exit(testutil.ChildMain(m, nil)) }
 
 // start runs this test binary as a child in mode.
 func start(t *testing.T, mode string, o Options) *Proc {
@@ -60,8 +28,8 @@ func start(t *testing.T, mode string, o Options) *Proc {
 	if o.Log == "" {
 		o.Log = filepath.Join(t.TempDir(), mode+".log")
 	}
-	o.Env = append(os.Environ(), modeKey+"="+mode)
-	p, err := Start(mode, self, []string{"-test.run=^$"}, o)
+	o.Env = append(os.Environ(), testutil.ChildEnv+"="+mode)
+	p, err := Start(mode, self, testutil.ChildArgs, o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,7 @@ func newTestSupervisor(t *testing.T) *Supervisor {
 }
 
 func testChild(name, mode string, role Role) Spec {
-	return Spec{Name: name, Role: role, Env: []string{childEnvKey + "=" + mode}, Args: []string{"-test.run=^$"}}
+	return Spec{Name: name, Role: role, Env: []string{testutil.ChildEnv + "=" + mode}, Args: testutil.ChildArgs}
 }
 
 func running(pid int) bool {

@@ -3,10 +3,63 @@ package testutil
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"os"
 	"os/exec"
+	"os/signal"
 	"sync"
 	"syscall"
+	"testing"
+	"time"
 )
+
+// ChildEnv, set to a mode, makes a test binary whose TestMain is ChildMain act as a child
+// process (run it with ChildArgs).
+const ChildEnv = "MERIDIAN_TEST_CHILD"
+
+// ChildArgs are the arguments of a test binary run as a child: no tests.
+var ChildArgs = []string{"-test.run=^$"}
+
+// ChildMain is the TestMain of packages whose tests run their own test binary as a child
+// process, to start, stop and read one. Without ChildEnv it runs the tests (Main with run).
+// With it, the binary does what the mode says and exits:
+//   - "sleep" prints "sleeping", then, on SIGTERM, "terminated" and exits 0 (4 after a
+//     minute, should the test lose it);
+//   - "stubborn" ignores SIGTERM, prints "ignoring SIGTERM" and exits 4 after a minute;
+//   - "lines" prints "line 1" to "line 5" and exits 3;
+//   - "exit3" exits 3 at once, printing nothing.
+//
+// Any other mode exits 5.
+func ChildMain(m *testing.M, run func(*testing.M) int) int {
+	switch os.Getenv(ChildEnv) {
+	case "":
+		return Main(m, run)
+	case "sleep":
+		ch := make(chan os.Signal, 1)
+		signal.Notify(ch, syscall.SIGTERM)
+		fmt.Println("sleeping")
+		select {
+		case <-ch:
+			fmt.Println("terminated")
+			return 0
+		case <-time.After(time.Minute):
+			return 4
+		}
+	case "stubborn":
+		signal.Ignore(syscall.SIGTERM)
+		fmt.Println("ignoring SIGTERM")
+		time.Sleep(time.Minute)
+		return 4
+	case "lines":
+		for i := 1; i <= 5; i++ {
+			fmt.Printf("line %d\n", i)
+		}
+		return 3
+	case "exit3":
+		return 3
+	}
+	return 5
+}
 
 // Buffer is a bytes.Buffer safe for concurrent use: a child process's output, written by the
 // exec package's copier (or internal/child's) while the test reads it.
