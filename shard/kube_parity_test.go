@@ -203,6 +203,12 @@ func TestKubernetesServiceProfiles(t *testing.T) {
 	}
 	for p := ps.next(t); route(p) != "/primary"; p = ps.next(t) {
 	}
+	// The two profiles reach the replica independently: the client namespace's may be served
+	// before the Service namespace's is indexed. The fallback is what this test is about, so
+	// it waits for both (a client without a profile for its namespace gets the Service's).
+	testutil.Eventually(t, 30*time.Second, "the Service namespace's profile indexed", func() bool {
+		return r.Index().Profile(NewServiceKey(ns, "web"), "") != nil
+	})
 	if err := env.Dynamic.Resource(profilesResource).Namespace(clientNS).Delete(api(t), "web."+ns+".svc.cluster.local", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
