@@ -121,7 +121,7 @@ func startReplica(binary, dir string, spec ReplicaSpec, extra []string) (*replic
 		env = append(env, "GOMAXPROCS="+strconv.Itoa(spec.GOMAXPROCS))
 	}
 	p, err := child.Start("replica "+strconv.Itoa(spec.Index), binary, append(ReplicaArgs(spec), extra...),
-		child.Options{Env: env, Log: filepath.Join(dir, "shard"+strconv.Itoa(spec.Index)+".log")})
+		child.Options{Env: env, Log: filepath.Join(dir, "shard"+strconv.Itoa(spec.Index)+".log"), Truncate: true})
 	if err != nil {
 		return nil, err
 	}

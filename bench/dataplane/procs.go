@@ -22,8 +22,9 @@ type proc struct{ *child.Proc }
 // dir/NAME.log.
 func startProc(name, dir, bin string, args, env []string) (*proc, error) {
 	p, err := child.Start(name, bin, args, child.Options{
-		Env: append(append(os.Environ(), "GOTRACEBACK=all"), env...),
-		Log: filepath.Join(dir, name+".log"),
+		Env:      append(append(os.Environ(), "GOTRACEBACK=all"), env...),
+		Log:      filepath.Join(dir, name+".log"),
+		Truncate: true,
 	})
 	if err != nil {
 		return nil, err

@@ -18,8 +18,13 @@ import (
 type Options struct {
 	// Env is the child's whole environment; nil gives it this process's.
 	Env []string
-	// Log is the file the child's stdout and stderr are appended to (created 0600).
+	// Log is the file the child's stdout and stderr are appended to (created with Mode).
 	Log string
+	// Truncate empties Log first: a child started again on the same log (a retry) then
+	// quotes only its own lines in errors.
+	Truncate bool
+	// Mode is Log's permissions when it is created; 0 gives 0644.
+	Mode os.FileMode
 	// Output, when not nil, gets a copy of the output too.
 	Output io.Writer
 	// Banner, when not empty, is written to the log first, on a line of its own (a restarted
@@ -38,7 +43,14 @@ type Proc struct {
 
 // Start starts bin with args as the child called name (in errors).
 func Start(name, bin string, args []string, o Options) (*Proc, error) {
-	f, err := os.OpenFile(o.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	flags, mode := os.O_CREATE|os.O_WRONLY|os.O_APPEND, o.Mode
+	if o.Truncate {
+		flags |= os.O_TRUNC
+	}
+	if mode == 0 {
+		mode = 0o644
+	}
+	f, err := os.OpenFile(o.Log, flags, mode)
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
@@ -148,21 +160,35 @@ const failureLines = 20
 
 // Failure describes, for an error about the child: what went wrong, its exit status if it
 // has exited, and the end of its log.
-func (p *Proc) Failure(what string) error {
+func (p *Proc) Failure(what string) error { return p.failure(what, nil) }
+
+// failure is Failure, wrapping cause (when not nil) for errors.Is.
+func (p *Proc) failure(what string, cause error) error {
+	msg := fmt.Sprintf("%s %s; its log (%s) ends:\n%s", p.name, what, p.logPath, p.LogTail(failureLines))
 	if !p.Alive() {
-		return fmt.Errorf("%s exited (%v) %s; its log (%s) ends:\n%s", p.name, p.err, what, p.logPath, p.LogTail(failureLines))
+		msg = fmt.Sprintf("%s exited (%v) %s; its log (%s) ends:\n%s", p.name, p.err, what, p.logPath, p.LogTail(failureLines))
 	}
-	return fmt.Errorf("%s %s; its log (%s) ends:\n%s", p.name, what, p.logPath, p.LogTail(failureLines))
+	return &failureError{msg: msg, cause: cause}
 }
+
+// failureError is Failure's error.
+type failureError struct {
+	msg   string
+	cause error
+}
+
+func (e *failureError) Error() string { return e.msg }
+func (e *failureError) Unwrap() error { return e.cause }
 
 // pollEvery is how often WaitHTTP asks.
 const pollEvery = 50 * time.Millisecond
 
 // WaitHTTP GETs url with client until it answers 200, the child exits, ctx ends or timeout
-// passes; what names the state awaited in its errors ("ready", "healthy"). A request in
-// flight when the child exits is cancelled.
-func (p *Proc) WaitHTTP(ctx context.Context, client *http.Client, url string, timeout time.Duration, what string) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+// passes; what names the state awaited in its errors ("ready", "healthy"), which wrap
+// context.DeadlineExceeded after timeout and ctx's cause when ctx ended. A request in flight
+// when the child exits is cancelled.
+func (p *Proc) WaitHTTP(parent context.Context, client *http.Client, url string, timeout time.Duration, what string) error {
+	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
 	probeCtx, stopProbe := context.WithCancel(ctx)
 	watched := make(chan struct{})
@@ -190,7 +216,10 @@ func (p *Proc) WaitHTTP(ctx context.Context, client *http.Client, url string, ti
 		case <-p.exited:
 			return p.Failure("before it was " + what)
 		case <-ctx.Done():
-			return p.Failure(fmt.Sprintf("not %s at %s within %s (%s)", what, url, timeout, last))
+			if cause := context.Cause(parent); cause != nil {
+				return p.failure(fmt.Sprintf("not %s at %s: the wait ended (%v; last: %s)", what, url, cause, last), cause)
+			}
+			return p.failure(fmt.Sprintf("not %s at %s within %s (%s)", what, url, timeout, last), context.DeadlineExceeded)
 		case <-tick.C:
 		}
 	}

@@ -3,11 +3,16 @@ package child
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -16,7 +21,43 @@ import (
 	"github.com/meridian-mesh/meridian/internal/testutil"
 )
 
-func TestMain(m *testing.M) { os.Exit(testutil.ChildMain(m, nil)) }
+// parentEnv makes the test binary a parent (parent): it starts a grandchild with Start.
+const parentEnv = "MERIDIAN_CHILD_TEST_PARENT"
+
+func TestMain(m *testing.M) {
+	if log := os.Getenv(parentEnv); log != "" {
+		os.Exit(parent(log))
+	}
+	os.Exit(testutil.ChildMain(m, nil))
+}
+
+// parent starts this binary as a "sleep" child with Start, its output in log, prints
+// "grandchild PID", then ends threads (goroutines that lock one and return), prints
+// "churned" and waits for its own end (SIGKILL, from the test) for at most a minute.
+func parent(log string) int {
+	self, err := os.Executable()
+	if err != nil {
+		return 6
+	}
+	g, err := Start("grandchild", self, testutil.ChildArgs, Options{Env: append(os.Environ(), parentEnv+"=", testutil.ChildEnv+"=sleep"), Log: log})
+	if err != nil {
+		fmt.Println(err)
+		return 7
+	}
+	fmt.Println("grandchild", g.Pid())
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		}()
+	}
+	wg.Wait()
+	fmt.Println("churned")
+	time.Sleep(time.Minute)
+	return 4
+}
 
 // start runs this test binary as a child in mode.
 func start(t *testing.T, mode string, o Options) *Proc {
@@ -82,6 +123,80 @@ func TestStopKillsWhatIgnoresSIGTERM(t *testing.T) {
 	}
 }
 
+// TestChildDiesWithParent: a child outlives threads of its parent ending, and the kernel
+// kills it when its parent dies, even by SIGKILL (Pdeathsig). It fails without Pdeathsig;
+// it would rarely catch a Start that does not keep its thread locked, because the goroutine
+// that forks usually keeps its thread through the Wait that follows anyway.
+func TestChildDiesWithParent(t *testing.T) {
+	dir := t.TempDir()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	grandLog := filepath.Join(dir, "grandchild.log")
+	par, err := Start("parent", self, testutil.ChildArgs, Options{Env: append(os.Environ(), parentEnv+"="+grandLog), Log: filepath.Join(dir, "parent.log")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(par.Kill)
+	testutil.Eventually(t, 20*time.Second, "the parent to start its child and end threads", logHas(par, "churned"))
+	var pid int
+	if _, err := fmt.Sscanf(par.LogTail(2), "grandchild %d", &pid); err != nil || pid <= 0 {
+		t.Fatalf("parent's log %q: %v", par.LogTail(2), err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	testutil.Eventually(t, 10*time.Second, "the grandchild to run", func() bool {
+		b, _ := os.ReadFile(grandLog)
+		return bytes.Contains(b, []byte("sleeping"))
+	})
+	if !running(pid) {
+		t.Fatal("the grandchild died when threads of its parent ended")
+	}
+	par.Kill()
+	testutil.Eventually(t, 10*time.Second, "the grandchild to die with its parent", func() bool { return !running(pid) })
+}
+
+// running reports whether process pid exists and is not a zombie.
+func running(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(b))
+	return len(f) < 3 || f[2] != "Z"
+}
+
+func TestTruncateAndMode(t *testing.T) {
+	log := filepath.Join(t.TempDir(), "lines.log")
+	for _, o := range []Options{{Log: log}, {Log: log}, {Log: log, Truncate: true, Mode: 0o600}} {
+		p := start(t, "lines", o)
+		testutil.Eventually(t, 10*time.Second, "the exit", func() bool { return !p.Alive() })
+	}
+	b, err := os.ReadFile(log)
+	if err != nil || string(b) != "line 1\nline 2\nline 3\nline 4\nline 5\n" {
+		t.Errorf("log after two appended runs and a truncating one: %q, %v", b, err)
+	}
+	if st, err := os.Stat(log); err != nil || st.Mode().Perm() != 0o644&^umask() {
+		t.Errorf("log mode %v (%v), want 0644 (it was created without Mode; Mode applies on creation only)", st.Mode(), err)
+	}
+	fresh := filepath.Join(t.TempDir(), "private.log")
+	p := start(t, "lines", Options{Log: fresh, Mode: 0o600})
+	testutil.Eventually(t, 10*time.Second, "the exit", func() bool { return !p.Alive() })
+	if st, err := os.Stat(fresh); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("log mode %v (%v), want 0600", st.Mode(), err)
+	}
+}
+
+// umask returns the process's file mode creation mask.
+func umask() os.FileMode {
+	m := syscall.Umask(0)
+	syscall.Umask(m)
+	return os.FileMode(m)
+}
+
 func TestLogTailAndFailure(t *testing.T) {
 	p := start(t, "lines", Options{})
 	testutil.Eventually(t, 10*time.Second, "the exit", func() bool { return !p.Alive() })
@@ -132,9 +247,15 @@ func TestWaitHTTP(t *testing.T) {
 	url := readyServer(t, &ready)
 	p := start(t, "sleep", Options{})
 
-	err := p.WaitHTTP(context.Background(), client, url, 300*time.Millisecond, "ready")
-	if err == nil || !strings.Contains(err.Error(), "sleep not ready at "+url+" within 300ms (503 Service Unavailable: warming up)") {
+	err := p.WaitHTTP(context.Background(), client, url, 2*time.Second, "ready")
+	if err == nil || !strings.Contains(err.Error(), "sleep not ready at "+url+" within 2s (503 Service Unavailable: warming up)") || !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("WaitHTTP of a 503 = %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	err = p.WaitHTTP(ctx, client, url, 30*time.Second, "ready")
+	if err == nil || !strings.Contains(err.Error(), "sleep not ready at "+url+": the wait ended (context canceled;") || !errors.Is(err, context.Canceled) {
+		t.Errorf("WaitHTTP whose context is cancelled = %v", err)
 	}
 	time.AfterFunc(100*time.Millisecond, func() { ready.Store(true) })
 	if err := p.WaitHTTP(context.Background(), client, url, 30*time.Second, "ready"); err != nil {

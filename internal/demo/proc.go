@@ -2,7 +2,6 @@ package demo
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -120,28 +119,33 @@ func (s *Supervisor) Proc(name string) *Proc {
 
 // Start starts a new process.
 func (s *Supervisor) Start(spec Spec) (*Proc, error) {
-	if s.Proc(spec.Name) != nil {
+	p := &Proc{spec: spec, sup: s}
+	s.mu.Lock()
+	if slices.ContainsFunc(s.procs, func(q *Proc) bool { return q.spec.Name == spec.Name }) {
+		s.mu.Unlock()
 		return nil, fmt.Errorf("process %s started twice", spec.Name)
 	}
-	p := &Proc{spec: spec, sup: s}
+	s.procs = append(s.procs, p) // before its start, so that a Close meanwhile stops it
+	s.mu.Unlock()
 	if err := p.start(); err != nil {
+		s.mu.Lock()
+		s.procs = slices.DeleteFunc(s.procs, func(q *Proc) bool { return q == p })
+		s.mu.Unlock()
 		return nil, err
 	}
-	s.mu.Lock()
-	s.procs = append(s.procs, p)
-	s.mu.Unlock()
 	return p, nil
 }
 
-// launch starts a run of p's, unless the supervisor is closed.
+// launch starts a run of p's, unless the supervisor is closed. It holds the supervisor's
+// lock until the child runs, so that Close, which takes it first, either sees the run (p's
+// own lock, which the caller holds, delays its look until the run is recorded) or refuses it.
 func (s *Supervisor) launch(p *Proc) (*procRun, error) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.closed {
-		s.mu.Unlock()
-		return nil, errors.New("the demo is stopping")
+		return nil, fmt.Errorf("start %s: the demo is stopping", p.spec.Name)
 	}
 	s.wg.Add(1) // released by the run's reporter, or below when the start fails
-	s.mu.Unlock()
 	cp, err := child.Start(p.spec.Name, s.binary, p.spec.Args, child.Options{
 		Env:    append(slices.Clone(s.env), p.spec.Env...),
 		Log:    p.LogPath(),
@@ -254,9 +258,9 @@ func (p *Proc) start() error {
 	if p.run != nil && p.run.Alive() {
 		return fmt.Errorf("%s is running", p.spec.Name)
 	}
-	r, err := p.sup.launch(p)
+	r, err := p.sup.launch(p) // its errors name p
 	if err != nil {
-		return fmt.Errorf("start %s: %w", p.spec.Name, err)
+		return err
 	}
 	p.run = r
 	p.starts++

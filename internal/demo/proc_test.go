@@ -3,6 +3,7 @@ package demo
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -172,4 +173,21 @@ func TestSupervisorKillAndClose(t *testing.T) {
 		t.Error("Start after Close succeeded")
 	}
 	s.Close() // idempotent
+}
+
+// TestSupervisorStartFailure: a process that cannot start is refused with one error naming
+// it, and is not kept: its name can be started again.
+func TestSupervisorStartFailure(t *testing.T) {
+	s, err := NewSupervisor(filepath.Join(t.TempDir(), "absent"), t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	_, err = s.Start(testChild("dst-0", "sleep", RoleControl))
+	if err == nil || strings.Count(err.Error(), "start dst-0") != 1 {
+		t.Errorf("Start of a missing binary = %v, want one error naming dst-0 once", err)
+	}
+	if s.Proc("dst-0") != nil || len(s.Procs()) != 0 {
+		t.Errorf("a process that did not start is kept: %v", s.Procs())
+	}
 }

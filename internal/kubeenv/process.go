@@ -20,7 +20,7 @@ type process struct{ *child.Proc }
 // startProcess starts binary with args, its output appended to logPath (and copied to out
 // when not nil).
 func startProcess(name, binary string, args []string, logPath string, out io.Writer) (*process, error) {
-	p, err := child.Start(name, binary, args, child.Options{Log: logPath, Output: out})
+	p, err := child.Start(name, binary, args, child.Options{Log: logPath, Output: out, Mode: 0o600})
 	if err != nil {
 		return nil, err
 	}
