@@ -3,7 +3,8 @@
 // component, and the API server and etcd that internal/kubeenv starts. It is the one way they
 // start, stop, wait for and report a child.
 //
-// A child's output is appended to a log file (and copied to a writer, when given). It runs in
+// A child's output goes to a log file, appended or emptied first (and is copied to a
+// writer, when given). It runs in
 // a process group of its own, so a terminal's Ctrl-C reaches the parent only, which stops it
 // in order; on Linux the kernel kills it when the parent dies (Pdeathsig), because it is
 // started, and waited for, from a goroutine locked to its OS thread for the child's whole
