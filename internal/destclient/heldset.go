@@ -185,39 +185,14 @@ func putEntries[E entry[K], K comparable](es, add []E) []E {
 		return es
 	}
 	slices.SortStableFunc(add, byKey[E, K])
-	// Of entries for one address, keep the last.
-	n := 0
-	for i, e := range add {
-		if i+1 < len(add) && add[i+1].key() == e.key() {
-			continue
-		}
-		add[n] = e
-		n++
-	}
-	add = add[:n]
+	add = DedupeLast(add, byKey[E, K])
 	if len(es) == 0 {
 		if cap(add) == len(add) {
 			return add // the caller's array, of the right size
 		}
 		return slices.Clone(add)
 	}
-	merged := make([]E, 0, len(es)+len(add))
-	i, j := 0, 0
-	for i < len(es) && j < len(add) {
-		switch c := byKey(es[i], add[j]); {
-		case c < 0:
-			merged = append(merged, es[i])
-			i++
-		case c > 0:
-			merged = append(merged, add[j])
-			j++
-		default:
-			merged = append(merged, add[j])
-			i++
-			j++
-		}
-	}
-	return slices.Clip(append(append(merged, es[i:]...), add[j:]...))
+	return MergeSorted(es, add, byKey[E, K])
 }
 
 // checkHeld sorts rm and returns an error naming an address of it that es does not hold,

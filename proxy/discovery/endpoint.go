@@ -10,6 +10,7 @@ import (
 
 	pb "github.com/linkerd/linkerd2-proxy-api/go/destination"
 
+	"github.com/meridian-mesh/meridian/internal/destclient"
 	"github.com/meridian-mesh/meridian/internal/wire"
 )
 
@@ -107,47 +108,7 @@ func convertAdd(set *pb.WeightedAddrSet) (eps []Endpoint, bad error) {
 		out = append(out, e)
 	}
 	slices.SortStableFunc(out, compareAddr)
-	return dedupeLast(out), bad
-}
-
-// dedupeLast removes all but the last of each run of endpoints with the same address.
-func dedupeLast(eps []Endpoint) []Endpoint {
-	if len(eps) < 2 {
-		return eps
-	}
-	n := 0
-	for i := range eps {
-		if i+1 < len(eps) && eps[i+1].Addr == eps[i].Addr {
-			continue
-		}
-		eps[n] = eps[i]
-		n++
-	}
-	clear(eps[n:])
-	return eps[:n]
-}
-
-// merge returns cur with add merged in (both sorted and without duplicates); an endpoint of
-// add replaces the one of cur at the same address. It never modifies cur.
-func merge(cur, add []Endpoint) []Endpoint {
-	out := make([]Endpoint, 0, len(cur)+len(add))
-	i, j := 0, 0
-	for i < len(cur) && j < len(add) {
-		switch c := cur[i].Addr.Compare(add[j].Addr); {
-		case c < 0:
-			out = append(out, cur[i])
-			i++
-		case c > 0:
-			out = append(out, add[j])
-			j++
-		default:
-			out = append(out, add[j])
-			i++
-			j++
-		}
-	}
-	out = append(out, cur[i:]...)
-	return append(out, add[j:]...)
+	return destclient.DedupeLast(out, compareAddr), bad
 }
 
 // endpointSet is what a target holds of its Get streams: the sorted endpoints and whether the
@@ -179,7 +140,7 @@ func (s *endpointSet) apply(u *pb.Update) (changed bool, skipped error) {
 	case *pb.Update_Add:
 		add, bad := convertAdd(x.Add)
 		if !s.fresh {
-			add = merge(s.eps, add)
+			add = destclient.MergeSorted(s.eps, add, compareAddr)
 		}
 		return s.set(add, true), bad
 	case *pb.Update_Remove:
