@@ -97,31 +97,18 @@ func children(t *testing.T, pid int) []int {
 		if err != nil {
 			continue
 		}
-		if st := procStat(n); len(st) > 3 && st[3] == strconv.Itoa(pid) {
+		if st := testutil.ProcStat(n); len(st) > 3 && st[3] == strconv.Itoa(pid) {
 			out = append(out, n)
 		}
 	}
 	return out
 }
 
-// procStat is /proc/PID/stat's fields after the command (state is [2], ppid [3]).
-func procStat(pid int) []string {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return nil
-	}
-	s := string(b)
-	if i := strings.LastIndexByte(s, ')'); i >= 0 {
-		return append([]string{"", ""}, strings.Fields(s[i+1:])...)
-	}
-	return nil
-}
-
 // alive are the pids that still run (a zombie has stopped running).
 func alive(pids []int) []int {
 	var out []int
 	for _, p := range pids {
-		if st := procStat(p); st != nil && st[2] != "Z" && st[2] != "X" {
+		if testutil.Running(p) {
 			out = append(out, p)
 		}
 	}

@@ -164,10 +164,11 @@ func (p *Proc) Failure(what string) error { return p.failure(what, nil) }
 
 // failure is Failure, wrapping cause (when not nil) for errors.Is.
 func (p *Proc) failure(what string, cause error) error {
-	msg := fmt.Sprintf("%s %s; its log (%s) ends:\n%s", p.name, what, p.logPath, p.LogTail(failureLines))
+	name := p.name
 	if !p.Alive() {
-		msg = fmt.Sprintf("%s exited (%v) %s; its log (%s) ends:\n%s", p.name, p.err, what, p.logPath, p.LogTail(failureLines))
+		name = fmt.Sprintf("%s exited (%v)", p.name, p.err)
 	}
+	msg := fmt.Sprintf("%s %s; its log (%s) ends:\n%s", name, what, p.logPath, p.LogTail(failureLines))
 	return &failureError{msg: msg, cause: cause}
 }
 

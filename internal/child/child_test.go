@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -149,24 +148,11 @@ func TestChildDiesWithParent(t *testing.T) {
 		b, _ := os.ReadFile(grandLog)
 		return bytes.Contains(b, []byte("sleeping"))
 	})
-	if !running(pid) {
+	if !testutil.Running(pid) {
 		t.Fatal("the grandchild died when threads of its parent ended")
 	}
 	par.Kill()
-	testutil.Eventually(t, 10*time.Second, "the grandchild to die with its parent", func() bool { return !running(pid) })
-}
-
-// running reports whether process pid exists and is not a zombie.
-func running(pid int) bool {
-	if syscall.Kill(pid, 0) != nil {
-		return false
-	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	f := strings.Fields(string(b))
-	return len(f) < 3 || f[2] != "Z"
+	testutil.Eventually(t, 10*time.Second, "the grandchild to die with its parent", func() bool { return !testutil.Running(pid) })
 }
 
 func TestTruncateAndMode(t *testing.T) {

@@ -32,18 +32,6 @@ func testChild(name, mode string, role Role) Spec {
 	return Spec{Name: name, Role: role, Env: []string{testutil.ChildEnv + "=" + mode}, Args: testutil.ChildArgs}
 }
 
-func running(pid int) bool {
-	if syscall.Kill(pid, 0) != nil {
-		return false
-	}
-	b, err := os.ReadFile("/proc/" + itoa(pid) + "/stat")
-	if err != nil {
-		return true // not Linux: the signal says it exists
-	}
-	f := strings.Fields(string(b))
-	return len(f) < 3 || f[2] != "Z"
-}
-
 func itoa(n int) string { return strconv.Itoa(n) }
 
 func TestSupervisorStopsInOrderAndReportsExits(t *testing.T) {
@@ -63,7 +51,7 @@ func TestSupervisorStopsInOrderAndReportsExits(t *testing.T) {
 		t.Fatalf("not running: %v %v", ctl.Alive(), app.Alive())
 	}
 	s.StopAll(4 * time.Second)
-	if ctl.Alive() || app.Alive() || running(ctl.Pid()) || running(app.Pid()) {
+	if ctl.Alive() || app.Alive() || testutil.Running(ctl.Pid()) || testutil.Running(app.Pid()) {
 		t.Fatal("StopAll left a process running")
 	}
 	got := map[string]Exit{}
@@ -166,7 +154,7 @@ func TestSupervisorKillAndClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
-	if q.Alive() || running(q.Pid()) {
+	if q.Alive() || testutil.Running(q.Pid()) {
 		t.Error("Close left a process running")
 	}
 	if _, err := s.Start(testChild("late", "sleep", RoleApp)); err == nil {

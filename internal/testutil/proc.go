@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -91,4 +93,31 @@ func KilledBy(err error) syscall.Signal {
 		}
 	}
 	return 0
+}
+
+// ProcStat is /proc/PID/stat's fields, numbered as proc(5) numbers them from 1 less one
+// (state is [2], ppid [3]; the command, which may hold spaces, is left empty), or nil when
+// it cannot be read (the process is gone, or this is not Linux).
+func ProcStat(pid int) []string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return nil
+	}
+	s := string(b)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 {
+		return append([]string{"", ""}, strings.Fields(s[i+1:])...)
+	}
+	return nil
+}
+
+// Running reports whether process pid exists and still runs: not a zombie (or dead) when
+// /proc says, else whether a signal 0 reaches it.
+func Running(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	if st := ProcStat(pid); len(st) > 2 {
+		return st[2] != "Z" && st[2] != "X"
+	}
+	return true
 }
