@@ -9,9 +9,10 @@
 // that quotes a bad input briefly (WantQuotedInvalid), building the meridian binary
 // (BuildMeridian, GoBuildMeridian), network namespaces for the tests that need them
 // (NewNetns, LinkNetns, RunCmd), a kubeconfig file for a server (WriteKubeconfig), a
-// gzip file's length (GunzipLen), a child process's output, end and state (Buffer, KilledBy,
-// Running, ProcStat), a test binary that acts as a child process (ChildMain, ChildEnv, ChildArgs), and a TestMain
-// that lets memberlist's goroutines settle before the leak check (RunThenSettle).
+// gzip file's length (GunzipLen), a child process's output, end and state (Buffer,
+// KilledBy, Running, ProcStat), a test binary that acts as a child process (ChildMain,
+// ChildEnv, ChildArgs), and a TestMain that lets memberlist's goroutines settle before the
+// leak check (RunThenSettle).
 //
 // It is test-only: nothing outside _test.go files may import it. It imports grpc, goleak,
 // prometheus's client and the standard library; it must not import any other Meridian package
