@@ -2,6 +2,7 @@ package policy
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -111,12 +112,17 @@ func TestServeFromDirectory(t *testing.T) {
 		t.Fatalf("after the edit = %v", ids)
 	}
 
-	code, body := httpGet(t, admin+"/metrics")
-	for _, m := range []string{"policy_watches 1", `policy_index_objects{kind="Pod"} 2`, `policy_index_objects{kind="Server"} 1`, "policy_watch_updates_sent_total 2", "grpc_server_started_total"} {
-		if code != http.StatusOK || !strings.Contains(body, m) {
-			t.Errorf("/metrics lacks %q", m)
+	// The server counts an update after its Send returns, which can be after the client has
+	// it: the figures are read until they hold, within a deadline.
+	testutil.EventuallyNoError(t, 10*time.Second, "the controller's metrics", func() error {
+		code, body := httpGet(t, admin+"/metrics")
+		for _, m := range []string{"policy_watches 1", `policy_index_objects{kind="Pod"} 2`, `policy_index_objects{kind="Server"} 1`, "policy_watch_updates_sent_total 2", "grpc_server_started_total"} {
+			if code != http.StatusOK || !strings.Contains(body, m) {
+				return fmt.Errorf("/metrics lacks %q", m)
+			}
 		}
-	}
+		return nil
+	})
 	wcancel()
 	conn.Close()
 	stop()
