@@ -2,10 +2,13 @@ package bench
 
 import (
 	"errors"
+	"net"
 	"slices"
-	"strings"
+	"strconv"
 	"sync"
 	"time"
+
+	"github.com/meridian-mesh/meridian/internal/child"
 )
 
 // fleet is the replica processes of a run. A replica that joins during churn is added from
@@ -63,9 +66,11 @@ func (r *run) spec(i int) (ReplicaSpec, error) {
 		GossipKeyFile: r.gossipKey, Expect: r.n}
 	r.world.source(&s)
 	var errs [3]error
-	s.Addr, errs[0] = freeAddr()
-	s.AdminAddr, errs[1] = freeAddr()
-	s.GossipAddr, errs[2] = freeAddr()
+	for j, addr := range []*string{&s.Addr, &s.AdminAddr, &s.GossipAddr} {
+		var port int
+		port, errs[j] = child.FreePort()
+		*addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	}
 	if i == 0 {
 		r.seed = s.GossipAddr
 	}
@@ -93,9 +98,9 @@ func (r *run) startReady(i int, started func(addr string) error) error {
 }
 
 // launch starts replica i and returns it once up(rep) returned nil, or kills it and returns
-// up's error. Its ports come from freeAddr, which another process can take between the
-// probe and the replica's bind, so a replica that fails to bind is started again on fresh
-// ports (bounded).
+// up's error. Its ports come from child.FreePort, and another process can take one between
+// the probe and the replica's bind, so a replica that fails to bind is started again on
+// fresh ports (bounded).
 func (r *run) launch(i int, up func(*replica) error) (*replica, error) {
 	for attempt := 1; ; attempt++ {
 		spec, err := r.spec(i)
@@ -108,7 +113,7 @@ func (r *run) launch(i int, up func(*replica) error) (*replica, error) {
 		}
 		if err = up(rep); err != nil {
 			rep.Kill()
-			if attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
+			if attempt == 3 || !errors.Is(err, child.ErrAddrInUse) {
 				return nil, err
 			}
 			continue

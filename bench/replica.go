@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -102,16 +101,6 @@ func writeGossipKey(dir string) (string, error) {
 type replica struct {
 	spec ReplicaSpec
 	*child.Proc
-}
-
-// freeAddr returns a 127.0.0.1 address with a port free at the time of the call.
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }
 
 // startReplica starts a replica process whose output goes to dir/shardI.log.

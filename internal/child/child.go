@@ -3,8 +3,10 @@ package child
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -162,14 +164,35 @@ const failureLines = 20
 // has exited, and the end of its log.
 func (p *Proc) Failure(what string) error { return p.failure(what, nil) }
 
-// failure is Failure, wrapping cause (when not nil) for errors.Is.
+// failure is Failure, wrapping cause (when not nil) for errors.Is, and ErrAddrInUse when the
+// child has exited and its log's end says a port it was to listen on was taken.
 func (p *Proc) failure(what string, cause error) error {
-	name := p.name
+	name, tail := p.name, p.LogTail(failureLines)
 	if !p.Alive() {
 		name = fmt.Sprintf("%s exited (%v)", p.name, p.err)
+		if strings.Contains(tail, "address already in use") {
+			cause = errors.Join(ErrAddrInUse, cause)
+		}
 	}
-	msg := fmt.Sprintf("%s %s; its log (%s) ends:\n%s", name, what, p.logPath, p.LogTail(failureLines))
+	msg := fmt.Sprintf("%s %s; its log (%s) ends:\n%s", name, what, p.logPath, tail)
 	return &failureError{msg: msg, cause: cause}
+}
+
+// ErrAddrInUse is wrapped by the errors of Failure and WaitHTTP when the child exited
+// because an address it was to listen on was taken ("address already in use" at its log's
+// end): a port FreePort gave can be taken by another process before the child binds it, and
+// the caller may start the child again on fresh ports.
+var ErrAddrInUse = errors.New("an address the child was to listen on was taken")
+
+// FreePort returns a port of 127.0.0.1 that was free at the time of the call, for a child to
+// listen on (see ErrAddrInUse).
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // failureError is Failure's error.

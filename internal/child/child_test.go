@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -253,5 +254,35 @@ func TestWaitHTTP(t *testing.T) {
 	err = q.WaitHTTP(context.Background(), client, url, 30*time.Second, "ready")
 	if err == nil || !strings.Contains(err.Error(), "lines exited (exit status 3) before it was ready") || !strings.Contains(err.Error(), "line 5") {
 		t.Errorf("WaitHTTP of a child that exits = %v", err)
+	}
+}
+
+func TestAddrInUse(t *testing.T) {
+	client := &http.Client{Timeout: 5 * time.Second}
+	var ready atomic.Bool
+	url := readyServer(t, &ready)
+	port, err := FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	// The port is free: a child listens on it, and a second one, started while the first
+	// holds it, exits with Go's bind error, which its wait reports as ErrAddrInUse.
+	first := start(t, "listen "+addr, Options{})
+	testutil.Eventually(t, 10*time.Second, "the first child to listen", logHas(first, "listening"))
+	second := start(t, "listen "+addr, Options{})
+	err = second.WaitHTTP(context.Background(), client, url, 30*time.Second, "ready")
+	if !errors.Is(err, ErrAddrInUse) || !strings.Contains(err.Error(), "address already in use") {
+		t.Errorf("WaitHTTP of a child that could not bind = %v, want ErrAddrInUse", err)
+	}
+	// A child that exits for another reason, and one that is alive when the wait ends, do
+	// not wrap it.
+	err = start(t, "lines", Options{}).WaitHTTP(context.Background(), client, url, 30*time.Second, "ready")
+	if err == nil || errors.Is(err, ErrAddrInUse) {
+		t.Errorf("WaitHTTP of a child that exits 3 = %v, want an error without ErrAddrInUse", err)
+	}
+	err = first.WaitHTTP(context.Background(), client, url, 200*time.Millisecond, "ready")
+	if err == nil || errors.Is(err, ErrAddrInUse) {
+		t.Errorf("WaitHTTP of a listening child = %v, want a timeout without ErrAddrInUse", err)
 	}
 }

@@ -11,7 +11,9 @@
 // life: Pdeathsig fires when the thread that forked the child ends, and Go ends a thread when
 // a goroutine locked to it returns. Stop sends SIGTERM, then SIGKILL after a grace. WaitHTTP
 // polls a URL until it answers 200, the child exits or a timeout passes; Failure and LogTail
-// give the end of the log for error messages.
+// give the end of the log for error messages. FreePort picks a loopback port for a child to
+// listen on, and the errors of a child that exited because its port was taken meanwhile wrap
+// ErrAddrInUse, so that its caller can start it again on fresh ports.
 //
 // It owns one goroutine per child, which waits for it and ends when it exits; Stop and Kill
 // return only after that. Allowed imports: `std`. It must not import

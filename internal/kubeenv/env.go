@@ -20,6 +20,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/meridian-mesh/meridian/internal/child"
 )
 
 // Config configures an API server and its etcd.
@@ -91,7 +93,7 @@ func Start(ctx context.Context, cfg Config) (*Env, error) {
 	}
 	for attempt := 1; ; attempt++ {
 		e, err := start(ctx, cfg)
-		if err == nil || attempt == 3 || !errors.Is(err, errAddrInUse) {
+		if err == nil || attempt == 3 || !errors.Is(err, child.ErrAddrInUse) {
 			return e, err
 		}
 	}
@@ -139,7 +141,7 @@ func start(ctx context.Context, cfg Config) (_ *Env, err error) {
 	if err != nil {
 		return nil, err
 	}
-	port, err := freePort()
+	port, err := child.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -168,11 +170,11 @@ func start(ctx context.Context, cfg Config) (_ *Env, err error) {
 // startEtcd starts etcd with its data in the Env's directory and returns its client URL once
 // it is healthy.
 func (e *Env) startEtcd(ctx context.Context) (string, error) {
-	client, err := freePort()
+	client, err := child.FreePort()
 	if err != nil {
 		return "", err
 	}
-	peer, err := freePort()
+	peer, err := child.FreePort()
 	if err != nil {
 		return "", err
 	}

@@ -3,12 +3,9 @@ package kubeenv
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/meridian-mesh/meridian/internal/child"
@@ -36,26 +33,10 @@ func (p *process) stop(grace time.Duration) error {
 	return nil
 }
 
-// errAddrInUse marks a start that failed because a port chosen free was taken meanwhile.
-var errAddrInUse = errors.New("address already in use")
-
 // waitHealthy polls url with client until it answers 200, the process exits, or timeout.
+// A process that lost a port it was given wraps child.ErrAddrInUse.
 func (p *process) waitHealthy(ctx context.Context, client *http.Client, url string, timeout time.Duration) error {
-	err := p.WaitHTTP(ctx, client, url, timeout, "healthy")
-	if err != nil && !p.Alive() && strings.Contains(p.LogTail(20), "address already in use") {
-		err = errors.Join(errAddrInUse, err)
-	}
-	return err
-}
-
-// freePort returns a port of 127.0.0.1 that is free at the time of the call.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return p.WaitHTTP(ctx, client, url, timeout, "healthy")
 }
 
 // healthClient returns an HTTP client for health checks: with tlsCfg for the API server, plain

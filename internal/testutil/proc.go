@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -29,11 +30,25 @@ var ChildArgs = []string{"-test.run=^$"}
 //     minute, should the test lose it);
 //   - "stubborn" ignores SIGTERM, prints "ignoring SIGTERM" and exits 4 after a minute;
 //   - "lines" prints "line 1" to "line 5" and exits 3;
-//   - "exit3" exits 3 at once, printing nothing.
+//   - "exit3" exits 3 at once, printing nothing;
+//   - "listen ADDR" listens on the TCP address ADDR as a server would, and exits 3 with the
+//     error (as Go prints it: "… bind: address already in use") when it cannot; otherwise it
+//     prints "listening" and acts as "sleep".
 //
 // Any other mode exits 5.
 func ChildMain(m *testing.M, run func(*testing.M) int) int {
-	switch os.Getenv(ChildEnv) {
+	mode := os.Getenv(ChildEnv)
+	if addr, ok := strings.CutPrefix(mode, "listen "); ok {
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			fmt.Println(err)
+			return 3
+		}
+		defer l.Close()
+		fmt.Println("listening")
+		mode = "sleep"
+	}
+	switch mode {
 	case "":
 		return Main(m, run)
 	case "sleep":
