@@ -6,8 +6,8 @@
 // only the addresses from them, wire.ScanUpdate, so that its times and CPU are the replicas'
 // and not its own decoding), applies churn (through the API server: slice
 // updates, scale-ups and scale-downs), and measures
-// propagation latency (HdrHistogram), first-batch latency under a storm of new streams,
-// per-replica heap, RSS and CPU, bytes received, coalescings, closed streams, and whether
+// propagation latency (HdrHistogram), first-batch latency under a storm of new streams (and
+// the CPU each kind of process spent over the storm), per-replica heap, RSS and CPU, bytes received, coalescings, closed streams, and whether
 // every stream's final set equals the truth. It writes a summary table, a JSON file and a
 // self-contained HTML report.
 //

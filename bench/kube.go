@@ -294,6 +294,8 @@ func (w *kubeWorld) read(fn func(*gen.Cluster)) {
 
 func (w *kubeWorld) resyncs() uint64 { return 0 }
 
+func (w *kubeWorld) pids() (api, etcd int) { return w.env.PIDs() }
+
 // beginChurn reads the API server's and etcd's CPU time and starts the watch's figures anew.
 func (w *kubeWorld) beginChurn(start time.Time) {
 	api, etcd := w.env.PIDs()

@@ -224,6 +224,7 @@ func (r *run) collect() {
 		}
 	}
 	fillLatency(res, ld)
+	r.stormUse.fill(res)
 	if p := ld.firstErr.Load(); p != nil {
 		r.log.Warn("first stream error", zap.Error(*p))
 	}

@@ -196,7 +196,7 @@ func (r *run) fire(ev *events, el, stormAt time.Duration, ph *phase) {
 		ev.storm = true
 		ph.describe(fmt.Sprintf("shards=%d: storm of %d", r.n, cfg.Storm))
 		r.storm.Add(1)
-		go func() { defer r.storm.Done(); r.ld.stormRun(r.sctx, cfg, r.n, r.open) }()
+		go func() { defer r.storm.Done(); r.stormWithCPU() }()
 		r.res.StormStreams = 2 * cfg.Storm
 	}
 	if !ev.join && el >= cfg.JoinAt {
@@ -242,8 +242,9 @@ func (r *run) applyDue(rng *rand.Rand, el time.Duration) error {
 
 // stormRun opens cfg.Storm Get and cfg.Storm GetProfile streams at once and records the time
 // each takes to its first message, or counts it unanswered when it has none by the end of the
-// run (ctx). The streams stay open (and are checked) until the end.
-func (l *load) stormRun(ctx context.Context, cfg Config, n int, open func(svc, slot int, profile, measure bool) *stream) {
+// run (ctx). The streams stay open (and are checked) until the end. It reports whether every
+// stream answered, returning once the last did.
+func (l *load) stormRun(ctx context.Context, cfg Config, n int, open func(svc, slot int, profile, measure bool) *stream) (all bool) {
 	sts := make([]*stream, 0, 2*cfg.Storm)
 	for i := range 2 * cfg.Storm {
 		svc := (i / 2 * 7919) % cfg.Cluster.Services // spread over services, unlike the main streams' order
@@ -264,9 +265,10 @@ func (l *load) stormRun(ctx context.Context, cfg Config, n int, open func(svc, s
 					l.stormUnanswered.Add(1)
 				}
 			}
-			return
+			return false
 		}
 	}
+	return true
 }
 
 // recordStorm records the time storm stream st took to its first message.

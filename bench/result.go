@@ -58,8 +58,18 @@ type RunResult struct {
 	// figure the scale-out issue names ("5,000 Gets at once, first Add p99"), while the
 	// storm's GetProfile streams load the replicas beside them.
 	StormGetP99Ms float64 `json:"storm_get_first_add_p99_ms"`
-	SyncSeconds   float64 `json:"sync_seconds"`
-	StreamsOpened int     `json:"streams_opened"`
+	// When every storm stream answered: the storm's span, from just before its first stream
+	// opened to its last stream's first message; the CPU seconds the replicas, the harness,
+	// and the API server with etcd spent over it; and StormCPUShare, their sum over what the
+	// machine's CPUs could give in the span. A share near 1 says the storm was bound by this
+	// machine's CPUs (shared by every process of the run), not by waiting.
+	StormSpanMs             float64 `json:"storm_span_ms,omitempty"`
+	StormCPUSecondsReplicas float64 `json:"storm_cpu_seconds_replicas,omitempty"`
+	StormCPUSecondsDriver   float64 `json:"storm_cpu_seconds_driver,omitempty"`
+	StormCPUSecondsAPI      float64 `json:"storm_cpu_seconds_apiserver_etcd,omitempty"`
+	StormCPUShare           float64 `json:"storm_cpu_share,omitempty"`
+	SyncSeconds             float64 `json:"sync_seconds"`
+	StreamsOpened           int     `json:"streams_opened"`
 	// IdleHeapBytesPerShard is each replica's live heap, as the forced garbage collection
 	// found it (go_gc_heap_live_bytes), once it was ready and before any stream was open.
 	// IdleHeapAllocBytes is go_memstats_heap_alloc_bytes read just after, which these figures

@@ -135,7 +135,8 @@ type run struct {
 	sctx       context.Context // the streams'
 	cancelSctx context.CancelFunc
 	storm      sync.WaitGroup
-	baseline   usage // at the start of churn
+	stormUse   *stormUse // written by the storm's goroutine, read after storm.Wait
+	baseline   usage     // at the start of churn
 	// joined is closed once the replica joining during churn is ready or failed (joinErr);
 	// nil until it starts.
 	joined  chan struct{}

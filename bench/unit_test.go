@@ -368,16 +368,24 @@ func TestStormCountsEveryStream(t *testing.T) {
 		sts = append(sts, st)
 		return st
 	}
-	done := make(chan struct{})
-	go func() { defer close(done); l.stormRun(ctx, cfg, 1, open) }()
+	done := make(chan bool, 1)
+	go func() { done <- l.stormRun(ctx, cfg, 1, open) }()
 	cancel()
 	select {
-	case <-done:
+	case all := <-done:
+		if all {
+			t.Error("stormRun said every stream answered")
+		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the storm did not end with its context")
 	}
 	if n, u := l.storm.h.TotalCount(), l.stormUnanswered.Load(); n != 5 || u != 1 {
 		t.Errorf("%d storm streams recorded, %d unanswered; want 5 and 1", n, u)
+	}
+	// When every stream answers, it says so.
+	sts = sts[:1:1]
+	if !l.stormRun(context.Background(), cfg, 1, open) {
+		t.Error("stormRun of streams that all answered said some did not")
 	}
 }
 

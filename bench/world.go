@@ -32,6 +32,9 @@ type world interface {
 	// beginChurn marks the start of a run's churn, which the world's own figures of it count
 	// from.
 	beginChurn(start time.Time)
+	// pids are the world's own processes, the API server's and etcd's (0, 0: none; the feed
+	// server runs in the harness).
+	pids() (api, etcd int)
 	// measure adds the world's own figures (the API server's and etcd's RSS, CPU and watch
 	// latency) to res.
 	measure(res *RunResult)
@@ -78,4 +81,5 @@ func (w *feedWorld) flush() error { return nil }
 func (w *feedWorld) read(fn func(*gen.Cluster)) { w.srv.Read(fn) }
 func (w *feedWorld) resyncs() uint64            { return w.srv.Resyncs() }
 func (w *feedWorld) beginChurn(time.Time)       {}
+func (w *feedWorld) pids() (api, etcd int)      { return 0, 0 }
 func (w *feedWorld) measure(*RunResult)         {}
