@@ -60,9 +60,11 @@ type RunResult struct {
 	StormGetP99Ms float64 `json:"storm_get_first_add_p99_ms"`
 	// When every storm stream answered: the storm's span, from just before its first stream
 	// opened to its last stream's first message; the CPU seconds the replicas, the harness,
-	// and the API server with etcd spent over it; and StormCPUShare, their sum over what the
-	// machine's CPUs could give in the span. A share near 1 says the storm was bound by this
-	// machine's CPUs (shared by every process of the run), not by waiting.
+	// and the API server with etcd spent over it (on everything they did meanwhile, the
+	// churn and the streams already open too, not on the storm alone); and StormCPUShare,
+	// their sum over what the machine's CPUs could give in the span. A share near 1 says the
+	// storm was bound by this machine's CPUs (shared by every process of the run), not by
+	// waiting. A replica killed or started during the storm is left out of the sum.
 	StormSpanMs             float64 `json:"storm_span_ms,omitempty"`
 	StormCPUSecondsReplicas float64 `json:"storm_cpu_seconds_replicas,omitempty"`
 	StormCPUSecondsDriver   float64 `json:"storm_cpu_seconds_driver,omitempty"`

@@ -7,34 +7,53 @@ import (
 	"github.com/meridian-mesh/meridian/bench/internal/schedstat"
 )
 
-// cpuReading is the CPU time of the run's processes at one moment, by kind (Linux
-// schedstat; a process whose figure cannot be read counts 0 in both readings).
+// cpuReading is the CPU time of the run's processes at one moment (Linux schedstat; the
+// harness's from getrusage, which counts its threads that ended too).
 type cpuReading struct {
-	at                          time.Time
-	replicas, driver, api, etcd float64
+	at       time.Time
+	replicas map[int]float64 // by pid: the replicas alive and readable
+	driver   float64
+	world    map[int]float64 // by pid: the API server and etcd
 }
 
 // readCPU reads the CPU time of every live replica, of the harness and of the world's own
 // processes (the API server and etcd, with SourceKubernetes). It reads files only, so that
 // reading it just before a storm does not delay the storm much.
 func (r *run) readCPU() cpuReading {
-	c := cpuReading{at: time.Now()}
-	for _, rep := range r.reps.list() {
-		if s, err := schedstat.CPUSeconds(rep.Pid()); err == nil {
-			c.replicas += s
+	c := cpuReading{at: time.Now(), replicas: map[int]float64{}, world: map[int]float64{}}
+	read := func(into map[int]float64, pid int) {
+		if s, err := schedstat.CPUSeconds(pid); err == nil {
+			into[pid] = s
 		}
 	}
-	c.driver, _ = schedstat.CPUSeconds(0)
+	for _, rep := range r.reps.list() {
+		read(c.replicas, rep.Pid())
+	}
+	c.driver, _ = selfCPUSeconds()
 	if api, etcd := r.world.pids(); api > 0 {
-		c.api, _ = schedstat.CPUSeconds(api)
-		c.etcd, _ = schedstat.CPUSeconds(etcd)
+		read(c.world, api)
+		read(c.world, etcd)
 	}
 	return c
 }
 
+// spent sums, over the processes both readings saw, the CPU seconds each spent between them:
+// a replica killed or started in between counts for neither reading, rather than for one.
+func spent(before, after map[int]float64) float64 {
+	var s float64
+	for pid, a := range after {
+		if b, ok := before[pid]; ok {
+			s += a - b
+		}
+	}
+	return s
+}
+
 // stormWithCPU runs the storm (stormRun) between two readings of CPU time and, when every
-// storm stream answered, keeps in r.stormUse what the storm's span cost each kind of
-// process: whether the storm was bound by the machine's CPUs, and by whose work.
+// storm stream answered, keeps in r.stormUse what each kind of process spent over the
+// storm's span: whether the storm was bound by the machine's CPUs. The span holds the
+// churn and the streams opened before too, so these are the CPUs' use while the storm
+// lasted, not the storm's own cost.
 func (r *run) stormWithCPU() {
 	before := r.readCPU()
 	if !r.ld.stormRun(r.sctx, r.cfg, r.n, r.open) {
@@ -43,15 +62,15 @@ func (r *run) stormWithCPU() {
 	after := r.readCPU()
 	r.stormUse = &stormUse{
 		spanSeconds: after.at.Sub(before.at).Seconds(),
-		replicas:    after.replicas - before.replicas,
+		replicas:    spent(before.replicas, after.replicas),
 		driver:      after.driver - before.driver,
-		world:       after.api - before.api + after.etcd - before.etcd,
+		world:       spent(before.world, after.world),
 		cpus:        runtime.NumCPU(),
 	}
 }
 
-// stormUse is what a storm cost, from just before its first stream opened to its last
-// stream's first message.
+// stormUse is the CPU the run's processes spent from just before a storm's first stream
+// opened to its last stream's first message.
 type stormUse struct {
 	spanSeconds             float64
 	replicas, driver, world float64 // CPU seconds

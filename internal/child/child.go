@@ -167,8 +167,11 @@ func (p *Proc) Failure(what string) error { return p.failure(what, nil) }
 // failure is Failure, wrapping cause (when not nil) for errors.Is, and ErrAddrInUse when the
 // child has exited and its log's end says a port it was to listen on was taken.
 func (p *Proc) failure(what string, cause error) error {
-	name, tail := p.name, p.LogTail(failureLines)
-	if !p.Alive() {
+	// Whether it has exited is read before its log, so that the log read is complete when
+	// it has (the log of a child still running may grow after the read).
+	exited, name := !p.Alive(), p.name
+	tail := p.LogTail(failureLines)
+	if exited {
 		name = fmt.Sprintf("%s exited (%v)", p.name, p.err)
 		if strings.Contains(tail, "address already in use") {
 			cause = errors.Join(ErrAddrInUse, cause)

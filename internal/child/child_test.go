@@ -268,7 +268,9 @@ func TestAddrInUse(t *testing.T) {
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	// The port is free: a child listens on it, and a second one, started while the first
 	// holds it, exits with Go's bind error, which its wait reports as ErrAddrInUse.
-	first := start(t, "listen "+addr, Options{})
+	// The first child's log names the error too (its banner), for the wait on it below: a
+	// child still running is not one that lost its port, whatever its log says.
+	first := start(t, "listen "+addr, Options{Banner: "a banner that says address already in use"})
 	testutil.Eventually(t, 10*time.Second, "the first child to listen", logHas(first, "listening"))
 	second := start(t, "listen "+addr, Options{})
 	err = second.WaitHTTP(context.Background(), client, url, 30*time.Second, "ready")
