@@ -430,3 +430,25 @@ func TestChurnCPU(t *testing.T) {
 		t.Errorf("the killed replica: %g CPU seconds in churn, want 7", r.baseline.killedCPU)
 	}
 }
+
+// TestStormCPU: the storm's CPU counts a process only when both readings saw it (a replica
+// killed or started during the storm would otherwise add its whole life, or take it away),
+// and its share is of what every CPU could give over the span.
+func TestStormCPU(t *testing.T) {
+	before := map[int]float64{10: 1.0, 11: 2.0, 12: 5.0}  // 12 is killed during the storm
+	after := map[int]float64{10: 1.25, 11: 2.5, 13: 0.75} // 13 starts during it
+	if got := spent(before, after); got != 0.75 {
+		t.Errorf("spent = %v, want 0.75 (10 and 11 only)", got)
+	}
+	var res RunResult
+	(*stormUse)(nil).fill(&res)
+	(&stormUse{}).fill(&res) // no span: nothing to report
+	if res.StormSpanMs != 0 || res.StormCPUShare != 0 {
+		t.Errorf("an empty storm use filled a span of %v ms, a share of %v", res.StormSpanMs, res.StormCPUShare)
+	}
+	(&stormUse{spanSeconds: 0.5, replicas: 0.5, driver: 0.25, world: 0.125, cpus: 2}).fill(&res)
+	if res.StormSpanMs != 500 || res.StormCPUSecondsReplicas != 0.5 || res.StormCPUSecondsDriver != 0.25 || res.StormCPUSecondsAPI != 0.125 || res.StormCPUShare != 0.875 {
+		t.Errorf("filled %v ms, %v/%v/%v CPU seconds, share %v; want 500, 0.5/0.25/0.125, 0.875",
+			res.StormSpanMs, res.StormCPUSecondsReplicas, res.StormCPUSecondsDriver, res.StormCPUSecondsAPI, res.StormCPUShare)
+	}
+}
