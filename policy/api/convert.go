@@ -33,7 +33,7 @@ type Resource struct {
 type ErrIgnored struct{ APIVersion, Kind string }
 
 func (e *ErrIgnored) Error() string {
-	return fmt.Sprintf("%s %s is not a policy input", e.APIVersion, e.Kind)
+	return fmt.Sprintf("%s %s is not a policy input", quote.Message(e.APIVersion), quote.Message(e.Kind))
 }
 
 // KindOf returns the indexed kind of an apiVersion/kind pair, or false for anything else
@@ -61,7 +61,7 @@ func Convert(u *unstructured.Unstructured, defaultNamespace string) (Resource, e
 	k, ok := KindOf(apiVersion, kind)
 	if !ok {
 		if group, _, _ := strings.Cut(apiVersion, "/"); group == Group && Kind(kind) != "" && servedVersions[Kind(kind)] != nil {
-			return Resource{}, fmt.Errorf("%s %s: version not served (want one of %s)", apiVersion, kind, strings.Join(servedVersions[Kind(kind)], ", "))
+			return Resource{}, fmt.Errorf("%s %s: version not served (want one of %s)", quote.Message(apiVersion), kind, strings.Join(servedVersions[Kind(kind)], ", "))
 		}
 		return Resource{}, &ErrIgnored{APIVersion: apiVersion, Kind: kind}
 	}
@@ -71,7 +71,7 @@ func Convert(u *unstructured.Unstructured, defaultNamespace string) (Resource, e
 	}
 	m := objectMeta{Namespace: ns, Name: u.GetName(), Labels: u.GetLabels(), Annotations: u.GetAnnotations(), Created: u.GetCreationTimestamp()}
 	if err := m.validate(); err != nil {
-		return Resource{}, fmt.Errorf("%s %s: %w", kind, m.key(), err)
+		return Resource{}, fmt.Errorf("%s: %w", kind, err) // err quotes the name; the key is not valid
 	}
 	var v any
 	var err error
@@ -143,10 +143,10 @@ func (m objectMeta) key() compute.Key { return compute.Key{Namespace: m.Namespac
 
 func (m objectMeta) validate() error {
 	if errs := validation.IsDNS1123Label(m.Namespace); len(errs) > 0 {
-		return fmt.Errorf("metadata.namespace %q: %s", m.Namespace, strings.Join(errs, "; "))
+		return fmt.Errorf("metadata.namespace %s: %s", quote.String(m.Namespace), strings.Join(errs, "; "))
 	}
 	if errs := validation.IsDNS1123Subdomain(m.Name); len(errs) > 0 {
-		return fmt.Errorf("metadata.name %q: %s", m.Name, strings.Join(errs, "; "))
+		return fmt.Errorf("metadata.name %s: %s", quote.String(m.Name), strings.Join(errs, "; "))
 	}
 	return nil
 }
@@ -251,13 +251,13 @@ func convertServer(m objectMeta, version string, spec *ServerSpec) (*compute.Ser
 		s.Port.Number = uint32(spec.Port.IntVal)
 	default:
 		if errs := validation.IsValidPortName(spec.Port.StrVal); len(errs) > 0 {
-			return nil, fmt.Errorf("spec.port %q: %s", spec.Port.StrVal, strings.Join(errs, "; "))
+			return nil, fmt.Errorf("spec.port %s: %s", quote.String(spec.Port.StrVal), strings.Join(errs, "; "))
 		}
 		s.Port.Name = spec.Port.StrVal
 	}
 	p, ok := protocols[spec.ProxyProtocol]
 	if !ok {
-		return nil, fmt.Errorf("spec.proxyProtocol %q: want one of unknown, HTTP/1, HTTP/2, gRPC, opaque, TLS", spec.ProxyProtocol)
+		return nil, fmt.Errorf("spec.proxyProtocol %s: want one of unknown, HTTP/1, HTTP/2, gRPC, opaque, TLS", quote.String(spec.ProxyProtocol))
 	}
 	s.Protocol = p
 	s.AccessPolicy = compute.Deny
@@ -282,14 +282,14 @@ func refIs(group, kind, wantGroup, wantKind string) bool {
 
 func validName(field, name string) error {
 	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
-		return fmt.Errorf("%s %q: %s", field, name, strings.Join(errs, "; "))
+		return fmt.Errorf("%s %s: %s", field, quote.String(name), strings.Join(errs, "; "))
 	}
 	return nil
 }
 
 func validNamespace(field, name string) error {
 	if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
-		return fmt.Errorf("%s %q: %s", field, name, strings.Join(errs, "; "))
+		return fmt.Errorf("%s %s: %s", field, quote.String(name), strings.Join(errs, "; "))
 	}
 	return nil
 }
@@ -310,7 +310,7 @@ func convertAuthorizationPolicy(m objectMeta, spec *AuthorizationPolicySpec) (*c
 		ap.Target = compute.TargetServer
 	case refIs(t.Group, t.Kind, "", "Namespace"):
 		if t.Name != m.Namespace {
-			return nil, fmt.Errorf("spec.targetRef: a policy may only target its own namespace %q, not %q", m.Namespace, t.Name)
+			return nil, fmt.Errorf("spec.targetRef: a policy may only target its own namespace %s, not %s", quote.String(m.Namespace), quote.String(t.Name))
 		}
 		ap.Target = compute.TargetNamespace
 	case refIs(t.Group, t.Kind, Group, "HTTPRoute"), refIs(t.Group, t.Kind, "gateway.networking.k8s.io", "HTTPRoute"):
@@ -318,7 +318,7 @@ func convertAuthorizationPolicy(m objectMeta, spec *AuthorizationPolicySpec) (*c
 	case refIs(t.Group, t.Kind, "gateway.networking.k8s.io", "GRPCRoute"):
 		ap.Target = compute.TargetGRPCRoute
 	default:
-		return nil, fmt.Errorf("spec.targetRef: unsupported target %s %q (want Server, Namespace, HTTPRoute or GRPCRoute)", groupKind(t.Group, t.Kind), t.Name)
+		return nil, fmt.Errorf("spec.targetRef: unsupported target %s %s (want Server, Namespace, HTTPRoute or GRPCRoute)", groupKind(t.Group, t.Kind), quote.String(t.Name))
 	}
 	if spec.RequiredAuthenticationRefs == nil {
 		return nil, fmt.Errorf("spec.requiredAuthenticationRefs: required")
@@ -350,9 +350,9 @@ func convertAuthorizationPolicy(m objectMeta, spec *AuthorizationPolicySpec) (*c
 
 func groupKind(group, kind string) string {
 	if group == "" {
-		return kind
+		return quote.Message(kind)
 	}
-	return kind + "." + group
+	return quote.Message(kind + "." + group)
 }
 
 // identityPattern is the CRD's pattern for identity strings: DNS-like labels, optionally
@@ -382,7 +382,7 @@ func refNamespace(field, ns, def string) (string, error) {
 
 func validIdentity(field, id string) error {
 	if len(id) > 253 || !identityPattern.MatchString(id) {
-		return fmt.Errorf("%s %q: not an identity (DNS-like name, optionally starting with \"*.\", or \"*\")", field, id)
+		return fmt.Errorf("%s %s: not an identity (DNS-like name, optionally starting with \"*.\", or \"*\")", field, quote.String(id))
 	}
 	return nil
 }
@@ -435,7 +435,7 @@ func parseNet(field, s string) (netip.Prefix, error) {
 		a = a.Unmap()
 		return netip.PrefixFrom(a, a.BitLen()), nil
 	}
-	return netip.Prefix{}, fmt.Errorf("%s %q: not a CIDR or IP address", field, s)
+	return netip.Prefix{}, fmt.Errorf("%s %s: not a CIDR or IP address", field, quote.String(s))
 }
 
 func convertNetworks(field string, in []Network) ([]compute.NetworkMatch, error) {

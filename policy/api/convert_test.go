@@ -2,6 +2,7 @@ package api
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"reflect"
 	"strings"
@@ -480,6 +481,35 @@ func TestConvertPodBadAnnotations(t *testing.T) {
 	}
 }
 
+// maxErrorLen bounds Convert's errors: each quotes at most a short prefix of a bad value
+// (internal/quote), so an object with huge strings does not put them in logs and /ready.
+const maxErrorLen = 1024
+
+// TestErrorsQuoteAPrefix gives Convert objects with a 100,000-byte value in each field that
+// an error quotes: every error names the field and stays short.
+func TestErrorsQuoteAPrefix(t *testing.T) {
+	long := strings.Repeat("x", 100_000)
+	for _, tc := range []struct{ field, doc string }{
+		{"metadata.name", `{"apiVersion":"policy.linkerd.io/v1beta3","kind":"Server","metadata":{"name":"` + long + `","namespace":"ns"},"spec":{}}`},
+		{"metadata.namespace", `{"apiVersion":"policy.linkerd.io/v1beta3","kind":"Server","metadata":{"name":"s","namespace":"` + long + `"},"spec":{}}`},
+		{"version not served", `{"apiVersion":"policy.linkerd.io/` + long + `","kind":"Server","metadata":{"name":"s","namespace":"ns"}}`},
+		{"spec.port", `{"apiVersion":"policy.linkerd.io/v1beta3","kind":"Server","metadata":{"name":"s","namespace":"ns"},"spec":{"podSelector":{},"port":"` + long + `"}}`},
+		{"spec.proxyProtocol", `{"apiVersion":"policy.linkerd.io/v1beta3","kind":"Server","metadata":{"name":"s","namespace":"ns"},"spec":{"podSelector":{},"port":80,"proxyProtocol":"` + long + `"}}`},
+		{"spec.accessPolicy", `{"apiVersion":"policy.linkerd.io/v1beta3","kind":"Server","metadata":{"name":"s","namespace":"ns"},"spec":{"podSelector":{},"port":80,"accessPolicy":"` + long + `"}}`},
+		{"spec.targetRef", `{"apiVersion":"policy.linkerd.io/v1alpha1","kind":"AuthorizationPolicy","metadata":{"name":"a","namespace":"ns"},"spec":{"targetRef":{"kind":"` + long + `","name":"` + long + `"},"requiredAuthenticationRefs":[]}}`},
+		{"spec.identities[0]", `{"apiVersion":"policy.linkerd.io/v1alpha1","kind":"MeshTLSAuthentication","metadata":{"name":"m","namespace":"ns"},"spec":{"identities":["` + long + `!"]}}`},
+		{"spec.networks[0]", `{"apiVersion":"policy.linkerd.io/v1alpha1","kind":"NetworkAuthentication","metadata":{"name":"n","namespace":"ns"},"spec":{"networks":[{"cidr":"` + long + `"}]}}`},
+	} {
+		_, err := Convert(decode(t, tc.doc), "default")
+		if err == nil || !strings.Contains(err.Error(), tc.field) || len(err.Error()) > maxErrorLen {
+			t.Errorf("%s: %d bytes: %.400v", tc.field, len(fmt.Sprint(err)), err)
+		}
+	}
+	if err := (&ErrIgnored{APIVersion: long, Kind: long}).Error(); len(err) > maxErrorLen {
+		t.Errorf("ErrIgnored: %d bytes", len(err))
+	}
+}
+
 // FuzzConvert feeds arbitrary YAML/JSON manifests to Convert: it must never panic, and what
 // it accepts must be internally consistent.
 func FuzzConvert(f *testing.F) {
@@ -496,6 +526,9 @@ func FuzzConvert(f *testing.F) {
 		}
 		r, err := Convert(u, "default")
 		if err != nil {
+			if len(err.Error()) > maxErrorLen {
+				t.Fatalf("an error of %d bytes (at most %d): %.300s", len(err.Error()), maxErrorLen, err)
+			}
 			return
 		}
 		if r.Value == nil || r.Key.Name == "" || r.Key.Namespace == "" {

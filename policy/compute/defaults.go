@@ -39,7 +39,7 @@ func ParseDefaultPolicy(s string) (DefaultPolicy, error) {
 			return DefaultPolicy(i), nil
 		}
 	}
-	return Deny, fmt.Errorf("invalid default inbound policy %q: want one of all-unauthenticated, all-authenticated, cluster-unauthenticated, cluster-authenticated, deny, audit", s)
+	return Deny, fmt.Errorf("invalid default inbound policy %q: want one of all-unauthenticated, all-authenticated, cluster-unauthenticated, cluster-authenticated, deny, audit", prefix(s))
 }
 
 // authenticated returns the allow policy's authenticated form (require-identity ports).

@@ -71,7 +71,7 @@ func mergeRanges(rs [][2]uint32) [][2]uint32 {
 func parsePort(s string) (uint32, error) {
 	n, err := strconv.ParseUint(s, 10, 16)
 	if err != nil || n == 0 {
-		return 0, fmt.Errorf("invalid port %q: want 1-65535", s)
+		return 0, fmt.Errorf("invalid port %q: want 1-65535", prefix(s))
 	}
 	return uint32(n), nil
 }

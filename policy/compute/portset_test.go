@@ -67,6 +67,15 @@ func TestMergeRanges(t *testing.T) {
 	if err == nil || len(err.Error()) > 256 {
 		t.Fatalf("error %d bytes long: %.100v", len(fmt.Sprint(err)), err)
 	}
+	// So do those for one long port and a long default policy.
+	_, err = ParsePortSet("80," + strings.Repeat("9", 10_000))
+	if err == nil || len(err.Error()) > 256 {
+		t.Fatalf("long port: error %d bytes long: %.100v", len(fmt.Sprint(err)), err)
+	}
+	_, err = ParseDefaultPolicy(strings.Repeat("x", 10_000))
+	if err == nil || len(err.Error()) > 256 {
+		t.Fatalf("long policy: error %d bytes long: %.100v", len(fmt.Sprint(err)), err)
+	}
 }
 
 // BenchmarkParsePortSetRepeated parses an annotation-sized list of 32,000 full ranges.
