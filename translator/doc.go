@@ -22,7 +22,8 @@
 // a cluster's pods cost each replica a few hundred bytes apiece. The Kubernetes source's informer transform, the index (for what every
 // source delivers) and the bench feed's decoder all use it. The projections of a Node (ProjectNode:
 // its name and zone) and of a policy.linkerd.io Server (ProjectServer: a Server type of its
-// own, from the ServerObject decoded) are defined here too.
+// own, from the ServerObject decoded) are defined here too; whether a Server is valid is
+// internal/serverspec's Check, which the policy controller applies too.
 //
 // Everything here is a pure function of its arguments: no I/O, no goroutines, no clocks, no
 // global state but the intern tables, which are invisible to callers (an interned value equals
@@ -33,10 +34,10 @@
 // It owns the translation rules and the projection, and nothing else: the diff of two address sets lives in
 // snapshot (snapshot.Diff), storage and streaming in snapshot and shard.
 //
-// It imports the standard library, snapshot, internal/quote (for the input its errors show)
-// and the Kubernetes API types (k8s.io/api, k8s.io/apimachinery). It must not import client-go (no clients, informers or listers), gRPC,
+// It imports the standard library, snapshot, internal/quote (for the input its errors show),
+// internal/serverspec (the Server's spec and its check) and the Kubernetes API types (k8s.io/api, k8s.io/apimachinery). It must not import client-go (no clients, informers or listers), gRPC,
 // or any server package: `k8s.io/client-go/...`, `google.golang.org/grpc/...`, `shard/...`,
 // `policy/...`, `identity/...`, `injector/...`, `ring`, `bench/...`, `cmd/...`.
 //
-// Allowed imports: `std`, `snapshot`, `internal/quote`, `k8s.io/api/...`, `k8s.io/apimachinery/...`.
+// Allowed imports: `std`, `snapshot`, `internal/quote`, `internal/serverspec`, `k8s.io/api/...`, `k8s.io/apimachinery/...`.
 package translator

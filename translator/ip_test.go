@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -180,16 +181,44 @@ func TestServerOpaque(t *testing.T) {
 		{"another namespace", srv("server-ns", intstr.FromInt32(80), "opaque", app), 80, false},
 		{"not selected", srv("ns", intstr.FromInt32(80), "opaque", &metav1.LabelSelector{MatchLabels: map[string]string{"app": "FOOBAR"}}), 80, false},
 		{"not opaque", srv("ns", intstr.FromInt32(80), "HTTP/1", app), 80, false},
-		{"no selector", srv("ns", intstr.FromInt32(80), "opaque", nil), 80, false},
 		{"everything", srv("ns", intstr.FromInt32(80), "opaque", &metav1.LabelSelector{}), 80, true},
 	} {
 		if got := ServerOpaque([]*Server{tc.s}, SlimPod(p), tc.port); got != tc.want {
 			t.Errorf("%s: ServerOpaque = %v, want %v", tc.name, got, tc.want)
 		}
 	}
-	bad, err := ProjectServer(&ServerObject{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "bad"},
-		Spec: ServerSpec{PodSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: "In"}}}, Port: ptr(intstr.FromInt32(80)), ProxyProtocol: "opaque"}})
-	if err == nil || bad == nil || bad.Problem == "" || ServerOpaque([]*Server{bad}, SlimPod(p), 80) {
-		t.Errorf("invalid Server: %+v, %v; want a Problem and no selection", bad, err)
+	// A Server of external workloads is valid and selects no pod.
+	ext, err := ProjectServer(&ServerObject{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "ext"},
+		Spec: ServerSpec{ExternalWorkloadSelector: app, Port: ptr(intstr.FromInt32(80)), ProxyProtocol: "opaque"}})
+	if err != nil || ServerOpaque([]*Server{ext}, SlimPod(p), 80) {
+		t.Errorf("Server of external workloads: %+v, %v; want no error and no selection", ext, err)
+	}
+	// An invalid Server (as the policy controller judges it, serverspec.Check, or with a
+	// selector that does not parse) has a Problem naming the field and selects nothing.
+	opaque80 := func(f func(*ServerObject)) *ServerObject {
+		o := &ServerObject{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "bad"},
+			Spec: ServerSpec{PodSelector: app, Port: ptr(intstr.FromInt32(80)), ProxyProtocol: "opaque"}}
+		f(o)
+		return o
+	}
+	for _, tc := range []struct {
+		name, field string
+		o           *ServerObject
+	}{
+		{"no selector", "exactly one of podSelector and externalWorkloadSelector", opaque80(func(o *ServerObject) { o.Spec.PodSelector = nil })},
+		{"both selectors", "exactly one of podSelector and externalWorkloadSelector", opaque80(func(o *ServerObject) { o.Spec.ExternalWorkloadSelector = app })},
+		{"a selector that does not parse", "spec.podSelector", opaque80(func(o *ServerObject) {
+			o.Spec.PodSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: "In"}}}
+		})},
+		{"no port", "spec.port", opaque80(func(o *ServerObject) { o.Spec.Port = nil })},
+		{"an unknown protocol", "spec.proxyProtocol", opaque80(func(o *ServerObject) { o.Spec.ProxyProtocol = "Opaque" })},
+		{"an access policy in v1beta2", "spec.accessPolicy", opaque80(func(o *ServerObject) {
+			o.APIVersion, o.Spec.AccessPolicy = "policy.linkerd.io/v1beta2", "deny"
+		})},
+	} {
+		bad, err := ProjectServer(tc.o)
+		if err == nil || bad == nil || !strings.Contains(bad.Problem, tc.field) || ServerOpaque([]*Server{bad}, SlimPod(p), 80) {
+			t.Errorf("%s: %+v, %v; want a Problem naming %s and no selection", tc.name, bad, err, tc.field)
+		}
 	}
 }

@@ -3,22 +3,16 @@ package translator
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/meridian-mesh/meridian/internal/quote"
+	"github.com/meridian-mesh/meridian/internal/serverspec"
 )
-
-// ServerGroup is the API group of Linkerd's Server; ServerVersions are the versions the
-// destination reads (v1beta3 is the storage version; the older ones are subsets of it).
-const ServerGroup = "policy.linkerd.io"
-
-// ServerVersions lists the versions of Server that decode into ServerObject.
-var ServerVersions = []string{"v1beta1", "v1beta2", "v1beta3"}
 
 // ProxyProtocolOpaque is the proxyProtocol of a Server whose ports are opaque.
 const ProxyProtocolOpaque = "opaque"
@@ -31,14 +25,9 @@ type ServerObject struct {
 	Spec              ServerSpec `json:"spec"`
 }
 
-// ServerSpec is the spec of a Server.
-type ServerSpec struct {
-	PodSelector              *metav1.LabelSelector `json:"podSelector,omitempty"`
-	ExternalWorkloadSelector *metav1.LabelSelector `json:"externalWorkloadSelector,omitempty"`
-	Port                     *intstr.IntOrString   `json:"port,omitempty"`
-	ProxyProtocol            string                `json:"proxyProtocol,omitempty"`
-	AccessPolicy             string                `json:"accessPolicy,omitempty"`
-}
+// ServerSpec is the spec of a Server as written (serverspec's, which the policy controller
+// reads too).
+type ServerSpec = serverspec.Spec
 
 // Server is what the destination keeps of a Server (its projection): its identity, the pods
 // it selects, the port and the protocol. Only a Server with proxyProtocol opaque changes what
@@ -67,10 +56,10 @@ func (s *Server) DeepCopyObject() runtime.Object {
 	return &c
 }
 
-// ProjectServer returns the projection of a Server, or an error saying what makes it invalid
-// (a selector that does not parse, a port that is neither 1-65535 nor a port name, no port).
-// The projection of an invalid Server is still returned when it has a name: it selects
-// nothing.
+// ProjectServer returns the projection of a Server, or an error saying what makes it invalid:
+// serverspec.Check's reason (the policy controller refuses the same Servers), or a pod
+// selector that does not parse as a Kubernetes label selector. The projection of an invalid
+// Server is still returned: it selects nothing.
 func ProjectServer(o *ServerObject) (*Server, error) {
 	if o == nil {
 		return nil, errors.New("no Server")
@@ -80,25 +69,17 @@ func ProjectServer(o *ServerObject) (*Server, error) {
 		ObjectMeta:    slimMeta(&o.ObjectMeta, nil, nil),
 		ProxyProtocol: o.Spec.ProxyProtocol,
 	}
-	var errs []error
-	if o.Spec.Port == nil {
-		errs = append(errs, errors.New("spec.port is missing"))
-	} else {
+	if o.Spec.Port != nil {
 		s.Port = *o.Spec.Port
-		if err := checkServerPort(s.Port); err != nil {
-			errs = append(errs, err)
+	}
+	_, version, _ := strings.Cut(o.APIVersion, "/")
+	err := serverspec.Check(version, &o.Spec)
+	if err == nil && o.Spec.PodSelector != nil {
+		if s.Selector, err = metav1.LabelSelectorAsSelector(o.Spec.PodSelector); err != nil {
+			err = fmt.Errorf("spec.podSelector: %s", quote.Message(err.Error()))
 		}
 	}
-	if o.Spec.PodSelector != nil {
-		sel, err := metav1.LabelSelectorAsSelector(o.Spec.PodSelector)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("spec.podSelector: %w", err))
-		} else {
-			s.Selector = sel
-		}
-	}
-	if len(errs) > 0 {
-		err := errors.Join(errs...)
+	if err != nil {
 		s.Selector, s.Problem = nil, err.Error()
 		return s, err
 	}
@@ -114,20 +95,6 @@ func ServerFromUnstructured(content map[string]any) (*Server, error) {
 		return nil, fmt.Errorf("not a Server: %w", err)
 	}
 	return ProjectServer(&o)
-}
-
-func checkServerPort(p intstr.IntOrString) error {
-	switch p.Type {
-	case intstr.Int:
-		if p.IntVal < 1 || p.IntVal > 65535 {
-			return fmt.Errorf("spec.port %d is out of range 1-65535", p.IntVal)
-		}
-	case intstr.String:
-		if msgs := validation.IsValidPortName(p.StrVal); len(msgs) > 0 {
-			return fmt.Errorf("spec.port %s is not a port name: %s", quote.String(p.StrVal), msgs[0])
-		}
-	}
-	return nil
 }
 
 // Selects reports whether s selects port of pod: the pod is in s's namespace and matches its

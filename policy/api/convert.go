@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/meridian-mesh/meridian/internal/quote"
+	"github.com/meridian-mesh/meridian/internal/serverspec"
 	"github.com/meridian-mesh/meridian/policy/compute"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -215,58 +216,33 @@ var protocols = map[string]compute.Protocol{
 	"TLS":     compute.ProtocolTLS,
 }
 
-// convertServer validates a Server spec of the given version (v1beta1, v1beta2, v1beta3).
+// convertServer converts a Server spec of the given version (v1beta1, v1beta2, v1beta3),
+// valid when serverspec.Check says so: the destination judges Servers by the same check.
 func convertServer(m objectMeta, version string, spec *ServerSpec) (*compute.Server, error) {
+	if err := serverspec.Check(version, spec); err != nil {
+		return nil, err
+	}
 	s := &compute.Server{Namespace: m.Namespace, Name: m.Name, Labels: m.Labels, Created: m.Created.Time}
-	if version == "v1beta1" && spec.ExternalWorkloadSelector != nil {
-		return nil, fmt.Errorf("spec.externalWorkloadSelector: not in v1beta1")
+	var err error
+	if spec.PodSelector != nil {
+		s.PodSelector, err = selector("spec.podSelector", spec.PodSelector)
+	} else {
+		s.ExternalWorkloadSelector, err = selector("spec.externalWorkloadSelector", spec.ExternalWorkloadSelector)
 	}
-	if version != "v1beta3" && spec.AccessPolicy != "" {
-		return nil, fmt.Errorf("spec.accessPolicy: not in %s", version)
+	if err != nil {
+		return nil, err
 	}
-	switch {
-	case (spec.PodSelector == nil) == (spec.ExternalWorkloadSelector == nil):
-		return nil, fmt.Errorf("spec: exactly one of podSelector and externalWorkloadSelector is required")
-	case spec.PodSelector != nil:
-		sel, err := selector("spec.podSelector", spec.PodSelector)
-		if err != nil {
-			return nil, err
-		}
-		s.PodSelector = sel
-	default:
-		sel, err := selector("spec.externalWorkloadSelector", spec.ExternalWorkloadSelector)
-		if err != nil {
-			return nil, err
-		}
-		s.ExternalWorkloadSelector = sel
-	}
-	if spec.Port == nil {
-		return nil, fmt.Errorf("spec.port: required")
-	}
-	switch spec.Port.Type {
-	case intstr.Int:
-		if spec.Port.IntVal < 1 || spec.Port.IntVal > 65535 {
-			return nil, fmt.Errorf("spec.port: %d out of range 1-65535", spec.Port.IntVal)
-		}
+	if spec.Port.Type == intstr.Int {
 		s.Port.Number = uint32(spec.Port.IntVal)
-	default:
-		if errs := validation.IsValidPortName(spec.Port.StrVal); len(errs) > 0 {
-			return nil, fmt.Errorf("spec.port %s: %s", quote.String(spec.Port.StrVal), strings.Join(errs, "; "))
-		}
+	} else {
 		s.Port.Name = spec.Port.StrVal
 	}
-	p, ok := protocols[spec.ProxyProtocol]
-	if !ok {
-		return nil, fmt.Errorf("spec.proxyProtocol %s: want one of unknown, HTTP/1, HTTP/2, gRPC, opaque, TLS", quote.String(spec.ProxyProtocol))
-	}
-	s.Protocol = p
+	s.Protocol = protocols[spec.ProxyProtocol]
 	s.AccessPolicy = compute.Deny
 	if spec.AccessPolicy != "" {
-		ap, err := compute.ParseDefaultPolicy(spec.AccessPolicy)
-		if err != nil {
+		if s.AccessPolicy, err = compute.ParseDefaultPolicy(spec.AccessPolicy); err != nil {
 			return nil, fmt.Errorf("spec.accessPolicy: %w", err)
 		}
-		s.AccessPolicy = ap
 	}
 	return s, nil
 }

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"net/netip"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/meridian-mesh/meridian/internal/serverspec"
 	"github.com/meridian-mesh/meridian/policy/compute"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -556,4 +558,31 @@ func FuzzConvert(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestServerValuesAgree checks that the values serverspec.Check accepts for proxyProtocol
+// and accessPolicy are those this package converts: the destination and the policy
+// controller accept the same Servers.
+func TestServerValuesAgree(t *testing.T) {
+	var names []string
+	for p := compute.DefaultPolicy(0); !strings.HasPrefix(p.String(), "DefaultPolicy("); p++ {
+		names = append(names, p.String())
+	}
+	if !sameSet(names, serverspec.AccessPolicies) {
+		t.Errorf("default policies %v, serverspec's access policies %v", names, serverspec.AccessPolicies)
+	}
+	var protos []string
+	for p := range protocols {
+		if p != "" {
+			protos = append(protos, p)
+		}
+	}
+	if !sameSet(protos, serverspec.Protocols) {
+		t.Errorf("protocols %v, serverspec's %v", protos, serverspec.Protocols)
+	}
+}
+
+func sameSet(a, b []string) bool {
+	a, b = slices.Sorted(slices.Values(a)), slices.Sorted(slices.Values(b))
+	return slices.Equal(a, b)
 }

@@ -3,7 +3,8 @@
 // ServerAuthorization v1beta1) and converts them, and Pods, into the validated model of
 // package compute.
 //
-// Conversion is where malformed objects stop: everything the CRD schemas in the chart's crds/
+// A Server's validity is internal/serverspec's Check, which the destination applies too, so
+// the two refuse the same Servers. Conversion is where malformed objects stop: everything the CRD schemas in the chart's crds/
 // reject is rejected here too (so a manifest directory, which no API server validates, gets
 // the same treatment), with an error naming the field. It is pure: no I/O, no clients.
 //

@@ -3,11 +3,12 @@ package api
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/meridian-mesh/meridian/internal/serverspec"
 )
 
 // Group is the API group of Linkerd's policy resources.
-const Group = "policy.linkerd.io"
+const Group = serverspec.Group
 
 // Kind names an object the policy controller indexes.
 type Kind string
@@ -36,24 +37,16 @@ var Resources = map[Kind]schema.GroupVersionResource{
 
 // servedVersions are the versions of each kind that conversion accepts.
 var servedVersions = map[Kind][]string{
-	KindServer:                {"v1beta1", "v1beta2", "v1beta3"},
+	KindServer:                serverspec.Versions,
 	KindAuthorizationPolicy:   {"v1alpha1"},
 	KindMeshTLSAuthentication: {"v1alpha1"},
 	KindNetworkAuthentication: {"v1alpha1"},
 	KindServerAuthorization:   {"v1beta1"},
 }
 
-// ServerSpec is the spec of a Server (policy.linkerd.io/v1beta3; v1beta1 and v1beta2 are
-// subsets: no externalWorkloadSelector before v1beta2, no accessPolicy before v1beta3).
-type ServerSpec struct {
-	PodSelector              *metav1.LabelSelector `json:"podSelector,omitempty"`
-	ExternalWorkloadSelector *metav1.LabelSelector `json:"externalWorkloadSelector,omitempty"`
-	Port                     *intstr.IntOrString   `json:"port,omitempty"`
-	// ProxyProtocol is one of unknown (default), HTTP/1, HTTP/2, gRPC, opaque, TLS.
-	ProxyProtocol string `json:"proxyProtocol,omitempty"`
-	// AccessPolicy is a default policy name; deny when unset.
-	AccessPolicy string `json:"accessPolicy,omitempty"`
-}
+// ServerSpec is the spec of a Server as written: serverspec's, which the destination reads
+// too.
+type ServerSpec = serverspec.Spec
 
 // TargetRef is a local reference (AuthorizationPolicy.spec.targetRef).
 type TargetRef struct {

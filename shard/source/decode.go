@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/meridian-mesh/meridian/internal/manifest"
+	"github.com/meridian-mesh/meridian/internal/serverspec"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -45,7 +46,7 @@ var dirDecoder = manifest.NewDecoder(
 	manifest.Kind{Group: "discovery.k8s.io", Kind: KindEndpointSlice, Versions: []string{"v1"}, Decode: decodeEndpointSlice},
 	manifest.Kind{Kind: KindPod, Versions: []string{"v1"}, Decode: decodePod},
 	manifest.Kind{Kind: KindNode, Versions: []string{"v1"}, Decode: decodeNode},
-	manifest.Kind{Group: translator.ServerGroup, Kind: KindServer, Versions: translator.ServerVersions, Decode: decodeServer},
+	manifest.Kind{Group: serverspec.Group, Kind: KindServer, Versions: serverspec.Versions, Decode: decodeServer},
 	manifest.Kind{Group: translator.ServiceProfileGroup, Kind: KindServiceProfile, Versions: translator.ServiceProfileVersions, Decode: decodeServiceProfile},
 )
 
@@ -98,9 +99,6 @@ func decodeServer(_ manifest.TypeMeta, data []byte) (manifest.Decoded, error) {
 	p, err := decodeNamespaced(data, o, &o.ObjectMeta)
 	if err != nil {
 		return manifest.Decoded{}, err
-	}
-	if o.Spec.PodSelector == nil && o.Spec.ExternalWorkloadSelector == nil {
-		p.add("spec", "has neither podSelector nor externalWorkloadSelector")
 	}
 	s, err := translator.ProjectServer(o)
 	if err != nil {

@@ -25,6 +25,7 @@ import (
 
 	"github.com/meridian-mesh/meridian/internal/kube"
 	"github.com/meridian-mesh/meridian/internal/run"
+	"github.com/meridian-mesh/meridian/internal/serverspec"
 	"github.com/meridian-mesh/meridian/translator"
 )
 
@@ -518,7 +519,7 @@ func (k *Kubernetes) crdKinds(h Handler) (kinds []informerKind, starts []func(<-
 }
 
 // serverGVR is the storage version of Linkerd's Server.
-var serverGVR = schema.GroupVersionResource{Group: translator.ServerGroup, Version: "v1beta3", Resource: "servers"}
+var serverGVR = schema.GroupVersionResource{Group: serverspec.Group, Version: "v1beta3", Resource: "servers"}
 
 // served reports nil when the API server serves gvr.
 func (k *Kubernetes) served(gvr schema.GroupVersionResource) error {

@@ -1,0 +1,17 @@
+// Package serverspec holds Linkerd's policy.linkerd.io Server as written (its spec, v1beta1
+// to v1beta3) and Check, the one judgement of which Servers are valid that the destination
+// (translator.ProjectServer) and the policy controller (policy/api) both apply, so that a
+// Server one of them refuses is refused by the other: what the CRD's schema checks (for
+// manifest directories, which no API server validates), with errors that quote at most a
+// short prefix of a bad value.
+//
+// It owns the Server's spec type and its validity; what each component makes of a valid
+// Server (the destination's projection, the policy controller's model) stays with it.
+//
+// It is pure (no I/O, no state). It imports the standard library, internal/quote and the
+// Kubernetes API machinery types; it must not import client-go or any server package:
+// `k8s.io/client-go/...`, `shard/...`, `policy/...`, `translator/...`, `identity/...`,
+// `injector/...`, `proxy/...`, `bench/...`, `cmd/...`.
+//
+// Allowed imports: `std`, `internal/quote`, `k8s.io/apimachinery/...`.
+package serverspec
