@@ -16,6 +16,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	sjson "sigs.k8s.io/json"
 
 	"github.com/meridian-mesh/meridian/internal/quote"
@@ -116,10 +117,10 @@ func DecodeReview(r io.Reader) (*admissionv1.AdmissionReview, error) {
 	}
 	var review admissionv1.AdmissionReview
 	if err := decodeJSON(body, &review); err != nil {
-		return nil, fmt.Errorf("decode AdmissionReview: %w", err)
+		return nil, fmt.Errorf("decode AdmissionReview: %s", quote.Message(err.Error())) // a number's error quotes it whole
 	}
 	if review.APIVersion != "admission.k8s.io/v1" || review.Kind != "AdmissionReview" {
-		return nil, fmt.Errorf("want apiVersion admission.k8s.io/v1 and kind AdmissionReview, got %q %q", quote.String(review.APIVersion), quote.String(review.Kind))
+		return nil, fmt.Errorf("want apiVersion admission.k8s.io/v1 and kind AdmissionReview, got %s %s", quote.String(review.APIVersion), quote.String(review.Kind))
 	}
 	if review.Request == nil {
 		return nil, errors.New("AdmissionReview has no request")
@@ -164,9 +165,18 @@ func (wh *Webhook) Review(ctx context.Context, req *admissionv1.AdmissionRequest
 	if namespace == "" {
 		namespace = pod.Namespace
 	}
-	lctx, cancel := context.WithTimeout(ctx, namespaceLookupTimeout)
-	ns, err := wh.ns.Namespace(lctx, namespace)
-	cancel()
+	var ns Meta
+	var err error
+	if errs := validation.IsDNS1123Label(namespace); len(errs) > 0 {
+		// The API server sends only names of namespaces that exist; a hand-made review is
+		// answered as a failed lookup, and its name is shown cut short from here on.
+		err = fmt.Errorf("not a namespace name: %s", errs[0])
+		namespace = quote.MessagePrefix(namespace, 64)
+	} else {
+		lctx, cancel := context.WithTimeout(ctx, namespaceLookupTimeout)
+		ns, err = wh.ns.Namespace(lctx, namespace)
+		cancel()
+	}
 	if err != nil {
 		d := Decision{Reason: ReasonNamespaceLookupFailure}
 		wh.metrics.observe(labelValues(OwnerOf(&pod.ObjectMeta), namespace, d, Meta{}, pod.Annotations, nil), nil)
@@ -199,8 +209,10 @@ func (wh *Webhook) Review(ctx context.Context, req *admissionv1.AdmissionRequest
 	}
 	wh.metrics.observe(labelValues(out.Owner, namespace, out.Decision, ns, pod.Annotations, out.Warnings), out.Warnings)
 	fields := []zap.Field{
-		zap.String("namespace", namespace), zap.String("owner_kind", out.Owner.Kind),
-		zap.String("owner", out.Owner.Name), zap.String("uid", string(req.UID)),
+		// The owner comes from the pod as the API server sent it, before validation: cut
+		// short, as the UID of a hand-made review.
+		zap.String("namespace", namespace), zap.String("owner_kind", quote.MessagePrefix(out.Owner.Kind, 63)),
+		zap.String("owner", quote.MessagePrefix(out.Owner.Name, 253)), zap.String("uid", quote.MessagePrefix(string(req.UID), 64)),
 	}
 	if len(out.Warnings) > 0 {
 		resp.Warnings = Strings(out.Warnings)

@@ -202,7 +202,7 @@ func CheckServiceProfile(o *ServiceProfileObject) error {
 		}
 		if r.Timeout != "" {
 			if _, err := time.ParseDuration(r.Timeout); err != nil {
-				return fmt.Errorf("ServiceProfile %s has a route with an invalid timeout: %w", name, err)
+				return fmt.Errorf("ServiceProfile %s has a route with an invalid timeout: %s", name, quote.Message(err.Error())) // the error quotes the value whole
 			}
 		}
 		if r.Condition == nil {
@@ -231,7 +231,7 @@ func CheckServiceProfile(o *ServiceProfileObject) error {
 			return fmt.Errorf("ServiceProfile %s RetryBudget missing TTL field", name)
 		}
 		if _, err := time.ParseDuration(rb.TTL); err != nil {
-			return fmt.Errorf("ServiceProfile %s RetryBudget: %w", name, err)
+			return fmt.Errorf("ServiceProfile %s RetryBudget: %s", name, quote.Message(err.Error()))
 		}
 	}
 	return nil

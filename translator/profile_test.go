@@ -1,6 +1,7 @@
 package translator
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -115,12 +116,31 @@ func TestValidateServiceProfile(t *testing.T) {
 	}
 }
 
+// A route timeout and a retry budget TTL of 100,000 bytes that are no durations.
+var (
+	longTimeoutSP = spHead + "  routes:\n  - name: r\n    condition: {method: GET}\n    timeout: " + strings.Repeat("9x", 50_000) + "\n"
+	longTTLSP     = spHead + "  retryBudget: {retryRatio: 0.2, minRetriesPerSecond: 5, ttl: " + strings.Repeat("9x", 50_000) + "}\n"
+)
+
+// TestValidateServiceProfileLongDuration: the error for a long value that is no duration
+// names the field and quotes a short prefix (time.ParseDuration's error quotes it whole).
+func TestValidateServiceProfileLongDuration(t *testing.T) {
+	for want, sp := range map[string]string{"invalid timeout": longTimeoutSP, "RetryBudget": longTTLSP} {
+		err := ValidateServiceProfile([]byte(sp))
+		if err == nil || !strings.Contains(err.Error(), want) || len(err.Error()) > 2*quote.Max {
+			t.Errorf("%s: %d bytes: %.300v", want, len(fmt.Sprint(err)), err)
+		}
+	}
+}
+
 func FuzzValidateServiceProfile(f *testing.F) {
 	for _, tc := range validateCases {
 		f.Add(tc.sp)
 	}
 	f.Add(spHead + "  routes:\n  - name: r\n    condition: " + strings.Repeat("{not: ", 100) + "{method: GET}" + strings.Repeat("}", 100))
 	f.Add(spHead + "  " + strings.Repeat("x", 5000) + ": 1\n")
+	f.Add(longTimeoutSP)
+	f.Add(longTTLSP)
 	f.Fuzz(func(t *testing.T, data string) {
 		err := ValidateServiceProfile([]byte(data))
 		if err == nil {
