@@ -108,7 +108,7 @@ func (s *Service) Load(ctx context.Context) error {
 	s.last = m
 	s.install(iss)
 	s.log.Info("identity issuer loaded", zap.Stringer("source", s.source),
-		zap.String("subject", iss.Cert.Subject.String()), zap.Time("notAfter", iss.Cert.NotAfter))
+		zap.String("subject", quote.Message(iss.Cert.Subject.String())), zap.Time("notAfter", iss.Cert.NotAfter))
 	return nil
 }
 
@@ -222,7 +222,7 @@ func (s *Service) reload(ctx context.Context) {
 	s.refused = ""
 	s.install(iss)
 	s.metrics.reloads.WithLabelValues("updated").Inc()
-	msg := fmt.Sprintf("Updated identity issuer: %s, valid until %s", iss.Cert.Subject, iss.Cert.NotAfter.UTC().Format(time.RFC3339))
+	msg := fmt.Sprintf("Updated identity issuer: %s, valid until %s", quote.Message(iss.Cert.Subject.String()), iss.Cert.NotAfter.UTC().Format(time.RFC3339))
 	s.log.Info(msg, zap.Stringer("source", s.source))
 	if s.events != nil {
 		s.events.Event("Normal", ReasonIssuerUpdated, msg)

@@ -89,7 +89,7 @@ func (c *ServingCert) issue(iss *Issuer) error {
 	c.issuedBy = iss
 	c.issued.Add(1)
 	c.log.Info("identity service certificate issued", zap.String("identity", c.name),
-		zap.String("issuer", iss.Cert.Subject.String()), zap.Time("validUntil", notAfter))
+		zap.String("issuer", quote.Message(iss.Cert.Subject.String())), zap.Time("validUntil", notAfter))
 	return nil
 }
 

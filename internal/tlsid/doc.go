@@ -13,6 +13,10 @@
 // client (identity/client) and the identity service's self-issued certificate implement; a
 // renewed certificate is used by the next handshake.
 //
-// It owns no goroutines and no I/O. Allowed imports: `std`.
-// It must not import `github.com/meridian-mesh/meridian/...`.
+// It owns no goroutines and no I/O. It imports the standard library and internal/quote (a
+// certificate's parse error can quote a whole SAN: it is cut short); it must not import any
+// other Meridian package: `identity/...`, `proxy/...`, `shard/...`, `policy/...`,
+// `injector/...`, `cmd/...`.
+//
+// Allowed imports: `std`, `internal/quote`.
 package tlsid

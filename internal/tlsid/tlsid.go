@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/meridian-mesh/meridian/internal/quote"
 )
 
 // Certs supplies the proxy's own certificate; *identity/client.Client implements it. Both
@@ -125,7 +127,7 @@ func ParseCertificates(pemData []byte, what string) ([]*x509.Certificate, error)
 		}
 		c, err := x509.ParseCertificate(b.Bytes)
 		if err != nil {
-			return nil, fmt.Errorf("%s %d: %w", what, len(out)+1, err)
+			return nil, fmt.Errorf("%s %d: %s", what, len(out)+1, quote.Message(err.Error())) // x509 quotes a bad SAN whole
 		}
 		out = append(out, c)
 	}
@@ -156,7 +158,7 @@ func TrustAnchorBundle(pemData []byte) ([]byte, error) {
 				n, b.Type)
 		}
 		if _, err := x509.ParseCertificate(b.Bytes); err != nil {
-			return nil, fmt.Errorf("trust anchor %d: %w", n, err)
+			return nil, fmt.Errorf("trust anchor %d: %s", n, quote.Message(err.Error()))
 		}
 		out = append(out, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: b.Bytes})...)
 	}

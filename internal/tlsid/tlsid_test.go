@@ -2,10 +2,17 @@ package tlsid
 
 import (
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/asn1"
 	"encoding/pem"
 	"errors"
+	"fmt"
+	"math/big"
 	"net"
 	"os"
 	"slices"
@@ -290,4 +297,34 @@ func certPool(certs []*x509.Certificate) *x509.CertPool {
 		p.AddCert(c)
 	}
 	return p
+}
+
+// TestParseErrorsCutShort: a certificate whose URI SAN does not parse (x509's error quotes
+// it whole) gives ParseCertificates and TrustAnchorBundle an error of a short prefix.
+func TestParseErrorsCutShort(t *testing.T) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	san, err := asn1.Marshal([]asn1.RawValue{{Class: asn1.ClassContextSpecific, Tag: 6, Bytes: []byte("https://a/%zz" + strings.Repeat("x", 100_000))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "long"}, NotBefore: time.Now(), NotAfter: time.Now().Add(time.Hour),
+		ExtraExtensions: []pkix.Extension{{Id: asn1.ObjectIdentifier{2, 5, 29, 17}, Value: san}}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := x509.ParseCertificate(der); err == nil || len(err.Error()) < 100_000 {
+		t.Fatalf("x509 no longer quotes the URI whole (%d bytes): the test shows nothing", len(fmt.Sprint(err)))
+	}
+	pemData := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	_, err1 := ParseCertificates(pemData, "trust anchor")
+	_, err2 := TrustAnchorBundle(pemData)
+	for i, err := range []error{err1, err2} {
+		if err == nil || !strings.Contains(err.Error(), "trust anchor 1") || len(err.Error()) > 512 {
+			t.Errorf("%d: %d bytes: %.300v", i, len(fmt.Sprint(err)), err)
+		}
+	}
 }
