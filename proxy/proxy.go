@@ -24,6 +24,8 @@ import (
 	"github.com/meridian-mesh/meridian/proxy/inbound"
 	"github.com/meridian-mesh/meridian/proxy/metrics"
 	"github.com/meridian-mesh/meridian/proxy/outbound"
+
+	"github.com/meridian-mesh/meridian/internal/quote"
 )
 
 // Deps are what New needs besides the configuration.
@@ -88,7 +90,7 @@ func New(cfg config.Config, deps Deps) (*Proxy, error) {
 	if cfg.PolicyAddr != "" {
 		conn, err := p.dial(cfg.PolicyAddr, cfg.PolicyName, tlsCfg)
 		if err != nil {
-			return nil, fmt.Errorf("policy service %s: %w", cfg.PolicyAddr, err)
+			return nil, fmt.Errorf("policy service %s: %w", quote.String(cfg.PolicyAddr), err)
 		}
 		policyConn = conn
 	}
@@ -116,7 +118,7 @@ func (p *Proxy) startIdentity(roots *x509.CertPool) error {
 	}
 	conn, err := grpc.NewClient(p.cfg.IdentityAddr, grpc.WithTransportCredentials(creds))
 	if err != nil {
-		return fmt.Errorf("identity service %s: %w", p.cfg.IdentityAddr, err)
+		return fmt.Errorf("identity service %s: %w", quote.String(p.cfg.IdentityAddr), err)
 	}
 	p.conns = append(p.conns, conn)
 	icfg := idclient.DefaultConfig()
@@ -149,7 +151,7 @@ func (p *Proxy) dial(addr, name string, tlsCfg *tlsid.Config) (*grpc.ClientConn,
 	var creds credentials.TransportCredentials = insecure.NewCredentials()
 	if name != "" {
 		if tlsCfg == nil {
-			return nil, fmt.Errorf("service name %s asks for mTLS, but identity is disabled", name)
+			return nil, fmt.Errorf("service name %s asks for mTLS, but identity is disabled", quote.String(name))
 		}
 		creds = credentials.NewTLS(tlsCfg.Client(name, "h2"))
 	}

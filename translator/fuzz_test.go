@@ -107,6 +107,9 @@ func FuzzOpaquePorts(f *testing.F) {
 			t.Fatalf("%q port %d: opaque %v but skipped %v with no named container ports", s, port, opaque, skipped)
 		}
 		if err != nil {
+			if len(err.Error()) > 4*quote.Max { // each of its parts quotes a short prefix
+				t.Fatalf("a %d-byte error for %d bytes of input", len(err.Error()), len(s))
+			}
 			return
 		}
 		for _, r := range l.Ranges {

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/meridian-mesh/meridian/internal/quote"
 )
 
 // Annotations and labels the translation reads.
@@ -59,7 +61,7 @@ func ParsePortList(s string) (PortList, error) {
 		item = strings.TrimSpace(item)
 		r, name, err := parsePortItem(item)
 		if err != nil {
-			return PortList{}, fmt.Errorf("port list %q, item %d: %w", s, i+1, err)
+			return PortList{}, fmt.Errorf("port list %s, item %d: %w", quote.Prefix(s, 64), i+1, err)
 		}
 		if name != "" {
 			l.Names = append(l.Names, name)
@@ -86,7 +88,7 @@ func parsePortItem(item string) (PortRange, string, error) {
 			return PortRange{}, "", err
 		}
 		if a > b {
-			return PortRange{}, "", fmt.Errorf("range %q ends before it starts", item)
+			return PortRange{}, "", fmt.Errorf("range %s ends before it starts", quote.Prefix(item, 64))
 		}
 		return PortRange{a, b}, "", nil
 	}
@@ -117,11 +119,11 @@ func isDigits(s string) bool {
 
 func parsePortNumber(s string) (uint32, error) {
 	if !isDigits(s) {
-		return 0, fmt.Errorf("%q is not a port number", s)
+		return 0, fmt.Errorf("%s is not a port number", quote.Prefix(s, 64))
 	}
 	n, err := strconv.ParseUint(s, 10, 32)
 	if err != nil || n < 1 || n > 65535 {
-		return 0, fmt.Errorf("port %s is out of range 1-65535", s)
+		return 0, fmt.Errorf("port %s is out of range 1-65535", quote.MessagePrefix(s, 64))
 	}
 	return uint32(n), nil
 }
@@ -130,7 +132,7 @@ func parsePortNumber(s string) (uint32, error) {
 // lower-case letters, digits and '-', at least one letter, no '-' at either end or twice).
 func checkPortName(s string) error {
 	if len(s) > 15 {
-		return fmt.Errorf("%q is neither a port number nor a port name (at most 15 characters)", s)
+		return fmt.Errorf("%s is neither a port number nor a port name (at most 15 characters)", quote.Prefix(s, 64))
 	}
 	letter := false
 	for i := 0; i < len(s); i++ {
@@ -141,11 +143,11 @@ func checkPortName(s string) error {
 		case c >= '0' && c <= '9':
 		case c == '-' && i > 0 && i < len(s)-1 && s[i-1] != '-':
 		default:
-			return fmt.Errorf("%q is neither a port number, a range lo-hi, nor a port name", s)
+			return fmt.Errorf("%s is neither a port number, a range lo-hi, nor a port name", quote.Prefix(s, 64))
 		}
 	}
 	if !letter {
-		return fmt.Errorf("%q is neither a port number nor a port name (no letter)", s)
+		return fmt.Errorf("%s is neither a port number nor a port name (no letter)", quote.Prefix(s, 64))
 	}
 	return nil
 }

@@ -33,11 +33,15 @@ func TestParsePortList(t *testing.T) {
 		{in: "a--b", wantErr: "neither"},
 		{in: "123abc", want: PortList{Names: []string{"123abc"}}},
 		{in: "averyveryverylongname", wantErr: "at most 15"},
+		// A long list or item is quoted as a short prefix with its length.
+		{in: strings.Repeat("9", 100_000), wantErr: "9... (100000 bytes) is out of range"},
+		{in: "80," + strings.Repeat("x", 100_000), wantErr: `xxx"... (100000 bytes) is neither`},
+		{in: strings.Repeat("80,", 50_000) + "x_", wantErr: `"... (150002 bytes), item 50001`},
 	} {
 		got, err := ParsePortList(tc.in)
 		if tc.wantErr != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Errorf("ParsePortList(%q) error %v, want one containing %q", tc.in, err, tc.wantErr)
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) || len(err.Error()) > 512 {
+				t.Errorf("ParsePortList(%.80q) error %.300v, want a short one containing %q", tc.in, err, tc.wantErr)
 			}
 			continue
 		}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/meridian-mesh/meridian/internal/quote"
 	"github.com/meridian-mesh/meridian/proxy"
 )
 
@@ -58,9 +59,9 @@ func parser(fs *flag.FlagSet, args []string, stdout io.Writer, about string) fun
 			fs.PrintDefaults()
 			return err
 		case err != nil:
-			return fmt.Errorf("%w: %v (run '%s -h' for the flags)", errUsage, err, fs.Name())
+			return fmt.Errorf("%w: %s (run '%s -h' for the flags)", errUsage, quote.Message(err.Error()), fs.Name()) // flag quotes a bad value whole
 		case fs.NArg() > 0:
-			return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+			return fmt.Errorf("%w: unexpected arguments %s", errUsage, quote.Message(fmt.Sprintf("%q", fs.Args())))
 		}
 		return nil
 	}

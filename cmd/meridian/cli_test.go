@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -311,5 +314,28 @@ func TestBadValuesRefusedEarly(t *testing.T) {
 	}
 	if code, out, errOut := capture(t, "proxy-init", "--dry-run", "--iptables-mode", "nft"); code != 0 || !strings.Contains(out, "PROXY_INIT_REDIRECT") {
 		t.Errorf("proxy-init --dry-run: exit %d, stdout %q, stderr %q; want the rules on stdout", code, out, errOut)
+	}
+}
+
+// TestUsageErrorsCutShort: a flag value, an extra argument or a command of 100,000 bytes is
+// named in a short usage error (the flag package quotes a bad value whole).
+func TestUsageErrorsCutShort(t *testing.T) {
+	long := strings.Repeat("x", 100_000)
+	flags := func() *flag.FlagSet {
+		fs := flag.NewFlagSet("cmd", flag.ContinueOnError)
+		fs.SetOutput(io.Discard) // as the commands' own
+		fs.Int("n", 0, "a number")
+		return fs
+	}
+	for name, err := range map[string]error{
+		"flag value":     parseFlags(flags(), []string{"-n", long}),
+		"extra argument": parseNoArgs(flags(), []string{long}),
+	} {
+		if !errors.Is(err, errUsage) || len(err.Error()) > 512 {
+			t.Errorf("%s: %d bytes: %.200v", name, len(fmt.Sprint(err)), err)
+		}
+	}
+	if code, _, errOut := capture(t, long); code != 2 || !strings.Contains(errOut, "unknown command") || strings.Contains(errOut, long[:1000]) {
+		t.Errorf("long command: exit %d, %d bytes of stderr", code, len(errOut))
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+
+	"github.com/meridian-mesh/meridian/internal/quote"
 )
 
 // command is one subcommand. run receives the arguments after the subcommand name and a
@@ -66,7 +68,7 @@ func runMain(args []string) int {
 	}
 	c, ok := commands[args[0]]
 	if !ok {
-		fmt.Fprintf(stderr, "meridian: unknown command %q\n\n", args[0])
+		fmt.Fprintf(stderr, "meridian: unknown command %s\n\n", quote.Prefix(args[0], 64))
 		usage(stderr)
 		return 2
 	}
@@ -151,7 +153,7 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 		fs.SetOutput(io.Discard)
 		return err
 	default:
-		return fmt.Errorf("%w: %v (run '%s -h' for the flags)", errUsage, err, fs.Name())
+		return fmt.Errorf("%w: %s (run '%s -h' for the flags)", errUsage, quote.Message(err.Error()), fs.Name()) // flag quotes a bad value whole
 	}
 }
 
@@ -162,7 +164,7 @@ func parseNoArgs(fs *flag.FlagSet, args []string) error {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+		return fmt.Errorf("%w: unexpected arguments %s", errUsage, quote.Message(fmt.Sprintf("%q", fs.Args())))
 	}
 	return nil
 }

@@ -176,7 +176,7 @@ func (c *Client) Run(ctx context.Context) error {
 				return nil
 			}
 			wait = backoff/2 + mrand.N(backoff/2+1)
-			c.log.Warn("identity certify failed; retrying", zap.String("identity", c.cfg.Identity),
+			c.log.Warn("identity certify failed; retrying", zap.String("identity", quote.Message(c.cfg.Identity)),
 				zap.Duration("in", wait), zap.Error(err))
 			backoff = min(2*backoff, c.cfg.MaxBackoff)
 		} else {
@@ -186,7 +186,7 @@ func (c *Client) Run(ctx context.Context) error {
 			c.readyOnce.Do(func() { close(c.ready) })
 			now := time.Now()
 			wait = RefreshDelay(crt.Leaf.NotAfter, now, c.cfg)
-			c.log.Info("identity certified", zap.String("identity", c.cfg.Identity),
+			c.log.Info("identity certified", zap.String("identity", quote.Message(c.cfg.Identity)),
 				zap.Time("validUntil", crt.Leaf.NotAfter), zap.Duration("renewIn", wait))
 		}
 		if !pause(ctx, wait) {
