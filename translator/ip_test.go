@@ -193,8 +193,15 @@ func TestServerOpaque(t *testing.T) {
 	if err != nil || ServerOpaque([]*Server{ext}, SlimPod(p), 80) {
 		t.Errorf("Server of external workloads: %+v, %v; want no error and no selection", ext, err)
 	}
-	// An invalid Server (as the policy controller judges it, serverspec.Check, or with a
-	// selector that does not parse) has a Problem naming the field and selects nothing.
+	// An access policy that is none of Linkerd's decides no opacity: as Linkerd's destination
+	// (whose CRD leaves the field free), the port is opaque.
+	freePolicy, err := ProjectServer(&ServerObject{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "allow"},
+		Spec: ServerSpec{PodSelector: app, Port: ptr(intstr.FromInt32(80)), ProxyProtocol: "opaque", AccessPolicy: "allow"}})
+	if err != nil || !ServerOpaque([]*Server{freePolicy}, SlimPod(p), 80) {
+		t.Errorf("Server with accessPolicy allow: %+v, %v; want it valid and opaque", freePolicy, err)
+	}
+	// An invalid Server (as the policy controller judges it, serverspec.CheckSelection, or with
+	// a selector that does not parse) has a Problem naming the field and selects nothing.
 	opaque80 := func(f func(*ServerObject)) *ServerObject {
 		o := &ServerObject{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "bad"},
 			Spec: ServerSpec{PodSelector: app, Port: ptr(intstr.FromInt32(80)), ProxyProtocol: "opaque"}}

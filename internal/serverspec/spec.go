@@ -40,11 +40,26 @@ var Protocols = []string{"unknown", "HTTP/1", "HTTP/2", "gRPC", "opaque", "TLS"}
 var AccessPolicies = []string{"all-unauthenticated", "all-authenticated", "cluster-unauthenticated", "cluster-authenticated", "deny", "audit"}
 
 // Check returns why s is not a valid Server of version (one of Versions; "" is the storage
-// version), or nil: a field that version does not have, not exactly one of podSelector and
-// externalWorkloadSelector, a selector operator other than In, NotIn, Exists and
-// DoesNotExist, no port, a port number out of 1-65535 or a port name that is not one, a
-// proxyProtocol or accessPolicy not among its values. The error names the field first.
+// version), or nil: CheckSelection's reasons, or an accessPolicy not among its values. The
+// error names the field first. The policy controller judges Servers by it.
 func Check(version string, s *Spec) error {
+	if err := CheckSelection(version, s); err != nil {
+		return err
+	}
+	if s.AccessPolicy != "" && !slices.Contains(AccessPolicies, s.AccessPolicy) {
+		return fmt.Errorf("spec.accessPolicy %s: want one of %s", quote.String(s.AccessPolicy), strings.Join(AccessPolicies, ", "))
+	}
+	return nil
+}
+
+// CheckSelection is Check without accessPolicy's value, which decides nothing of which ports a
+// Server selects or their protocol: a field that version does not have, not exactly one of
+// podSelector and externalWorkloadSelector, a selector operator other than In, NotIn, Exists
+// and DoesNotExist, no port, a port number out of 1-65535 or a port name that is not one, a
+// proxyProtocol not among its values. The destination judges Servers by it: Linkerd's CRDs
+// do not restrict accessPolicy, and Linkerd's destination makes an opaque Server's ports
+// opaque whatever that field says.
+func CheckSelection(version string, s *Spec) error {
 	if s == nil {
 		return errors.New("spec: required")
 	}
@@ -77,9 +92,6 @@ func Check(version string, s *Spec) error {
 	}
 	if s.ProxyProtocol != "" && !slices.Contains(Protocols, s.ProxyProtocol) {
 		return fmt.Errorf("spec.proxyProtocol %s: want one of %s", quote.String(s.ProxyProtocol), strings.Join(Protocols, ", "))
-	}
-	if s.AccessPolicy != "" && !slices.Contains(AccessPolicies, s.AccessPolicy) {
-		return fmt.Errorf("spec.accessPolicy %s: want one of %s", quote.String(s.AccessPolicy), strings.Join(AccessPolicies, ", "))
 	}
 	return nil
 }

@@ -57,6 +57,14 @@ func TestCheck(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.field) || len(err.Error()) > 512 {
 			t.Errorf("%s: %.300v; want an error naming %s", tc.name, err, tc.field)
 		}
+		// CheckSelection says the same, but for accessPolicy's value.
+		if sel := CheckSelection(tc.version, s); tc.name == "an unknown access policy" {
+			if sel != nil {
+				t.Errorf("%s: CheckSelection says %v", tc.name, sel)
+			}
+		} else if sel == nil || sel.Error() != err.Error() {
+			t.Errorf("%s: CheckSelection says %v, Check %v", tc.name, sel, err)
+		}
 	}
 	// The values of each enum are accepted.
 	for _, p := range Protocols {

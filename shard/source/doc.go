@@ -29,6 +29,7 @@
 // the informers' lifecycle for Kubernetes. A source keeps no endpoint state of its own beyond what its
 // informers (or, for Dir, the last good version of each file) need; translation and
 // snapshots belong to the translator and snapshot packages. It imports translator only for
-// the projection of objects (translator.Project). It must not import `shard` or
+// the projection of objects (translator.Project), and internal/serverspec for the Server's
+// group and versions. It must not import `shard` or
 // `bench/...`, nor anything under `cmd/...`.
 package source
