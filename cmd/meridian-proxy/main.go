@@ -59,7 +59,7 @@ func parser(fs *flag.FlagSet, args []string, stdout io.Writer, about string) fun
 			fs.PrintDefaults()
 			return err
 		case err != nil:
-			return fmt.Errorf("%w: %s (run '%s -h' for the flags)", errUsage, quote.Message(err.Error()), fs.Name()) // flag quotes a bad value whole
+			return fmt.Errorf("%w: %s (run '%s -h' for the flags)", errUsage, quote.FlagError(err), fs.Name())
 		case fs.NArg() > 0:
 			return fmt.Errorf("%w: unexpected arguments %s", errUsage, quote.Message(fmt.Sprintf("%q", fs.Args())))
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/meridian-mesh/meridian/bench"
 	"github.com/meridian-mesh/meridian/bench/dataplane"
 	"github.com/meridian-mesh/meridian/bench/feed"
+	"github.com/meridian-mesh/meridian/internal/quote"
 	"github.com/meridian-mesh/meridian/shard/source"
 )
 
@@ -34,7 +35,7 @@ func parseShardList(s string) ([]int, error) {
 	for _, f := range strings.Split(s, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil {
-			return nil, fmt.Errorf("--compare-shards %q: %w", s, err)
+			return nil, fmt.Errorf("--compare-shards %s: %s", quote.Prefix(s, 64), quote.Message(err.Error()))
 		}
 		out = append(out, n)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/meridian-mesh/meridian/internal/chart"
 	"github.com/meridian-mesh/meridian/internal/check"
 	"github.com/meridian-mesh/meridian/internal/kube"
+	"github.com/meridian-mesh/meridian/internal/quote"
 )
 
 func init() {
@@ -35,7 +36,7 @@ func runCheck(ctx context.Context, args []string) error {
 		return err
 	}
 	if *output != "text" && *output != "json" {
-		return fmt.Errorf("%w: -o %q: want text or json", errUsage, *output)
+		return fmt.Errorf("%w: -o %s: want text or json", errUsage, quote.Prefix(*output, 64))
 	}
 	if *timeout <= 0 {
 		return fmt.Errorf("%w: --timeout %s: want a positive duration", errUsage, *timeout)

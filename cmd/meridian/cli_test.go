@@ -335,6 +335,9 @@ func TestUsageErrorsCutShort(t *testing.T) {
 			t.Errorf("%s: %d bytes: %.200v", name, len(fmt.Sprint(err)), err)
 		}
 	}
+	if err := parseFlags(flags(), []string{"-n", long}); !strings.Contains(fmt.Sprint(err), "for flag -n: parse error") {
+		t.Errorf("the flag's name and reason are cut off: %.400v", err)
+	}
 	if code, _, errOut := capture(t, long); code != 2 || !strings.Contains(errOut, "unknown command") || strings.Contains(errOut, long[:1000]) {
 		t.Errorf("long command: exit %d, %d bytes of stderr", code, len(errOut))
 	}

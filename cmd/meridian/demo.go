@@ -12,6 +12,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/meridian-mesh/meridian/internal/demo"
+	"github.com/meridian-mesh/meridian/internal/quote"
 	"github.com/meridian-mesh/meridian/internal/run"
 	"github.com/meridian-mesh/meridian/internal/serve"
 )
@@ -45,7 +46,7 @@ func runDemo(ctx context.Context, args []string) error {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected arguments %q (subcommands: app, traffic)", errUsage, fs.Args())
+		return fmt.Errorf("%w: unexpected arguments %s (subcommands: app, traffic)", errUsage, quote.Message(fmt.Sprintf("%q", fs.Args())))
 	}
 	if *net > 254 {
 		return fmt.Errorf("%w: --net %d: want 0 to 254", errUsage, *net)
@@ -92,7 +93,7 @@ func runDemo(ctx context.Context, args []string) error {
 func fileLogger(path, level string) (*zap.Logger, error) {
 	zc := zap.NewDevelopmentConfig()
 	if err := zc.Level.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("%w: --log-level %q", errUsage, level)
+		return nil, fmt.Errorf("%w: --log-level %s", errUsage, quote.Prefix(level, 64))
 	}
 	zc.OutputPaths, zc.ErrorOutputPaths = []string{path}, []string{path}
 	zc.DisableStacktrace = true

@@ -120,7 +120,7 @@ func (f *destinationFlags) check() error {
 	}
 	for _, seed := range f.join {
 		if err := ring.CheckSeed(seed); err != nil {
-			return fmt.Errorf("--join %q: %w", seed, err)
+			return fmt.Errorf("--join %s: %s", quote.Prefix(seed, 64), quote.Message(err.Error())) // the error quotes the seed again
 		}
 	}
 	if f.cfg.QueueCapacity < 1 {

@@ -72,7 +72,7 @@ func runIdentityServer(ctx context.Context, args []string) error {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected arguments %q (subcommands: init, token, certify)", errUsage, fs.Args())
+		return fmt.Errorf("%w: unexpected arguments %s (subcommands: init, token, certify)", errUsage, quote.Message(fmt.Sprintf("%q", fs.Args())))
 	}
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err) // the flags' values: --lifetime and the like
@@ -145,7 +145,7 @@ func runIdentityInit(args []string) error {
 		return err
 	}
 	if *scheme != "linkerd.io/tls" && *scheme != "kubernetes.io/tls" {
-		return fmt.Errorf("%w: --issuer-scheme %q: want linkerd.io/tls or kubernetes.io/tls", errUsage, *scheme)
+		return fmt.Errorf("%w: --issuer-scheme %s: want linkerd.io/tls or kubernetes.io/tls", errUsage, quote.Prefix(*scheme, 64))
 	}
 	if *out == "" && *localKey {
 		return fmt.Errorf("%w: --local-token-key needs --out", errUsage)

@@ -153,7 +153,7 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 		fs.SetOutput(io.Discard)
 		return err
 	default:
-		return fmt.Errorf("%w: %s (run '%s -h' for the flags)", errUsage, quote.Message(err.Error()), fs.Name()) // flag quotes a bad value whole
+		return fmt.Errorf("%w: %s (run '%s -h' for the flags)", errUsage, quote.FlagError(err), fs.Name())
 	}
 }
 

@@ -1,6 +1,8 @@
 package quote
 
 import (
+	"flag"
+	"io"
 	"strconv"
 	"strings"
 	"testing"
@@ -85,5 +87,28 @@ func TestMessagePrefix(t *testing.T) {
 	}
 	if got := MessagePrefix("short\n", 1024); got != `short\n` {
 		t.Errorf("MessagePrefix(short) = %q", got)
+	}
+}
+
+// TestFlagError: the flag package's error for a long value keeps the flag's name and reason
+// and shows a short prefix of the value; other errors are cut as Message cuts them.
+func TestFlagError(t *testing.T) {
+	fs := flag.NewFlagSet("cmd", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Int("replicas", 0, "")
+	long := strings.Repeat("x", 100_000)
+	err := fs.Parse([]string{"-replicas", long})
+	if err == nil || len(err.Error()) < 100_000 {
+		t.Fatalf("the flag package no longer quotes the value whole: %.100v", err)
+	}
+	got := FlagError(err)
+	if want := `invalid value "` + strings.Repeat("x", 64) + `"... (100000 bytes) for flag -replicas: parse error`; got != want {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+	if got := FlagError(fs.Parse([]string{"-replicas", "3x"})); got != `invalid value "3x" for flag -replicas: parse error` {
+		t.Errorf("a short value: %q", got)
+	}
+	if got := FlagError(fs.Parse([]string{"-" + long})); len(got) > 2*Max || !strings.HasPrefix(got, "flag provided but not defined") {
+		t.Errorf("an unknown flag: %d bytes: %.100s", len(got), got)
 	}
 }
