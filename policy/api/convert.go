@@ -217,7 +217,8 @@ var protocols = map[string]compute.Protocol{
 }
 
 // convertServer converts a Server spec of the given version (v1beta1, v1beta2, v1beta3),
-// valid when serverspec.Check says so: the destination judges Servers by the same check.
+// valid when serverspec.Check says so: the destination judges Servers by the same check but
+// for accessPolicy's value (serverspec.CheckSelection).
 func convertServer(m objectMeta, version string, spec *ServerSpec) (*compute.Server, error) {
 	if err := serverspec.Check(version, spec); err != nil {
 		return nil, err
