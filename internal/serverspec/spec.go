@@ -79,11 +79,11 @@ func CheckSelection(version string, s *Spec) error {
 	case (s.PodSelector == nil) == (s.ExternalWorkloadSelector == nil):
 		return errors.New("spec: exactly one of podSelector and externalWorkloadSelector is required")
 	case s.PodSelector != nil:
-		if err := checkOperators("spec.podSelector", s.PodSelector); err != nil {
+		if err := CheckOperators("spec.podSelector", s.PodSelector); err != nil {
 			return err
 		}
 	default:
-		if err := checkOperators("spec.externalWorkloadSelector", s.ExternalWorkloadSelector); err != nil {
+		if err := CheckOperators("spec.externalWorkloadSelector", s.ExternalWorkloadSelector); err != nil {
 			return err
 		}
 	}
@@ -96,7 +96,10 @@ func CheckSelection(version string, s *Spec) error {
 	return nil
 }
 
-func checkOperators(field string, s *metav1.LabelSelector) error {
+// CheckOperators refuses a label selector (at field) with an operator other than In, NotIn,
+// Exists and DoesNotExist, the one rule of a selector that Linkerd's CRDs check; the policy
+// controller applies it to every selector it reads, a Server's and a ServerAuthorization's.
+func CheckOperators(field string, s *metav1.LabelSelector) error {
 	for i, e := range s.MatchExpressions {
 		switch e.Operator {
 		case metav1.LabelSelectorOpIn, metav1.LabelSelectorOpNotIn, metav1.LabelSelectorOpExists, metav1.LabelSelectorOpDoesNotExist:

@@ -159,12 +159,8 @@ func (m objectMeta) validate() error {
 // operator) then selects the pods Linkerd's would, where refusing it would leave them on the
 // default policy. Only an unknown operator is refused.
 func selector(field string, s *metav1.LabelSelector) (compute.Selector, error) {
-	for i, e := range s.MatchExpressions {
-		switch e.Operator {
-		case metav1.LabelSelectorOpIn, metav1.LabelSelectorOpNotIn, metav1.LabelSelectorOpExists, metav1.LabelSelectorOpDoesNotExist:
-		default:
-			return nil, fmt.Errorf("%s.matchExpressions[%d].operator %s: want In, NotIn, Exists or DoesNotExist", field, i, quote.Prefix(string(e.Operator), 64))
-		}
+	if err := serverspec.CheckOperators(field, s); err != nil {
+		return nil, err
 	}
 	return labelSelector{match: s.MatchLabels, exprs: s.MatchExpressions}, nil
 }
