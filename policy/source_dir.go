@@ -35,7 +35,9 @@ type Source interface {
 // neighbour rather than leaving its pods on the default policy). The problem is logged at warn
 // once, counted in policy_invalid_resources_total (conversion failures, once per version of
 // the file that has them), shown in manifest_errors{file} and in /ready's warnings
-// (Warnings); the controller stays ready, serving the last good state. The first definition
+// (Warnings); the controller stays ready, serving the last good state. A value conversion
+// ignores (api.Resource.Warnings: a Server's accessPolicy none of Linkerd's, which then
+// denies by default) is reported the same way, and its object applies. The first definition
 // of an object (in lexical path order) wins and later ones are reported; files over
 // 16 MiB are refused; the directory is rescanned every 2 s besides file notifications, so a
 // replaced directory is read again. Each change reaches the Sink as one Reset, so a stream
@@ -117,7 +119,11 @@ func dirDecoder(metrics *Metrics) *manifest.Decoder {
 		u.SetKind(tm.Kind)
 		r, err := api.Convert(u, "default")
 		if err == nil {
-			return manifest.Decoded{Namespace: r.Key.Namespace, Name: r.Key.Name, Value: r}, nil
+			d := manifest.Decoded{Namespace: r.Key.Namespace, Name: r.Key.Name, Value: r}
+			for _, w := range r.Warnings {
+				d.Warnings = append(d.Warnings, fieldError(w))
+			}
+			return d, nil
 		}
 		metrics.invalid.WithLabelValues(tm.Kind).Inc()
 		ns := u.GetNamespace()
@@ -146,6 +152,11 @@ func conversionError(prefix string, err error) error {
 	if !ok {
 		return err
 	}
+	return fieldError(msg)
+}
+
+// fieldError places a message that starts with the field it is about at that field.
+func fieldError(msg string) *manifest.FieldError {
 	fe := &manifest.FieldError{Err: errors.New(msg), PathInMessage: true}
 	if m := fieldPathRE.FindStringSubmatch(msg); m != nil {
 		fe.Path = m[1]

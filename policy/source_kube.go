@@ -30,7 +30,10 @@ import (
 // blocks. An object that fails conversion is logged at warn, counted in
 // policy_invalid_resources_total and listed by Warnings until it is fixed or deleted; the
 // Sink keeps its last good version (an invalid edit never widens the policy), and one
-// invalid from the start stays absent.
+// invalid from the start stays absent. A policy resource with a value conversion ignores (a
+// Server's accessPolicy none of Linkerd's, which then denies by default) applies, and is
+// logged at warn and listed by Warnings the same way; a Pod's ignored annotations are
+// logged at info (a workload's many pods share them; the injector warns of them too).
 //
 // On update events whose resourceVersion changed, <resource>_informer_lag_seconds (pods,
 // servers, authorizationpolicies, meshtlsauthentications, networkauthentications,
@@ -44,7 +47,7 @@ type KubeSource struct {
 
 	mu      sync.Mutex
 	regs    []cache.ResourceEventHandlerRegistration
-	invalid map[string]string // "Kind ns/name" -> why its latest version was rejected
+	invalid map[string]string // "Kind ns/name" -> why its latest version was rejected, or what of it was ignored
 }
 
 var _ Source = (*KubeSource)(nil)
@@ -145,8 +148,9 @@ func (k *KubeSource) convert(obj any) (api.Resource, compute.Key, error) {
 	return api.Resource{}, compute.Key{}, fmt.Errorf("%w: %T", errUnexpectedType, obj)
 }
 
-// Warnings lists the objects whose latest version failed conversion, one line each; the
-// policy index holds their last good version, if any. Safe for concurrent use.
+// Warnings lists the objects whose latest version failed conversion (the policy index holds
+// their last good version, if any) or applies without a value it ignored, one line each.
+// Safe for concurrent use.
 func (k *KubeSource) Warnings() []string {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -185,6 +189,12 @@ func (k *KubeSource) handler(kind api.Kind, sink Sink) cache.ResourceEventHandle
 				msg = "invalid update ignored; the last good version stays in effect"
 			}
 			k.log.Warn(msg, zap.String("kind", string(kind)), zap.Stringer("key", key), zap.Error(err))
+		case kind != api.KindPod && len(r.Warnings) > 0:
+			// Applied without the values it ignored (an unknown accessPolicy: deny by default).
+			why := strings.Join(r.Warnings, "; ")
+			k.setInvalid(kind, key, why)
+			k.log.Warn("resource value ignored; the resource applies without it", zap.String("kind", string(kind)), zap.Stringer("key", key), zap.String("reason", why))
+			sink.Apply(r)
 		default:
 			k.setInvalid(kind, key, "")
 			sink.Apply(r)

@@ -23,7 +23,7 @@
 // source delivers) and the bench feed's decoder all use it. The projections of a Node (ProjectNode:
 // its name and zone) and of a policy.linkerd.io Server (ProjectServer: a Server type of its
 // own, from the ServerObject decoded) are defined here too; whether a Server is valid is
-// internal/serverspec's CheckSelection, the policy controller's check but for accessPolicy.
+// internal/serverspec's Check, the policy controller's check too.
 //
 // Everything here is a pure function of its arguments: no I/O, no goroutines, no clocks, no
 // global state but the intern tables, which are invisible to callers (an interned value equals

@@ -200,7 +200,7 @@ func TestServerOpaque(t *testing.T) {
 	if err != nil || !ServerOpaque([]*Server{freePolicy}, SlimPod(p), 80) {
 		t.Errorf("Server with accessPolicy allow: %+v, %v; want it valid and opaque", freePolicy, err)
 	}
-	// An invalid Server (as the policy controller judges it, serverspec.CheckSelection, or with
+	// An invalid Server (as the policy controller judges it, serverspec.Check, or with
 	// a selector that does not parse) has a Problem naming the field and selects nothing.
 	opaque80 := func(f func(*ServerObject)) *ServerObject {
 		o := &ServerObject{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "bad"},

@@ -57,7 +57,7 @@ func (s *Server) DeepCopyObject() runtime.Object {
 }
 
 // ProjectServer returns the projection of a Server, or an error saying what makes it invalid:
-// serverspec.CheckSelection's reason (the policy controller refuses those Servers too), or a
+// serverspec.Check's reason (the policy controller refuses those Servers too), or a
 // pod selector that does not parse as a Kubernetes label selector (as Linkerd's destination
 // parses it). accessPolicy's value is not checked: it decides no port's opacity. The projection of an invalid
 // Server is still returned: it selects nothing.
@@ -74,7 +74,7 @@ func ProjectServer(o *ServerObject) (*Server, error) {
 		s.Port = *o.Spec.Port
 	}
 	_, version, _ := strings.Cut(o.APIVersion, "/")
-	err := serverspec.CheckSelection(version, &o.Spec)
+	err := serverspec.Check(version, &o.Spec)
 	if err == nil && o.Spec.PodSelector != nil {
 		if s.Selector, err = metav1.LabelSelectorAsSelector(o.Spec.PodSelector); err != nil {
 			err = fmt.Errorf("spec.podSelector: %s", quote.Message(err.Error()))

@@ -60,6 +60,10 @@ type Kind struct {
 type Decoded struct {
 	Namespace, Name string
 	Value           any
+	// Warnings are values Decode ignored, the object being valid and used without them;
+	// each is reported as errors are (a *FieldError at its field's line), as a *FileError
+	// with Warning set among Result.Warnings, and does not withhold the object or its file.
+	Warnings []error
 }
 
 // Object is one decoded object of a file.
@@ -89,6 +93,9 @@ type Result struct {
 	// Errors are the file's problems, each a *FileError, in file order (at most
 	// maxErrorsPerFile of them and a last one saying so).
 	Errors []error
+	// Warnings are the values ignored in Objects (Decoded.Warnings), each a *FileError with
+	// Warning set, in file order (at most maxErrorsPerFile of them).
+	Warnings []error
 }
 
 // Decoder decodes files of Kubernetes YAML or JSON into objects of the kinds it is given. It
@@ -317,22 +324,33 @@ func (d *docDecoder) decodeObject(node *yaml.Node, data []byte, tm TypeMeta, whe
 	if err == nil && got.Name == "" {
 		err = &FieldError{Path: "metadata.name", Err: errors.New("is empty")}
 	}
+	prefix := where + "kind " + tm.Kind
+	if got.Name != "" {
+		prefix += " " + got.Namespace + "/" + got.Name
+	}
 	if err != nil {
-		prefix := where + "kind " + tm.Kind
-		if got.Name != "" {
-			prefix += " " + got.Namespace + "/" + got.Name
-		}
 		for _, e := range flatten(err, nil) {
-			at := line
-			var fe *FieldError
-			if errors.As(e, &fe) && fe.Path != "" {
-				at = lineForParts(node, d.offset, strings.Split(fe.Path, "."), line, fe.Type)
-			}
-			d.errorf(at, "%s: %v", prefix, e)
+			d.errorf(d.fieldLine(node, line, e), "%s: %v", prefix, e)
 		}
 		return
 	}
+	for _, w := range got.Warnings {
+		if len(d.out.Warnings) < maxErrorsPerFile {
+			d.out.Warnings = append(d.out.Warnings, &FileError{File: d.file, Line: d.fieldLine(node, line, w),
+				Err: fmt.Errorf("%s: %w", prefix, w), Warning: true})
+		}
+	}
 	d.add(Key{Kind: tm.Kind, Namespace: got.Namespace, Name: got.Name}, tm, got.Value, data, line)
+}
+
+// fieldLine is the line of the field a *FieldError names in the object at node (whose line
+// is line), or line.
+func (d *docDecoder) fieldLine(node *yaml.Node, line int, err error) int {
+	var fe *FieldError
+	if errors.As(err, &fe) && fe.Path != "" {
+		return lineForParts(node, d.offset, strings.Split(fe.Path, "."), line, fe.Type)
+	}
+	return line
 }
 
 // callDecode runs a kind's Decode, turning a panic into an error of the object.

@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"errors"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -247,6 +248,26 @@ func TestDecode(t *testing.T) {
 				t.Errorf("ignored %d documents, want %d", len(got.Ignored), tc.ignored)
 			}
 		})
+	}
+}
+
+// TestDecodeWarnings: a value a kind ignores is reported at its field's line, marked as a
+// warning, and the object is returned with no error.
+func TestDecodeWarnings(t *testing.T) {
+	data := thingA + "---\napiVersion: v1\nkind: Thing\nmetadata: {name: b}\nspec:\n  size: -2\n"
+	got := testDecoder().Decode("f.yaml", []byte(data))
+	if len(got.Errors) > 0 || len(got.Objects) != 2 {
+		t.Fatalf("errors %q, %d objects; want none and 2", errStrings(got.Errors), len(got.Objects))
+	}
+	want := "f.yaml:15: kind Thing default/b: spec.size: -2 is below 0; ignored"
+	if w := errStrings(got.Warnings); len(w) != 1 || w[0] != want {
+		t.Fatalf("warnings %q, want [%q]", w, want)
+	}
+	if fe := (*FileError)(nil); !errors.As(got.Warnings[0], &fe) || !fe.Warning {
+		t.Errorf("the warning is not a *FileError marked Warning: %#v", got.Warnings[0])
+	}
+	if got.Objects[1].Value.(*thing).Spec.Size != 0 {
+		t.Errorf("the ignored value was kept")
 	}
 }
 

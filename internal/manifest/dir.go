@@ -74,7 +74,9 @@ type Update struct {
 // than the cap, cannot be read, is a broken symbolic link or a loop) keeps every object of
 // its last good version until it is good again; a directory that cannot be read keeps what
 // was loaded from it. Symbolic links to files are followed (a ConfigMap mount is made of
-// them); links to directories are not, and are reported.
+// them); links to directories are not, and are reported. A value a kind's Decode ignores
+// (Decoded.Warnings) is reported as a problem is, but withholds nothing: the object is
+// served without it.
 //
 // Problems are reported the same way for every user: logged at warn once when they appear
 // and at info when they clear, counted per file in the gauge manifest_errors{file}, and
@@ -107,6 +109,8 @@ type fileState struct {
 	read bool // hash is valid
 	good []Object
 	errs []error
+	// warns are the values ignored in good (Result.Warnings of the version good is from).
+	warns []error
 	// wasGood: a version of the file decoded without errors; good is then that version, kept
 	// whole while later ones have errors. Before, good is what decoded of the latest one.
 	wasGood bool
@@ -147,7 +151,8 @@ func (d *Dir) Ready() error {
 }
 
 // Errors returns the problems found by the latest scan, sorted by file and line, each a
-// *FileError; nil when the directory is clean. The slice must not be modified.
+// *FileError (those with Warning set are values ignored in objects that are served); nil
+// when the directory is clean. The slice must not be modified.
 func (d *Dir) Errors() []error { return d.report.errors() }
 
 // Warnings implements run.Warner: one "file:line: reason" line per current problem.
@@ -237,6 +242,7 @@ func (d *Dir) scan(deliver func(Update)) (pending bool) {
 	errs = append(errs, dups...)
 	for _, st := range d.files {
 		errs = append(errs, st.errs...)
+		errs = append(errs, st.warns...)
 	}
 	SortErrors(errs)
 	d.report.update(errs)
@@ -308,11 +314,11 @@ func (d *Dir) readFile(p string) {
 			// No good version to keep: the objects that decoded are delivered, as the API
 			// server would take each on its own. Withheld, a valid Server in a file with a
 			// broken neighbour left its pods on the (wider) default policy.
-			st.good = FirstOfEach(res.Objects)
+			st.good, st.warns = FirstOfEach(res.Objects), res.Warnings
 		}
 		return
 	}
-	st.errs, st.good, st.wasGood = nil, res.Objects, true
+	st.errs, st.good, st.warns, st.wasGood = nil, res.Objects, res.Warnings, true
 	d.log.Debug("file loaded", zap.String("file", p), zap.Int("objects", len(res.Objects)))
 }
 

@@ -306,6 +306,31 @@ func TestDirFileNeverGoodDeliversWhatDecoded(t *testing.T) {
 	}
 }
 
+// TestDirWarnings: an object with an ignored value is delivered, and the warning is reported
+// as problems are (Errors, the gauge, warn once); the file stays good, so a broken edit keeps
+// that version and its warning, and a fix clears both.
+func TestDirWarnings(t *testing.T) {
+	warned := strings.Replace(thingYAML("shop", "a", "v1"), "size: 1", "size: -1", 1)
+	h := startDir(t, map[string]string{"a.yaml": warned}, nil)
+	h.Expect("+Thing shop/a")
+	const warning = "a.yaml:7: kind Thing shop/a: spec.size: -1 is below 0; ignored"
+	h.errorsAre(warning)
+	if got := h.gauge("a.yaml"); got != 1 {
+		t.Errorf("manifest_errors{a.yaml} = %v, want 1", got)
+	}
+	h.Settle(3)
+	if n := h.logs.FilterMessage("manifest value ignored; the object is served without it").Len(); n != 1 || h.logCount(zapcore.WarnLevel, warning) != 1 {
+		t.Errorf("the warning was logged %d times (%d at warn with it), want once", n, h.logCount(zapcore.WarnLevel, warning))
+	}
+	h.Write("a.yaml", strings.Replace(warned, "name: a", "name: A", 1))
+	h.waitErrors(2)
+	h.Expect()
+	h.errorsAre(`a.yaml:4: kind Thing shop/A: metadata.name: "A" is invalid: must be lower case`, warning)
+	h.Write("a.yaml", thingYAML("shop", "a", "v2"))
+	h.Expect("+Thing shop/a")
+	h.errorsAre()
+}
+
 func TestDirDuplicateAcrossFiles(t *testing.T) {
 	h := startDir(t, map[string]string{
 		"a.yaml":     thingYAML("shop", "web", "a"),

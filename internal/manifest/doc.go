@@ -11,7 +11,9 @@
 //     defaults into a typed value; DecodeStrict decodes as the API server does). Kinds it
 //     is not given are ignored or passed through, as the caller chooses. Every problem is a
 //     *FileError printing "file:line: reason"; a Decode error that is a *FieldError is
-//     placed at the line of its field. It never panics, on any input.
+//     placed at the line of its field. A value Decode ignores in an object it accepts
+//     (Decoded.Warnings) is reported the same way, marked as a warning, and withholds
+//     nothing. It never panics, on any input.
 //   - The directory follower (Dir): reads *.yaml, *.yml and *.json under a directory
 //     (skipping names that start with "."), keeps each file's last good objects while the
 //     file has problems, lets the first definition of an object win, refuses files over a

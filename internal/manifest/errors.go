@@ -17,6 +17,9 @@ type FileError struct {
 	File string
 	Line int
 	Err  error
+	// Warning marks a value that was ignored in an object that is used without it (a kind's
+	// Decoded.Warnings), where every other problem withholds the object or the file.
+	Warning bool
 }
 
 // MaxReason bounds the reason of a FileError's message (quote.MessagePrefix).

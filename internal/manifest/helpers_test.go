@@ -29,7 +29,8 @@ type thing struct {
 	} `json:"spec"`
 }
 
-// decodeThing decodes strictly, defaults the namespace and validates the name and ports.
+// decodeThing decodes strictly, defaults the namespace and validates the name and ports; a
+// negative size is ignored with a warning.
 func decodeThing(_ TypeMeta, data []byte) (Decoded, error) {
 	var t thing
 	if err := DecodeStrict(data, &t); err != nil {
@@ -50,6 +51,10 @@ func decodeThing(_ TypeMeta, data []byte) (Decoded, error) {
 		if p.Port < 1 || p.Port > 65535 {
 			errs = append(errs, Field(fmt.Sprintf("spec.ports[%d].port", i), `"%d" is invalid: must be 1-65535`, p.Port))
 		}
+	}
+	if t.Spec.Size < 0 {
+		got.Warnings = append(got.Warnings, Field("spec.size", "%d is below 0; ignored", t.Spec.Size))
+		t.Spec.Size = 0
 	}
 	if len(errs) > 0 {
 		return got, joinErrs(errs)

@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"errors"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,7 +29,7 @@ type reporter struct {
 func newReporter(root string, reg prometheus.Registerer, log *zap.Logger) *reporter {
 	s := metrics.Shared(reg) // another Dir of this process may have registered it: share it
 	g := s.GaugeVec("manifest_errors",
-		"Current problems of each manifest file (it does not parse or validate, is too large or unreadable, or defines an object defined before); the last good objects are served meanwhile. The series is removed when the file is clean.",
+		"Current problems of each manifest file (it does not parse or validate, is too large or unreadable, or defines an object defined before; or a value in it is ignored); the last good objects are served meanwhile. The series is removed when the file is clean.",
 		"file")
 	if err := s.Err(); err != nil {
 		log.Warn("cannot register manifest_errors; it is not exported", zap.Error(err))
@@ -44,7 +45,11 @@ func (r *reporter) update(errs []error) {
 	for _, e := range errs {
 		msg := e.Error()
 		if !r.current[msg] && !now[msg] {
-			r.log.Warn("manifest error; the last good state is served", zap.String("error", msg))
+			if fe := (*FileError)(nil); errors.As(e, &fe) && fe.Warning {
+				r.log.Warn("manifest value ignored; the object is served without it", zap.String("error", msg))
+			} else {
+				r.log.Warn("manifest error; the last good state is served", zap.String("error", msg))
+			}
 		}
 		now[msg] = true
 		perFile[r.fileOf(e)]++

@@ -1,11 +1,11 @@
 // Package serverspec holds Linkerd's policy.linkerd.io Server as written (its spec, v1beta1
-// to v1beta3) and the one judgement of which Servers are valid: Check, which the policy
-// controller (policy/api) applies, and CheckSelection, the same but for accessPolicy's value,
-// which the destination (translator.ProjectServer) applies. So a Server the destination
-// refuses is refused by the policy controller too, and the other way round but for a bad
-// accessPolicy (which decides no port's opacity; Linkerd's destination ignores it). It checks
-// what the CRD's schema checks (for manifest directories, which no API server validates),
-// with errors that quote at most a short prefix of a bad value.
+// to v1beta3) and the one judgement of which Servers are valid: Check, which the destination
+// (translator.ProjectServer) and the policy controller (policy/api) both apply, so a Server
+// one refuses is refused by the other too. It checks what the CRD's schema checks (for
+// manifest directories, which no API server validates), with errors that quote at most a
+// short prefix of a bad value. An accessPolicy none of Linkerd's (CheckAccessPolicy) leaves
+// the Server valid, as it does in Linkerd: the policy controller warns and denies by default,
+// the destination ignores the field.
 //
 // It owns the Server's spec type and its validity; what each component makes of a valid
 // Server (the destination's projection, the policy controller's model) stays with it.

@@ -40,26 +40,13 @@ var Protocols = []string{"unknown", "HTTP/1", "HTTP/2", "gRPC", "opaque", "TLS"}
 var AccessPolicies = []string{"all-unauthenticated", "all-authenticated", "cluster-unauthenticated", "cluster-authenticated", "deny", "audit"}
 
 // Check returns why s is not a valid Server of version (one of Versions; "" is the storage
-// version), or nil: CheckSelection's reasons, or an accessPolicy not among its values. The
-// error names the field first. The policy controller judges Servers by it.
+// version), or nil: a field that version does not have, not exactly one of podSelector and
+// externalWorkloadSelector, a selector operator other than In, NotIn, Exists and
+// DoesNotExist, no port, a port number out of 1-65535 or a port name that is not one, a
+// proxyProtocol not among its values. The error names the field first. The destination and
+// the policy controller both refuse a Server it refuses. accessPolicy's value is not among
+// its reasons: see CheckAccessPolicy.
 func Check(version string, s *Spec) error {
-	if err := CheckSelection(version, s); err != nil {
-		return err
-	}
-	if s.AccessPolicy != "" && !slices.Contains(AccessPolicies, s.AccessPolicy) {
-		return fmt.Errorf("spec.accessPolicy %s: want one of %s", quote.String(s.AccessPolicy), strings.Join(AccessPolicies, ", "))
-	}
-	return nil
-}
-
-// CheckSelection is Check without accessPolicy's value, which decides nothing of which ports a
-// Server selects or their protocol: a field that version does not have, not exactly one of
-// podSelector and externalWorkloadSelector, a selector operator other than In, NotIn, Exists
-// and DoesNotExist, no port, a port number out of 1-65535 or a port name that is not one, a
-// proxyProtocol not among its values. The destination judges Servers by it: Linkerd's CRDs
-// do not restrict accessPolicy, and Linkerd's destination makes an opaque Server's ports
-// opaque whatever that field says.
-func CheckSelection(version string, s *Spec) error {
 	if s == nil {
 		return errors.New("spec: required")
 	}
@@ -92,6 +79,18 @@ func CheckSelection(version string, s *Spec) error {
 	}
 	if s.ProxyProtocol != "" && !slices.Contains(Protocols, s.ProxyProtocol) {
 		return fmt.Errorf("spec.proxyProtocol %s: want one of %s", quote.String(s.ProxyProtocol), strings.Join(Protocols, ", "))
+	}
+	return nil
+}
+
+// CheckAccessPolicy returns why s's accessPolicy is none of AccessPolicies, or nil. Such a
+// Server is still valid, as it is to Linkerd (whose CRDs put no enum on the field and whose
+// policy controller ignores a value it does not know): the policy controller warns and gives
+// the port no default authorization, so it denies what nothing else authorizes, never more
+// than the Server meant; the destination ignores the field, which decides no port's opacity.
+func CheckAccessPolicy(s *Spec) error {
+	if s != nil && s.AccessPolicy != "" && !slices.Contains(AccessPolicies, s.AccessPolicy) {
+		return fmt.Errorf("spec.accessPolicy %s: want one of %s", quote.String(s.AccessPolicy), strings.Join(AccessPolicies, ", "))
 	}
 	return nil
 }

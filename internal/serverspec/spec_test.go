@@ -1,6 +1,7 @@
 package serverspec
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -9,7 +10,9 @@ import (
 )
 
 // TestCheck gives Check a valid Server and one change of it per rule: each invalid one is
-// refused with an error that names the field and quotes at most a short prefix.
+// refused with an error that names the field and quotes at most a short prefix. An unknown
+// accessPolicy is no reason of Check's but CheckAccessPolicy's, which says nothing of the
+// others.
 func TestCheck(t *testing.T) {
 	valid := func() *Spec {
 		port := intstr.FromString("http")
@@ -46,7 +49,6 @@ func TestCheck(t *testing.T) {
 		{"a long port name", "", "spec.port", func(s *Spec) { p := intstr.FromString(long); s.Port = &p }},
 		{"a protocol in another case", "", "spec.proxyProtocol", func(s *Spec) { s.ProxyProtocol = "Opaque" }},
 		{"a long protocol", "", "spec.proxyProtocol", func(s *Spec) { s.ProxyProtocol = long }},
-		{"an unknown access policy", "", "spec.accessPolicy", func(s *Spec) { s.AccessPolicy = long }},
 	} {
 		var s *Spec
 		if tc.change != nil {
@@ -57,13 +59,19 @@ func TestCheck(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.field) || len(err.Error()) > 512 {
 			t.Errorf("%s: %.300v; want an error naming %s", tc.name, err, tc.field)
 		}
-		// CheckSelection says the same, but for accessPolicy's value.
-		if sel := CheckSelection(tc.version, s); tc.name == "an unknown access policy" {
-			if sel != nil {
-				t.Errorf("%s: CheckSelection says %v", tc.name, sel)
-			}
-		} else if sel == nil || sel.Error() != err.Error() {
-			t.Errorf("%s: CheckSelection says %v, Check %v", tc.name, sel, err)
+		if err := CheckAccessPolicy(s); err != nil {
+			t.Errorf("%s: CheckAccessPolicy says %v", tc.name, err)
+		}
+	}
+	for _, v := range []string{long, "Deny", "allow"} {
+		s := valid()
+		s.AccessPolicy = v
+		if err := Check("", s); err != nil {
+			t.Errorf("access policy %.20s: Check says %v", v, err)
+		}
+		err := CheckAccessPolicy(s)
+		if err == nil || !strings.HasPrefix(err.Error(), "spec.accessPolicy ") || len(err.Error()) > 512 {
+			t.Errorf("access policy %.20s: CheckAccessPolicy says %.300v; want an error naming spec.accessPolicy", v, err)
 		}
 	}
 	// The values of each enum are accepted.
@@ -77,7 +85,7 @@ func TestCheck(t *testing.T) {
 	for _, a := range AccessPolicies {
 		s := valid()
 		s.AccessPolicy = a
-		if err := Check("", s); err != nil {
+		if err := errors.Join(Check("", s), CheckAccessPolicy(s)); err != nil {
 			t.Errorf("access policy %s: %v", a, err)
 		}
 	}

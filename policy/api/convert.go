@@ -27,6 +27,12 @@ type Resource struct {
 	Kind  Kind
 	Key   compute.Key
 	Value any
+	// Warnings are the values conversion ignored, each "field: reason" (the field may be an
+	// annotation's key) quoting at most a short prefix: what the object says that has no
+	// effect, and what it has instead (a Pod's annotation that does not parse; a Server's
+	// accessPolicy none of Linkerd's, which then denies by default). The object is valid
+	// without them; a source applies it and shows them to the operator.
+	Warnings []string
 }
 
 // ErrIgnored wraps conversion errors for objects that are not policy inputs at all (other
@@ -75,17 +81,24 @@ func Convert(u *unstructured.Unstructured, defaultNamespace string) (Resource, e
 		return Resource{}, fmt.Errorf("%s: %w", kind, err) // err quotes the name; the key is not valid
 	}
 	var v any
+	var warnings []string
 	var err error
 	switch k {
 	case KindPod:
 		var pod corev1.Pod
 		if err = remarshal(u.Object, &pod); err == nil {
 			pod.Namespace = ns
-			v, _ = ConvertPod(&pod)
+			v, warnings = ConvertPod(&pod)
 		}
 	case KindServer:
 		_, version, _ := strings.Cut(apiVersion, "/")
-		v, err = convertSpec(u, m, func(m objectMeta, spec *ServerSpec) (*compute.Server, error) { return convertServer(m, version, spec) })
+		v, err = convertSpec(u, m, func(m objectMeta, spec *ServerSpec) (*compute.Server, error) {
+			s, warning, err := convertServer(m, version, spec)
+			if warning != "" {
+				warnings = append(warnings, warning)
+			}
+			return s, err
+		})
 	case KindAuthorizationPolicy:
 		v, err = convertSpec(u, m, convertAuthorizationPolicy)
 	case KindMeshTLSAuthentication:
@@ -98,7 +111,7 @@ func Convert(u *unstructured.Unstructured, defaultNamespace string) (Resource, e
 	if err != nil {
 		return Resource{}, fmt.Errorf("%s %s: %w", kind, m.key(), err)
 	}
-	return Resource{Kind: k, Key: m.key(), Value: v}, nil
+	return Resource{Kind: k, Key: m.key(), Value: v, Warnings: warnings}, nil
 }
 
 // convertSpec decodes u's spec into an S and converts it with convert.
@@ -213,11 +226,12 @@ var protocols = map[string]compute.Protocol{
 }
 
 // convertServer converts a Server spec of the given version (v1beta1, v1beta2, v1beta3),
-// valid when serverspec.Check says so: the destination judges Servers by the same check but
-// for accessPolicy's value (serverspec.CheckSelection).
-func convertServer(m objectMeta, version string, spec *ServerSpec) (*compute.Server, error) {
+// valid when serverspec.Check says so, as the destination judges it too. An accessPolicy none
+// of Linkerd's is ignored with a warning (serverspec.CheckAccessPolicy): the port then has no
+// default authorization, as in Linkerd, never the wider default of a port without a Server.
+func convertServer(m objectMeta, version string, spec *ServerSpec) (_ *compute.Server, warning string, _ error) {
 	if err := serverspec.Check(version, spec); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	s := &compute.Server{Namespace: m.Namespace, Name: m.Name, Labels: m.Labels, Created: m.Created.Time}
 	var err error
@@ -227,7 +241,7 @@ func convertServer(m objectMeta, version string, spec *ServerSpec) (*compute.Ser
 		s.ExternalWorkloadSelector, err = selector("spec.externalWorkloadSelector", spec.ExternalWorkloadSelector)
 	}
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if spec.Port.Type == intstr.Int {
 		s.Port.Number = uint32(spec.Port.IntVal)
@@ -236,12 +250,15 @@ func convertServer(m objectMeta, version string, spec *ServerSpec) (*compute.Ser
 	}
 	s.Protocol = protocols[spec.ProxyProtocol]
 	s.AccessPolicy = compute.Deny
+	if err := serverspec.CheckAccessPolicy(spec); err != nil {
+		return s, err.Error() + "; ignored, so the Server denies what none of its authorizations allows", nil
+	}
 	if spec.AccessPolicy != "" {
 		if s.AccessPolicy, err = compute.ParseDefaultPolicy(spec.AccessPolicy); err != nil {
-			return nil, fmt.Errorf("spec.accessPolicy: %w", err)
+			return nil, "", fmt.Errorf("spec.accessPolicy: %w", err) // serverspec and compute disagree (TestServerValuesAgree)
 		}
 	}
-	return s, nil
+	return s, "", nil
 }
 
 // refIs reports whether a reference's group and kind name the given ones (case-insensitive;

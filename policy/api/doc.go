@@ -3,10 +3,16 @@
 // ServerAuthorization v1beta1) and converts them, and Pods, into the validated model of
 // package compute.
 //
-// A Server's validity is internal/serverspec's Check; the destination applies the same check
-// but for accessPolicy's value (CheckSelection), so a Server it refuses is refused here too. Conversion is where malformed objects stop: everything the CRD schemas in the chart's crds/
-// reject is rejected here too (so a manifest directory, which no API server validates, gets
-// the same treatment), with an error naming the field. It is pure: no I/O, no clients.
+// A Server's validity is internal/serverspec's Check, which the destination applies too, so a
+// Server it refuses is refused here too. Conversion is where malformed objects stop:
+// everything the CRD schemas in the chart's crds/ reject is rejected here too (so a manifest
+// directory, which no API server validates, gets the same treatment), with an error naming
+// the field, with two exceptions that Linkerd's policy controller makes too. A Server's
+// accessPolicy none of Linkerd's, and a Pod's policy annotation that does not parse, are
+// ignored with a warning (Resource.Warnings), and the object is converted without them: the
+// Server denies by default (never wider than it meant), the Pod has the default it would
+// have without the annotation (as the injector's proxy environment has). It is pure: no
+// I/O, no clients.
 //
 // It may import compute, internal/quote, internal/serverspec and Kubernetes API types; it must not import client-go clients, the
 // gRPC servers, or the policy controller: `k8s.io/client-go/...`, `internal/grpcserver`,
