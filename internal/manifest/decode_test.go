@@ -332,7 +332,8 @@ func FuzzDecode(f *testing.F) {
 		"apiVersion: v1\nkind: ThingList\nitems:\n- metadata: {name: a}\n- {kind: Widget}\n",
 		"a: b: c", "- 1\n- 2", "apiVersion: v1\nkind: Thing\nmetadata: {name: x}\nspec: {ports: [{port: 0}]}",
 		"&a [*a]", "{apiVersion: v1, kind: Thing, metadata: {name: p, labels: {1: 2}}}", "--- !!binary AAAA",
-		"apiVersion: v1\nkind: Thing\nmetadata: {name: a}\nspec: {size: .nan}\n", "{", "--- {a: 1}\n--- # c\n...\n")
+		"apiVersion: v1\nkind: Thing\nmetadata: {name: a}\nspec: {size: .nan}\n", "{",
+		"apiVersion: v1\nkind: Thing\nmetadata: {name: a}\nspec:\n  size: -1\n", "--- {a: 1}\n--- # c\n...\n")
 	dec := testDecoder()
 	pass := testDecoder()
 	pass.PassUnknown = true
@@ -341,6 +342,12 @@ func FuzzDecode(f *testing.F) {
 		for _, d := range []*Decoder{dec, pass} {
 			got := d.Decode("f.yaml", data)
 			manifesttest.CheckLocated(t, got.Errors, "f.yaml", data, Location)
+			manifesttest.CheckLocated(t, got.Warnings, "f.yaml", data, Location)
+			for _, w := range got.Warnings {
+				if fe := (*FileError)(nil); !errors.As(w, &fe) || !fe.Warning {
+					t.Fatalf("a warning not marked as one: %v", w)
+				}
+			}
 			if len(got.Errors) > 0 {
 				continue
 			}
