@@ -25,7 +25,9 @@ type OwnsFunc func(ServiceKey) bool
 
 // Index keeps the inputs of the services this replica owns and keeps their snapshots current.
 // It implements source.Handler: callbacks store the object and enqueue the service for one of
-// the workers, and never block.
+// the workers, and never block. A change of a service's endpoint inputs is stored and its key
+// queued under the service's lock, so that Watch, under the same lock, knows whether what is
+// published may be older than what is held (keyQueue.Pending).
 type Index struct {
 	cfg   Config
 	log   *zap.Logger
@@ -290,8 +292,8 @@ func (x *Index) OnService(svc *corev1.Service, deleted bool) {
 		s.svc = translator.ProjectService(svc) // a source that delivers projections is not copied again
 	}
 	s.full = true
-	s.mu.Unlock()
 	x.queue.Add(k)
+	s.mu.Unlock()
 	x.changed.notify(k)
 }
 
@@ -376,10 +378,10 @@ func (x *Index) OnNode(n *metav1.PartialObjectMetadata, deleted bool) {
 				ps.rezoned[n.Name] = struct{}{}
 			}
 		}
-		s.mu.Unlock()
 		if seen {
 			x.queue.Add(k)
 		}
+		s.mu.Unlock()
 		return true
 	})
 }
@@ -394,8 +396,8 @@ func (x *Index) OnServer(srv *translator.Server, deleted bool) {
 		if k.Namespace == srv.Namespace {
 			s.mu.Lock()
 			s.full = true
-			s.mu.Unlock()
 			x.queue.Add(k)
+			s.mu.Unlock()
 		}
 		return true
 	})
@@ -457,8 +459,8 @@ func (x *Index) setSlice(k ServiceKey, name string, es *translator.EndpointSlice
 		s.slices[name] = es
 	}
 	x.updateRefs(k, old, es)
-	s.mu.Unlock()
 	x.queue.Add(k)
+	s.mu.Unlock()
 }
 
 // OnPod implements source.Handler: the services whose slices name the pod translate its
@@ -483,8 +485,8 @@ func (x *Index) OnPod(pod *translator.Pod, deleted bool) {
 			s.stale = map[podKey]struct{}{}
 		}
 		s.stale[pk] = struct{}{}
-		s.mu.Unlock()
 		x.queue.Add(k)
+		s.mu.Unlock()
 	}
 }
 
@@ -545,8 +547,8 @@ func (x *Index) DropUnowned() int {
 		}
 		s.svc, s.slices, s.profiles = nil, map[string]*translator.EndpointSlice{}, nil
 		s.stale, s.full = nil, true
-		s.mu.Unlock()
 		x.queue.Add(k)
+		s.mu.Unlock()
 		return true
 	})
 	x.sliceSvc, x.slicesPeak = shrunk(x.sliceSvc, x.slicesPeak)

@@ -253,7 +253,12 @@ func (x *Index) Watch(k ServiceKey, port uint32, node string) (*snapshot.Subscri
 	ps := s.port(port)
 	ps.views[node]++
 	key := viewKey(k, port, node)
-	if x.store.Load(key) == nil {
+	if x.store.Load(key) == nil || x.queue.Pending(k) {
+		// Computed now when no one has yet, or when a change of the service's inputs waits
+		// for its recompute: the snapshot published may be older than what the index holds
+		// (a replica's first load publishes a Service before its slices arrive), and a new
+		// stream must not be told first that its service has no endpoints. Every change is
+		// queued under s.mu (see Index), so a change not queued here is one already published.
 		x.publishLocked(k, s, port)
 	}
 	sub := x.store.Subscribe(key, x.cfg.QueueCapacity)
