@@ -3,8 +3,6 @@ package policy
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"regexp"
 	"strings"
 
 	"github.com/meridian-mesh/meridian/internal/manifest"
@@ -121,7 +119,7 @@ func dirDecoder(metrics *Metrics) *manifest.Decoder {
 		if err == nil {
 			d := manifest.Decoded{Namespace: r.Key.Namespace, Name: r.Key.Name, Value: r}
 			for _, w := range r.Warnings {
-				d.Warnings = append(d.Warnings, fieldError(w))
+				d.Warnings = append(d.Warnings, manifest.FieldOf(w))
 			}
 			return d, nil
 		}
@@ -141,10 +139,6 @@ func dirDecoder(metrics *Metrics) *manifest.Decoder {
 	return manifest.NewDecoder(kinds...)
 }
 
-// fieldPathRE finds the field a conversion error is about ("spec.port: required",
-// `metadata.name "X": ...`).
-var fieldPathRE = regexp.MustCompile(`^((?:spec|metadata)(?:\.[A-Za-z]+(?:\[\d+\])?)*)[ :]`)
-
 // conversionError drops the object's name from a conversion error (the loader names it) and
 // places it at the field it is about.
 func conversionError(prefix string, err error) error {
@@ -152,14 +146,5 @@ func conversionError(prefix string, err error) error {
 	if !ok {
 		return err
 	}
-	return fieldError(msg)
-}
-
-// fieldError places a message that starts with the field it is about at that field.
-func fieldError(msg string) *manifest.FieldError {
-	fe := &manifest.FieldError{Err: errors.New(msg), PathInMessage: true}
-	if m := fieldPathRE.FindStringSubmatch(msg); m != nil {
-		fe.Path = m[1]
-	}
-	return fe
+	return manifest.FieldOf(msg)
 }

@@ -3,6 +3,7 @@ package manifest
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"sort"
 
 	"github.com/meridian-mesh/meridian/internal/quote"
@@ -60,6 +61,21 @@ type FieldError struct {
 	// PathInMessage says that Err's message names the field already (encoding/json's and the
 	// strict decoder's do), so that Error prints Err alone instead of "path: err".
 	PathInMessage bool
+}
+
+// fieldPathRE finds the field a message starts with ("spec.port: required",
+// `metadata.name "X": ...`, "spec.ports[0].port ...").
+var fieldPathRE = regexp.MustCompile(`^((?:spec|metadata|status)(?:\.[A-Za-z]+(?:\[\d+\])?)*)[ :]`)
+
+// FieldOf returns an error whose message names its field first, as Kubernetes-style
+// validation writes them, as a FieldError at that field, printed as it is; one that names no
+// field is placed at its object.
+func FieldOf(msg string) *FieldError {
+	fe := &FieldError{Err: errors.New(msg), PathInMessage: true}
+	if m := fieldPathRE.FindStringSubmatch(msg); m != nil {
+		fe.Path = m[1]
+	}
+	return fe
 }
 
 // Field returns a FieldError at path with a formatted message; it prints as "path: message".

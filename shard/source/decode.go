@@ -102,7 +102,8 @@ func decodeServer(_ manifest.TypeMeta, data []byte) (manifest.Decoded, error) {
 	}
 	s, err := translator.ProjectServer(o)
 	if err != nil {
-		p.add("spec", "%v", err)
+		// Its message names the field first: placed at that field, not prefixed again.
+		return manifest.Decoded{Namespace: o.Namespace, Name: o.Name, Value: s}, errors.Join(p.err(), manifest.FieldOf(err.Error()))
 	}
 	return manifest.Decoded{Namespace: o.Namespace, Name: o.Name, Value: s}, p.err()
 }

@@ -128,17 +128,17 @@ var kindErrorCases = []struct {
 	{
 		name: "a Server without a selector",
 		data: "apiVersion: policy.linkerd.io/v1beta3\nkind: Server\nmetadata: {name: s}\nspec:\n  port: 80\n",
-		err:  `^f\.yaml:4: kind Server default/s: spec: spec: exactly one of podSelector and externalWorkloadSelector is required$`,
+		err:  `^f\.yaml:4: kind Server default/s: spec: exactly one of podSelector and externalWorkloadSelector is required$`,
 	},
 	{
 		name: "a Server whose port is no port",
 		data: "apiVersion: policy.linkerd.io/v1beta3\nkind: Server\nmetadata: {name: s}\nspec:\n  podSelector: {matchLabels: {app: web}}\n  port: 0\n",
-		err:  `^f\.yaml:4: kind Server default/s: spec: spec\.port: 0 out of range 1-65535$`,
+		err:  `^f\.yaml:6: kind Server default/s: spec\.port: 0 out of range 1-65535$`,
 	},
 	{
 		name: "a Server whose selector does not parse",
 		data: "apiVersion: policy.linkerd.io/v1beta2\nkind: Server\nmetadata: {name: s}\nspec:\n  podSelector: {matchExpressions: [{key: app, operator: Bogus}]}\n  port: http\n",
-		err:  `^f\.yaml:4: kind Server default/s: spec: spec\.podSelector\.matchExpressions\[0\]\.operator "Bogus": want In, NotIn, Exists or DoesNotExist$`,
+		err:  `^f\.yaml:5: kind Server default/s: spec\.podSelector\.matchExpressions\[0\]\.operator "Bogus": want In, NotIn, Exists or DoesNotExist$`,
 	},
 	{
 		name: "a Server with an unknown field",
