@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -29,6 +30,10 @@ type Options struct {
 	Pprof bool
 }
 
+// MaxReadyWarnings bounds the warnings /ready lists: a probe every few seconds should not
+// carry one line per invalid object of a large cluster.
+const MaxReadyWarnings = 100
+
 // Handler returns the admin mux with /debug/pprof/ on: see NewHandler.
 func Handler(g prometheus.Gatherer, ready ReadyFunc) http.Handler {
 	return NewHandler(g, Options{Ready: ready, Pprof: true})
@@ -36,7 +41,7 @@ func Handler(g prometheus.Gatherer, ready ReadyFunc) http.Handler {
 
 // NewHandler returns the admin mux: /metrics from g (never compressed), /live (always 200 while the process
 // runs), /ready (200 "ready" when o.Ready returns nil, else 503 "not ready: " and the reason,
-// then the warnings) and, when o.Pprof, /debug/pprof/.
+// then the first MaxReadyWarnings warnings and how many more there are) and, when o.Pprof, /debug/pprof/.
 func NewHandler(g prometheus.Gatherer, o Options) http.Handler {
 	mux := http.NewServeMux()
 	// Uncompressed even when the scraper offers gzip: a control-plane process exposes a few
@@ -59,8 +64,11 @@ func NewHandler(g prometheus.Gatherer, o Options) http.Handler {
 		if o.Warnings != nil {
 			if ws := o.Warnings(); len(ws) > 0 {
 				b.WriteString("warnings:\n")
-				for _, s := range ws {
+				for _, s := range ws[:min(len(ws), MaxReadyWarnings)] {
 					b.WriteString("  " + s + "\n")
+				}
+				if n := len(ws) - MaxReadyWarnings; n > 0 {
+					fmt.Fprintf(&b, "  ... and %d more (each was logged at warn when it appeared)\n", n)
 				}
 			}
 		}

@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -81,6 +82,22 @@ func TestReadyShowsWarningsAndPprofIsOptional(t *testing.T) {
 		if rec.Code != c.code || rec.Body.String() != c.want {
 			t.Errorf("GET %s = %d %q, want %d %q", c.path, rec.Code, rec.Body.String(), c.code, c.want)
 		}
+	}
+}
+
+// TestReadyBoundsWarnings: /ready lists MaxReadyWarnings warnings and counts the rest.
+func TestReadyBoundsWarnings(t *testing.T) {
+	ws := make([]string, MaxReadyWarnings+7)
+	for i := range ws {
+		ws[i] = fmt.Sprintf("Server ns/s%d: invalid", i)
+	}
+	h := NewHandler(prometheus.NewRegistry(), Options{Warnings: func() []string { return ws }})
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/ready", nil))
+	lines := strings.Split(strings.TrimSuffix(rec.Body.String(), "\n"), "\n")
+	if len(lines) != 2+MaxReadyWarnings+1 || lines[len(lines)-2] != fmt.Sprintf("  Server ns/s%d: invalid", MaxReadyWarnings-1) ||
+		lines[len(lines)-1] != "  ... and 7 more (each was logged at warn when it appeared)" {
+		t.Errorf("/ready = %d lines, ending %q", len(lines), lines[max(0, len(lines)-2):])
 	}
 }
 
