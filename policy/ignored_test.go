@@ -1,31 +1,18 @@
 package policy
 
 import (
-	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"go.uber.org/zap/zaptest"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
-	"github.com/meridian-mesh/meridian/internal/manifest"
 	"github.com/meridian-mesh/meridian/internal/manifest/manifesttest"
 	"github.com/meridian-mesh/meridian/policy/api"
 	"github.com/meridian-mesh/meridian/policy/compute"
 )
-
-const ignoredPod = `apiVersion: v1
-kind: Pod
-metadata: {name: web-0, namespace: shop, labels: {app: web}}
-spec:
-  containers:
-  - name: app
-    ports: [{name: http, containerPort: 8080}]
-`
 
 // ignoredServer is a Server on web-0:8080 with the given accessPolicy.
 func ignoredServer(accessPolicy string) string {
@@ -55,23 +42,7 @@ func servedBy(t *testing.T, idx *Index) (string, int) {
 // Server that had never been good left its port on the cluster default, all-unauthenticated;
 // an edit to a bad value now narrows the port to deny rather than keeping the wider policy.
 func TestDirUnknownAccessPolicyDenies(t *testing.T) {
-	dir := t.TempDir()
-	for name, content := range map[string]string{"pods.yaml": ignoredPod, "server.yaml": ignoredServer("allow")} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	log := zaptest.NewLogger(t)
-	cfg := compute.DefaultConfig()
-	idx := NewIndex(&cfg, log, nil)
-	mcfg := manifest.DefaultConfig(dir)
-	mcfg.Debounce, mcfg.Rescan = 10*time.Millisecond, 100*time.Millisecond
-	src := NewDirSource(mcfg, nil, log, nil)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = src.Run(ctx, idx) }()
-	defer func() { cancel(); <-done }()
-	eventually(t, "the directory read", src.Synced)
+	idx, src, dir := dirIndex(t, map[string]string{"pods.yaml": webPod, "server.yaml": ignoredServer("allow")})
 	if name, n := servedBy(t, idx); name != "web-http" || n != 0 {
 		t.Fatalf("port 8080 served by %q with %d authorizations, want web-http with none", name, n)
 	}
@@ -98,7 +69,7 @@ func TestKubeUnknownAccessPolicyDenies(t *testing.T) {
 	log := zaptest.NewLogger(t)
 	cfg := compute.DefaultConfig()
 	idx := NewIndex(&cfg, log, nil)
-	for _, r := range manifests(t, ignoredPod) {
+	for _, r := range manifests(t, webPod) {
 		idx.Apply(r)
 	}
 	k := NewKubeSource(nil, nil, nil, log, nil)
