@@ -181,6 +181,11 @@ var decodeCases = []struct {
 		errs: []string{`^f\.yaml:4: List items\[0\]: a list inside a list is not supported$`},
 	},
 	{
+		name: "two mapping keys that are one JSON key",
+		data: "apiVersion: v1\nkind: Thing\nmetadata: {name: x}\n0: a\n.0: b\n",
+		errs: []string{`^f\.yaml:1: two mapping keys are the same JSON object key "0"$`},
+	},
+	{
 		name: "missing kind",
 		data: "apiVersion: v1\nmetadata: {name: x}\n",
 		errs: []string{`^f\.yaml:1: kind is missing$`},

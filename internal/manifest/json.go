@@ -9,10 +9,13 @@ import (
 	"slices"
 
 	yaml "go.yaml.in/yaml/v3"
+
+	"github.com/meridian-mesh/meridian/internal/quote"
 )
 
 // nodeJSON converts a YAML node to JSON the way kubectl does: mapping keys that are numbers
-// or booleans become strings; non-finite numbers are refused. Errors are YAML decoding
+// or booleans become strings (two that become the same string are refused); non-finite
+// numbers are refused. Errors are YAML decoding
 // errors (located by yamlError) or plain messages.
 func nodeJSON(node *yaml.Node) ([]byte, error) {
 	v, err := decodeValue(node)
@@ -72,6 +75,10 @@ func toJSONValue(v any) (any, error) {
 				ks = fmt.Sprint(kt)
 			default:
 				return nil, fmt.Errorf("mapping key %v (%T) cannot be a JSON object key", k, k)
+			}
+			if _, dup := m[ks]; dup {
+				// 0 and .0, say: which one's value JSON got would follow map order.
+				return nil, fmt.Errorf("two mapping keys are the same JSON object key %s", quote.String(ks))
 			}
 			c, err := toJSONValue(e)
 			if err != nil {
