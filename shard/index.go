@@ -25,9 +25,7 @@ type OwnsFunc func(ServiceKey) bool
 
 // Index keeps the inputs of the services this replica owns and keeps their snapshots current.
 // It implements source.Handler: callbacks store the object and enqueue the service for one of
-// the workers, and never block. A change of a service's endpoint inputs is stored and its key
-// queued under the service's lock, so that Watch, under the same lock, knows whether what is
-// published may be older than what is held (keyQueue.Pending).
+// the workers, and never block.
 type Index struct {
 	cfg   Config
 	log   *zap.Logger
@@ -292,8 +290,9 @@ func (x *Index) OnService(svc *corev1.Service, deleted bool) {
 		s.svc = translator.ProjectService(svc) // a source that delivers projections is not copied again
 	}
 	s.full = true
-	x.queue.Add(k)
+	s.gen++
 	s.mu.Unlock()
+	x.queue.Add(k)
 	x.changed.notify(k)
 }
 
@@ -379,9 +378,12 @@ func (x *Index) OnNode(n *metav1.PartialObjectMetadata, deleted bool) {
 			}
 		}
 		if seen {
-			x.queue.Add(k)
+			s.gen++
 		}
 		s.mu.Unlock()
+		if seen {
+			x.queue.Add(k)
+		}
 		return true
 	})
 }
@@ -396,8 +398,9 @@ func (x *Index) OnServer(srv *translator.Server, deleted bool) {
 		if k.Namespace == srv.Namespace {
 			s.mu.Lock()
 			s.full = true
-			x.queue.Add(k)
+			s.gen++
 			s.mu.Unlock()
+			x.queue.Add(k)
 		}
 		return true
 	})
@@ -459,8 +462,9 @@ func (x *Index) setSlice(k ServiceKey, name string, es *translator.EndpointSlice
 		s.slices[name] = es
 	}
 	x.updateRefs(k, old, es)
-	x.queue.Add(k)
+	s.gen++
 	s.mu.Unlock()
+	x.queue.Add(k)
 }
 
 // OnPod implements source.Handler: the services whose slices name the pod translate its
@@ -485,8 +489,9 @@ func (x *Index) OnPod(pod *translator.Pod, deleted bool) {
 			s.stale = map[podKey]struct{}{}
 		}
 		s.stale[pk] = struct{}{}
-		x.queue.Add(k)
+		s.gen++
 		s.mu.Unlock()
+		x.queue.Add(k)
 	}
 }
 
@@ -547,8 +552,9 @@ func (x *Index) DropUnowned() int {
 		}
 		s.svc, s.slices, s.profiles = nil, map[string]*translator.EndpointSlice{}, nil
 		s.stale, s.full = nil, true
-		x.queue.Add(k)
+		s.gen++
 		s.mu.Unlock()
+		x.queue.Add(k)
 		return true
 	})
 	x.sliceSvc, x.slicesPeak = shrunk(x.sliceSvc, x.slicesPeak)

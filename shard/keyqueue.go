@@ -106,16 +106,6 @@ func (q *keyQueue[K]) Done(k K) {
 	}
 }
 
-// Pending reports whether k is queued or being processed: a change of its inputs made before
-// its key was added may not be published yet.
-func (q *keyQueue[K]) Pending(k K) bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	_, queued := q.dirty[k]
-	_, processing := q.processing[k]
-	return queued || processing
-}
-
 // Len returns the number of keys waiting to be handed out.
 func (q *keyQueue[K]) Len() int {
 	q.mu.Lock()

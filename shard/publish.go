@@ -28,6 +28,10 @@ type service struct {
 	// endpoint again.
 	stale map[podKey]struct{}
 	full  bool
+	// gen counts the changes of the inputs its address sets are computed from (its Service,
+	// slices, pods, its namespace's Servers, node zones), each made with s.mu held; a port's
+	// gen says which it was last computed from (Watch).
+	gen uint64
 	// profiles are the ServiceProfiles named by the Service's fully qualified name, by their
 	// namespace: the Service's own, and clients' (a client's overrides the Service's).
 	profiles map[string]*translator.ServiceProfile
@@ -50,6 +54,8 @@ type portState struct {
 	// computed: those are computed whole, not from their published sets, whose endpoints
 	// carry the old zone's locality and weights. nil almost always.
 	rezoned map[string]struct{}
+	// gen is the service's gen its views were last computed from.
+	gen uint64
 }
 
 func (ps *portState) watched() int {
@@ -212,7 +218,7 @@ func (x *Index) publishLocked(k ServiceKey, s *service, p uint32) {
 		}
 		x.store.PublishShared(viewKey(k, p, view), set, dc)
 	}
-	ps.base, ps.rezoned = base, nil
+	ps.base, ps.rezoned, ps.gen = base, nil, s.gen
 }
 
 // inputsLocked returns what the sets of service k are translated from: its Service, its
@@ -253,12 +259,12 @@ func (x *Index) Watch(k ServiceKey, port uint32, node string) (*snapshot.Subscri
 	ps := s.port(port)
 	ps.views[node]++
 	key := viewKey(k, port, node)
-	if x.store.Load(key) == nil || x.queue.Pending(k) {
-		// Computed now when no one has yet, or when a change of the service's inputs waits
-		// for its recompute: the snapshot published may be older than what the index holds
-		// (a replica's first load publishes a Service before its slices arrive), and a new
-		// stream must not be told first that its service has no endpoints. Every change is
-		// queued under s.mu (see Index), so a change not queued here is one already published.
+	if x.store.Load(key) == nil || ps.gen != s.gen {
+		// Computed now when no one has yet, or when the inputs changed since the port was
+		// last computed (the change waits for its recompute): the snapshot published is
+		// older than what the index holds (a replica's first load publishes a Service before
+		// its slices arrive), and a new stream must not be told first that its service has no
+		// endpoints. Once per change: the streams after it find the port current.
 		x.publishLocked(k, s, port)
 	}
 	sub := x.store.Subscribe(key, x.cfg.QueueCapacity)
