@@ -7,7 +7,8 @@
 //     or skip, with Linkerd's skip reason), the effective proxy Values after the
 //     config.linkerd.io/* overrides (namespace annotations flow down to pods, and those the
 //     pod lacks are copied onto it, NamespaceCopied; an invalid override is ignored with a
-//     Warning, never a skip: fallback.go), a Mutation
+//     Warning, never a skip: fallback.go; but default-inbound-policy fails closed, deny), a
+//     Mutation
 //     (the containers, volumes, labels and annotations to add) and an RFC 6902 JSON patch
 //     that performs it. No I/O, no goroutines.
 //   - The admission webhook (webhook.go, namespaces.go, metrics.go, certs.go, server.go): an

@@ -58,7 +58,8 @@ func (c *Config) ReviewOwned(ns Meta, namespace string, meta *metav1.ObjectMeta,
 	// The policy controller and the destination read these annotations from the pod alone:
 	// the pod carries the value its proxy was given. A namespace's valid value is copied onto
 	// a pod without one, or in place of the pod's own ignored value; an ignored value for
-	// which the default applies is removed, so that no controller reads it its own way.
+	// which the default applies is removed, so that no controller reads it its own way; an
+	// ignored default-inbound-policy is replaced by the one its proxy got, deny.
 	ignored := map[string]bool{}
 	for _, w := range out.Warnings {
 		ignored[w.At+"/"+w.Annotation] = true
@@ -68,9 +69,12 @@ func (c *Config) ReviewOwned(ns Meta, namespace string, meta *metav1.ObjectMeta,
 		if own && !ignored[AtWorkload+"/"+key] {
 			continue // the pod's own value applies
 		}
-		if val, ok := ns.Annotations[key]; ok && !ignored[AtNamespace+"/"+key] {
+		switch val, ok := ns.Annotations[key]; {
+		case key == AnnotationDefaultInboundPolicy && (ignored[AtWorkload+"/"+key] || ignored[AtNamespace+"/"+key]):
+			out.Mutation.Annotations[key] = v.DefaultInbound // failed closed (Resolve)
+		case ok && !ignored[AtNamespace+"/"+key]:
 			out.Mutation.Annotations[key] = val
-		} else if own {
+		case own:
 			out.Mutation.RemoveAnnotations = append(out.Mutation.RemoveAnnotations, key)
 		}
 	}

@@ -462,7 +462,7 @@ func TestPatchOwnerLabelIsALabelValue(t *testing.T) {
 // TestPatchSettlesIgnoredAnnotations: the policy controller and the destination read a pod's
 // annotations alone, so the pod must carry what its proxy was given. A pod's ignored value is
 // replaced by the namespace's valid one, or removed when the default applies; a namespace's
-// ignored value is not copied.
+// ignored value is not copied; an ignored default-inbound-policy becomes deny.
 func TestPatchSettlesIgnoredAnnotations(t *testing.T) {
 	cfg := DefaultConfig()
 	for _, c := range []struct {
@@ -481,8 +481,16 @@ func TestPatchSettlesIgnoredAnnotations(t *testing.T) {
 			nil, map[string]string{AnnotationSkipInboundPorts: "3306,mysql"},
 			map[string]string{AnnotationSkipInboundPorts: ""}, "all-unauthenticated"},
 		{"a namespace's bad value is not copied",
+			map[string]string{AnnotationSkipInboundPorts: "3306;"}, nil,
+			map[string]string{AnnotationSkipInboundPorts: ""}, "all-unauthenticated"},
+		// A default-inbound-policy that does not parse fails closed, for the proxy and the
+		// policy controller alike: the pod carries deny.
+		{"a namespace's bad default policy is deny on the pod",
 			map[string]string{AnnotationDefaultInboundPolicy: "closed"}, nil,
-			map[string]string{AnnotationDefaultInboundPolicy: ""}, "all-unauthenticated"},
+			map[string]string{AnnotationDefaultInboundPolicy: "deny"}, "deny"},
+		{"a pod's bad default policy is deny, not the namespace's",
+			map[string]string{AnnotationDefaultInboundPolicy: "all-unauthenticated"}, map[string]string{AnnotationDefaultInboundPolicy: "allow"},
+			map[string]string{AnnotationDefaultInboundPolicy: "deny"}, "deny"},
 		{"a pod's valid value stays",
 			map[string]string{AnnotationDefaultInboundPolicy: "deny"}, map[string]string{AnnotationDefaultInboundPolicy: "all-authenticated"},
 			map[string]string{AnnotationDefaultInboundPolicy: "all-authenticated"}, "all-authenticated"},

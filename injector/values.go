@@ -54,9 +54,14 @@ func lookup(ns Meta, pod map[string]string, key string) (string, bool) {
 	return v, ok
 }
 
+// FailClosedInboundPolicy is the default inbound policy of a pod whose
+// default-inbound-policy annotation (its own, or else its namespace's) does not parse.
+const FailClosedInboundPolicy = "deny"
+
 // Resolve applies the namespace's and the pod's annotations to c's defaults. A bad override
 // never stops injection: an annotation whose value does not parse is ignored (the pod's
-// falls back to the namespace's, which falls back to the default), and so are overrides
+// falls back to the namespace's, which falls back to the default), but for
+// default-inbound-policy, which fails closed (FailClosedInboundPolicy); and so are overrides
 // that contradict each other or the defaults (two proxy ports that are the same, a resource
 // request above its limit; see settle). Each ignored annotation is a Warning. The error is
 // for defaults that are themselves invalid (Config.Validate reports it).
@@ -73,7 +78,16 @@ func (c *Config) Resolve(ns Meta, podAnnotations map[string]string) (Values, []W
 				continue
 			}
 			if err := r.apply(key, strings.TrimSpace(raw)); err != nil {
-				warns = append(warns, Warning{Annotation: key, Value: raw, At: src.at, Reason: err.Error()})
+				w := Warning{Annotation: key, Value: raw, At: src.at, Reason: err.Error()}
+				if key == AnnotationDefaultInboundPolicy {
+					// Fails closed: a default policy that does not parse ("Deny") must not
+					// leave the pod on a wider one, the namespace's or the cluster's.
+					r.v.DefaultInbound = FailClosedInboundPolicy
+					w.Fallback = "the proxy denies by default"
+					warns = append(warns, w)
+					break
+				}
+				warns = append(warns, w)
 				continue
 			}
 			r.set[key] = applied{at: src.at, raw: raw}

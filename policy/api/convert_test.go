@@ -482,8 +482,11 @@ func TestConvertPodBadAnnotations(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := r.Value.(*compute.Pod)
-	if p.DefaultPolicy != nil || len(p.OpaquePorts) != 0 {
-		t.Errorf("invalid annotations were not ignored: %v %v", p.DefaultPolicy, p.OpaquePorts)
+	if p.DefaultPolicy == nil || *p.DefaultPolicy != compute.Deny || len(p.OpaquePorts) != 0 {
+		t.Errorf("invalid annotations: default policy %v, opaque ports %v; want deny (failed closed) and none", p.DefaultPolicy, p.OpaquePorts)
+	}
+	if len(r.Warnings) != 2 || !strings.HasSuffix(r.Warnings[0], "; the pod denies by default") {
+		t.Errorf("warnings %q, want the default policy's (failed closed) and the opaque ports'", r.Warnings)
 	}
 }
 

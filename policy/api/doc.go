@@ -10,9 +10,9 @@
 // the field, with two exceptions that Linkerd's policy controller makes too. A Server's
 // accessPolicy none of Linkerd's, and a Pod's policy annotation that does not parse, are
 // ignored with a warning (Resource.Warnings), and the object is converted without them: the
-// Server denies by default (never wider than it meant), the Pod has the default it would
-// have without the annotation (as the injector's proxy environment has). It is pure: no
-// I/O, no clients.
+// Server denies by default (never wider than it meant); a Pod whose default-inbound-policy
+// does not parse denies by default too (the injector gives its proxy the same), and one whose
+// port lists do not parse has none. It is pure: no I/O, no clients.
 //
 // It may import compute, internal/quote, internal/serverspec and Kubernetes API types; it must not import client-go clients, the
 // gRPC servers, or the policy controller: `k8s.io/client-go/...`, `internal/grpcserver`,

@@ -18,8 +18,9 @@ const (
 
 // ConvertPod extracts what policy needs from a pod: labels, the policy annotations, the named
 // TCP container ports and the HTTP probe paths per port (of containers and init containers,
-// which include native sidecars). Invalid annotation values are ignored, as Linkerd does, and
-// described in the returned warnings.
+// which include native sidecars). Invalid annotation values are described in the returned
+// warnings and ignored, as Linkerd does, but for default-inbound-policy, which fails closed
+// (deny), as the injector writes it for the proxy: a typo must not open the pod.
 func ConvertPod(p *corev1.Pod) (*compute.Pod, []string) {
 	out := &compute.Pod{
 		Namespace: p.Namespace, Name: p.Name, Labels: p.Labels,
@@ -29,11 +30,14 @@ func ConvertPod(p *corev1.Pod) (*compute.Pod, []string) {
 	var warnings []string
 	if v, ok := p.Annotations[AnnotationDefaultInboundPolicy]; ok {
 		// Trimmed, as the injector reads it for the proxy's environment: the two must agree.
-		if dp, err := compute.ParseDefaultPolicy(strings.TrimSpace(v)); err != nil {
-			warnings = append(warnings, AnnotationDefaultInboundPolicy+": "+err.Error())
-		} else {
-			out.DefaultPolicy = &dp
+		dp, err := compute.ParseDefaultPolicy(strings.TrimSpace(v))
+		if err != nil {
+			// Fails closed, as the injector does for the proxy's environment: a value that
+			// does not parse ("Deny") must not leave the pod on the wider cluster default.
+			dp = compute.Deny
+			warnings = append(warnings, AnnotationDefaultInboundPolicy+": "+err.Error()+"; the pod denies by default")
 		}
+		out.DefaultPolicy = &dp
 	}
 	portSet := func(ann string) compute.PortSet {
 		v, ok := p.Annotations[ann]
