@@ -94,4 +94,14 @@ func TestKubeUnknownAccessPolicyDenies(t *testing.T) {
 	if _, n := servedBy(t, idx); n == 0 || len(k.Warnings()) != 0 {
 		t.Fatalf("after the fix: %d authorizations, warnings %q; want the default's and none", n, k.Warnings())
 	}
+	// A warned Server that is deleted leaves no warning behind.
+	bad = server("allow", "3")
+	h.OnUpdate(server("all-unauthenticated", "2"), bad)
+	if len(k.Warnings()) != 1 {
+		t.Fatalf("Warnings() = %q, want the accessPolicy again", k.Warnings())
+	}
+	h.OnDelete(bad)
+	if w := k.Warnings(); len(w) != 0 {
+		t.Fatalf("Warnings() after the delete = %q, want none", w)
+	}
 }

@@ -94,7 +94,7 @@ type Result struct {
 	// maxErrorsPerFile of them and a last one saying so).
 	Errors []error
 	// Warnings are the values ignored in Objects (Decoded.Warnings), each a *FileError with
-	// Warning set, in file order (at most maxErrorsPerFile of them).
+	// Warning set, in file order (at most maxErrorsPerFile of them and a last one saying so).
 	Warnings []error
 }
 
@@ -335,9 +335,13 @@ func (d *docDecoder) decodeObject(node *yaml.Node, data []byte, tm TypeMeta, whe
 		return
 	}
 	for _, w := range got.Warnings {
-		if len(d.out.Warnings) < maxErrorsPerFile {
+		switch n := len(d.out.Warnings); {
+		case n < maxErrorsPerFile:
 			d.out.Warnings = append(d.out.Warnings, &FileError{File: d.file, Line: d.fieldLine(node, line, w),
 				Err: fmt.Errorf("%s: %w", prefix, w), Warning: true})
+		case n == maxErrorsPerFile:
+			d.out.Warnings = append(d.out.Warnings, &FileError{File: d.file, Line: line,
+				Err: errors.New("too many ignored values in this file; the others are not listed"), Warning: true})
 		}
 	}
 	d.add(Key{Kind: tm.Kind, Namespace: got.Namespace, Name: got.Name}, tm, got.Value, data, line)

@@ -2,6 +2,7 @@ package manifest
 
 import (
 	"errors"
+	"fmt"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -273,6 +274,16 @@ func TestDecodeWarnings(t *testing.T) {
 	}
 	if got.Objects[1].Value.(*thing).Spec.Size != 0 {
 		t.Errorf("the ignored value was kept")
+	}
+	// A file with many: the first maxErrorsPerFile, and a line saying there are more.
+	var many strings.Builder
+	for i := range maxErrorsPerFile + 5 {
+		fmt.Fprintf(&many, "---\napiVersion: v1\nkind: Thing\nmetadata: {name: t%d}\nspec: {size: -1}\n", i)
+	}
+	got = testDecoder().Decode("f.yaml", []byte(many.String()))
+	if w := errStrings(got.Warnings); len(got.Objects) != maxErrorsPerFile+5 || len(w) != maxErrorsPerFile+1 ||
+		!strings.HasSuffix(w[len(w)-1], "too many ignored values in this file; the others are not listed") {
+		t.Errorf("%d objects, %d warnings ending %q", len(got.Objects), len(w), w[len(w)-1:])
 	}
 }
 
