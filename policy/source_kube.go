@@ -137,7 +137,7 @@ func (k *KubeSource) convert(obj any) (api.Resource, compute.Key, error) {
 		p, warnings := api.ConvertPod(o)
 		key := compute.Key{Namespace: o.Namespace, Name: o.Name}
 		if len(warnings) > 0 {
-			k.log.Info("pod annotations ignored", zap.Stringer("pod", key), zap.String("reasons", strings.Join(warnings, "; ")))
+			k.log.Info("pod annotations that do not parse", zap.Stringer("pod", key), zap.String("reasons", strings.Join(warnings, "; ")))
 		}
 		return api.Resource{Kind: api.KindPod, Key: key, Value: p}, key, nil
 	case *unstructured.Unstructured:

@@ -46,7 +46,7 @@ func ConvertPod(p *corev1.Pod) (*compute.Pod, []string) {
 		}
 		s, err := compute.ParsePortSet(v)
 		if err != nil {
-			warnings = append(warnings, ann+": "+err.Error())
+			warnings = append(warnings, ann+": "+err.Error()+"; ignored")
 		}
 		return s
 	}
