@@ -475,18 +475,26 @@ func TestConvertPodDefaultPolicyTrimmed(t *testing.T) {
 	}
 }
 
+// TestConvertPodBadAnnotations: annotations that do not parse are reported; the opaque
+// ports are ignored, the default policy and the require-identity ports fail closed (deny,
+// every port), where the cluster default and no port were wider than the pod meant.
 func TestConvertPodBadAnnotations(t *testing.T) {
-	doc := strings.NewReplacer("cluster-authenticated", "allow-all", `"5432,6000-6002"`, `"http"`).Replace(podDoc)
+	doc := strings.NewReplacer("cluster-authenticated", "allow-all", `"5432,6000-6002"`, `"http"`, `"8443"`, `"8443,https"`).Replace(podDoc)
 	r, err := Convert(decode(t, doc), "shop")
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := r.Value.(*compute.Pod)
-	if p.DefaultPolicy == nil || *p.DefaultPolicy != compute.Deny || len(p.OpaquePorts) != 0 {
-		t.Errorf("invalid annotations: default policy %v, opaque ports %v; want deny (failed closed) and none", p.DefaultPolicy, p.OpaquePorts)
+	if p.DefaultPolicy == nil || *p.DefaultPolicy != compute.Deny || len(p.OpaquePorts) != 0 || !p.RequireIDAll {
+		t.Errorf("invalid annotations: default policy %v, opaque ports %v, every port requires identity %v; want deny, none, true",
+			p.DefaultPolicy, p.OpaquePorts, p.RequireIDAll)
 	}
-	if len(r.Warnings) != 2 || !strings.HasSuffix(r.Warnings[0], "; the pod denies by default") {
-		t.Errorf("warnings %q, want the default policy's (failed closed) and the opaque ports'", r.Warnings)
+	if len(r.Warnings) != 3 || !strings.HasSuffix(r.Warnings[0], "; the pod denies by default") || !strings.HasSuffix(r.Warnings[1], "; ignored") ||
+		!strings.HasSuffix(r.Warnings[2], "; every port of the pod requires identity") {
+		t.Errorf("warnings %q, want the default policy's, the opaque ports' and the require-identity ports'", r.Warnings)
+	}
+	if good, _ := Convert(decode(t, podDoc), "shop"); good.Value.(*compute.Pod).RequireIDAll {
+		t.Errorf("a valid require-identity list made every port require identity")
 	}
 }
 

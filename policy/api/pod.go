@@ -19,8 +19,9 @@ const (
 // ConvertPod extracts what policy needs from a pod: labels, the policy annotations, the named
 // TCP container ports and the HTTP probe paths per port (of containers and init containers,
 // which include native sidecars). Invalid annotation values are described in the returned
-// warnings and ignored, as Linkerd does, but for default-inbound-policy, which fails closed
-// (deny), as the injector writes it for the proxy: a typo must not open the pod.
+// warnings and ignored, as Linkerd does, but for those that fail closed, since a typo must
+// not open the pod: default-inbound-policy (deny, as the injector writes it for the proxy)
+// and proxy-require-identity-inbound-ports (every port).
 func ConvertPod(p *corev1.Pod) (*compute.Pod, []string) {
 	out := &compute.Pod{
 		Namespace: p.Namespace, Name: p.Name, Labels: p.Labels,
@@ -39,19 +40,23 @@ func ConvertPod(p *corev1.Pod) (*compute.Pod, []string) {
 		}
 		out.DefaultPolicy = &dp
 	}
-	portSet := func(ann string) compute.PortSet {
+	portSet := func(ann, instead string) (compute.PortSet, bool) {
 		v, ok := p.Annotations[ann]
 		if !ok {
-			return nil
+			return nil, true
 		}
 		s, err := compute.ParsePortSet(v)
 		if err != nil {
-			warnings = append(warnings, ann+": "+err.Error()+"; ignored")
+			warnings = append(warnings, ann+": "+err.Error()+"; "+instead)
 		}
-		return s
+		return s, err == nil
 	}
-	out.OpaquePorts = portSet(AnnotationOpaquePorts)
-	out.RequireIDPorts = portSet(AnnotationRequireIdentityPorts)
+	out.OpaquePorts, _ = portSet(AnnotationOpaquePorts, "ignored")
+	// Fails closed too: which ports were meant to require identity is not known, so all do
+	// (probe paths stay reachable, as on any port).
+	var ok bool
+	out.RequireIDPorts, ok = portSet(AnnotationRequireIdentityPorts, "every port of the pod requires identity")
+	out.RequireIDAll = !ok
 
 	for _, c := range slices.Concat(p.Spec.Containers, p.Spec.InitContainers) {
 		for _, cp := range c.Ports {

@@ -73,7 +73,7 @@ func defaultServer(cfg *Config, pod *Pod, port uint32) *inboundServer {
 	if pod.DefaultPolicy != nil {
 		policy = *pod.DefaultPolicy
 	}
-	if pod.RequireIDPorts.Has(port) {
+	if pod.RequireIDAll || pod.RequireIDPorts.Has(port) {
 		policy = policy.authenticated()
 	}
 	proto := ProtocolDetect

@@ -71,10 +71,13 @@ type Pod struct {
 	Namespace, Name string
 	Labels          map[string]string
 	// DefaultPolicy is the parsed config.linkerd.io/default-inbound-policy annotation, or
-	// nil when absent or invalid (then the cluster default applies).
+	// nil when absent (then the cluster default applies); deny when it does not parse.
 	DefaultPolicy  *DefaultPolicy
 	OpaquePorts    PortSet // config.linkerd.io/opaque-ports
 	RequireIDPorts PortSet // config.linkerd.io/proxy-require-identity-inbound-ports
+	// RequireIDAll: the require-identity annotation does not parse, and every port requires
+	// identity (it fails closed).
+	RequireIDAll bool
 	// PortNames maps a named TCP container port to its numbers (several containers may each
 	// declare the same name).
 	PortNames map[string][]uint32
