@@ -433,6 +433,10 @@ func FuzzAdmissionReview(f *testing.F) {
 	f.Add(podReview(f, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{
 		AnnotationProxyCPURequest: "garbage", AnnotationProxyUID: "-5", AnnotationSkipInboundPorts: "1-99999", AnnotationProxyInboundPort: "4140",
 	}}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "a"}}}}, admissionv1.Create))
+	for _, v := range []string{"Deny", " deny ", "audit"} {
+		f.Add(podReview(f, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationInject: "enabled", AnnotationDefaultInboundPolicy: v}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "a"}}}}, admissionv1.Create))
+	}
 	f.Add([]byte(`{}`))
 	f.Add([]byte(`null`))
 	reg := prometheus.NewRegistry()
@@ -474,9 +478,11 @@ func FuzzAdmissionReview(f *testing.F) {
 				if err != nil {
 					t.Fatalf("patch does not decode: %v", err)
 				}
-				if _, err := p.Apply(in.Request.Object.Raw); err != nil {
+				patched, err := p.Apply(in.Request.Object.Raw)
+				if err != nil {
 					t.Fatalf("patch does not apply: %v\npatch %s\nobject %s", err, out.Response.Patch, in.Request.Object.Raw)
 				}
+				checkCarriesProxyPolicy(t, in.Request.Object.Raw, patched, webhookConfig().Proxy.DefaultInbound)
 			}
 		default:
 			t.Fatalf("status %d: %s", rec.code, rec.body.Bytes())
