@@ -174,7 +174,8 @@ func runInject(_ context.Context, args []string) error {
 			"them with linkerd.io/inject: enabled on every pod template, or with\n"+
 			"the proxy materialised (--manual). In --manual mode, config.linkerd.io/* annotations\n"+
 			"in the input take precedence over the flags below; an invalid one is ignored with a\n"+
-			"warning on stderr (the flag's value or the default applies).\n\n")
+			"warning on stderr (the flag's value or the default applies; for\n"+
+			"default-inbound-policy, deny: a value that does not parse fails closed).\n\n")
 		fs.PrintDefaults()
 	}
 	manual := fs.Bool("manual", false, "materialise the proxy and init containers instead of adding the inject annotation")

@@ -5,6 +5,7 @@ import (
 	"encoding/pem"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -257,5 +258,24 @@ func TestInjectPrintsNothingOnError(t *testing.T) {
 		if code, out, errOut := capture(t, args...); code == 0 || out != "" || !strings.Contains(errOut, filepath.Base(args[len(args)-1])+":") || !strings.Contains(errOut, "yaml:") {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want the bad document's parse error and nothing on stdout", args, code, out, errOut)
 		}
+	}
+}
+
+// TestInjectManualFailsClosed: in --manual mode a default-inbound-policy that does not parse
+// gives the proxy deny, the pod carries deny (which the policy controller reads), and stderr
+// says so; the flag's wider value does not apply.
+func TestInjectManualFailsClosed(t *testing.T) {
+	pod := writeTemp(t, "pod.yaml", []byte("apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  namespace: shop\n"+
+		"  annotations: {config.linkerd.io/default-inbound-policy: Deny}\nspec:\n  containers: [{name: app, image: nginx}]\n"))
+	code, out, errOut := capture(t, "inject", "--manual", anchorsFile(t), "--default-inbound-policy=all-unauthenticated", pod)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(out, "config.linkerd.io/default-inbound-policy: deny") ||
+		!regexp.MustCompile(`name: LINKERD2_PROXY_INBOUND_DEFAULT_POLICY\n\s+value: deny\n`).MatchString(out) {
+		t.Errorf("output lacks the pod's deny or the proxy's:\n%s", out)
+	}
+	if !strings.Contains(errOut, `default-inbound-policy="Deny" on the workload is ignored`) || !strings.Contains(errOut, "the proxy denies by default") {
+		t.Errorf("stderr %q, want the warning", errOut)
 	}
 }
