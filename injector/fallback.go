@@ -17,6 +17,10 @@ type Warning struct {
 	// Fallback says what happens instead: "the default applies", "the namespace's value
 	// applies".
 	Fallback string
+	// Kept: the value stays on the pod as written, and Fallback says what it means (a
+	// require-identity list that does not parse, which the policy controller fails closed
+	// on); it is not counted as ignored.
+	Kept bool
 }
 
 // maxWarningValue bounds how much of a bad value a warning quotes. The API server shortens
@@ -27,7 +31,11 @@ const maxWarningValue = 40
 // `config.linkerd.io/proxy-uid="-5" on the workload is ignored: want an integer id in
 // [0, 2147483647]; the default applies`.
 func (w Warning) String() string {
-	s := fmt.Sprintf("%s=%s on the %s is ignored: %s", w.Annotation, quote.Prefix(w.Value, maxWarningValue), w.At, w.Reason)
+	verb := "is ignored"
+	if w.Kept {
+		verb = "does not parse"
+	}
+	s := fmt.Sprintf("%s=%s on the %s %s: %s", w.Annotation, quote.Prefix(w.Value, maxWarningValue), w.At, verb, w.Reason)
 	if w.Fallback != "" {
 		s += "; " + w.Fallback
 	}

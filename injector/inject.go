@@ -78,6 +78,7 @@ func (c *Config) ReviewOwned(ns Meta, namespace string, meta *metav1.ObjectMeta,
 			out.Mutation.RemoveAnnotations = append(out.Mutation.RemoveAnnotations, key)
 		}
 	}
+	out.Warnings = append(out.Warnings, requireIdentityWarnings(ns, meta.Annotations)...)
 	out.Notes = proxyUserNotes(spec, v.UID)
 	_, own := meta.Annotations[AnnotationOpaquePorts]
 	if _, copied := out.Mutation.Annotations[AnnotationOpaquePorts]; !own && !copied {
@@ -86,6 +87,24 @@ func (c *Config) ReviewOwned(ns Meta, namespace string, meta *metav1.ObjectMeta,
 		}
 	}
 	return out
+}
+
+// requireIdentityWarnings warns of a require-identity port list that does not parse (the
+// pod's, else its namespace's, which the pod then carries): it is kept as written, and the
+// policy controller, which fails closed on it, makes every port of the pod require identity.
+func requireIdentityWarnings(ns Meta, pod map[string]string) []Warning {
+	for _, src := range annotationSources(ns, pod) {
+		raw, ok := src.anns[AnnotationRequireIdentityPorts]
+		if !ok {
+			continue
+		}
+		if _, err := ParsePortList(raw); err != nil {
+			return []Warning{{Annotation: AnnotationRequireIdentityPorts, Value: raw, At: src.at, Reason: err.Error(), Kept: true,
+				Fallback: "the policy controller makes every port of the pod require identity"}}
+		}
+		return nil
+	}
+	return nil
 }
 
 // declaredOf returns, comma-separated, the ports of ports that a container of spec declares

@@ -99,6 +99,8 @@ func (m *Metrics) observe(vals []string, warns []Warning) {
 	m.requests.WithLabelValues(vals...).Inc()
 	m.responses.WithLabelValues(vals...).Inc()
 	for _, w := range warns {
-		m.ignored.WithLabelValues(w.Annotation, w.At).Inc()
+		if !w.Kept {
+			m.ignored.WithLabelValues(w.Annotation, w.At).Inc()
+		}
 	}
 }

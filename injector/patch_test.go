@@ -459,68 +459,6 @@ func TestPatchOwnerLabelIsALabelValue(t *testing.T) {
 	}
 }
 
-// TestPatchSettlesIgnoredAnnotations: the policy controller and the destination read a pod's
-// annotations alone, so the pod must carry what its proxy was given. A pod's ignored value is
-// replaced by the namespace's valid one, or removed when the default applies; a namespace's
-// ignored value is not copied; an ignored default-inbound-policy becomes deny.
-func TestPatchSettlesIgnoredAnnotations(t *testing.T) {
-	cfg := DefaultConfig()
-	for _, c := range []struct {
-		name    string
-		ns, pod map[string]string
-		want    map[string]string // annotation -> value on the patched pod; "" means absent
-		wantEnv string            // LINKERD2_PROXY_INBOUND_DEFAULT_POLICY
-	}{
-		{"the namespace's deny in place of the pod's typo",
-			map[string]string{AnnotationDefaultInboundPolicy: "deny"}, map[string]string{AnnotationDefaultInboundPolicy: "Deny"},
-			map[string]string{AnnotationDefaultInboundPolicy: "deny"}, "deny"},
-		{"the namespace's skip list in place of the pod's bad one",
-			map[string]string{AnnotationSkipInboundPorts: "3306"}, map[string]string{AnnotationSkipInboundPorts: "3306;"},
-			map[string]string{AnnotationSkipInboundPorts: "3306"}, "all-unauthenticated"},
-		{"a bad list the default replaces is removed",
-			nil, map[string]string{AnnotationSkipInboundPorts: "3306,mysql"},
-			map[string]string{AnnotationSkipInboundPorts: ""}, "all-unauthenticated"},
-		{"a namespace's bad value is not copied",
-			map[string]string{AnnotationSkipInboundPorts: "3306;"}, nil,
-			map[string]string{AnnotationSkipInboundPorts: ""}, "all-unauthenticated"},
-		// A default-inbound-policy that does not parse fails closed, for the proxy and the
-		// policy controller alike: the pod carries deny.
-		{"a namespace's bad default policy is deny on the pod",
-			map[string]string{AnnotationDefaultInboundPolicy: "closed"}, nil,
-			map[string]string{AnnotationDefaultInboundPolicy: "deny"}, "deny"},
-		{"a pod's bad default policy is deny, not the namespace's",
-			map[string]string{AnnotationDefaultInboundPolicy: "all-unauthenticated"}, map[string]string{AnnotationDefaultInboundPolicy: "allow"},
-			map[string]string{AnnotationDefaultInboundPolicy: "deny"}, "deny"},
-		{"a pod's valid value stays",
-			map[string]string{AnnotationDefaultInboundPolicy: "deny"}, map[string]string{AnnotationDefaultInboundPolicy: "all-authenticated"},
-			map[string]string{AnnotationDefaultInboundPolicy: "all-authenticated"}, "all-authenticated"},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			anns := map[string]string{AnnotationInject: InjectEnabled}
-			maps.Copy(anns, c.pod)
-			pod := corev1.Pod{
-				ObjectMeta: metav1.ObjectMeta{Name: "web", Annotations: anns},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "web"}}},
-			}
-			out := cfg.Review(Meta{Annotations: c.ns}, "apps", &pod.ObjectMeta, &pod.Spec, false)
-			if !out.Decision.Inject {
-				t.Fatalf("skipped: %+v", out.Decision)
-			}
-			got := applyPatch(t, &pod, out.Mutation.Patch("", &pod.ObjectMeta, &pod.Spec))
-			for k, want := range c.want {
-				if v, ok := got.Annotations[k]; v != want || ok != (want != "") {
-					t.Errorf("%s = %q (present %v), want %q", k, v, ok, want)
-				}
-			}
-			for _, e := range got.Spec.InitContainers[1].Env {
-				if e.Name == "LINKERD2_PROXY_INBOUND_DEFAULT_POLICY" && e.Value != c.wantEnv {
-					t.Errorf("the proxy's default policy %q, want %q", e.Value, c.wantEnv)
-				}
-			}
-		})
-	}
-}
-
 // TestPatchDefaultOpaquePorts: a pod without config.linkerd.io/opaque-ports gets the default
 // opaque ports its containers declare, as Linkerd's injector writes them (the policy
 // controller reads the pod's annotation alone); its own or its namespace's list stays.

@@ -61,7 +61,8 @@ const FailClosedInboundPolicy = "deny"
 // Resolve applies the namespace's and the pod's annotations to c's defaults. A bad override
 // never stops injection: an annotation whose value does not parse is ignored (the pod's
 // falls back to the namespace's, which falls back to the default), but for
-// default-inbound-policy, which fails closed (FailClosedInboundPolicy); and so are overrides
+// default-inbound-policy, which fails closed (FailClosedInboundPolicy: the pod's bad value
+// is then the only one reported, the namespace's not being read); and so are overrides
 // that contradict each other or the defaults (two proxy ports that are the same, a resource
 // request above its limit; see settle). Each ignored annotation is a Warning. The error is
 // for defaults that are themselves invalid (Config.Validate reports it).
@@ -69,10 +70,7 @@ func (c *Config) Resolve(ns Meta, podAnnotations map[string]string) (Values, []W
 	r := newResolver(c.Proxy)
 	var warns []Warning
 	for _, key := range ProxyAnnotations {
-		for _, src := range []struct {
-			at   string
-			anns map[string]string
-		}{{AtWorkload, podAnnotations}, {AtNamespace, ns.Annotations}} {
+		for _, src := range annotationSources(ns, podAnnotations) {
 			raw, ok := src.anns[key]
 			if !ok {
 				continue
@@ -108,6 +106,18 @@ func (c *Config) Resolve(ns Meta, podAnnotations map[string]string) (Values, []W
 		warns[i].Fallback = fallbackOf(warns[i], r.set)
 	}
 	return v, warns, nil
+}
+
+// annotationSource is where an annotation is looked for: at (AtWorkload, AtNamespace) and
+// the annotations there.
+type annotationSource struct {
+	at   string
+	anns map[string]string
+}
+
+// annotationSources are the places an annotation is looked for, the pod's first.
+func annotationSources(ns Meta, pod map[string]string) [2]annotationSource {
+	return [2]annotationSource{{AtWorkload, pod}, {AtNamespace, ns.Annotations}}
 }
 
 // resolver accumulates the effective values while annotations are applied. apply changes a
@@ -377,7 +387,7 @@ func checkPortList(s string) (string, error) {
 
 func parsePort(s string) (int32, error) {
 	n, err := strconv.Atoi(s)
-	if err != nil || n < 1 || n > 65535 {
+	if err != nil || n < 1 || n > 65535 || s[0] == '+' { // digits only, as the policy controller reads a port list
 		return 0, fmt.Errorf("want a port in [1, 65535]")
 	}
 	return int32(n), nil

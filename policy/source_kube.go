@@ -32,8 +32,9 @@ import (
 // Sink keeps its last good version (an invalid edit never widens the policy), and one
 // invalid from the start stays absent. A policy resource with a value conversion ignores (a
 // Server's accessPolicy none of Linkerd's, which then denies by default) applies, and is
-// logged at warn and listed by Warnings the same way; a Pod's ignored annotations are
-// logged at info (a workload's many pods share them; the injector warns of them too).
+// logged at warn and listed by Warnings the same way; a Pod's annotations that do not parse
+// (ignored, or failing closed: api.ConvertPod) are logged at info on each of its updates (a
+// workload's many pods share them, and the injector warns of them at admission).
 //
 // On update events whose resourceVersion changed, <resource>_informer_lag_seconds (pods,
 // servers, authorizationpolicies, meshtlsauthentications, networkauthentications,

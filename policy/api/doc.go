@@ -7,12 +7,16 @@
 // Server it refuses is refused here too. Conversion is where malformed objects stop:
 // everything the CRD schemas in the chart's crds/ reject is rejected here too (so a manifest
 // directory, which no API server validates, gets the same treatment), with an error naming
-// the field, with two exceptions that Linkerd's policy controller makes too. A Server's
-// accessPolicy none of Linkerd's, and a Pod's policy annotation that does not parse, are
-// ignored with a warning (Resource.Warnings), and the object is converted without them: the
-// Server denies by default (never wider than it meant); a Pod whose default-inbound-policy
-// does not parse denies by default too (the injector gives its proxy the same), and one whose
-// port lists do not parse has none. It is pure: no I/O, no clients.
+// the field. Two kinds of value are not refused but reported (Resource.Warnings), and the
+// object is converted without them, never wider than it meant:
+//   - a Server's accessPolicy none of Linkerd's: the Server denies by default, as Linkerd's
+//     policy controller indexes it;
+//   - a Pod's policy annotations that do not parse: its opaque-ports list is ignored, as in
+//     Linkerd; its default-inbound-policy and require-identity ports fail closed, where
+//     Linkerd's controller falls back to wider defaults: deny (the injector gives its proxy
+//     the same) and every port requiring identity.
+//
+// It is pure: no I/O, no clients.
 //
 // It may import compute, internal/quote, internal/serverspec and Kubernetes API types; it must not import client-go clients, the
 // gRPC servers, or the policy controller: `k8s.io/client-go/...`, `internal/grpcserver`,
