@@ -1,6 +1,7 @@
 package injector
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -162,6 +163,9 @@ func FuzzResolve(f *testing.F) {
 	}
 	f.Add(AnnotationProxyInboundPort, "4190", AnnotationProxyControlPort, "4140")
 	f.Add(AnnotationProxyCPURequest, "2", AnnotationProxyCPULimit, "1")
+	f.Add(AnnotationDefaultInboundPolicy, "Deny", AnnotationDefaultInboundPolicy, "all-unauthenticated")
+	f.Add(AnnotationProxyUID, "1000", AnnotationDefaultInboundPolicy, " audit")
+	policies := []string{"all-unauthenticated", "all-authenticated", "cluster-unauthenticated", "cluster-authenticated", "deny", "audit"}
 	cfg := DefaultConfig()
 	cfg.Proxy.CPURequest = "100m"
 	f.Fuzz(func(t *testing.T, k1, v1, k2, v2 string) {
@@ -184,6 +188,18 @@ func FuzzResolve(f *testing.F) {
 			if len(w) > 256 {
 				t.Fatalf("a %d-byte warning", len(w))
 			}
+		}
+		// The default inbound policy is one of Linkerd's, and a value that does not parse,
+		// where it is read (the pod's, else the namespace's), fails closed.
+		if !slices.Contains(policies, v.DefaultInbound) {
+			t.Fatalf("default inbound policy %.60q", v.DefaultInbound)
+		}
+		read, found := pod[AnnotationDefaultInboundPolicy]
+		if !found {
+			read, found = ns.Annotations[AnnotationDefaultInboundPolicy]
+		}
+		if found && !slices.Contains(policies, strings.TrimSpace(read)) && v.DefaultInbound != FailClosedInboundPolicy {
+			t.Fatalf("default-inbound-policy %.60q gave %q, not deny", read, v.DefaultInbound)
 		}
 	})
 }
