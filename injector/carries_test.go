@@ -83,13 +83,21 @@ func TestRequireIdentityKeptWithWarning(t *testing.T) {
 			ws := Strings(out.Warnings)
 			if len(ws) != 1 || !out.Warnings[0].Kept || out.Warnings[0].At != c.at ||
 				!strings.Contains(ws[0], `proxy-require-identity-inbound-ports="8080,https" on the `+c.at+` does not parse`) ||
-				!strings.HasSuffix(ws[0], "; the policy controller makes every port of the pod require identity") {
+				!strings.HasSuffix(ws[0], "; every port requires identity") {
 				t.Fatalf("warnings %q", ws)
 			}
 			if v := got.Annotations[AnnotationRequireIdentityPorts]; v != "8080,https" {
 				t.Errorf("the pod carries %q, want the list as written", v)
 			}
 		})
+	}
+	// A warning stays within the 256 bytes the API server keeps of one, whatever the value.
+	nasty := strings.Repeat("\x1e", 100) + "," + strings.Repeat("9", 100)
+	for _, ws := range [][]Warning{requireIdentityWarnings(Meta{}, map[string]string{AnnotationRequireIdentityPorts: nasty}),
+		requireIdentityWarnings(Meta{Annotations: map[string]string{AnnotationRequireIdentityPorts: "1," + nasty}}, nil)} {
+		if s := Strings(ws); len(s) != 1 || len(s[0]) > 256 {
+			t.Errorf("warnings %q: want one of at most 256 bytes", s)
+		}
 	}
 }
 

@@ -55,7 +55,7 @@ func TestResolveIgnoresInvalidOverrides(t *testing.T) {
 		{name: "pull policy", pod: ann{AnnotationProxyImagePullPolicy: "Sometimes"}, check: func(v Values) bool { return v.ImagePullPolicy == "IfNotPresent" }, want: []string{"want Always"}},
 		// default-inbound-policy fails closed: deny, never the namespace's or the default.
 		{name: "default inbound policy", pod: ann{AnnotationDefaultInboundPolicy: "open"}, check: func(v Values) bool { return v.DefaultInbound == "deny" },
-			want: []string{`default-inbound-policy="open" on the workload is ignored: want all-unauthenticated, all-authenticated, cluster-unauthenticated, cluster-authenticated, deny, audit; the proxy denies by default`}},
+			want: []string{`default-inbound-policy="open" on the workload is ignored: want all-unauthenticated, all-authenticated, cluster-unauthenticated, cluster-authenticated, deny, audit; deny applies`}},
 		{name: "default inbound policy, not the namespace's", ns: ann{AnnotationDefaultInboundPolicy: "all-unauthenticated"}, pod: ann{AnnotationDefaultInboundPolicy: "Deny"},
 			check: func(v Values) bool { return v.DefaultInbound == "deny" }, want: []string{`"Deny" on the workload is ignored`}},
 		{name: "default inbound policy of the namespace", ns: ann{AnnotationDefaultInboundPolicy: "closed"},

@@ -100,7 +100,7 @@ func requireIdentityWarnings(ns Meta, pod map[string]string) []Warning {
 		}
 		if _, err := ParsePortList(raw); err != nil {
 			return []Warning{{Annotation: AnnotationRequireIdentityPorts, Value: raw, At: src.at, Reason: err.Error(), Kept: true,
-				Fallback: "the policy controller makes every port of the pod require identity"}}
+				Fallback: "every port requires identity"}}
 		}
 		return nil
 	}

@@ -81,7 +81,7 @@ func (c *Config) Resolve(ns Meta, podAnnotations map[string]string) (Values, []W
 					// Fails closed: a default policy that does not parse ("Deny") must not
 					// leave the pod on a wider one, the namespace's or the cluster's.
 					r.v.DefaultInbound = FailClosedInboundPolicy
-					w.Fallback = "the proxy denies by default"
+					w.Fallback = "deny applies" // short: with the value and the reason, a warning stays within 256 bytes
 					warns = append(warns, w)
 					break
 				}

@@ -275,7 +275,7 @@ func TestInjectManualFailsClosed(t *testing.T) {
 		!regexp.MustCompile(`name: LINKERD2_PROXY_INBOUND_DEFAULT_POLICY\n\s+value: deny\n`).MatchString(out) {
 		t.Errorf("output lacks the pod's deny or the proxy's:\n%s", out)
 	}
-	if !strings.Contains(errOut, `default-inbound-policy="Deny" on the workload is ignored`) || !strings.Contains(errOut, "the proxy denies by default") {
+	if !strings.Contains(errOut, `default-inbound-policy="Deny" on the workload is ignored`) || !strings.Contains(errOut, "; deny applies") {
 		t.Errorf("stderr %q, want the warning", errOut)
 	}
 }
