@@ -46,7 +46,7 @@ func TestDirUnknownAccessPolicyDenies(t *testing.T) {
 	if name, n := servedBy(t, idx); name != "web-http" || n != 0 {
 		t.Fatalf("port 8080 served by %q with %d authorizations, want web-http with none", name, n)
 	}
-	want := filepath.Join(dir, "server.yaml") + `:7: kind Server shop/web-http: spec.accessPolicy "allow": want one of`
+	want := filepath.Join(dir, "server.yaml") + `:7: kind Server shop/web-http: spec.accessPolicy: invalid default inbound policy "allow": want one of`
 	if w := src.Warnings(); len(w) != 1 || !strings.HasPrefix(w[0], want) {
 		t.Fatalf("Warnings() = %q, want one starting %q", w, want)
 	}
@@ -56,7 +56,7 @@ func TestDirUnknownAccessPolicyDenies(t *testing.T) {
 	eventually(t, "the warning cleared", func() bool { return len(src.Warnings()) == 0 })
 	manifesttest.WriteAtomic(t, filepath.Join(dir, "server.yaml"), ignoredServer("all-unauthenticatd"))
 	eventually(t, "the edit applied as deny", func() bool { name, n := servedBy(t, idx); return name == "web-http" && n == 0 })
-	if w := src.Warnings(); len(w) != 1 || !strings.Contains(w[0], `spec.accessPolicy "all-unauthenticatd"`) {
+	if w := src.Warnings(); len(w) != 1 || !strings.Contains(w[0], `spec.accessPolicy: invalid default inbound policy "all-unauthenticatd"`) {
 		t.Fatalf("Warnings() = %q, want the misspelt accessPolicy", w)
 	}
 }
@@ -87,7 +87,7 @@ func TestKubeUnknownAccessPolicyDenies(t *testing.T) {
 	if name, n := servedBy(t, idx); name != "web-http" || n != 0 {
 		t.Fatalf("port 8080 served by %q with %d authorizations, want web-http with none", name, n)
 	}
-	if w := k.Warnings(); len(w) != 1 || !strings.HasPrefix(w[0], `Server shop/web-http: spec.accessPolicy "allow": want one of`) {
+	if w := k.Warnings(); len(w) != 1 || !strings.HasPrefix(w[0], `Server shop/web-http: spec.accessPolicy: invalid default inbound policy "allow": want one of`) {
 		t.Fatalf("Warnings() = %q, want the accessPolicy", w)
 	}
 	h.OnUpdate(bad, server("all-unauthenticated", "2"))

@@ -3,9 +3,9 @@
 // (translator.ProjectServer) and the policy controller (policy/api) both apply, so a Server
 // one refuses is refused by the other too. It checks what the CRD's schema checks (for
 // manifest directories, which no API server validates), with errors that quote at most a
-// short prefix of a bad value. An accessPolicy none of Linkerd's (CheckAccessPolicy) leaves
-// the Server valid, as it does in Linkerd: the policy controller warns and denies by default,
-// the destination ignores the field.
+// short prefix of a bad value. An accessPolicy none of Linkerd's leaves the Server valid, as
+// it does in Linkerd: the policy controller warns and denies by default, the destination
+// ignores the field.
 //
 // It owns the Server's spec type and its validity; what each component makes of a valid
 // Server (the destination's projection, the policy controller's model) stays with it.

@@ -45,7 +45,9 @@ var AccessPolicies = []string{"all-unauthenticated", "all-authenticated", "clust
 // DoesNotExist, no port, a port number out of 1-65535 or a port name that is not one, a
 // proxyProtocol not among its values. The error names the field first. The destination and
 // the policy controller both refuse a Server it refuses. accessPolicy's value is not among
-// its reasons: see CheckAccessPolicy.
+// its reasons: an unknown one leaves the Server valid, as in Linkerd (the policy controller,
+// which parses it as a default policy, warns and denies by default; the destination ignores
+// it).
 func Check(version string, s *Spec) error {
 	if s == nil {
 		return errors.New("spec: required")
@@ -79,18 +81,6 @@ func Check(version string, s *Spec) error {
 	}
 	if s.ProxyProtocol != "" && !slices.Contains(Protocols, s.ProxyProtocol) {
 		return fmt.Errorf("spec.proxyProtocol %s: want one of %s", quote.String(s.ProxyProtocol), strings.Join(Protocols, ", "))
-	}
-	return nil
-}
-
-// CheckAccessPolicy returns why s's accessPolicy is none of AccessPolicies, or nil. Such a
-// Server is still valid, as it is to Linkerd (whose CRDs put no enum on the field and whose
-// policy controller ignores a value it does not know): the policy controller warns and gives
-// the port no default authorization, so it denies what nothing else authorizes, never more
-// than the Server meant; the destination ignores the field, which decides no port's opacity.
-func CheckAccessPolicy(s *Spec) error {
-	if s != nil && s.AccessPolicy != "" && !slices.Contains(AccessPolicies, s.AccessPolicy) {
-		return fmt.Errorf("spec.accessPolicy %s: want one of %s", quote.String(s.AccessPolicy), strings.Join(AccessPolicies, ", "))
 	}
 	return nil
 }

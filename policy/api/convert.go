@@ -226,9 +226,10 @@ var protocols = map[string]compute.Protocol{
 }
 
 // convertServer converts a Server spec of the given version (v1beta1, v1beta2, v1beta3),
-// valid when serverspec.Check says so, as the destination judges it too. An accessPolicy none
-// of Linkerd's is ignored with a warning (serverspec.CheckAccessPolicy): the port then has no
-// default authorization, as in Linkerd, never the wider default of a port without a Server.
+// valid when serverspec.Check says so, as the destination judges it too. An accessPolicy that
+// is no default policy (compute.ParseDefaultPolicy) is ignored with a warning: the port then
+// has no default authorization, as in Linkerd, never the wider default of a port without a
+// Server.
 func convertServer(m objectMeta, version string, spec *ServerSpec) (_ *compute.Server, warning string, _ error) {
 	if err := serverspec.Check(version, spec); err != nil {
 		return nil, "", err
@@ -250,13 +251,12 @@ func convertServer(m objectMeta, version string, spec *ServerSpec) (_ *compute.S
 	}
 	s.Protocol = protocols[spec.ProxyProtocol]
 	s.AccessPolicy = compute.Deny
-	if err := serverspec.CheckAccessPolicy(spec); err != nil {
-		return s, err.Error() + "; ignored, so the Server denies what none of its authorizations allows", nil
-	}
 	if spec.AccessPolicy != "" {
-		if s.AccessPolicy, err = compute.ParseDefaultPolicy(spec.AccessPolicy); err != nil {
-			return nil, "", fmt.Errorf("spec.accessPolicy: %w", err) // serverspec and compute disagree (TestServerValuesAgree)
+		p, err := compute.ParseDefaultPolicy(spec.AccessPolicy)
+		if err != nil {
+			return s, "spec.accessPolicy: " + err.Error() + "; ignored, so the Server denies what none of its authorizations allows", nil
 		}
+		s.AccessPolicy = p
 	}
 	return s, "", nil
 }

@@ -113,7 +113,7 @@ apiVersion: policy.linkerd.io/v1beta3
 kind: Server
 metadata: {name: s, namespace: shop}
 spec: {podSelector: {}, port: 80, proxyProtocol: HTTP/3}`},
-	{name: "Server bad access policy", schemaOK: false, convertOK: true, warnHas: `spec.accessPolicy "allow": want one of`, doc: `
+	{name: "Server bad access policy", schemaOK: false, convertOK: true, warnHas: `spec.accessPolicy: invalid default inbound policy "allow": want one of`, doc: `
 apiVersion: policy.linkerd.io/v1beta3
 kind: Server
 metadata: {name: s, namespace: shop}
